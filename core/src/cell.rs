@@ -1,0 +1,210 @@
+//! Cells: the unit of data, and the internal key order every sorted structure keeps.
+//!
+//! A store holds one column family, so its internal key is
+//! `(row, qualifier, timestamp, type, sequence id)` ordered as HBase orders a KeyValue:
+//! row ascending, qualifier ascending, timestamp descending, type code descending (delete
+//! markers before puts at the same timestamp), sequence id descending (the newest write of
+//! the same coordinates first). MemStores, store files, the merge and the matcher all rely on
+//! this single order, defined here by [`StoreKey`]'s `Ord`.
+
+use bytes::Bytes;
+use std::cmp::Ordering;
+
+/// A cell timestamp, in milliseconds since the Unix epoch unless the caller chooses otherwise.
+pub type Timestamp = u64;
+
+/// The timestamp meaning "let the server assign the current time" on writes, and
+/// "no upper bound" on reads.
+pub const LATEST_TIMESTAMP: Timestamp = u64::MAX;
+
+/// The longest row key HBase accepts (`Short.MAX_VALUE`).
+pub const MAX_ROW_LENGTH: usize = 32_767;
+
+/// The kind of a cell: a value or one of HBase's four delete markers.
+///
+/// The discriminants are HBase's `KeyValue.Type` codes and are part of the on-disk formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum CellType {
+    /// A value.
+    Put = 4,
+    /// Masks exactly one version (the put at the marker's timestamp) of one column.
+    Delete = 8,
+    /// Masks every column of the family at exactly the marker's timestamp.
+    DeleteFamilyVersion = 10,
+    /// Masks all versions of one column with timestamps <= the marker's.
+    DeleteColumn = 12,
+    /// Masks all columns of the family with timestamps <= the marker's.
+    DeleteFamily = 14,
+}
+
+impl CellType {
+    /// The on-disk code.
+    pub fn code(self) -> u8 {
+        self as u8
+    }
+
+    /// Decodes an on-disk code; `None` for an unknown code.
+    pub fn from_code(code: u8) -> Option<Self> {
+        match code {
+            4 => Some(CellType::Put),
+            8 => Some(CellType::Delete),
+            10 => Some(CellType::DeleteFamilyVersion),
+            12 => Some(CellType::DeleteColumn),
+            14 => Some(CellType::DeleteFamily),
+            _ => None,
+        }
+    }
+
+    /// True for the four delete markers.
+    pub fn is_delete(self) -> bool {
+        self != CellType::Put
+    }
+
+    /// True for the markers that apply to a whole family (they carry an empty qualifier).
+    pub fn is_family_delete(self) -> bool {
+        matches!(self, CellType::DeleteFamily | CellType::DeleteFamilyVersion)
+    }
+}
+
+/// A cell as returned to callers: one version of one column of one row.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Cell {
+    /// The row key.
+    pub row: Bytes,
+    /// The column family.
+    pub family: Bytes,
+    /// The column qualifier.
+    pub qualifier: Bytes,
+    /// The version's timestamp.
+    pub timestamp: Timestamp,
+    /// The value.
+    pub value: Bytes,
+}
+
+/// The internal key of a cell inside one store (one column family).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct StoreKey {
+    /// The row key.
+    pub row: Bytes,
+    /// The column qualifier (empty for family delete markers).
+    pub qualifier: Bytes,
+    /// The timestamp.
+    pub ts: Timestamp,
+    /// The cell type.
+    pub kind: CellType,
+    /// The engine-wide sequence id of the write that produced the cell.
+    pub seq: u64,
+}
+
+impl StoreKey {
+    /// The smallest key of `row`: every cell of `row` sorts at or after it.
+    pub fn first_on_row(row: Bytes) -> Self {
+        StoreKey {
+            row,
+            qualifier: Bytes::new(),
+            ts: u64::MAX,
+            kind: CellType::DeleteFamily,
+            seq: u64::MAX,
+        }
+    }
+
+    /// The smallest key of column `(row, qualifier)`.
+    pub fn first_on_column(row: Bytes, qualifier: Bytes) -> Self {
+        StoreKey {
+            row,
+            qualifier,
+            ts: u64::MAX,
+            kind: CellType::DeleteFamily,
+            seq: u64::MAX,
+        }
+    }
+}
+
+impl Ord for StoreKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.row
+            .cmp(&other.row)
+            .then_with(|| self.qualifier.cmp(&other.qualifier))
+            .then_with(|| other.ts.cmp(&self.ts))
+            .then_with(|| other.kind.code().cmp(&self.kind.code()))
+            .then_with(|| other.seq.cmp(&self.seq))
+    }
+}
+
+impl PartialOrd for StoreKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// A cell inside one store: its internal key and its value (empty for delete markers).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreCell {
+    /// The internal key.
+    pub key: StoreKey,
+    /// The value.
+    pub value: Bytes,
+}
+
+impl StoreCell {
+    /// Approximate heap footprint, used for MemStore accounting.
+    pub fn heap_size(&self) -> usize {
+        self.key.row.len() + self.key.qualifier.len() + self.value.len() + 64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(row: &str, q: &str, ts: u64, kind: CellType, seq: u64) -> StoreKey {
+        StoreKey {
+            row: Bytes::copy_from_slice(row.as_bytes()),
+            qualifier: Bytes::copy_from_slice(q.as_bytes()),
+            ts,
+            kind,
+            seq,
+        }
+    }
+
+    #[test]
+    fn order_matches_hbase() {
+        let mut keys = vec![
+            key("b", "a", 1, CellType::Put, 1),
+            key("a", "b", 5, CellType::Put, 1),
+            key("a", "a", 5, CellType::Put, 1),
+            key("a", "a", 5, CellType::Put, 9),
+            key("a", "a", 5, CellType::DeleteColumn, 2),
+            key("a", "a", 9, CellType::Put, 1),
+            key("a", "", 3, CellType::DeleteFamily, 1),
+        ];
+        keys.sort();
+        let got: Vec<_> = keys
+            .iter()
+            .map(|k| (k.row.clone(), k.qualifier.clone(), k.ts, k.kind, k.seq))
+            .collect();
+        assert_eq!(got[0].1, Bytes::from_static(b""));
+        assert_eq!((got[1].2, got[1].3), (9, CellType::Put));
+        assert_eq!((got[2].2, got[2].3), (5, CellType::DeleteColumn));
+        assert_eq!((got[3].2, got[3].4), (5, 9));
+        assert_eq!((got[4].2, got[4].4), (5, 1));
+        assert_eq!(got[5].1, Bytes::from_static(b"b"));
+        assert_eq!(got[6].0, Bytes::from_static(b"b"));
+        assert!(StoreKey::first_on_row(Bytes::from_static(b"a")) < keys[0]);
+    }
+
+    #[test]
+    fn type_codes_round_trip() {
+        for t in [
+            CellType::Put,
+            CellType::Delete,
+            CellType::DeleteFamilyVersion,
+            CellType::DeleteColumn,
+            CellType::DeleteFamily,
+        ] {
+            assert_eq!(CellType::from_code(t.code()), Some(t));
+        }
+        assert_eq!(CellType::from_code(0), None);
+    }
+}

@@ -1,0 +1,1 @@
+//! Client (being written).

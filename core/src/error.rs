@@ -1,0 +1,103 @@
+//! The one error type of Basalt.
+//!
+//! Every fallible public call returns [`Result<T>`]; callers match on [`Error`]'s variants.
+//! Bad input is reported before any state changes, so an error never leaves a partial write.
+
+use std::path::PathBuf;
+
+/// Result alias used throughout Basalt.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in Basalt.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The named table does not exist.
+    #[error("table not found: {0}")]
+    TableNotFound(String),
+    /// The table already exists.
+    #[error("table already exists: {0}")]
+    TableExists(String),
+    /// The table is disabled; it refuses reads and writes until enabled.
+    #[error("table is disabled: {0}")]
+    TableDisabled(String),
+    /// The table is enabled but the operation needs it disabled (or the reverse).
+    #[error("table {table} is not in the expected state: {expected}")]
+    TableState {
+        /// The table.
+        table: String,
+        /// What state the operation expected.
+        expected: &'static str,
+    },
+    /// The namespace does not exist.
+    #[error("namespace not found: {0}")]
+    NamespaceNotFound(String),
+    /// The namespace already exists.
+    #[error("namespace already exists: {0}")]
+    NamespaceExists(String),
+    /// The column family is not declared in the table.
+    #[error("column family {family:?} not found in table {table}")]
+    FamilyNotFound {
+        /// The table.
+        table: String,
+        /// The family, lossily decoded as UTF-8.
+        family: String,
+    },
+    /// The row key is empty or longer than [`crate::MAX_ROW_LENGTH`] bytes.
+    #[error("invalid row key: {0}")]
+    InvalidRow(String),
+    /// A value is larger than the engine's configured limit.
+    #[error("value of {size} bytes exceeds the limit of {limit} bytes")]
+    ValueTooLarge {
+        /// The value's size.
+        size: usize,
+        /// The configured limit.
+        limit: usize,
+    },
+    /// An argument is malformed (bad name, bad setting, bad range).
+    #[error("bad argument: {0}")]
+    BadArgument(String),
+    /// An increment met a cell that is not an 8-byte big-endian counter.
+    #[error("cell {column} holds {len} bytes; a counter must hold exactly 8")]
+    NotACounter {
+        /// The column, as `family:qualifier`.
+        column: String,
+        /// The cell's length.
+        len: usize,
+    },
+    /// An I/O error from the operating system.
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+    /// A file's bytes do not match their checksum or their format.
+    #[error("corruption in {file} at offset {offset}: {reason}")]
+    Corruption {
+        /// The file.
+        file: PathBuf,
+        /// The byte offset of the bad data.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The engine refuses writes after a failure it cannot recover from without reopening.
+    #[error("engine refuses writes until reopened: {0}")]
+    WritesRefused(String),
+    /// The engine is closed.
+    #[error("engine is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Shorthand for [`Error::BadArgument`].
+    pub fn bad_argument(msg: impl Into<String>) -> Self {
+        Error::BadArgument(msg.into())
+    }
+
+    /// Shorthand for [`Error::Corruption`].
+    pub fn corruption(file: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            file: file.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! `basalt-core`: Basalt's engine.
+//!
+//! Layers read top-down: [`client`] (Connection, Admin, Table) -> [`region`] (Region, Store,
+//! row locks) -> [`storage`] (MemStore, StoreFile, merge, matcher) and [`wal`]; [`mvcc`]
+//! orders writes engine-wide and [`catalog`] persists schema and region boundaries.
+//! Storage knows nothing of regions; regions know nothing of clients.
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod catalog;
+pub mod cell;
+pub mod client;
+pub mod error;
+pub mod mvcc;
+pub mod region;
+pub mod schema;
+pub mod storage;
+pub mod wal;
+
+pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+pub use error::{Error, Result};
+pub use schema::{
+    BloomType, ColumnFamilyDescriptor, Compression, TableDescriptor, TableName,
+    DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
+};

@@ -1,0 +1,1 @@
+//! mvcc (being written).

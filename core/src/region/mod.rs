@@ -1,0 +1,1 @@
+//! Regions (being written).

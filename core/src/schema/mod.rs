@@ -1,0 +1,397 @@
+//! Schema: namespaces, table names, column-family and table descriptors, pre-split keys.
+//!
+//! Every descriptor is validated before it reaches the catalog, so the engine only ever
+//! holds legal names and settings. Descriptors are plain data (serde) so that the catalog
+//! can persist them.
+
+pub mod split;
+
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// The namespace tables live in when their name has no `ns:` prefix.
+pub const DEFAULT_NAMESPACE: &str = "default";
+/// The namespace reserved for Basalt's own tables.
+pub const SYSTEM_NAMESPACE: &str = "basalt";
+
+/// A table name: `namespace:qualifier`, or a bare qualifier in the `default` namespace.
+///
+/// Legal characters follow HBase: the namespace uses `[A-Za-z0-9_]`, the qualifier
+/// `[A-Za-z0-9_.-]` and must not start with `.` or `-`.
+///
+/// ```
+/// use basalt_core::TableName;
+/// let t = TableName::parse("im:messages").unwrap();
+/// assert_eq!(t.namespace(), "im");
+/// assert_eq!(t.qualifier(), "messages");
+/// assert_eq!(TableName::parse("users").unwrap().to_string(), "default:users");
+/// assert!(TableName::parse("bad name").is_err());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct TableName {
+    namespace: String,
+    qualifier: String,
+}
+
+impl TableName {
+    /// Parses and validates `ns:name` or `name`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let (ns, q) = match s.split_once(':') {
+            Some((ns, q)) => (ns, q),
+            None => (DEFAULT_NAMESPACE, s),
+        };
+        Self::new(ns, q)
+    }
+
+    /// Builds and validates a name from its two parts.
+    pub fn new(namespace: &str, qualifier: &str) -> Result<Self> {
+        validate_namespace(namespace)?;
+        if qualifier.is_empty() {
+            return Err(Error::bad_argument("table qualifier must not be empty"));
+        }
+        if qualifier.len() > 255 {
+            return Err(Error::bad_argument("table qualifier longer than 255 bytes"));
+        }
+        if qualifier.starts_with('.') || qualifier.starts_with('-') {
+            return Err(Error::bad_argument(format!(
+                "table qualifier {qualifier:?} must not start with '.' or '-'"
+            )));
+        }
+        if let Some(c) = qualifier
+            .chars()
+            .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')))
+        {
+            return Err(Error::bad_argument(format!(
+                "illegal character {c:?} in table qualifier {qualifier:?}: use [A-Za-z0-9_.-]"
+            )));
+        }
+        Ok(TableName {
+            namespace: namespace.to_string(),
+            qualifier: qualifier.to_string(),
+        })
+    }
+
+    /// The namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The qualifier (the name inside the namespace).
+    pub fn qualifier(&self) -> &str {
+        &self.qualifier
+    }
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.namespace, self.qualifier)
+    }
+}
+
+impl std::str::FromStr for TableName {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        TableName::parse(s)
+    }
+}
+
+/// Validates a namespace name: `[A-Za-z0-9_]+`, at most 128 bytes.
+pub fn validate_namespace(ns: &str) -> Result<()> {
+    if ns.is_empty() || ns.len() > 128 {
+        return Err(Error::bad_argument(format!(
+            "namespace {ns:?} must be 1 to 128 characters"
+        )));
+    }
+    if let Some(c) = ns
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_'))
+    {
+        return Err(Error::bad_argument(format!(
+            "illegal character {c:?} in namespace {ns:?}: use [A-Za-z0-9_]"
+        )));
+    }
+    Ok(())
+}
+
+/// Bloom filter kind of a column family (used by store files from the compaction issue on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum BloomType {
+    /// No bloom filter.
+    None,
+    /// A filter on row keys (HBase's default).
+    #[default]
+    Row,
+    /// A filter on row + column.
+    RowCol,
+}
+
+/// Block compression of a column family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum Compression {
+    /// Blocks are stored as they are.
+    #[default]
+    None,
+    /// LZ4 block compression.
+    Lz4,
+    /// Zstandard.
+    Zstd,
+    /// Snappy.
+    Snappy,
+}
+
+/// Settings of one column family.
+///
+/// ```
+/// use basalt_core::ColumnFamilyDescriptor;
+/// let cf = ColumnFamilyDescriptor::new("f").max_versions(3).ttl_secs(86_400);
+/// assert_eq!(cf.max_versions, 3);
+/// assert!(cf.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ColumnFamilyDescriptor {
+    /// The family name (printable, no `:`; short names are cheaper, as seed 003 says).
+    pub name: Bytes,
+    /// Versions kept per column (default 1).
+    pub max_versions: u32,
+    /// Versions kept even when older than the TTL (default 0).
+    pub min_versions: u32,
+    /// Time to live of a cell in seconds; `None` keeps cells forever.
+    pub ttl_secs: Option<u64>,
+    /// Keep deleted cells visible to time-range reads that end before the delete.
+    pub keep_deleted_cells: bool,
+    /// Bloom filter kind.
+    pub bloom: BloomType,
+    /// Target size of a store-file data block in bytes (default 64 KiB).
+    pub block_size: u32,
+    /// Block compression.
+    pub compression: Compression,
+    /// Cache this family's blocks in the block cache.
+    pub block_cache: bool,
+    /// Give this family's blocks in-memory priority in the block cache.
+    pub in_memory: bool,
+}
+
+impl ColumnFamilyDescriptor {
+    /// A family with HBase 2's defaults.
+    pub fn new(name: impl AsRef<[u8]>) -> Self {
+        ColumnFamilyDescriptor {
+            name: Bytes::copy_from_slice(name.as_ref()),
+            max_versions: 1,
+            min_versions: 0,
+            ttl_secs: None,
+            keep_deleted_cells: false,
+            bloom: BloomType::Row,
+            block_size: 64 * 1024,
+            compression: Compression::None,
+            block_cache: true,
+            in_memory: false,
+        }
+    }
+
+    /// Sets max versions.
+    pub fn max_versions(mut self, v: u32) -> Self {
+        self.max_versions = v;
+        self
+    }
+    /// Sets min versions.
+    pub fn min_versions(mut self, v: u32) -> Self {
+        self.min_versions = v;
+        self
+    }
+    /// Sets the TTL in seconds.
+    pub fn ttl_secs(mut self, secs: u64) -> Self {
+        self.ttl_secs = Some(secs);
+        self
+    }
+    /// Sets keep-deleted-cells.
+    pub fn keep_deleted_cells(mut self, v: bool) -> Self {
+        self.keep_deleted_cells = v;
+        self
+    }
+    /// Sets the bloom filter kind.
+    pub fn bloom(mut self, v: BloomType) -> Self {
+        self.bloom = v;
+        self
+    }
+    /// Sets the block size in bytes.
+    pub fn block_size(mut self, v: u32) -> Self {
+        self.block_size = v;
+        self
+    }
+    /// Sets the compression.
+    pub fn compression(mut self, v: Compression) -> Self {
+        self.compression = v;
+        self
+    }
+    /// Sets block-cache use.
+    pub fn block_cache(mut self, v: bool) -> Self {
+        self.block_cache = v;
+        self
+    }
+    /// Sets in-memory priority.
+    pub fn in_memory(mut self, v: bool) -> Self {
+        self.in_memory = v;
+        self
+    }
+
+    /// The family name as text (lossy), for messages.
+    pub fn name_str(&self) -> String {
+        String::from_utf8_lossy(&self.name).into_owned()
+    }
+
+    /// Checks the settings and returns a clear error for the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        validate_family_name(&self.name)?;
+        let n = self.name_str();
+        if self.max_versions == 0 {
+            return Err(Error::bad_argument(format!(
+                "family {n}: max versions must be at least 1"
+            )));
+        }
+        if self.min_versions > self.max_versions {
+            return Err(Error::bad_argument(format!(
+                "family {n}: min versions ({}) exceeds max versions ({})",
+                self.min_versions, self.max_versions
+            )));
+        }
+        if self.ttl_secs == Some(0) {
+            return Err(Error::bad_argument(format!(
+                "family {n}: TTL must be at least one second"
+            )));
+        }
+        if !(1024..=16 * 1024 * 1024).contains(&self.block_size) {
+            return Err(Error::bad_argument(format!(
+                "family {n}: block size {} is outside 1 KiB..=16 MiB",
+                self.block_size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Validates a column-family name: 1 to 255 printable ASCII bytes, no `:`, not `.` or `..`.
+pub fn validate_family_name(name: &[u8]) -> Result<()> {
+    if name.is_empty() || name.len() > 255 {
+        return Err(Error::bad_argument(
+            "column family name must be 1 to 255 bytes",
+        ));
+    }
+    if name == b"." || name == b".." {
+        return Err(Error::bad_argument("column family name must not be '.' or '..'"));
+    }
+    if let Some(b) = name
+        .iter()
+        .find(|b| !(b.is_ascii_graphic()) || **b == b':' || **b == b'/' || **b == b'\\')
+    {
+        return Err(Error::bad_argument(format!(
+            "illegal byte 0x{b:02x} in column family name {:?}: printable ASCII without ':' or '/'",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
+/// A table: its name, column families and table-level settings.
+///
+/// ```
+/// use basalt_core::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+/// let t = TableDescriptor::new(TableName::parse("sms").unwrap())
+///     .family(ColumnFamilyDescriptor::new("d"));
+/// assert!(t.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableDescriptor {
+    /// The table's name.
+    pub name: TableName,
+    /// Its column families, in the order declared.
+    pub families: Vec<ColumnFamilyDescriptor>,
+    /// MemStore size of one region that triggers a flush, in bytes; `None` uses the engine's.
+    pub memstore_flush_size: Option<u64>,
+}
+
+impl TableDescriptor {
+    /// A table with no families yet.
+    pub fn new(name: TableName) -> Self {
+        TableDescriptor {
+            name,
+            families: Vec::new(),
+            memstore_flush_size: None,
+        }
+    }
+
+    /// Adds a family.
+    pub fn family(mut self, cf: ColumnFamilyDescriptor) -> Self {
+        self.families.push(cf);
+        self
+    }
+
+    /// Sets the per-region flush size.
+    pub fn memstore_flush_size(mut self, bytes: u64) -> Self {
+        self.memstore_flush_size = Some(bytes);
+        self
+    }
+
+    /// The family named `name`, if declared.
+    pub fn get_family(&self, name: &[u8]) -> Option<&ColumnFamilyDescriptor> {
+        self.families.iter().find(|f| f.name.as_ref() == name)
+    }
+
+    /// Checks names and settings: at least one family, no duplicates, every family valid.
+    pub fn validate(&self) -> Result<()> {
+        if self.families.is_empty() {
+            return Err(Error::bad_argument(format!(
+                "table {} needs at least one column family",
+                self.name
+            )));
+        }
+        for (i, f) in self.families.iter().enumerate() {
+            f.validate()?;
+            if self.families[..i].iter().any(|g| g.name == f.name) {
+                return Err(Error::bad_argument(format!(
+                    "table {}: column family {} declared twice",
+                    self.name,
+                    f.name_str()
+                )));
+            }
+        }
+        if self.memstore_flush_size == Some(0) {
+            return Err(Error::bad_argument("memstore flush size must be positive"));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_names() {
+        assert!(TableName::parse("a:b").is_ok());
+        assert!(TableName::parse("ns_1:t-2.x").is_ok());
+        assert!(TableName::parse(":t").is_err());
+        assert!(TableName::parse("ns:").is_err());
+        assert!(TableName::parse("n-s:t").is_err());
+        assert!(TableName::parse("ns:.t").is_err());
+        assert!(TableName::parse("ns:t:u").is_err());
+        assert!(TableName::parse("ns:t/u").is_err());
+    }
+
+    #[test]
+    fn families() {
+        assert!(ColumnFamilyDescriptor::new("").validate().is_err());
+        assert!(ColumnFamilyDescriptor::new("a:b").validate().is_err());
+        assert!(ColumnFamilyDescriptor::new("f").max_versions(0).validate().is_err());
+        assert!(ColumnFamilyDescriptor::new("f")
+            .max_versions(2)
+            .min_versions(3)
+            .validate()
+            .is_err());
+        assert!(ColumnFamilyDescriptor::new("f").block_size(10).validate().is_err());
+        let t = TableDescriptor::new(TableName::parse("t").unwrap())
+            .family(ColumnFamilyDescriptor::new("f"))
+            .family(ColumnFamilyDescriptor::new("f"));
+        assert!(t.validate().is_err());
+    }
+}

@@ -1,0 +1,1 @@
+//! Store files (being written).

@@ -1,0 +1,9 @@
+//! Basalt: an embedded Rust storage engine with HBase's data model.
+//!
+//! This facade re-exports the public API of the engine (`basalt-core`), the coprocessor
+//! framework (`basalt-coprocessors`) and secondary indexes (`basalt-index`).
+#![deny(missing_docs)]
+
+pub use basalt_core::*;
+pub use basalt_coprocessors as coprocessors;
+pub use basalt_index as index;
