@@ -4,6 +4,6 @@
 //! framework (`basalt-coprocessors`) and secondary indexes (`basalt-index`).
 #![deny(missing_docs)]
 
-pub use basalt_core::*;
 pub use basalt_coprocessors as coprocessors;
+pub use basalt_core::*;
 pub use basalt_index as index;

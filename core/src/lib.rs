@@ -14,12 +14,17 @@ pub mod error;
 pub mod mvcc;
 pub mod region;
 pub mod schema;
+pub mod server;
 pub mod storage;
 pub mod wal;
 
 pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+pub use client::{Admin, Config, Connection, PreSplit, Table};
 pub use error::{Error, Result};
+pub use region::RegionInfo;
+pub use schema::split::SplitAlgorithm;
 pub use schema::{
-    BloomType, ColumnFamilyDescriptor, Compression, TableDescriptor, TableName,
-    DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
+    BloomType, ColumnFamilyDescriptor, Compression, TableDescriptor, TableName, DEFAULT_NAMESPACE,
+    SYSTEM_NAMESPACE,
 };
+pub use wal::Durability;

@@ -1,1 +1,250 @@
-//! Client (being written).
+//! The client API: [`Connection`], [`Admin`] and [`Table`], all async.
+//!
+//! These are thin handles over the engine: a `Table` is a name resolved on every call, so a
+//! table deleted by another handle answers `TableNotFound` rather than serving stale state.
+//!
+//! ```
+//! use basalt_core::client::{Connection, Get, Put};
+//! use basalt_core::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> basalt_core::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("basalt-doc-{}", std::process::id()));
+//! let conn = Connection::open(&dir).await?;
+//! let admin = conn.admin();
+//! admin
+//!     .create_table(TableDescriptor::new(TableName::parse("users")?).family(ColumnFamilyDescriptor::new("f")))
+//!     .await?;
+//! let users = conn.table("users")?;
+//! users.put(Put::new("u1").add_column("f", "name", "Ada")).await?;
+//! let row = users.get(Get::new("u1")).await?;
+//! assert_eq!(row.value("f", "name").map(|v| v.as_ref()), Some(&b"Ada"[..]));
+//! conn.close().await?;
+//! # std::fs::remove_dir_all(&dir).ok();
+//! # Ok(()) }
+//! ```
+
+pub mod ops;
+
+pub use crate::server::admin::PreSplit;
+pub use crate::server::read::ResultStream;
+pub use crate::server::Config;
+pub use ops::*;
+
+use crate::error::{Error, Result};
+use crate::region::RegionInfo;
+use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+use crate::server::{Engine, TableState};
+use std::path::Path;
+use std::sync::Arc;
+
+/// An open engine. Cheap to clone; every clone shares the engine.
+#[derive(Debug, Clone)]
+pub struct Connection {
+    engine: Arc<Engine>,
+}
+
+impl Connection {
+    /// Opens (or creates) an engine in `dir` with default settings, recovering from a crash.
+    pub async fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(Config::new(dir)).await
+    }
+
+    /// Opens an engine with explicit settings.
+    pub async fn open_with(config: Config) -> Result<Self> {
+        let engine = tokio::task::spawn_blocking(move || Engine::open(config))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
+        Ok(Connection { engine })
+    }
+
+    /// The administration handle.
+    pub fn admin(&self) -> Admin {
+        Admin {
+            engine: self.engine.clone(),
+        }
+    }
+
+    /// A handle on table `name` (`ns:name` or `name`).
+    pub fn table(&self, name: &str) -> Result<Table> {
+        Ok(Table {
+            engine: self.engine.clone(),
+            name: TableName::parse(name)?,
+        })
+    }
+
+    /// The engine behind this connection.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Flushes MemStores, syncs the WAL and closes the engine.
+    pub async fn close(&self) -> Result<()> {
+        self.engine.close().await
+    }
+}
+
+/// Schema operations.
+#[derive(Debug, Clone)]
+pub struct Admin {
+    engine: Arc<Engine>,
+}
+
+impl Admin {
+    /// Creates a table with one region.
+    pub async fn create_table(&self, desc: TableDescriptor) -> Result<()> {
+        self.engine.create_table(desc, PreSplit::None)
+    }
+    /// Creates a table pre-split into regions.
+    pub async fn create_table_with_splits(
+        &self,
+        desc: TableDescriptor,
+        split: PreSplit,
+    ) -> Result<()> {
+        self.engine.create_table(desc, split)
+    }
+    /// Deletes a disabled table.
+    pub async fn delete_table(&self, name: &TableName) -> Result<()> {
+        self.engine.delete_table(name)
+    }
+    /// Enables a table.
+    pub async fn enable_table(&self, name: &TableName) -> Result<()> {
+        self.engine.enable_table(name)
+    }
+    /// Disables a table (flushing it first).
+    pub async fn disable_table(&self, name: &TableName) -> Result<()> {
+        self.engine.disable_table(name).await
+    }
+    /// True when the table is enabled.
+    pub async fn is_table_enabled(&self, name: &TableName) -> Result<bool> {
+        self.engine.is_enabled(name)
+    }
+    /// True when the table exists.
+    pub async fn table_exists(&self, name: &TableName) -> Result<bool> {
+        Ok(self.engine.table_exists(name))
+    }
+    /// Every table's descriptor.
+    pub async fn list_tables(&self) -> Result<Vec<TableDescriptor>> {
+        Ok(self.engine.list_tables())
+    }
+    /// A table's descriptor.
+    pub async fn describe_table(&self, name: &TableName) -> Result<TableDescriptor> {
+        self.engine.describe(name)
+    }
+    /// Adds a column family.
+    pub async fn add_column_family(
+        &self,
+        name: &TableName,
+        cf: ColumnFamilyDescriptor,
+    ) -> Result<()> {
+        self.engine.add_family(name, cf)
+    }
+    /// Changes a column family's settings.
+    pub async fn modify_column_family(
+        &self,
+        name: &TableName,
+        cf: ColumnFamilyDescriptor,
+    ) -> Result<()> {
+        self.engine.modify_family(name, cf)
+    }
+    /// Removes a column family and its data.
+    pub async fn delete_column_family(
+        &self,
+        name: &TableName,
+        family: impl AsRef<[u8]>,
+    ) -> Result<()> {
+        self.engine.remove_family(name, family.as_ref())
+    }
+    /// Flushes every region of a table.
+    pub async fn flush(&self, name: &TableName) -> Result<()> {
+        self.engine.flush_table(name).await
+    }
+    /// Creates a namespace.
+    pub async fn create_namespace(&self, ns: &str) -> Result<()> {
+        self.engine.create_namespace(ns)
+    }
+    /// Deletes an empty namespace.
+    pub async fn delete_namespace(&self, ns: &str) -> Result<()> {
+        self.engine.delete_namespace(ns)
+    }
+    /// Every namespace.
+    pub async fn list_namespaces(&self) -> Result<Vec<String>> {
+        Ok(self.engine.list_namespaces())
+    }
+    /// Facts about every region of a table, in key order.
+    pub async fn regions(&self, name: &TableName) -> Result<Vec<RegionInfo>> {
+        self.engine.regions(name)
+    }
+}
+
+/// Data operations on one table.
+#[derive(Debug, Clone)]
+pub struct Table {
+    engine: Arc<Engine>,
+    name: TableName,
+}
+
+impl Table {
+    fn state(&self) -> Result<Arc<TableState>> {
+        self.engine.table(&self.name)
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &TableName {
+        &self.name
+    }
+
+    /// Writes one row.
+    pub async fn put(&self, p: Put) -> Result<()> {
+        self.engine.put(&*self.state()?, p).await
+    }
+
+    /// Reads one row (an empty result when nothing matches).
+    pub async fn get(&self, g: Get) -> Result<RowResult> {
+        self.engine.get(&*self.state()?, &g)
+    }
+
+    /// True when the get would return at least one cell.
+    pub async fn exists(&self, g: Get) -> Result<bool> {
+        Ok(!self.engine.get(&*self.state()?, &g)?.is_empty())
+    }
+
+    /// Writes delete markers.
+    pub async fn delete(&self, d: Delete) -> Result<()> {
+        self.engine.delete(&*self.state()?, d).await
+    }
+
+    /// Scans rows as a stream, at one snapshot of the whole table.
+    pub fn scan(&self, s: Scan) -> Result<ResultStream> {
+        self.engine.scan(self.state()?, s)
+    }
+
+    /// Adds to counters atomically; returns the new values.
+    pub async fn increment(&self, inc: Increment) -> Result<RowResult> {
+        self.engine.increment(&*self.state()?, inc).await
+    }
+
+    /// Appends to cells atomically; returns the new values.
+    pub async fn append(&self, a: Append) -> Result<RowResult> {
+        self.engine.append(&*self.state()?, a).await
+    }
+
+    /// Applies a mutation if a condition holds; returns whether it held.
+    pub async fn check_and_mutate(&self, c: CheckAndMutate) -> Result<bool> {
+        self.engine.check_and_mutate(&*self.state()?, c).await
+    }
+
+    /// Applies a row's puts and deletes atomically.
+    pub async fn mutate_row(&self, rm: RowMutations) -> Result<()> {
+        self.engine.mutate_row(&*self.state()?, rm).await
+    }
+
+    /// Runs many operations, one result per operation.
+    pub async fn batch(&self, ops: Vec<BatchOp>) -> Result<Vec<Result<BatchOutcome>>> {
+        self.engine.batch(&*self.state()?, ops).await
+    }
+
+    /// Facts about every region, in key order.
+    pub async fn regions(&self) -> Result<Vec<RegionInfo>> {
+        self.engine.regions(&self.name)
+    }
+}

@@ -1,1 +1,163 @@
-//! Regions (being written).
+//! Regions: a table is a sorted set of regions, each owning the rows in `[start, end)`.
+//!
+//! A region holds one [`Store`] per column family and counts its requests. It knows nothing
+//! of clients. Invariants: `update_lock` is held shared by every MemStore insert and
+//! exclusively while a flush swaps MemStores, so a flush's snapshot holds every cell whose
+//! sequence id is at or below the read point taken during the swap.
+
+pub mod locks;
+pub mod scanner;
+pub mod store;
+
+pub use store::Store;
+
+use crate::cell::StoreCell;
+use crate::schema::TableName;
+use bytes::Bytes;
+use parking_lot::RwLock;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// One region of a table.
+#[derive(Debug)]
+pub struct Region {
+    /// Engine-wide unique id.
+    pub id: u64,
+    /// The table it belongs to.
+    pub table: TableName,
+    /// Inclusive start key (empty = no lower bound).
+    pub start: Bytes,
+    /// Exclusive end key (empty = no upper bound).
+    pub end: Bytes,
+    /// Stores by family name.
+    pub stores: RwLock<BTreeMap<Bytes, Arc<Store>>>,
+    /// Shared by inserts, exclusive while a flush swaps MemStores.
+    pub update_lock: RwLock<()>,
+    /// Writes at or below this sequence id are in store files.
+    pub flushed_seq: AtomicU64,
+    /// Smallest sequence id in the MemStores (u64::MAX when empty).
+    pub oldest_unflushed: AtomicU64,
+    /// Smallest sequence id in MemStore snapshots being flushed (u64::MAX when none).
+    pub snapshot_oldest: AtomicU64,
+    /// Reads served.
+    pub read_requests: AtomicU64,
+    /// Writes served.
+    pub write_requests: AtomicU64,
+    /// Serializes flushes of this region.
+    pub flush_lock: tokio::sync::Mutex<()>,
+}
+
+impl Region {
+    /// A region with the given stores.
+    pub fn new(
+        id: u64,
+        table: TableName,
+        start: Bytes,
+        end: Bytes,
+        flushed_seq: u64,
+        stores: BTreeMap<Bytes, Arc<Store>>,
+    ) -> Self {
+        Region {
+            id,
+            table,
+            start,
+            end,
+            stores: RwLock::new(stores),
+            update_lock: RwLock::new(()),
+            flushed_seq: AtomicU64::new(flushed_seq),
+            oldest_unflushed: AtomicU64::new(u64::MAX),
+            snapshot_oldest: AtomicU64::new(u64::MAX),
+            read_requests: AtomicU64::new(0),
+            write_requests: AtomicU64::new(0),
+            flush_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// The region's name as HBase prints it: `table,start,id`.
+    pub fn name(&self) -> String {
+        format!(
+            "{},{},{}",
+            self.table,
+            String::from_utf8_lossy(&self.start),
+            self.id
+        )
+    }
+
+    /// True when `row` belongs to this region.
+    pub fn contains(&self, row: &[u8]) -> bool {
+        row >= self.start.as_ref() && (self.end.is_empty() || row < self.end.as_ref())
+    }
+
+    /// The store of `family`.
+    pub fn store(&self, family: &[u8]) -> Option<Arc<Store>> {
+        self.stores.read().get(family).cloned()
+    }
+
+    /// Every store, by family name.
+    pub fn all_stores(&self) -> Vec<Arc<Store>> {
+        self.stores.read().values().cloned().collect()
+    }
+
+    /// Inserts cells of one committed batch into the MemStores.
+    pub fn apply(&self, family_cells: &[(Arc<Store>, StoreCell)]) {
+        let _g = self.update_lock.read();
+        for (store, cell) in family_cells {
+            self.oldest_unflushed
+                .fetch_min(cell.key.seq, Ordering::Relaxed);
+            store.insert(cell.clone());
+        }
+    }
+
+    /// Bytes held in MemStores.
+    pub fn memstore_size(&self) -> usize {
+        self.stores.read().values().map(|s| s.memstore_size()).sum()
+    }
+}
+
+/// Facts about one region, as HBase's region page shows them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionInfo {
+    /// `table,start,id`.
+    pub name: String,
+    /// Region id.
+    pub id: u64,
+    /// Inclusive start key.
+    pub start_key: Bytes,
+    /// Exclusive end key (empty = none).
+    pub end_key: Bytes,
+    /// Reads served since open.
+    pub read_requests: u64,
+    /// Writes served since open.
+    pub write_requests: u64,
+    /// Bytes in MemStores.
+    pub memstore_size: u64,
+    /// Number of store files.
+    pub store_files: usize,
+    /// Bytes in store files.
+    pub store_file_size: u64,
+}
+
+impl Region {
+    /// A snapshot of the region's facts.
+    pub fn info(&self) -> RegionInfo {
+        let stores = self.all_stores();
+        let (mut n, mut size) = (0, 0);
+        for s in &stores {
+            let st = s.state.read();
+            n += st.files.len();
+            size += st.files.iter().map(|f| f.info().file_size).sum::<u64>();
+        }
+        RegionInfo {
+            name: self.name(),
+            id: self.id,
+            start_key: self.start.clone(),
+            end_key: self.end.clone(),
+            read_requests: self.read_requests.load(Ordering::Relaxed),
+            write_requests: self.write_requests.load(Ordering::Relaxed),
+            memstore_size: self.memstore_size() as u64,
+            store_files: n,
+            store_file_size: size,
+        }
+    }
+}

@@ -278,7 +278,9 @@ pub fn validate_family_name(name: &[u8]) -> Result<()> {
         ));
     }
     if name == b"." || name == b".." {
-        return Err(Error::bad_argument("column family name must not be '.' or '..'"));
+        return Err(Error::bad_argument(
+            "column family name must not be '.' or '..'",
+        ));
     }
     if let Some(b) = name
         .iter()
@@ -382,13 +384,19 @@ mod tests {
     fn families() {
         assert!(ColumnFamilyDescriptor::new("").validate().is_err());
         assert!(ColumnFamilyDescriptor::new("a:b").validate().is_err());
-        assert!(ColumnFamilyDescriptor::new("f").max_versions(0).validate().is_err());
+        assert!(ColumnFamilyDescriptor::new("f")
+            .max_versions(0)
+            .validate()
+            .is_err());
         assert!(ColumnFamilyDescriptor::new("f")
             .max_versions(2)
             .min_versions(3)
             .validate()
             .is_err());
-        assert!(ColumnFamilyDescriptor::new("f").block_size(10).validate().is_err());
+        assert!(ColumnFamilyDescriptor::new("f")
+            .block_size(10)
+            .validate()
+            .is_err());
         let t = TableDescriptor::new(TableName::parse("t").unwrap())
             .family(ColumnFamilyDescriptor::new("f"))
             .family(ColumnFamilyDescriptor::new("f"));

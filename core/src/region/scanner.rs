@@ -1,0 +1,209 @@
+//! The region scanner: merges a region's families by row and applies the matcher per row.
+//!
+//! Forward scans yield rows in ascending order, reverse scans descending; within a row the
+//! cells are always in family, qualifier, timestamp-descending order. Invariants: every cell
+//! read is filtered by the one read point fixed when the scan began, so a scan sees each
+//! batch whole or not at all; rows outside the row range are never returned.
+
+use crate::cell::{Cell, StoreCell, StoreKey};
+use crate::client::ops::RowResult;
+use crate::error::Result;
+use crate::region::Store;
+use crate::storage::matcher::{match_row, FamilyRules, ReadSpec};
+use crate::storage::merge::MergeIter;
+use bytes::Bytes;
+use std::collections::BTreeSet;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// A range of rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRange {
+    /// Lower bound.
+    pub lo: Bound<Bytes>,
+    /// Upper bound.
+    pub hi: Bound<Bytes>,
+}
+
+impl RowRange {
+    /// Every row.
+    pub fn all() -> Self {
+        RowRange {
+            lo: Bound::Unbounded,
+            hi: Bound::Unbounded,
+        }
+    }
+
+    /// True when `row` is inside.
+    pub fn contains(&self, row: &[u8]) -> bool {
+        let above = match &self.lo {
+            Bound::Included(l) => row >= l.as_ref(),
+            Bound::Excluded(l) => row > l.as_ref(),
+            Bound::Unbounded => true,
+        };
+        let below = match &self.hi {
+            Bound::Included(h) => row <= h.as_ref(),
+            Bound::Excluded(h) => row < h.as_ref(),
+            Bound::Unbounded => true,
+        };
+        above && below
+    }
+
+    /// True when `row` lies above the upper bound.
+    pub fn past_hi(&self, row: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Included(h) => row > h.as_ref(),
+            Bound::Excluded(h) => row >= h.as_ref(),
+            Bound::Unbounded => false,
+        }
+    }
+
+    /// True when `row` lies below the lower bound.
+    pub fn before_lo(&self, row: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Included(l) => row < l.as_ref(),
+            Bound::Excluded(l) => row <= l.as_ref(),
+            Bound::Unbounded => false,
+        }
+    }
+
+    /// Narrows the range to a region's `[start, end)`.
+    pub fn clip(&self, start: &Bytes, end: &Bytes) -> RowRange {
+        let lo = match &self.lo {
+            Bound::Unbounded if start.is_empty() => Bound::Unbounded,
+            Bound::Unbounded => Bound::Included(start.clone()),
+            Bound::Included(l) | Bound::Excluded(l) if l < start => Bound::Included(start.clone()),
+            b => b.clone(),
+        };
+        let hi = match &self.hi {
+            Bound::Unbounded if end.is_empty() => Bound::Unbounded,
+            Bound::Unbounded => Bound::Excluded(end.clone()),
+            Bound::Included(h) | Bound::Excluded(h) if !end.is_empty() && h >= end => {
+                Bound::Excluded(end.clone())
+            }
+            b => b.clone(),
+        };
+        RowRange { lo, hi }
+    }
+}
+
+/// `row` followed by a zero byte: the smallest row greater than `row`.
+pub fn row_successor(row: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(row.len() + 1);
+    v.extend_from_slice(row);
+    v.push(0);
+    Bytes::from(v)
+}
+
+/// One family's part of a scan.
+pub struct FamilyScan {
+    family: Bytes,
+    rules: FamilyRules,
+    columns: Option<BTreeSet<Bytes>>,
+    iter: MergeIter,
+    peeked: Option<StoreCell>,
+}
+
+/// Scans one region's rows.
+pub struct RegionScanner {
+    fams: Vec<FamilyScan>,
+    spec: ReadSpec,
+    range: RowRange,
+    reverse: bool,
+    done: bool,
+}
+
+impl RegionScanner {
+    /// A scanner over `range` (already clipped to the region) of the given stores, each with
+    /// an optional set of qualifiers, sorted by family name.
+    pub fn new(
+        stores: Vec<(Arc<Store>, Option<BTreeSet<Bytes>>)>,
+        range: RowRange,
+        reverse: bool,
+        spec: ReadSpec,
+    ) -> Result<Self> {
+        let start: Option<StoreKey> = if reverse {
+            match &range.hi {
+                Bound::Included(r) => Some(StoreKey::first_on_row(row_successor(r))),
+                Bound::Excluded(r) => Some(StoreKey::first_on_row(r.clone())),
+                Bound::Unbounded => None,
+            }
+        } else {
+            match &range.lo {
+                Bound::Included(r) => Some(StoreKey::first_on_row(r.clone())),
+                Bound::Excluded(r) => Some(StoreKey::first_on_row(row_successor(r))),
+                Bound::Unbounded => None,
+            }
+        };
+        let mut fams = Vec::with_capacity(stores.len());
+        for (store, columns) in stores {
+            let mut iter = store.merged(start.as_ref(), reverse);
+            let peeked = iter.next().transpose()?;
+            fams.push(FamilyScan {
+                family: store.family.clone(),
+                rules: store.rules(),
+                columns,
+                iter,
+                peeked,
+            });
+        }
+        fams.sort_by(|a, b| a.family.cmp(&b.family));
+        Ok(RegionScanner {
+            fams,
+            spec,
+            range,
+            reverse,
+            done: false,
+        })
+    }
+
+    /// The next row with at least one visible cell, or `None` at the end of the range.
+    pub fn next_row(&mut self) -> Result<Option<RowResult>> {
+        while !self.done {
+            let next = self
+                .fams
+                .iter()
+                .filter_map(|f| f.peeked.as_ref().map(|c| &c.key.row));
+            let row = if self.reverse { next.max() } else { next.min() };
+            let Some(row) = row.cloned() else {
+                self.done = true;
+                break;
+            };
+            if (!self.reverse && self.range.past_hi(&row))
+                || (self.reverse && self.range.before_lo(&row))
+            {
+                self.done = true;
+                break;
+            }
+            let in_range = self.range.contains(&row);
+            let mut cells = Vec::new();
+            for f in &mut self.fams {
+                let mut row_cells = Vec::new();
+                while f.peeked.as_ref().is_some_and(|c| c.key.row == row) {
+                    if let Some(c) = f.peeked.take() {
+                        row_cells.push(c);
+                    }
+                    f.peeked = f.iter.next().transpose()?;
+                }
+                if !in_range || row_cells.is_empty() {
+                    continue;
+                }
+                if self.reverse {
+                    row_cells.reverse();
+                }
+                let versions = match_row(row_cells, &f.rules, &self.spec, f.columns.as_ref());
+                cells.extend(versions.into_iter().map(|v| Cell {
+                    row: row.clone(),
+                    family: f.family.clone(),
+                    qualifier: v.qualifier,
+                    timestamp: v.ts,
+                    value: v.value,
+                }));
+            }
+            if !cells.is_empty() {
+                return Ok(Some(RowResult { row, cells }));
+            }
+        }
+        Ok(None)
+    }
+}

@@ -1,0 +1,110 @@
+//! A Store: one column family of one region - its MemStores and store files.
+//!
+//! Invariants: `files` are newest first; a flush moves the snapshot MemStore into a new file
+//! in one step under the state lock, so a reader sees every cell exactly once (in the
+//! snapshot or in the file, possibly both for an instant, which the merge deduplicates).
+
+use crate::cell::{StoreCell, StoreKey};
+use crate::schema::ColumnFamilyDescriptor;
+use crate::storage::matcher::FamilyRules;
+use crate::storage::memstore::MemStore;
+use crate::storage::merge::{CellSource, MergeIter};
+use crate::storage::storefile::StoreFileReader;
+use bytes::Bytes;
+use parking_lot::RwLock;
+use std::sync::Arc;
+
+/// The mutable part of a store.
+#[derive(Debug)]
+pub struct StoreState {
+    /// The MemStore taking writes.
+    pub active: Arc<MemStore>,
+    /// A MemStore being flushed, still readable.
+    pub snapshot: Option<Arc<MemStore>>,
+    /// Store files, newest first.
+    pub files: Vec<Arc<StoreFileReader>>,
+}
+
+/// One column family of one region.
+#[derive(Debug)]
+pub struct Store {
+    /// The family name.
+    pub family: Bytes,
+    descriptor: RwLock<ColumnFamilyDescriptor>,
+    /// MemStores and files.
+    pub state: RwLock<StoreState>,
+}
+
+impl Store {
+    /// A store with the given files and an empty MemStore.
+    pub fn new(descriptor: ColumnFamilyDescriptor, files: Vec<Arc<StoreFileReader>>) -> Self {
+        Store {
+            family: descriptor.name.clone(),
+            descriptor: RwLock::new(descriptor),
+            state: RwLock::new(StoreState {
+                active: Arc::new(MemStore::new()),
+                snapshot: None,
+                files,
+            }),
+        }
+    }
+
+    /// The family's current settings.
+    pub fn descriptor(&self) -> ColumnFamilyDescriptor {
+        self.descriptor.read().clone()
+    }
+
+    /// Replaces the family's settings (Admin modify).
+    pub fn set_descriptor(&self, d: ColumnFamilyDescriptor) {
+        *self.descriptor.write() = d;
+    }
+
+    /// The matcher's view of the settings.
+    pub fn rules(&self) -> FamilyRules {
+        let d = self.descriptor.read();
+        FamilyRules {
+            max_versions: d.max_versions,
+            min_versions: d.min_versions,
+            ttl_ms: d.ttl_secs.map(|s| s.saturating_mul(1000)),
+            keep_deleted_cells: d.keep_deleted_cells,
+        }
+    }
+
+    /// Inserts a cell into the active MemStore.
+    pub fn insert(&self, cell: StoreCell) {
+        self.state.read().active.insert(cell);
+    }
+
+    /// Bytes held in MemStores (active and snapshot).
+    pub fn memstore_size(&self) -> usize {
+        let s = self.state.read();
+        s.active.size() + s.snapshot.as_ref().map_or(0, |m| m.size())
+    }
+
+    /// A merged, sorted view of every cell from `start` on (or down from it when `reverse`).
+    /// `start = None` means from the first cell (forward) or the last (reverse).
+    pub fn merged(&self, start: Option<&StoreKey>, reverse: bool) -> MergeIter {
+        let s = self.state.read();
+        let mut sources: Vec<CellSource> = Vec::with_capacity(2 + s.files.len());
+        let mems = std::iter::once(&s.active).chain(s.snapshot.iter());
+        for m in mems {
+            if m.is_empty() {
+                continue;
+            }
+            if reverse {
+                sources.push(Box::new(m.scan_rev_from(start.cloned())));
+            } else {
+                sources.push(Box::new(m.scan_from(start.cloned())));
+            }
+        }
+        for f in &s.files {
+            if reverse {
+                sources.push(Box::new(f.scan_rev_from(start)));
+            } else {
+                let first = StoreKey::first_on_row(Bytes::new());
+                sources.push(Box::new(f.scan_from(start.unwrap_or(&first))));
+            }
+        }
+        MergeIter::new(sources, reverse)
+    }
+}

@@ -1,0 +1,169 @@
+//! Flush: a region's MemStores become store files, and WAL segments nobody needs go away.
+//!
+//! Protocol: under the region's update lock (exclusive) take the read point `S` and move every
+//! non-empty active MemStore to its snapshot slot; write each snapshot to a new store file
+//! (fsynced, renamed into place); record the files and `flushed_seq = S` in the catalog in one
+//! atomic update; then swap the files in and drop the snapshots. A crash before the catalog
+//! update leaves orphan files (deleted at open) and the WAL replays the data; a crash after it
+//! replays only writes above `S`. Cells above `S` that were also flushed are replayed as exact
+//! duplicates, which reads deduplicate.
+
+use super::Engine;
+use crate::catalog::FileEntry;
+use crate::error::{Error, Result};
+use crate::region::Region;
+use crate::storage::memstore::MemStore;
+use crate::storage::storefile::{StoreFileReader, StoreFileWriter, WriterOptions};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+impl Engine {
+    /// Flushes one region's MemStores to store files.
+    pub async fn flush_region(self: &Arc<Self>, region: &Arc<Region>) -> Result<()> {
+        let _serial = region.flush_lock.lock().await;
+        let stores = region.all_stores();
+        let (read_point, snapshots) = {
+            let _w = region.update_lock.write();
+            let s = self.mvcc.read_point();
+            let mut snaps = Vec::new();
+            for store in &stores {
+                let mut st = store.state.write();
+                if st.active.is_empty() {
+                    continue;
+                }
+                let old = std::mem::replace(&mut st.active, Arc::new(MemStore::new()));
+                st.snapshot = Some(old.clone());
+                snaps.push((store.clone(), old));
+            }
+            let oldest = region.oldest_unflushed.swap(u64::MAX, Ordering::Relaxed);
+            region.snapshot_oldest.fetch_min(oldest, Ordering::Relaxed);
+            (s, snaps)
+        };
+        if snapshots.is_empty() {
+            return Ok(());
+        }
+        let result = self.write_snapshots(region, read_point, &snapshots).await;
+        if let Err(e) = &result {
+            tracing::error!(region = %region.name(), error = %e, "flush failed; data stays in MemStore and WAL");
+            // Put the cells back so the next flush retries them.
+            let _w = region.update_lock.write();
+            for (store, snap) in &snapshots {
+                let mut st = store.state.write();
+                for cell in snap.iter() {
+                    region
+                        .oldest_unflushed
+                        .fetch_min(cell.key.seq, Ordering::Relaxed);
+                    st.active.insert(cell);
+                }
+                st.snapshot = None;
+            }
+            region.snapshot_oldest.store(u64::MAX, Ordering::Relaxed);
+        }
+        result?;
+        self.purge_wal();
+        Ok(())
+    }
+
+    async fn write_snapshots(
+        self: &Arc<Self>,
+        region: &Arc<Region>,
+        read_point: u64,
+        snapshots: &[(Arc<crate::region::Store>, Arc<MemStore>)],
+    ) -> Result<()> {
+        let mut jobs = Vec::new();
+        for (store, snap) in snapshots {
+            let d = store.descriptor();
+            let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
+            jobs.push((
+                store.clone(),
+                snap.clone(),
+                id,
+                self.file_path(id),
+                WriterOptions {
+                    block_size: d.block_size as usize,
+                    compression: d.compression,
+                },
+            ));
+        }
+        let cache = self.cache.clone();
+        let written = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
+            let mut out = Vec::new();
+            for (store, snap, id, path, opts) in jobs {
+                let mut w = StoreFileWriter::create(&path, opts)?;
+                for cell in snap.iter() {
+                    w.append(&cell)?;
+                }
+                let info = w.finish()?;
+                let reader = StoreFileReader::open(&path, id, Some(cache.clone()))?;
+                out.push((store, id, info, reader));
+            }
+            Ok(out)
+        })
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(format!("flush task failed: {e}"))))??;
+
+        let table = region.table.to_string();
+        let next_id = self.next_file_id.load(Ordering::Relaxed);
+        self.catalog.update(|s| {
+            s.next_file_id = s.next_file_id.max(next_id);
+            let t = s
+                .tables
+                .get_mut(&table)
+                .ok_or_else(|| Error::TableNotFound(table.clone()))?;
+            let r = t
+                .regions
+                .iter_mut()
+                .find(|r| r.id == region.id)
+                .ok_or_else(|| Error::bad_argument("region vanished during flush"))?;
+            r.flushed_seq = r.flushed_seq.max(read_point);
+            for (store, id, info, _) in &written {
+                r.files.entry(store.family.clone()).or_default().insert(
+                    0,
+                    FileEntry {
+                        id: *id,
+                        max_seq: info.max_seq,
+                        size: info.file_size,
+                        entries: info.entry_count,
+                    },
+                );
+            }
+            Ok(())
+        })?;
+        for (store, _, _, reader) in written {
+            let mut st = store.state.write();
+            st.files.insert(0, reader);
+            st.snapshot = None;
+        }
+        region.flushed_seq.fetch_max(read_point, Ordering::Relaxed);
+        region.snapshot_oldest.store(u64::MAX, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Deletes WAL segments whose every edit is in store files.
+    pub(crate) fn purge_wal(&self) {
+        let mut boundary = self.mvcc.read_point().saturating_add(1);
+        for t in self.tables.read().values() {
+            for r in t.regions.read().iter() {
+                boundary = boundary.min(r.oldest_unflushed.load(Ordering::Relaxed));
+                boundary = boundary.min(r.snapshot_oldest.load(Ordering::Relaxed));
+            }
+        }
+        if let Err(e) = self.wal.purge_up_to(boundary.saturating_sub(1)) {
+            tracing::warn!(error = %e, "WAL purge failed; segments are kept");
+        }
+    }
+
+    /// Flushes `region` in the background when its MemStores passed the flush size.
+    pub(crate) fn maybe_flush(self: &Arc<Self>, region: &Arc<Region>, flush_size: u64) {
+        if (region.memstore_size() as u64) < flush_size || region.flush_lock.try_lock().is_err() {
+            return;
+        }
+        let engine = self.clone();
+        let region = region.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.flush_region(&region).await {
+                tracing::error!(region = %region.name(), error = %e, "background flush failed");
+            }
+        });
+    }
+}

@@ -1,0 +1,202 @@
+//! The engine: one process-wide host of regions, like an HBase region server with its master
+//! folded in.
+//!
+//! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
+//! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
+//! path), [`read`] (gets and scans), [`flush`] (MemStore to store file, WAL purge) and
+//! [`recovery`] (open and replay). Invariant: a table's regions are sorted by start key and
+//! cover the whole key space without gaps or overlaps.
+
+pub mod admin;
+pub mod flush;
+pub mod read;
+pub mod recovery;
+pub mod write;
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::mvcc::Mvcc;
+use crate::region::locks::RowLocks;
+use crate::region::Region;
+use crate::schema::{TableDescriptor, TableName};
+use crate::storage::storefile::BlockCache;
+use crate::wal::Wal;
+use parking_lot::{Mutex, RwLock};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+/// Engine settings.
+///
+/// ```
+/// let cfg = basalt_core::Config::new("/tmp/basalt-doc").memstore_flush_size(64 << 20);
+/// assert_eq!(cfg.memstore_flush_size, 64 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data directory.
+    pub dir: PathBuf,
+    /// A region flushes when its MemStores pass this many bytes (default 128 MiB).
+    pub memstore_flush_size: u64,
+    /// WAL segments roll at this size (default 64 MiB).
+    pub wal_segment_size: u64,
+    /// Largest accepted value in bytes (default 10 MiB, HBase's `hbase.client.keyvalue.maxsize`).
+    pub max_value_size: usize,
+    /// Block cache capacity in bytes (default 256 MiB).
+    pub block_cache_size: u64,
+}
+
+impl Config {
+    /// Defaults for a data directory.
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        Config {
+            dir: dir.as_ref().to_path_buf(),
+            memstore_flush_size: 128 << 20,
+            wal_segment_size: 64 << 20,
+            max_value_size: 10 << 20,
+            block_cache_size: 256 << 20,
+        }
+    }
+    /// Sets the flush size.
+    pub fn memstore_flush_size(mut self, bytes: u64) -> Self {
+        self.memstore_flush_size = bytes;
+        self
+    }
+    /// Sets the WAL segment size.
+    pub fn wal_segment_size(mut self, bytes: u64) -> Self {
+        self.wal_segment_size = bytes;
+        self
+    }
+    /// Sets the value size limit.
+    pub fn max_value_size(mut self, bytes: usize) -> Self {
+        self.max_value_size = bytes;
+        self
+    }
+    /// Sets the block cache size.
+    pub fn block_cache_size(mut self, bytes: u64) -> Self {
+        self.block_cache_size = bytes;
+        self
+    }
+}
+
+/// An open table: descriptor, state and regions.
+#[derive(Debug)]
+pub struct TableState {
+    /// The name.
+    pub name: TableName,
+    /// The descriptor.
+    pub descriptor: RwLock<TableDescriptor>,
+    /// False when disabled.
+    pub enabled: AtomicBool,
+    /// Regions sorted by start key.
+    pub regions: RwLock<Vec<Arc<Region>>>,
+}
+
+impl TableState {
+    /// The region holding `row`.
+    pub fn locate(&self, row: &[u8]) -> Option<Arc<Region>> {
+        let regions = self.regions.read();
+        let idx = regions.partition_point(|r| r.start.as_ref() <= row);
+        idx.checked_sub(1).and_then(|i| regions.get(i).cloned())
+    }
+
+    /// Fails unless the table is enabled.
+    pub fn check_enabled(&self) -> Result<()> {
+        if self.enabled.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(Error::TableDisabled(self.name.to_string()))
+        }
+    }
+}
+
+/// The engine.
+pub struct Engine {
+    pub(crate) config: Config,
+    pub(crate) catalog: Catalog,
+    pub(crate) wal: Wal,
+    pub(crate) mvcc: Mvcc,
+    pub(crate) locks: RowLocks,
+    pub(crate) cache: Arc<BlockCache>,
+    pub(crate) tables: RwLock<BTreeMap<TableName, Arc<TableState>>>,
+    pub(crate) commit_lock: Mutex<()>,
+    pub(crate) next_file_id: AtomicU64,
+    pub(crate) closed: AtomicBool,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("dir", &self.config.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.config.dir
+    }
+
+    pub(crate) fn file_path(&self, id: u64) -> PathBuf {
+        store_file_path(&self.config.dir, id)
+    }
+
+    /// The open table `name`.
+    pub fn table(&self, name: &TableName) -> Result<Arc<TableState>> {
+        self.check_open()?;
+        self.tables
+            .read()
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::TableNotFound(name.to_string()))
+    }
+
+    pub(crate) fn check_open(&self) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            Err(Error::Closed)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The block cache.
+    pub fn block_cache(&self) -> &Arc<BlockCache> {
+        &self.cache
+    }
+
+    /// The current read point.
+    pub fn read_point(&self) -> u64 {
+        self.mvcc.read_point()
+    }
+
+    /// Flushes every MemStore, syncs the WAL and refuses further calls.
+    pub async fn close(self: &Arc<Self>) -> Result<()> {
+        if self.closed.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let tables: Vec<_> = self.tables.read().values().cloned().collect();
+        for t in tables {
+            let regions: Vec<_> = t.regions.read().clone();
+            for r in regions {
+                self.flush_region(&r).await?;
+            }
+        }
+        self.closed.store(true, Ordering::Release);
+        self.wal.close()
+    }
+}
+
+/// Where store file `id` lives under the data directory `root`.
+pub fn store_file_path(root: &Path, id: u64) -> PathBuf {
+    root.join("data").join(format!("{id:016}.sf"))
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,289 @@
+//! The read path: gets and scans at one read point.
+//!
+//! A get reads one row of one region; a scan walks the table's regions in key order (or
+//! reverse) with a [`RegionScanner`] each, all at the read point taken when the scan began,
+//! so the whole scan is one snapshot. Scans are streams that fill a small buffer of rows at
+//! a time.
+
+use super::{now_ms, Engine, TableState};
+use crate::client::ops::{ColumnSelection, Get, RowResult, Scan};
+use crate::error::{Error, Result};
+use crate::region::scanner::{RegionScanner, RowRange};
+use crate::region::{Region, Store};
+use crate::storage::matcher::ReadSpec;
+use bytes::Bytes;
+use futures::Stream;
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A stream of scan results.
+pub type ResultStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
+
+/// Rows a scan reads ahead per refill.
+const SCAN_CHUNK: usize = 256;
+
+fn family_err(region: &Region, family: &[u8]) -> Error {
+    Error::FamilyNotFound {
+        table: region.table.to_string(),
+        family: String::from_utf8_lossy(family).into_owned(),
+    }
+}
+
+/// Resolves a column selection to stores with optional qualifier sets.
+pub(crate) fn resolve(
+    region: &Region,
+    sel: &ColumnSelection,
+) -> Result<Vec<(Arc<Store>, Option<BTreeSet<Bytes>>)>> {
+    if sel.items.is_empty() {
+        return Ok(region.all_stores().into_iter().map(|s| (s, None)).collect());
+    }
+    let mut by_family: BTreeMap<Bytes, Option<BTreeSet<Bytes>>> = BTreeMap::new();
+    for (f, q) in &sel.items {
+        let entry = by_family
+            .entry(f.clone())
+            .or_insert_with(|| Some(BTreeSet::new()));
+        match (q, entry.as_mut()) {
+            (None, _) => *entry = None,
+            (Some(q), Some(set)) => {
+                set.insert(q.clone());
+            }
+            (Some(_), None) => {}
+        }
+    }
+    by_family
+        .into_iter()
+        .map(|(f, cols)| {
+            region
+                .store(&f)
+                .map(|s| (s, cols))
+                .ok_or_else(|| family_err(region, &f))
+        })
+        .collect()
+}
+
+fn validate_versions(n: u32) -> Result<()> {
+    if n == 0 {
+        return Err(Error::bad_argument("max versions must be at least 1"));
+    }
+    Ok(())
+}
+
+impl Engine {
+    /// Reads one row.
+    pub fn get(&self, t: &TableState, g: &Get) -> Result<RowResult> {
+        self.check_open()?;
+        t.check_enabled()?;
+        super::write::validate_row(&g.row)?;
+        validate_versions(g.max_versions)?;
+        let region = t
+            .locate(&g.row)
+            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
+        region.read_requests.fetch_add(1, Ordering::Relaxed);
+        self.read_row_in(&region, g, self.mvcc.read_point())
+    }
+
+    /// Reads one row of `region` at `read_point`.
+    pub(crate) fn read_row_in(
+        &self,
+        region: &Region,
+        g: &Get,
+        read_point: u64,
+    ) -> Result<RowResult> {
+        let stores = resolve(region, &g.columns)?;
+        let spec = ReadSpec {
+            read_point,
+            min_ts: g.time_range.min,
+            max_ts: g.time_range.max,
+            max_versions: g.max_versions,
+            now_ms: now_ms(),
+        };
+        let range = RowRange {
+            lo: Bound::Included(g.row.clone()),
+            hi: Bound::Included(g.row.clone()),
+        };
+        let mut scanner = RegionScanner::new(stores, range, false, spec)?;
+        Ok(scanner.next_row()?.unwrap_or_default())
+    }
+
+    /// Starts a scan; rows arrive as a stream.
+    pub fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
+        let scanner = TableScanner::new(self.clone(), t, scan)?;
+        let stream = futures::stream::unfold(
+            (scanner, VecDeque::new()),
+            |(mut scanner, mut buf)| async move {
+                if buf.is_empty() {
+                    match scanner.fill(&mut buf) {
+                        Ok(()) => {}
+                        Err(e) => {
+                            scanner.finished = true;
+                            return Some((Err(e), (scanner, buf)));
+                        }
+                    }
+                }
+                let row = buf.pop_front()?;
+                Some((Ok(row), (scanner, buf)))
+            },
+        );
+        Ok(Box::pin(stream))
+    }
+}
+
+/// Walks a table's regions for one scan.
+struct TableScanner {
+    engine: Arc<Engine>,
+    regions: VecDeque<Arc<Region>>,
+    current: Option<RegionScanner>,
+    scan: Scan,
+    range: RowRange,
+    read_point: u64,
+    rows_left: Option<usize>,
+    finished: bool,
+}
+
+impl TableScanner {
+    fn new(engine: Arc<Engine>, t: Arc<TableState>, scan: Scan) -> Result<Self> {
+        engine.check_open()?;
+        t.check_enabled()?;
+        validate_versions(scan.max_versions)?;
+        if scan.batch == Some(0) {
+            return Err(Error::bad_argument("batch size must be at least 1"));
+        }
+        let range = scan_range(&scan);
+        let regions: Vec<Arc<Region>> = t
+            .regions
+            .read()
+            .iter()
+            .filter(|r| overlaps(&range, r))
+            .cloned()
+            .collect();
+        // Check the requested families exist before streaming anything.
+        if let Some(r) = regions.first() {
+            resolve(r, &scan.columns)?;
+        }
+        let mut regions: VecDeque<_> = regions.into();
+        if scan.reverse {
+            regions = regions.into_iter().rev().collect();
+        }
+        Ok(TableScanner {
+            read_point: engine.mvcc.read_point(),
+            engine,
+            regions,
+            current: None,
+            rows_left: scan.limit,
+            range,
+            scan,
+            finished: false,
+        })
+    }
+
+    fn fill(&mut self, buf: &mut VecDeque<RowResult>) -> Result<()> {
+        let mut rows = 0;
+        while !self.finished && rows < SCAN_CHUNK {
+            if self.rows_left == Some(0) {
+                self.finished = true;
+                break;
+            }
+            if self.current.is_none() {
+                let Some(region) = self.regions.pop_front() else {
+                    self.finished = true;
+                    break;
+                };
+                region.read_requests.fetch_add(1, Ordering::Relaxed);
+                let stores = resolve(&region, &self.scan.columns)?;
+                let spec = ReadSpec {
+                    read_point: self.read_point,
+                    min_ts: self.scan.time_range.min,
+                    max_ts: self.scan.time_range.max,
+                    max_versions: self.scan.max_versions,
+                    now_ms: now_ms(),
+                };
+                let range = self.range.clip(&region.start, &region.end);
+                self.current = Some(RegionScanner::new(stores, range, self.scan.reverse, spec)?);
+            }
+            let next = match self.current.as_mut() {
+                Some(s) => s.next_row()?,
+                None => None,
+            };
+            let Some(row) = next else {
+                self.current = None;
+                continue;
+            };
+            rows += 1;
+            if let Some(n) = self.rows_left.as_mut() {
+                *n -= 1;
+            }
+            match self.scan.batch {
+                Some(b) if row.cells.len() > b => {
+                    for chunk in row.cells.chunks(b) {
+                        buf.push_back(RowResult {
+                            row: row.row.clone(),
+                            cells: chunk.to_vec(),
+                        });
+                    }
+                }
+                _ => buf.push_back(row),
+            }
+        }
+        let _ = &self.engine;
+        Ok(())
+    }
+}
+
+/// The scan's rows as a range, following HBase's reverse-scan convention.
+fn scan_range(scan: &Scan) -> RowRange {
+    if let Some(p) = &scan.prefix {
+        let hi = match prefix_successor(p) {
+            Some(s) => Bound::Excluded(s),
+            None => Bound::Unbounded,
+        };
+        let lo = if p.is_empty() {
+            Bound::Unbounded
+        } else {
+            Bound::Included(p.clone())
+        };
+        return RowRange { lo, hi };
+    }
+    let nonempty = |b: &Option<Bytes>| b.clone().filter(|r| !r.is_empty());
+    if scan.reverse {
+        RowRange {
+            hi: nonempty(&scan.start_row).map_or(Bound::Unbounded, Bound::Included),
+            lo: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
+        }
+    } else {
+        RowRange {
+            lo: nonempty(&scan.start_row).map_or(Bound::Unbounded, Bound::Included),
+            hi: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
+        }
+    }
+}
+
+/// The smallest key greater than every key starting with `p` (None if `p` is all 0xFF).
+pub fn prefix_successor(p: &[u8]) -> Option<Bytes> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last < 0xFF {
+            v.push(last + 1);
+            return Some(Bytes::from(v));
+        }
+    }
+    None
+}
+
+fn overlaps(range: &RowRange, r: &Region) -> bool {
+    // Region [start, end) overlaps the range unless it ends at or before lo, or starts after hi.
+    let ends_before = !r.end.is_empty()
+        && match &range.lo {
+            Bound::Included(l) => r.end.as_ref() <= l.as_ref(),
+            Bound::Excluded(l) => r.end.as_ref() <= l.as_ref(),
+            Bound::Unbounded => false,
+        };
+    let starts_after = match &range.hi {
+        Bound::Included(h) => r.start.as_ref() > h.as_ref(),
+        Bound::Excluded(h) => r.start.as_ref() >= h.as_ref(),
+        Bound::Unbounded => false,
+    };
+    !ends_before && !starts_after
+}

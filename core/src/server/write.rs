@@ -1,0 +1,637 @@
+//! The write path: validate, lock rows, resolve timestamps, commit.
+//!
+//! Order of a commit (ARCHITECTURE.md): row locks in sorted order -> sequence id from MVCC
+//! and WAL append of the whole batch as one record (both under the commit lock, so WAL order
+//! is sequence order) -> wait for the WAL as the durability asks -> MemStore inserts -> MVCC
+//! completes and the read point passes the batch -> unlock -> acknowledge. Invariants: every
+//! validation happens before the sequence id is taken, so a bad operation writes nothing; a
+//! sequence id is always completed (a guard completes it if the caller's future is dropped),
+//! so the read point never stalls.
+
+use super::{now_ms, Engine, TableState};
+use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+use crate::client::ops::{
+    Append, BatchOp, BatchOutcome, CheckAndMutate, Condition, Delete, DeleteKind, Get, Increment,
+    Mutation, Put, RowMutations, RowResult,
+};
+use crate::error::{Error, Result};
+use crate::mvcc::Mvcc;
+use crate::region::{Region, Store};
+use crate::wal::{Durability, WalEdit, WalRecord};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// One cell ready to commit, with the region and store it goes to.
+pub(crate) struct PreparedCell {
+    pub region: Arc<Region>,
+    pub store: Arc<Store>,
+    pub cell: StoreCell,
+}
+
+/// Completes a sequence id when dropped, so a cancelled writer cannot stall the read point.
+struct SeqGuard<'a> {
+    mvcc: &'a Mvcc,
+    seq: u64,
+}
+
+impl Drop for SeqGuard<'_> {
+    fn drop(&mut self) {
+        self.mvcc.complete(self.seq);
+    }
+}
+
+fn rank(d: Durability) -> u8 {
+    match d {
+        Durability::SkipWal => 0,
+        Durability::AsyncWal => 1,
+        Durability::SyncWal => 2,
+        Durability::FsyncWal => 3,
+    }
+}
+
+/// The strongest of several durabilities.
+pub(crate) fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability {
+    ds.into_iter()
+        .max_by_key(|d| rank(*d))
+        .unwrap_or(Durability::SyncWal)
+}
+
+/// Checks a row key's length.
+pub fn validate_row(row: &[u8]) -> Result<()> {
+    if row.is_empty() {
+        return Err(Error::InvalidRow("row key is empty".into()));
+    }
+    if row.len() > MAX_ROW_LENGTH {
+        return Err(Error::InvalidRow(format!(
+            "row key of {} bytes exceeds {MAX_ROW_LENGTH}",
+            row.len()
+        )));
+    }
+    Ok(())
+}
+
+impl Engine {
+    fn store_of(&self, t: &TableState, region: &Region, family: &[u8]) -> Result<Arc<Store>> {
+        region.store(family).ok_or_else(|| Error::FamilyNotFound {
+            table: t.name.to_string(),
+            family: String::from_utf8_lossy(family).into_owned(),
+        })
+    }
+
+    fn region_of(&self, t: &TableState, row: &[u8]) -> Result<Arc<Region>> {
+        t.locate(row)
+            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))
+    }
+
+    fn check_value(&self, v: &[u8]) -> Result<()> {
+        if v.len() > self.config.max_value_size {
+            return Err(Error::ValueTooLarge {
+                size: v.len(),
+                limit: self.config.max_value_size,
+            });
+        }
+        Ok(())
+    }
+
+    /// Checks a mutation without writing anything.
+    pub(crate) fn validate_mutation(&self, t: &TableState, m: &Mutation) -> Result<()> {
+        validate_row(m.row())?;
+        let region = self.region_of(t, m.row())?;
+        match m {
+            Mutation::Put(p) => {
+                if p.cells.is_empty() {
+                    return Err(Error::bad_argument("a put needs at least one column"));
+                }
+                for (f, _, ts, v) in &p.cells {
+                    self.store_of(t, &region, f)?;
+                    self.check_value(v)?;
+                    if *ts == LATEST_TIMESTAMP && p.ts != LATEST_TIMESTAMP {
+                        continue;
+                    }
+                }
+            }
+            Mutation::Delete(d) => {
+                for k in &d.kinds {
+                    let f = match k {
+                        DeleteKind::Version { family, .. }
+                        | DeleteKind::Column { family, .. }
+                        | DeleteKind::Family { family, .. }
+                        | DeleteKind::FamilyVersion { family, .. } => family,
+                    };
+                    self.store_of(t, &region, f)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Turns a validated mutation into cells. Must run under the row lock: a delete of the
+    /// latest version reads the row to find that version's timestamp.
+    pub(crate) fn prepare(
+        &self,
+        t: &TableState,
+        m: &Mutation,
+        now: Timestamp,
+        out: &mut Vec<PreparedCell>,
+    ) -> Result<()> {
+        let row = m.row().clone();
+        let region = self.region_of(t, &row)?;
+        let cell = |store: Arc<Store>, q: Bytes, ts: Timestamp, kind: CellType, value: Bytes| {
+            PreparedCell {
+                region: region.clone(),
+                store,
+                cell: StoreCell {
+                    key: StoreKey {
+                        row: row.clone(),
+                        qualifier: q,
+                        ts,
+                        kind,
+                        seq: 0,
+                    },
+                    value,
+                },
+            }
+        };
+        match m {
+            Mutation::Put(p) => {
+                let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
+                for (f, q, ts, v) in &p.cells {
+                    let ts = if *ts == LATEST_TIMESTAMP {
+                        default_ts
+                    } else {
+                        *ts
+                    };
+                    let store = self.store_of(t, &region, f)?;
+                    out.push(cell(store, q.clone(), ts, CellType::Put, v.clone()));
+                }
+            }
+            Mutation::Delete(d) => {
+                let dts = if d.ts == LATEST_TIMESTAMP { now } else { d.ts };
+                if d.kinds.is_empty() {
+                    for store in region.all_stores() {
+                        out.push(cell(
+                            store,
+                            Bytes::new(),
+                            dts,
+                            CellType::DeleteFamily,
+                            Bytes::new(),
+                        ));
+                    }
+                }
+                for k in &d.kinds {
+                    match k {
+                        DeleteKind::Version {
+                            family,
+                            qualifier,
+                            ts,
+                        } => {
+                            let store = self.store_of(t, &region, family)?;
+                            let ts = match ts {
+                                Some(ts) => Some(*ts),
+                                None if d.ts != LATEST_TIMESTAMP => Some(d.ts),
+                                None => self
+                                    .latest_cell(&region, &store, &row, qualifier)?
+                                    .map(|(ts, _)| ts),
+                            };
+                            // Deleting the latest version of a column that has none is a no-op.
+                            if let Some(ts) = ts {
+                                out.push(cell(
+                                    store,
+                                    qualifier.clone(),
+                                    ts,
+                                    CellType::Delete,
+                                    Bytes::new(),
+                                ));
+                            }
+                        }
+                        DeleteKind::Column {
+                            family,
+                            qualifier,
+                            ts,
+                        } => {
+                            let store = self.store_of(t, &region, family)?;
+                            let ts = ts.unwrap_or(dts);
+                            out.push(cell(
+                                store,
+                                qualifier.clone(),
+                                ts,
+                                CellType::DeleteColumn,
+                                Bytes::new(),
+                            ));
+                        }
+                        DeleteKind::Family { family, ts } => {
+                            let store = self.store_of(t, &region, family)?;
+                            let ts = ts.unwrap_or(dts);
+                            out.push(cell(
+                                store,
+                                Bytes::new(),
+                                ts,
+                                CellType::DeleteFamily,
+                                Bytes::new(),
+                            ));
+                        }
+                        DeleteKind::FamilyVersion { family, ts } => {
+                            let store = self.store_of(t, &region, family)?;
+                            out.push(cell(
+                                store,
+                                Bytes::new(),
+                                *ts,
+                                CellType::DeleteFamilyVersion,
+                                Bytes::new(),
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Commits prepared cells as one atomic batch. The caller holds the rows' locks.
+    pub(crate) async fn commit(
+        self: &Arc<Self>,
+        t: &TableState,
+        mut cells: Vec<PreparedCell>,
+        durability: Durability,
+    ) -> Result<()> {
+        self.check_open()?;
+        if cells.is_empty() {
+            return Ok(());
+        }
+        let record = (durability != Durability::SkipWal).then(|| WalRecord {
+            seq: 0,
+            edits: cells
+                .iter()
+                .map(|c| WalEdit {
+                    region_id: c.region.id,
+                    family: c.store.family.clone(),
+                    cell: c.cell.clone(),
+                })
+                .collect(),
+        });
+        let (guard, ticket) = {
+            let _g = self.commit_lock.lock();
+            let seq = self.mvcc.begin();
+            let guard = SeqGuard {
+                mvcc: &self.mvcc,
+                seq,
+            };
+            let ticket = match record {
+                Some(mut rec) => {
+                    rec.seq = seq;
+                    for e in &mut rec.edits {
+                        e.cell.key.seq = seq;
+                    }
+                    Some(self.wal.append(rec, durability)?)
+                }
+                None => None,
+            };
+            (guard, ticket)
+        };
+        let seq = guard.seq;
+        if let Some(ticket) = ticket {
+            if durability != Durability::AsyncWal {
+                ticket.wait().await?;
+            }
+        }
+        let mut by_region: BTreeMap<u64, (Arc<Region>, Vec<(Arc<Store>, StoreCell)>)> =
+            BTreeMap::new();
+        for c in cells.drain(..) {
+            let mut cell = c.cell;
+            cell.key.seq = seq;
+            by_region
+                .entry(c.region.id)
+                .or_insert_with(|| (c.region.clone(), Vec::new()))
+                .1
+                .push((c.store, cell));
+        }
+        for (region, cells) in by_region.values() {
+            region.apply(cells);
+            region.write_requests.fetch_add(1, Ordering::Relaxed);
+        }
+        drop(guard);
+        self.mvcc.wait_for(seq).await;
+        let flush_size = t
+            .descriptor
+            .read()
+            .memstore_flush_size
+            .unwrap_or(self.config.memstore_flush_size);
+        for (region, _) in by_region.values() {
+            self.maybe_flush(region, flush_size);
+        }
+        Ok(())
+    }
+
+    /// Applies mutations of any rows atomically: validates all, locks all rows, commits once.
+    pub async fn mutate(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
+        t.check_enabled()?;
+        for m in muts {
+            self.validate_mutation(t, m)?;
+        }
+        let name = t.name.to_string();
+        let _locks = self
+            .locks
+            .lock(muts.iter().map(|m| (name.as_str(), m.row().clone())))
+            .await;
+        self.mutate_locked(t, muts).await
+    }
+
+    async fn mutate_locked(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
+        let now = now_ms();
+        let mut cells = Vec::new();
+        for m in muts {
+            self.prepare(t, m, now, &mut cells)?;
+        }
+        let durability = strongest(muts.iter().map(|m| match m {
+            Mutation::Put(p) => p.durability,
+            Mutation::Delete(d) => d.durability,
+        }));
+        self.commit(t, cells, durability).await
+    }
+
+    /// Puts one row.
+    pub async fn put(self: &Arc<Self>, t: &TableState, p: Put) -> Result<()> {
+        self.mutate(t, &[Mutation::Put(p)]).await
+    }
+
+    /// Deletes from one row.
+    pub async fn delete(self: &Arc<Self>, t: &TableState, d: Delete) -> Result<()> {
+        self.mutate(t, &[Mutation::Delete(d)]).await
+    }
+
+    /// Applies a row's mutations atomically.
+    pub async fn mutate_row(self: &Arc<Self>, t: &TableState, rm: RowMutations) -> Result<()> {
+        check_same_row(&rm)?;
+        self.mutate(t, &rm.mutations).await
+    }
+
+    /// The newest visible `(timestamp, value)` of a column, read at the current read point.
+    fn latest_cell(
+        &self,
+        region: &Region,
+        store: &Arc<Store>,
+        row: &Bytes,
+        qualifier: &Bytes,
+    ) -> Result<Option<(Timestamp, Bytes)>> {
+        let get = Get::new(row).add_column(&store.family, qualifier);
+        let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
+        Ok(res.cells.into_iter().next().map(|c| (c.timestamp, c.value)))
+    }
+
+    /// Atomically adds to 8-byte big-endian counters; returns the new values.
+    pub async fn increment(self: &Arc<Self>, t: &TableState, inc: Increment) -> Result<RowResult> {
+        self.read_modify_write(
+            t,
+            &inc.row,
+            inc.durability,
+            inc.columns
+                .iter()
+                .map(|(f, q, a)| (f, q, Delta::Add(*a)))
+                .collect(),
+        )
+        .await
+    }
+
+    /// Atomically appends to cells; returns the new values.
+    pub async fn append(self: &Arc<Self>, t: &TableState, app: Append) -> Result<RowResult> {
+        self.read_modify_write(
+            t,
+            &app.row,
+            app.durability,
+            app.columns
+                .iter()
+                .map(|(f, q, v)| (f, q, Delta::Append(v.clone())))
+                .collect(),
+        )
+        .await
+    }
+
+    async fn read_modify_write(
+        self: &Arc<Self>,
+        t: &TableState,
+        row: &Bytes,
+        durability: Durability,
+        deltas: Vec<(&Bytes, &Bytes, Delta)>,
+    ) -> Result<RowResult> {
+        t.check_enabled()?;
+        validate_row(row)?;
+        if deltas.is_empty() {
+            return Err(Error::bad_argument("no column given"));
+        }
+        let region = self.region_of(t, row)?;
+        for (f, _, d) in &deltas {
+            self.store_of(t, &region, f)?;
+            if let Delta::Append(v) = d {
+                self.check_value(v)?;
+            }
+        }
+        let name = t.name.to_string();
+        let _lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        let now = now_ms();
+        let mut cells = Vec::new();
+        let mut result = Vec::new();
+        for (f, q, delta) in deltas {
+            let store = self.store_of(t, &region, f)?;
+            let old = self.latest_cell(&region, &store, row, q)?;
+            let ts = old
+                .as_ref()
+                .map_or(now, |(ts, _)| now.max(ts.saturating_add(1)));
+            let value = match delta {
+                Delta::Add(amount) => {
+                    let base = match &old {
+                        None => 0i64,
+                        Some((_, v)) => {
+                            let arr: [u8; 8] =
+                                v.as_ref().try_into().map_err(|_| Error::NotACounter {
+                                    column: format!(
+                                        "{}:{}",
+                                        String::from_utf8_lossy(f),
+                                        String::from_utf8_lossy(q)
+                                    ),
+                                    len: v.len(),
+                                })?;
+                            i64::from_be_bytes(arr)
+                        }
+                    };
+                    Bytes::copy_from_slice(&base.wrapping_add(amount).to_be_bytes())
+                }
+                Delta::Append(v) => {
+                    let mut buf = old.map(|(_, o)| o.to_vec()).unwrap_or_default();
+                    buf.extend_from_slice(&v);
+                    self.check_value(&buf)?;
+                    Bytes::from(buf)
+                }
+            };
+            result.push(crate::cell::Cell {
+                row: row.clone(),
+                family: f.clone(),
+                qualifier: q.clone(),
+                timestamp: ts,
+                value: value.clone(),
+            });
+            cells.push(PreparedCell {
+                region: region.clone(),
+                store,
+                cell: StoreCell {
+                    key: StoreKey {
+                        row: row.clone(),
+                        qualifier: q.clone(),
+                        ts,
+                        kind: CellType::Put,
+                        seq: 0,
+                    },
+                    value,
+                },
+            });
+        }
+        self.commit(t, cells, durability).await?;
+        result.sort_by(|a, b| (&a.family, &a.qualifier).cmp(&(&b.family, &b.qualifier)));
+        Ok(RowResult {
+            row: row.clone(),
+            cells: result,
+        })
+    }
+
+    /// Applies the mutations only if the condition holds; returns whether it held.
+    pub async fn check_and_mutate(
+        self: &Arc<Self>,
+        t: &TableState,
+        cam: CheckAndMutate,
+    ) -> Result<bool> {
+        t.check_enabled()?;
+        validate_row(&cam.row)?;
+        let action = cam.action.ok_or_else(|| {
+            Error::bad_argument("check-and-mutate needs a put, delete or row mutations")
+        })?;
+        if action.row != cam.row {
+            return Err(Error::bad_argument(
+                "check-and-mutate must mutate the row it checks",
+            ));
+        }
+        check_same_row(&action)?;
+        let region = self.region_of(t, &cam.row)?;
+        let store = self.store_of(t, &region, &cam.family)?;
+        for m in &action.mutations {
+            self.validate_mutation(t, m)?;
+        }
+        let name = t.name.to_string();
+        let _lock = self.locks.lock([(name.as_str(), cam.row.clone())]).await;
+        let current = self.latest_cell(&region, &store, &cam.row, &cam.qualifier)?;
+        let pass = match (&cam.condition, &current) {
+            (Condition::Absent, None) => true,
+            (Condition::Absent, Some(_)) => false,
+            (Condition::Value(_, _), None) => false,
+            (Condition::Value(op, given), Some((_, stored))) => op.test(stored, given),
+        };
+        if pass {
+            self.mutate_locked(t, &action.mutations).await?;
+        }
+        Ok(pass)
+    }
+
+    /// Runs many operations; one result per operation, in order. Puts and deletes that pass
+    /// validation commit together as one atomic batch; the other operations run after it.
+    pub async fn batch(
+        self: &Arc<Self>,
+        t: &TableState,
+        ops: Vec<BatchOp>,
+    ) -> Result<Vec<Result<BatchOutcome>>> {
+        t.check_enabled()?;
+        let mut results: Vec<Option<Result<BatchOutcome>>> = (0..ops.len()).map(|_| None).collect();
+        let mut group: Vec<(usize, Mutation)> = Vec::new();
+        let mut rest = Vec::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            match op {
+                BatchOp::Put(p) => group.push((i, Mutation::Put(p))),
+                BatchOp::Delete(d) => group.push((i, Mutation::Delete(d))),
+                other => rest.push((i, other)),
+            }
+        }
+        group.retain(|(i, m)| match self.validate_mutation(t, m) {
+            Ok(()) => true,
+            Err(e) => {
+                if let Some(slot) = results.get_mut(*i) {
+                    *slot = Some(Err(e));
+                }
+                false
+            }
+        });
+        if !group.is_empty() {
+            let name = t.name.to_string();
+            let _locks = self
+                .locks
+                .lock(group.iter().map(|(_, m)| (name.as_str(), m.row().clone())))
+                .await;
+            let now = now_ms();
+            let mut cells = Vec::new();
+            let mut ok = Vec::new();
+            for (i, m) in &group {
+                let mark = cells.len();
+                match self.prepare(t, m, now, &mut cells) {
+                    Ok(()) => ok.push(*i),
+                    Err(e) => {
+                        cells.truncate(mark);
+                        if let Some(slot) = results.get_mut(*i) {
+                            *slot = Some(Err(e));
+                        }
+                    }
+                }
+            }
+            let durability = strongest(group.iter().map(|(_, m)| match m {
+                Mutation::Put(p) => p.durability,
+                Mutation::Delete(d) => d.durability,
+            }));
+            let outcome = self.commit(t, cells, durability).await;
+            for i in ok {
+                if let Some(slot) = results.get_mut(i) {
+                    *slot = Some(match &outcome {
+                        Ok(()) => Ok(BatchOutcome::Done),
+                        Err(e) => Err(Error::WritesRefused(e.to_string())),
+                    });
+                }
+            }
+        }
+        for (i, op) in rest {
+            let r = match op {
+                BatchOp::Get(g) => self.get(t, &g).map(BatchOutcome::Row),
+                BatchOp::Increment(inc) => self.increment(t, inc).await.map(BatchOutcome::Row),
+                BatchOp::Append(a) => self.append(t, a).await.map(BatchOutcome::Row),
+                BatchOp::RowMutations(rm) => {
+                    self.mutate_row(t, rm).await.map(|_| BatchOutcome::Done)
+                }
+                BatchOp::CheckAndMutate(c) => {
+                    self.check_and_mutate(t, c).await.map(BatchOutcome::Checked)
+                }
+                BatchOp::Put(_) | BatchOp::Delete(_) => Ok(BatchOutcome::Done),
+            };
+            if let Some(slot) = results.get_mut(i) {
+                *slot = Some(r);
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::bad_argument("operation not run"))))
+            .collect())
+    }
+}
+
+enum Delta {
+    Add(i64),
+    Append(Bytes),
+}
+
+fn check_same_row(rm: &RowMutations) -> Result<()> {
+    if rm.mutations.is_empty() {
+        return Err(Error::bad_argument(
+            "row mutations need at least one mutation",
+        ));
+    }
+    if rm.mutations.iter().any(|m| m.row() != &rm.row) {
+        return Err(Error::bad_argument(
+            "every mutation of a RowMutations must name its row",
+        ));
+    }
+    Ok(())
+}

@@ -1,0 +1,196 @@
+//! The file's metadata: the block index, the file-info block and the fixed 48-byte trailer.
+//!
+//! Encoders are used by the writer, decoders by the reader at open. Decoders only check that
+//! each structure is well formed on its own; cross-checks between them (contiguity, entry
+//! counts, key range) are the reader's job.
+
+use super::codec::{put_key, Cursor, Dec};
+use super::FileInfo;
+use crate::cell::StoreKey;
+use bytes::Bytes;
+
+/// The trailer's magic bytes.
+pub(crate) const MAGIC: &[u8; 8] = b"BSLTSF01";
+/// The format version this code writes and reads.
+pub(crate) const VERSION: u32 = 1;
+/// The trailer's size in bytes.
+pub(crate) const TRAILER_LEN: usize = 48;
+
+/// The smallest possible encoded index entry: empty row and qualifier, one-byte varints.
+const MIN_INDEX_ENTRY: usize = 1 + 1 + 8 + 1 + 1 + 8 + 4;
+
+/// Where one data block is and what key it starts with.
+#[derive(Debug, Clone)]
+pub(crate) struct IndexEntry {
+    /// The block's first key.
+    pub first_key: StoreKey,
+    /// The block's offset in the file.
+    pub offset: u64,
+    /// The block's framed on-disk length.
+    pub len: u32,
+}
+
+/// Encodes the index-block payload.
+pub(crate) fn encode_index(entries: &[IndexEntry], out: &mut Vec<u8>) {
+    super::codec::put_varint(out, entries.len() as u64);
+    for e in entries {
+        put_key(out, &e.first_key);
+        out.extend_from_slice(&e.offset.to_be_bytes());
+        out.extend_from_slice(&e.len.to_be_bytes());
+    }
+}
+
+/// Decodes the index-block payload; keys are zero-copy slices of `buf`.
+pub(crate) fn decode_index(buf: &Bytes) -> Dec<Vec<IndexEntry>> {
+    let mut c = Cursor::at(buf, 0);
+    let count = c.varint()?;
+    if count > (c.remaining() / MIN_INDEX_ENTRY) as u64 {
+        return Err(format!("index claims {count} entries in {} bytes", buf.len()).into());
+    }
+    let mut entries = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let key = c.key()?.to_key(buf);
+        let offset = c.u64()?;
+        let len = c.u32()?;
+        entries.push(IndexEntry {
+            first_key: key,
+            offset,
+            len,
+        });
+    }
+    if c.remaining() != 0 {
+        return Err("trailing bytes after the index entries".into());
+    }
+    Ok(entries)
+}
+
+/// Encodes the file-info payload (everything but `file_size`, which is not stored).
+pub(crate) fn encode_info(info: &FileInfo, out: &mut Vec<u8>) {
+    for key in [&info.first_key, &info.last_key] {
+        match key {
+            Some(k) => {
+                out.push(1);
+                put_key(out, k);
+            }
+            None => out.push(0),
+        }
+    }
+    for v in [info.max_seq, info.min_ts, info.max_ts, info.entry_count] {
+        out.extend_from_slice(&v.to_be_bytes());
+    }
+}
+
+/// Decodes the file-info payload; `file_size` is set to 0 for the caller to fill in.
+pub(crate) fn decode_info(buf: &Bytes) -> Dec<FileInfo> {
+    let mut c = Cursor::at(buf, 0);
+    let mut keys = [None, None];
+    for slot in &mut keys {
+        *slot = match c.u8()? {
+            0 => None,
+            1 => Some(c.key()?.to_key(buf)),
+            other => return Err(format!("bad key presence byte {other}").into()),
+        };
+    }
+    let [first_key, last_key] = keys;
+    let info = FileInfo {
+        first_key,
+        last_key,
+        max_seq: c.u64()?,
+        min_ts: c.u64()?,
+        max_ts: c.u64()?,
+        entry_count: c.u64()?,
+        file_size: 0,
+    };
+    if c.remaining() != 0 {
+        return Err("trailing bytes after the file info".into());
+    }
+    Ok(info)
+}
+
+/// The fixed trailer at the end of every store file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Trailer {
+    pub index_offset: u64,
+    pub index_len: u32,
+    pub info_offset: u64,
+    pub info_len: u32,
+    pub entry_count: u64,
+}
+
+impl Trailer {
+    /// The trailer's 48 bytes.
+    pub(crate) fn encode(&self) -> [u8; TRAILER_LEN] {
+        let mut out = Vec::with_capacity(TRAILER_LEN);
+        out.extend_from_slice(MAGIC);
+        out.extend_from_slice(&VERSION.to_be_bytes());
+        out.extend_from_slice(&self.index_offset.to_be_bytes());
+        out.extend_from_slice(&self.index_len.to_be_bytes());
+        out.extend_from_slice(&self.info_offset.to_be_bytes());
+        out.extend_from_slice(&self.info_len.to_be_bytes());
+        out.extend_from_slice(&self.entry_count.to_be_bytes());
+        let crc = crc32fast::hash(&out);
+        out.extend_from_slice(&crc.to_be_bytes());
+        let mut fixed = [0u8; TRAILER_LEN];
+        fixed.copy_from_slice(&out);
+        fixed
+    }
+
+    /// Checks magic, CRC and version, and decodes the fields.
+    pub(crate) fn decode(bytes: &[u8; TRAILER_LEN]) -> Dec<Self> {
+        let body = &bytes[..TRAILER_LEN - 4];
+        let mut c = Cursor::at(bytes, TRAILER_LEN - 4);
+        let stored_crc = c.u32()?;
+        if &bytes[..8] != MAGIC {
+            return Err("bad magic: not a Basalt store file, or truncated".into());
+        }
+        let crc = crc32fast::hash(body);
+        if crc != stored_crc {
+            return Err(format!(
+                "trailer checksum mismatch: stored {stored_crc:#010x}, computed {crc:#010x}"
+            )
+            .into());
+        }
+        let mut c = Cursor::at(bytes, 8);
+        let version = c.u32()?;
+        if version != VERSION {
+            return Err(format!("unsupported format version {version}").into());
+        }
+        Ok(Trailer {
+            index_offset: c.u64()?,
+            index_len: c.u32()?,
+            info_offset: c.u64()?,
+            info_len: c.u32()?,
+            entry_count: c.u64()?,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trailer_round_trips_and_is_48_bytes() {
+        let t = Trailer {
+            index_offset: 1,
+            index_len: 2,
+            info_offset: 3,
+            info_len: 4,
+            entry_count: 5,
+        };
+        let bytes = t.encode();
+        assert_eq!(Trailer::decode(&bytes).unwrap(), t);
+        for i in 0..TRAILER_LEN {
+            let mut bad = bytes;
+            bad[i] ^= 1;
+            assert!(Trailer::decode(&bad).is_err(), "flip at {i}");
+        }
+    }
+
+    #[test]
+    fn absurd_index_count_is_rejected() {
+        let mut buf = Vec::new();
+        super::super::codec::put_varint(&mut buf, u64::MAX);
+        assert!(decode_index(&Bytes::from(buf)).is_err());
+    }
+}

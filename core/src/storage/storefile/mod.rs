@@ -1,0 +1,197 @@
+//! Store files: Basalt's immutable, sorted, block-based file format (its HFile).
+//!
+//! A store file holds the cells of one store (one column family of one region) in
+//! [`StoreKey`] order, is written once by [`StoreFileWriter`] (flush or compaction) and is
+//! then only read, by any number of threads at once, through [`StoreFileReader`]. Decoded
+//! data blocks are shared between readers through one [`BlockCache`].
+//!
+//! This comment is the specification of the on-disk format. It is stable: a change needs a
+//! new version number in the trailer.
+//!
+//! # Conventions
+//!
+//! * Integers are big-endian ("BE") unless they are a *varint*: unsigned LEB128, 7 bits per
+//!   byte, least significant group first, high bit set on every byte but the last, at most
+//!   10 bytes, and the value must fit in 64 bits.
+//! * A *key* is encoded as
+//!
+//!   | size        | field                                                   |
+//!   |-------------|---------------------------------------------------------|
+//!   | varint      | row length `R`                                          |
+//!   | `R`         | row                                                     |
+//!   | varint      | qualifier length `Q`                                    |
+//!   | `Q`         | qualifier (may be empty)                                |
+//!   | 8           | timestamp, u64 BE                                       |
+//!   | 1           | type: a [`CellType`] code (4, 8, 10, 12, 14); any other byte is corruption |
+//!   | varint      | sequence id                                             |
+//!
+//! # File layout
+//!
+//! ```text
+//! offset 0
+//! | data block 0 | data block 1 | ... | data block n-1 | index block | file-info block | trailer |
+//!                                                                                      48 bytes
+//! ```
+//!
+//! Blocks are contiguous: data block 0 starts at offset 0, each block starts where the
+//! previous one ends, the index block directly follows the last data block, the file-info
+//! block directly follows the index block and the trailer occupies the last 48 bytes. A
+//! file with no cells has no data block (the index is then empty).
+//!
+//! # Block framing
+//!
+//! Every block (data, index, file info) is framed the same way on disk:
+//!
+//! | offset  | size | field                                                          |
+//! |---------|------|----------------------------------------------------------------|
+//! | 0       | 1    | compression code: 0 none, 1 LZ4, 2 Zstandard, 3 Snappy        |
+//! | 1       | 4    | stored length `L`, u32 BE                                      |
+//! | 5       | `L`  | stored bytes                                                   |
+//! | 5 + `L` | 4    | CRC-32 (IEEE, as computed by `crc32fast`) of bytes `0 .. 5+L`, u32 BE |
+//!
+//! The *payload* is the stored bytes after decompression:
+//!
+//! * code 0: the stored bytes themselves;
+//! * code 1: `lz4_flex` block format with the size prepended: the payload length as u32
+//!   **little-endian**, then one LZ4 block;
+//! * code 2: one Zstandard frame whose header carries the content size;
+//! * code 3: raw Snappy (no framing format), which starts with the payload length as a
+//!   varint.
+//!
+//! The writer falls back to code 0 for a block that does not shrink when compressed. A
+//! payload or a stored length above [`MAX_BLOCK_LEN`] is corruption. The framed block
+//! is 9 bytes longer than `L`.
+//!
+//! # Data block payload
+//!
+//! One or more entries, back to back, in strictly ascending key order, nothing after the
+//! last one:
+//!
+//! | size   | field                  |
+//! |--------|------------------------|
+//! | ...    | key (see above)        |
+//! | varint | value length `V`       |
+//! | `V`    | value                  |
+//!
+//! The writer closes a block as soon as its payload reaches the configured block size, so a
+//! block exceeds the block size by at most one entry (a single large cell makes a large
+//! block). The first key of every data block equals its index entry's key.
+//!
+//! # Index block payload
+//!
+//! | size   | field                                   |
+//! |--------|-----------------------------------------|
+//! | varint | number of data blocks `n`               |
+//! | ...    | `n` index entries                       |
+//!
+//! Each index entry: the data block's first key (encoded as a key, no value), then its offset
+//! in the file (u64 BE), then its framed on-disk length (u32 BE, including the 9 framing
+//! bytes). Entries are in file order; their keys are strictly ascending. The writer
+//! compresses the index block with the file's compression.
+//!
+//! # File-info block payload
+//!
+//! | size | field                                                         |
+//! |------|---------------------------------------------------------------|
+//! | 1    | 1 if a first key follows, 0 if the file is empty              |
+//! | ...  | first key (only if present)                                   |
+//! | 1    | 1 if a last key follows, 0 if the file is empty               |
+//! | ...  | last key (only if present)                                    |
+//! | 8    | largest sequence id, u64 BE (0 for an empty file)             |
+//! | 8    | smallest timestamp, u64 BE (`u64::MAX` for an empty file)     |
+//! | 8    | largest timestamp, u64 BE (0 for an empty file)               |
+//! | 8    | number of cells, u64 BE                                       |
+//!
+//! Nothing follows. The writer stores the file-info block uncompressed (code 0). The file
+//! size is not stored: the reader takes it from the file system.
+//!
+//! # Trailer (the last 48 bytes)
+//!
+//! | offset | size | field                                              |
+//! |--------|------|----------------------------------------------------|
+//! | 0      | 8    | magic `BSLTSF01` (ASCII)                           |
+//! | 8      | 4    | format version, u32 BE, = 1                        |
+//! | 12     | 8    | index block offset, u64 BE                         |
+//! | 20     | 4    | index block framed length, u32 BE                  |
+//! | 24     | 8    | file-info block offset, u64 BE                     |
+//! | 32     | 4    | file-info block framed length, u32 BE              |
+//! | 36     | 8    | number of cells, u64 BE                            |
+//! | 44     | 4    | CRC-32 of trailer bytes `0 .. 44`, u32 BE          |
+//!
+//! # Validation
+//!
+//! On open the reader checks the trailer (length, magic, version, CRC), that the index and
+//! file-info blocks are contiguous and end at the trailer, both blocks' framing and CRC, that
+//! the index entries tile `0 .. index offset` exactly with strictly ascending keys, and that
+//! the file info agrees with the trailer and the index. A data block is checked (framing,
+//! CRC, every entry, first key) when it is read. Any failure is an [`Error::Corruption`]
+//! naming the file and the offset of the block (or trailer) at fault; no length read from
+//! the file is used to allocate before it is checked against the file size or
+//! [`MAX_BLOCK_LEN`].
+//!
+//! [`Error::Corruption`]: crate::error::Error::Corruption
+
+mod block;
+mod cache;
+mod codec;
+mod data;
+mod meta;
+mod reader;
+mod scanner;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+pub use cache::BlockCache;
+pub use reader::StoreFileReader;
+pub use scanner::{StoreFileRevScanner, StoreFileScanner};
+pub use writer::StoreFileWriter;
+
+#[cfg(doc)]
+use crate::cell::CellType;
+use crate::cell::StoreKey;
+use crate::schema::Compression;
+
+/// The largest payload or stored length of one block (1 GiB); anything larger is corruption.
+pub const MAX_BLOCK_LEN: usize = 1 << 30;
+
+/// The default data block size (64 KiB, HBase's default).
+pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
+
+/// How a [`StoreFileWriter`] lays out data blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterOptions {
+    /// Target payload size of a data block, in bytes, before compression (at least 1).
+    pub block_size: usize,
+    /// Compression of data and index blocks.
+    pub compression: Compression,
+}
+
+impl Default for WriterOptions {
+    fn default() -> Self {
+        WriterOptions {
+            block_size: DEFAULT_BLOCK_SIZE,
+            compression: Compression::None,
+        }
+    }
+}
+
+/// What a store file holds, as recorded in its file-info block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileInfo {
+    /// The smallest key in the file (`None` for an empty file).
+    pub first_key: Option<StoreKey>,
+    /// The largest key in the file (`None` for an empty file).
+    pub last_key: Option<StoreKey>,
+    /// The largest sequence id of any cell (0 for an empty file).
+    pub max_seq: u64,
+    /// The smallest timestamp of any cell, delete markers included (`u64::MAX` if empty).
+    pub min_ts: u64,
+    /// The largest timestamp of any cell, delete markers included (0 if empty).
+    pub max_ts: u64,
+    /// The number of cells.
+    pub entry_count: u64,
+    /// The size of the whole file in bytes.
+    pub file_size: u64,
+}

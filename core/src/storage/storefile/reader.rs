@@ -1,0 +1,257 @@
+//! Opens a store file and serves its data blocks to scanners.
+//!
+//! Invariants: after [`StoreFileReader::open`] the trailer, index and file info have been
+//! checked and agree with each other and with the file size, so every index entry names a
+//! byte range inside the data section. Blocks are read with positioned reads (`read_at`),
+//! so a reader holds no seek position and is shared freely between threads. Each data block
+//! is verified and decoded once per cache residency.
+
+use super::block::{unframe, FRAME_OVERHEAD};
+use super::cache::BlockCache;
+use super::codec::Dec;
+use super::data::DataBlock;
+use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
+use super::scanner::{StoreFileRevScanner, StoreFileScanner};
+use super::{FileInfo, MAX_BLOCK_LEN};
+use crate::cell::StoreKey;
+use crate::error::{Error, Result};
+use bytes::Bytes;
+use std::cmp::Ordering;
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// An open, checked store file. `Send + Sync`; share it behind the `Arc` that
+/// [`open`](Self::open) returns.
+pub struct StoreFileReader {
+    path: PathBuf,
+    file: File,
+    file_id: u64,
+    info: FileInfo,
+    index: Vec<IndexEntry>,
+    cache: Option<Arc<BlockCache>>,
+}
+
+impl StoreFileReader {
+    /// Opens `path`, reading and checking trailer, index and file info. `file_id` must be
+    /// unique engine-wide: it keys this file's blocks in `cache`.
+    pub fn open(path: &Path, file_id: u64, cache: Option<Arc<BlockCache>>) -> Result<Arc<Self>> {
+        let file = File::open(path)?;
+        let file_size = file.metadata()?.len();
+        let corrupt = |offset: u64, reason: Dec<()>| -> Result<()> {
+            reason.map_err(|r| Error::corruption(path, offset, r))
+        };
+        if file_size < TRAILER_LEN as u64 {
+            corrupt(
+                0,
+                Err(format!("file of {file_size} bytes has no trailer").into()),
+            )?;
+        }
+        let trailer_offset = file_size - TRAILER_LEN as u64;
+        let mut raw = [0u8; TRAILER_LEN];
+        read_exact(&file, path, &mut raw, trailer_offset)?;
+        let trailer =
+            Trailer::decode(&raw).map_err(|r| Error::corruption(path, trailer_offset, r))?;
+        corrupt(trailer_offset, check_layout(&trailer, trailer_offset))?;
+
+        let index_buf = read_block(&file, path, trailer.index_offset, trailer.index_len)?;
+        let index = decode_index(&index_buf)
+            .map_err(|r| Error::corruption(path, trailer.index_offset, r))?;
+        corrupt(
+            trailer.index_offset,
+            check_index(&index, trailer.index_offset),
+        )?;
+
+        let info_buf = read_block(&file, path, trailer.info_offset, trailer.info_len)?;
+        let mut info =
+            decode_info(&info_buf).map_err(|r| Error::corruption(path, trailer.info_offset, r))?;
+        info.file_size = file_size;
+        corrupt(trailer.info_offset, check_info(&info, &trailer, &index))?;
+
+        Ok(Arc::new(StoreFileReader {
+            path: path.to_path_buf(),
+            file,
+            file_id,
+            info,
+            index,
+            cache,
+        }))
+    }
+
+    /// What the file holds.
+    pub fn info(&self) -> &FileInfo {
+        &self.info
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The engine-wide id this reader was opened with.
+    pub fn file_id(&self) -> u64 {
+        self.file_id
+    }
+
+    /// The number of data blocks.
+    pub fn block_count(&self) -> usize {
+        self.index.len()
+    }
+
+    /// The first key of the middle data block (the split point HBase picks); `None` for an
+    /// empty file. The caller decides whether a key equal to the file's first key is usable.
+    pub fn middle_key(&self) -> Option<StoreKey> {
+        self.index
+            .get(self.index.len() / 2)
+            .map(|e| e.first_key.clone())
+    }
+
+    /// Forward scanner over the cells with key `>= start`, ascending.
+    pub fn scan_from(self: &Arc<Self>, start: &StoreKey) -> StoreFileScanner {
+        StoreFileScanner::new(Arc::clone(self), start.clone())
+    }
+
+    /// Reverse scanner over the cells with key `<= start`, descending; `None` starts from the
+    /// last cell.
+    pub fn scan_rev_from(self: &Arc<Self>, start: Option<&StoreKey>) -> StoreFileRevScanner {
+        StoreFileRevScanner::new(Arc::clone(self), start.cloned())
+    }
+
+    /// The index of the last block whose first key is `<= key` (`None` if `key` sorts before
+    /// every block, or the file is empty).
+    pub(crate) fn block_at_or_before(&self, key: &StoreKey) -> Option<usize> {
+        self.index
+            .partition_point(|e| e.first_key.cmp(key) != Ordering::Greater)
+            .checked_sub(1)
+    }
+
+    /// Data block `i`, from the cache or read, checked and decoded from the file.
+    pub(crate) fn block(&self, i: usize) -> Result<Arc<DataBlock>> {
+        let entry = self
+            .index
+            .get(i)
+            .ok_or_else(|| Error::corruption(&self.path, 0, "block number out of range"))?;
+        if let Some(cache) = &self.cache {
+            if let Some(block) = cache.get(self.file_id, entry.offset) {
+                return Ok(block);
+            }
+        }
+        let block = Arc::new(self.load(entry)?);
+        if let Some(cache) = &self.cache {
+            cache.insert(self.file_id, entry.offset, Arc::clone(&block));
+        }
+        Ok(block)
+    }
+
+    fn load(&self, entry: &IndexEntry) -> Result<DataBlock> {
+        let payload = read_block(&self.file, &self.path, entry.offset, entry.len)?;
+        let corrupt = |r| Error::corruption(&self.path, entry.offset, r);
+        let block = DataBlock::decode(payload, entry.len as usize).map_err(corrupt)?;
+        if block.cmp_at(0, &entry.first_key).map_err(corrupt)? != Ordering::Equal {
+            return Err(corrupt("first key differs from the index".into()));
+        }
+        Ok(block)
+    }
+
+    /// A corruption error for data block `i`.
+    pub(crate) fn block_corruption(
+        &self,
+        i: usize,
+        reason: std::borrow::Cow<'static, str>,
+    ) -> Error {
+        let offset = self.index.get(i).map_or(0, |e| e.offset);
+        Error::corruption(&self.path, offset, reason)
+    }
+}
+
+/// Reads exactly `buf.len()` bytes at `offset`; a short file is corruption.
+fn read_exact(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+    file.read_exact_at(buf, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corruption(path, offset, "file ends inside a block")
+        } else {
+            Error::Io(e)
+        }
+    })
+}
+
+/// Reads, checks and unframes the block of framed length `len` at `offset`.
+fn read_block(file: &File, path: &Path, offset: u64, len: u32) -> Result<Bytes> {
+    let len = len as usize;
+    if !(FRAME_OVERHEAD..=MAX_BLOCK_LEN + FRAME_OVERHEAD).contains(&len) {
+        return Err(Error::corruption(
+            path,
+            offset,
+            format!("absurd block length {len}"),
+        ));
+    }
+    let mut raw = vec![0u8; len];
+    read_exact(file, path, &mut raw, offset)?;
+    unframe(raw).map_err(|r| Error::corruption(path, offset, r))
+}
+
+/// Index and file-info blocks must sit back to back right before the trailer.
+fn check_layout(t: &Trailer, trailer_offset: u64) -> Dec<()> {
+    let info_end = t.info_offset.checked_add(u64::from(t.info_len));
+    let index_end = t.index_offset.checked_add(u64::from(t.index_len));
+    if info_end != Some(trailer_offset) || index_end != Some(t.info_offset) {
+        return Err(format!(
+            "index ({}+{}) and file info ({}+{}) do not end at the trailer ({trailer_offset})",
+            t.index_offset, t.index_len, t.info_offset, t.info_len
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// Data blocks must tile `0 .. index_offset` with strictly ascending first keys.
+fn check_index(index: &[IndexEntry], index_offset: u64) -> Dec<()> {
+    let mut expected = 0u64;
+    for (i, e) in index.iter().enumerate() {
+        if e.offset != expected || (e.len as usize) <= FRAME_OVERHEAD {
+            return Err(format!("index entry {i} has a bad offset or length").into());
+        }
+        if i > 0 && index[i - 1].first_key >= e.first_key {
+            return Err(format!("index entry {i} is out of key order").into());
+        }
+        expected = expected
+            .checked_add(u64::from(e.len))
+            .ok_or("index offsets overflow")?;
+    }
+    if expected != index_offset {
+        return Err("data blocks do not end where the index starts".into());
+    }
+    Ok(())
+}
+
+/// The file info must agree with the trailer and the index.
+fn check_info(info: &FileInfo, t: &Trailer, index: &[IndexEntry]) -> Dec<()> {
+    if info.entry_count != t.entry_count {
+        return Err("file info and trailer disagree on the entry count".into());
+    }
+    let ok = match (&info.first_key, &info.last_key, index.first(), index.last()) {
+        (None, None, None, None) => info.entry_count == 0,
+        (Some(first), Some(last), Some(b0), Some(bn)) => {
+            *first == b0.first_key
+                && *last >= bn.first_key
+                && info.entry_count >= index.len() as u64
+        }
+        _ => false,
+    };
+    if !ok {
+        return Err("file info does not match the index".into());
+    }
+    Ok(())
+}
+
+impl std::fmt::Debug for StoreFileReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreFileReader")
+            .field("path", &self.path)
+            .field("file_id", &self.file_id)
+            .field("blocks", &self.index.len())
+            .field("info", &self.info)
+            .finish()
+    }
+}

@@ -1,0 +1,180 @@
+//! Forward and reverse scanners over one store file.
+//!
+//! A scanner holds its reader, the decoded block it is in and a position inside it; it reads
+//! the next block only when the current one is used up, so a full scan streams block by
+//! block and never holds more than one block. The seek is lazy: nothing is read until the
+//! first `next()`. Cells are zero-copy slices of the block's buffer. After an error a
+//! scanner yields `None` forever.
+
+use super::data::DataBlock;
+use super::reader::StoreFileReader;
+use crate::cell::{StoreCell, StoreKey};
+use crate::error::Result;
+use std::sync::Arc;
+
+enum State<S> {
+    /// Not positioned yet; holds the seek key.
+    Seek(S),
+    /// Positioned in block `idx`.
+    At {
+        idx: usize,
+        block: Arc<DataBlock>,
+        pos: usize,
+    },
+    Done,
+}
+
+/// Turns a step result into an iterator item, ending the scan on `None` or an error.
+fn finish<S>(state: &mut State<S>, r: Result<Option<StoreCell>>) -> Option<Result<StoreCell>> {
+    match r {
+        Ok(Some(cell)) => Some(Ok(cell)),
+        Ok(None) => {
+            *state = State::Done;
+            None
+        }
+        Err(e) => {
+            *state = State::Done;
+            Some(Err(e))
+        }
+    }
+}
+
+/// Ascending scan over the cells of one file with key `>=` a start key.
+pub struct StoreFileScanner {
+    reader: Arc<StoreFileReader>,
+    state: State<StoreKey>,
+}
+
+impl StoreFileScanner {
+    pub(crate) fn new(reader: Arc<StoreFileReader>, start: StoreKey) -> Self {
+        StoreFileScanner {
+            reader,
+            state: State::Seek(start),
+        }
+    }
+
+    fn step(&mut self) -> Result<Option<StoreCell>> {
+        let r = &self.reader;
+        loop {
+            match &mut self.state {
+                State::Done => return Ok(None),
+                State::Seek(key) => {
+                    // The first key >= `key` is in the last block starting at or before it,
+                    // or else at the start of the next block (handled by the `At` arm).
+                    let idx = r.block_at_or_before(key).unwrap_or(0);
+                    if idx >= r.block_count() {
+                        return Ok(None);
+                    }
+                    let block = r.block(idx)?;
+                    let pos = block
+                        .lower_bound(key)
+                        .map_err(|e| r.block_corruption(idx, e))?;
+                    self.state = State::At { idx, block, pos };
+                }
+                State::At { idx, block, pos } => {
+                    if *pos < block.len() {
+                        let cell = block.cell(*pos).map_err(|e| r.block_corruption(*idx, e))?;
+                        *pos += 1;
+                        return Ok(Some(cell));
+                    }
+                    let next = *idx + 1;
+                    if next >= r.block_count() {
+                        return Ok(None);
+                    }
+                    *block = r.block(next)?;
+                    *idx = next;
+                    *pos = 0;
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for StoreFileScanner {
+    type Item = Result<StoreCell>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let r = self.step();
+        finish(&mut self.state, r)
+    }
+}
+
+/// Descending scan over the cells of one file with key `<=` a start key.
+pub struct StoreFileRevScanner {
+    reader: Arc<StoreFileReader>,
+    state: State<Option<StoreKey>>,
+}
+
+impl StoreFileRevScanner {
+    pub(crate) fn new(reader: Arc<StoreFileReader>, start: Option<StoreKey>) -> Self {
+        StoreFileRevScanner {
+            reader,
+            state: State::Seek(start),
+        }
+    }
+
+    fn step(&mut self) -> Result<Option<StoreCell>> {
+        let r = &self.reader;
+        loop {
+            match &mut self.state {
+                State::Done => return Ok(None),
+                State::Seek(start) => {
+                    let found = match start {
+                        None => r.block_count().checked_sub(1),
+                        Some(key) => r.block_at_or_before(key),
+                    };
+                    let Some(idx) = found else {
+                        return Ok(None);
+                    };
+                    let block = r.block(idx)?;
+                    let pos = match start {
+                        None => block.len(),
+                        Some(key) => block
+                            .upper_bound(key)
+                            .map_err(|e| r.block_corruption(idx, e))?,
+                    };
+                    self.state = State::At { idx, block, pos };
+                }
+                // Entries `0 .. pos` of block `idx` are still to be returned.
+                State::At { idx, block, pos } => {
+                    if *pos > 0 {
+                        *pos -= 1;
+                        let cell = block.cell(*pos).map_err(|e| r.block_corruption(*idx, e))?;
+                        return Ok(Some(cell));
+                    }
+                    let Some(prev) = idx.checked_sub(1) else {
+                        return Ok(None);
+                    };
+                    *block = r.block(prev)?;
+                    *idx = prev;
+                    *pos = block.len();
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for StoreFileRevScanner {
+    type Item = Result<StoreCell>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let r = self.step();
+        finish(&mut self.state, r)
+    }
+}
+
+impl std::fmt::Debug for StoreFileScanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreFileScanner")
+            .field("path", &self.reader.path())
+            .finish_non_exhaustive()
+    }
+}
+
+impl std::fmt::Debug for StoreFileRevScanner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreFileRevScanner")
+            .field("path", &self.reader.path())
+            .finish_non_exhaustive()
+    }
+}

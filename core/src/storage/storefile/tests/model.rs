@@ -1,0 +1,271 @@
+//! Round trips against a `BTreeMap` model, plus writer and cache edge cases.
+
+use super::*;
+use crate::storage::storefile::BlockCache;
+
+fn check_against_model(
+    reader: &Arc<StoreFileReader>,
+    model: &Model,
+    probes: &[StoreKey],
+) -> std::result::Result<(), TestCaseError> {
+    let all: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    prop_assert_eq!(&collect(reader.scan_from(&min_key())).unwrap(), &all);
+    let rev: Vec<_> = all.iter().rev().cloned().collect();
+    prop_assert_eq!(&collect(reader.scan_rev_from(None)).unwrap(), &rev);
+    for p in probes {
+        let want: Vec<_> = model
+            .range(p..)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        prop_assert_eq!(
+            &collect(reader.scan_from(p)).unwrap(),
+            &want,
+            "scan_from {:?}",
+            p
+        );
+        let want: Vec<_> = model
+            .range(..=p)
+            .rev()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        prop_assert_eq!(
+            &collect(reader.scan_rev_from(Some(p))).unwrap(),
+            &want,
+            "scan_rev_from {:?}",
+            p
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    #[test]
+    fn round_trip_matches_model(
+        model in arb_model(200),
+        block_size in 64usize..2048,
+        compression in arb_compression(),
+        mut probes in proptest::collection::vec(arb_key(), 0..10),
+        picks in proptest::collection::vec(any::<proptest::sample::Index>(), 0..6),
+        cached in any::<bool>(),
+    ) {
+        let (_dir, path) = tmp();
+        write(&path, &model, block_size, compression).unwrap();
+        let keys: Vec<_> = model.keys().cloned().collect();
+        if !keys.is_empty() {
+            for pick in picks {
+                let k = pick.get(&keys).clone();
+                probes.push(StoreKey::first_on_row(k.row.clone()));
+                probes.push(k);
+            }
+        }
+        let cache = cached.then(|| Arc::new(BlockCache::new(1 << 20)));
+        let reader = StoreFileReader::open(&path, 7, cache.clone()).unwrap();
+
+        let info = reader.info();
+        prop_assert_eq!(info.entry_count, model.len() as u64);
+        prop_assert_eq!(info.first_key.as_ref(), model.keys().next());
+        prop_assert_eq!(info.last_key.as_ref(), model.keys().next_back());
+        prop_assert_eq!(info.max_seq, model.keys().map(|k| k.seq).max().unwrap_or(0));
+        prop_assert_eq!(info.min_ts, model.keys().map(|k| k.ts).min().unwrap_or(u64::MAX));
+        prop_assert_eq!(info.max_ts, model.keys().map(|k| k.ts).max().unwrap_or(0));
+        prop_assert_eq!(info.file_size, std::fs::metadata(&path).unwrap().len());
+
+        check_against_model(&reader, &model, &probes)?;
+        if let Some(cache) = &cache {
+            // A second pass is served from the cache.
+            let misses = cache.misses();
+            check_against_model(&reader, &model, &probes)?;
+            prop_assert_eq!(cache.misses(), misses);
+        }
+    }
+}
+
+#[test]
+fn out_of_order_append_is_bad_argument_and_poisons() {
+    let (_dir, path) = tmp();
+    let mut w = StoreFileWriter::create(&path, WriterOptions::default()).unwrap();
+    let k1 = key(b"b", b"q", 5, CellType::Put, 1);
+    let v = Bytes::from_static(b"v");
+    w.append(&cell(&k1, &v)).unwrap();
+    let err = w.append(&cell(&k1, &v)).unwrap_err();
+    assert!(matches!(err, Error::BadArgument(_)), "{err:?}");
+    // Still unusable, even for a cell that would have been in order.
+    let k2 = key(b"c", b"q", 5, CellType::Put, 1);
+    assert!(matches!(
+        w.append(&cell(&k2, &v)),
+        Err(Error::BadArgument(_))
+    ));
+    assert!(matches!(w.finish(), Err(Error::BadArgument(_))));
+    assert!(!path.exists());
+    // The temporary file is gone too.
+    assert_eq!(
+        std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+        0
+    );
+
+    let mut w = StoreFileWriter::create(&path, WriterOptions::default()).unwrap();
+    w.append(&cell(&k2, &v)).unwrap();
+    let err = w.append(&cell(&k1, &v)).unwrap_err();
+    assert!(matches!(err, Error::BadArgument(_)), "{err:?}");
+}
+
+#[test]
+fn nothing_appears_before_finish() {
+    let (_dir, path) = tmp();
+    let mut w = StoreFileWriter::create(&path, WriterOptions::default()).unwrap();
+    w.append(&cell(&key(b"r", b"", 1, CellType::Put, 1), &Bytes::new()))
+        .unwrap();
+    assert!(!path.exists());
+    let info = w.finish().unwrap();
+    assert!(path.exists());
+    assert_eq!(info.entry_count, 1);
+    assert_eq!(info.file_size, std::fs::metadata(&path).unwrap().len());
+    assert_eq!(
+        std::fs::read_dir(path.parent().unwrap()).unwrap().count(),
+        1
+    );
+}
+
+#[test]
+fn empty_file_scans_empty() {
+    for c in COMPRESSIONS {
+        let (_dir, path) = tmp();
+        let w = StoreFileWriter::create(
+            &path,
+            WriterOptions {
+                block_size: 64,
+                compression: c,
+            },
+        )
+        .unwrap();
+        let info = w.finish().unwrap();
+        assert_eq!(info.entry_count, 0);
+        assert_eq!(info.first_key, None);
+        let r = StoreFileReader::open(&path, 1, None).unwrap();
+        assert_eq!(r.info().entry_count, 0);
+        assert_eq!(r.block_count(), 0);
+        assert_eq!(r.middle_key(), None);
+        assert_eq!(r.scan_from(&min_key()).count(), 0);
+        assert_eq!(r.scan_rev_from(None).count(), 0);
+        let k = key(b"x", b"", 0, CellType::Put, 0);
+        assert_eq!(r.scan_rev_from(Some(&k)).count(), 0);
+    }
+}
+
+#[test]
+fn large_cells_exceed_the_block_size() {
+    let (_dir, path) = tmp();
+    let mut model = Model::new();
+    for (i, len) in [10usize, 300_000, 5, 1_000_000, 0].into_iter().enumerate() {
+        let row = format!("r{i}");
+        model.insert(
+            key(row.as_bytes(), b"q", 1, CellType::Put, 1),
+            Bytes::from(vec![i as u8; len]),
+        );
+    }
+    write(&path, &model, 1024, Compression::Lz4).unwrap();
+    let r = StoreFileReader::open(&path, 1, None).unwrap();
+    // A block closes once it reaches the block size: [r0 r1] [r2 r3] [r4].
+    assert_eq!(r.block_count(), 3);
+    let got = collect(r.scan_from(&min_key())).unwrap();
+    assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn zero_block_size_is_rejected() {
+    let (_dir, path) = tmp();
+    let opts = WriterOptions {
+        block_size: 0,
+        compression: Compression::None,
+    };
+    assert!(matches!(
+        StoreFileWriter::create(&path, opts),
+        Err(Error::BadArgument(_))
+    ));
+}
+
+#[test]
+fn cache_counts_hits_and_misses() {
+    let (_dir, path) = tmp();
+    let model = sample_model(200);
+    write(&path, &model, 512, Compression::Snappy).unwrap();
+    let cache = Arc::new(BlockCache::new(64 << 20));
+    let r = StoreFileReader::open(&path, 3, Some(cache.clone())).unwrap();
+    let blocks = r.block_count() as u64;
+    assert!(blocks > 10);
+    assert_eq!((cache.hits(), cache.misses()), (0, 0));
+
+    // A full scan misses once per block.
+    assert_eq!(r.scan_from(&min_key()).count(), model.len());
+    assert_eq!((cache.hits(), cache.misses()), (0, blocks));
+    assert!(cache.used_bytes() > 0);
+
+    // A point read of a cached block is one hit.
+    let k = model.keys().nth(300).unwrap();
+    let got = r
+        .scan_from(&StoreKey::first_on_row(k.row.clone()))
+        .next()
+        .unwrap()
+        .unwrap();
+    assert_eq!(got.key.row, k.row);
+    assert_eq!((cache.hits(), cache.misses()), (1, blocks));
+
+    // A second reader of the same file id shares the cached blocks.
+    let r2 = StoreFileReader::open(&path, 3, Some(cache.clone())).unwrap();
+    assert_eq!(r2.scan_rev_from(None).count(), model.len());
+    assert_eq!((cache.hits(), cache.misses()), (1 + blocks, blocks));
+
+    // Another file id does not.
+    let r3 = StoreFileReader::open(&path, 4, Some(cache.clone())).unwrap();
+    r3.scan_from(&min_key()).next().unwrap().unwrap();
+    assert_eq!(cache.misses(), blocks + 1);
+}
+
+#[test]
+fn tiny_cache_still_reads_correctly() {
+    let (_dir, path) = tmp();
+    let model = sample_model(100);
+    write(&path, &model, 256, Compression::Zstd).unwrap();
+    let cache = Arc::new(BlockCache::new(1));
+    let r = StoreFileReader::open(&path, 1, Some(cache)).unwrap();
+    let got = collect(r.scan_from(&min_key())).unwrap();
+    assert_eq!(got, model.into_iter().collect::<Vec<_>>());
+}
+
+#[test]
+fn concurrent_readers_agree() {
+    let (_dir, path) = tmp();
+    let model = Arc::new(sample_model(500));
+    write(&path, &model, 1024, Compression::Lz4).unwrap();
+    let cache = Arc::new(BlockCache::new(256 << 10));
+    let r = StoreFileReader::open(&path, 1, Some(cache)).unwrap();
+    let keys: Vec<_> = model.keys().cloned().collect();
+    std::thread::scope(|s| {
+        for t in 0..4usize {
+            let (r, keys, model) = (r.clone(), &keys, model.clone());
+            s.spawn(move || {
+                for i in (t..keys.len()).step_by(7) {
+                    let k = &keys[i];
+                    let c = r.scan_from(k).next().unwrap().unwrap();
+                    assert_eq!(&c.key, k);
+                    assert_eq!(&c.value, &model[k]);
+                    let c = r.scan_rev_from(Some(k)).next().unwrap().unwrap();
+                    assert_eq!(&c.key, k);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn middle_key_is_the_first_key_of_the_middle_block() {
+    let (_dir, path) = tmp();
+    let model = sample_model(100);
+    write(&path, &model, 512, Compression::None).unwrap();
+    let r = StoreFileReader::open(&path, 1, None).unwrap();
+    let mid = r.middle_key().unwrap();
+    assert!(model.contains_key(&mid));
+    assert!(Some(&mid) > r.info().first_key.as_ref());
+}

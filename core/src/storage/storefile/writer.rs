@@ -1,0 +1,251 @@
+//! Writes one store file, cells in ascending key order, atomically.
+//!
+//! Invariants: bytes go to `<name>.tmp` beside the final path; nothing exists at the final
+//! path until [`StoreFileWriter::finish`] has written and fsynced everything, renamed the
+//! file and fsynced the directory. A writer that is dropped unfinished removes its temporary
+//! file. After any error (out-of-order cell, I/O failure) the writer is unusable: every
+//! later call fails and nothing is ever renamed into place.
+
+use super::block::Framer;
+use super::codec::{entry_len, put_entry};
+use super::meta::{encode_index, encode_info, IndexEntry, Trailer};
+use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN};
+use crate::cell::{StoreCell, StoreKey};
+use crate::error::{Error, Result};
+use crate::schema::Compression;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// Writes a store file; see the `storefile` module doc for the format.
+pub struct StoreFileWriter {
+    path: PathBuf,
+    tmp_path: PathBuf,
+    out: BufWriter<File>,
+    opts: WriterOptions,
+    framer: Framer,
+    /// Bytes written so far (the offset of the next block).
+    offset: u64,
+    /// The payload of the data block being filled.
+    block: Vec<u8>,
+    block_first: Option<StoreKey>,
+    /// Reused buffer for framed blocks.
+    framed: Vec<u8>,
+    index: Vec<IndexEntry>,
+    info: FileInfo,
+    failed: bool,
+    renamed: bool,
+}
+
+impl StoreFileWriter {
+    /// Starts writing to a temporary name beside `path`; nothing appears at `path` until
+    /// [`finish`](Self::finish).
+    pub fn create(path: &Path, opts: WriterOptions) -> Result<Self> {
+        if opts.block_size == 0 {
+            return Err(Error::bad_argument(
+                "store file block size must be at least 1",
+            ));
+        }
+        let name = path
+            .file_name()
+            .ok_or_else(|| Error::bad_argument(format!("{} has no file name", path.display())))?;
+        let mut tmp_name = name.to_os_string();
+        tmp_name.push(".tmp");
+        let tmp_path = path.with_file_name(tmp_name);
+        let framer = Framer::new(opts.compression)?;
+        let file = File::create(&tmp_path)?;
+        Ok(StoreFileWriter {
+            path: path.to_path_buf(),
+            tmp_path,
+            out: BufWriter::with_capacity(256 * 1024, file),
+            opts,
+            framer,
+            offset: 0,
+            block: Vec::with_capacity(opts.block_size.min(MAX_BLOCK_LEN) + 1024),
+            block_first: None,
+            framed: Vec::new(),
+            index: Vec::new(),
+            info: FileInfo {
+                first_key: None,
+                last_key: None,
+                max_seq: 0,
+                min_ts: u64::MAX,
+                max_ts: 0,
+                entry_count: 0,
+                file_size: 0,
+            },
+            failed: false,
+            renamed: false,
+        })
+    }
+
+    /// Appends one cell. Cells must come in strictly ascending [`StoreKey`] order; otherwise
+    /// this returns [`Error::BadArgument`] and the writer is unusable.
+    pub fn append(&mut self, cell: &StoreCell) -> Result<()> {
+        self.check_usable()?;
+        if let Some(last) = &self.info.last_key {
+            if cell.key <= *last {
+                self.failed = true;
+                return Err(Error::bad_argument(format!(
+                    "store file cells out of order: {:?} after {:?}",
+                    cell.key, last
+                )));
+            }
+        }
+        let len = entry_len(cell);
+        if len > MAX_BLOCK_LEN {
+            // Nothing was written: the writer stays usable.
+            return Err(Error::bad_argument(format!(
+                "cell of {len} encoded bytes exceeds the block limit of {MAX_BLOCK_LEN}"
+            )));
+        }
+        if !self.block.is_empty() && self.block.len() + len > MAX_BLOCK_LEN {
+            self.guard(Self::flush_block)?;
+        }
+        if self.block.is_empty() {
+            self.block_first = Some(cell.key.clone());
+        }
+        put_entry(&mut self.block, cell);
+        let info = &mut self.info;
+        if info.first_key.is_none() {
+            info.first_key = Some(cell.key.clone());
+        }
+        info.last_key = Some(cell.key.clone());
+        info.max_seq = info.max_seq.max(cell.key.seq);
+        info.min_ts = info.min_ts.min(cell.key.ts);
+        info.max_ts = info.max_ts.max(cell.key.ts);
+        info.entry_count += 1;
+        if self.block.len() >= self.opts.block_size {
+            self.guard(Self::flush_block)?;
+        }
+        Ok(())
+    }
+
+    /// The number of cells appended so far.
+    pub fn entry_count(&self) -> u64 {
+        self.info.entry_count
+    }
+
+    /// Bytes written so far, plus the open block's payload: a size estimate for rolling.
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.block.len() as u64
+    }
+
+    /// Writes index, file info and trailer, fsyncs, renames to the final path and fsyncs the
+    /// directory. Returns what the file holds.
+    pub fn finish(mut self) -> Result<FileInfo> {
+        self.check_usable()?;
+        self.guard(Self::finish_inner)
+    }
+
+    fn finish_inner(&mut self) -> Result<FileInfo> {
+        self.flush_block()?;
+        let index_offset = self.offset;
+        let mut payload = Vec::new();
+        encode_index(&self.index, &mut payload);
+        let index_len = self.write_block(&payload, self.opts.compression)?;
+        let info_offset = self.offset;
+        payload.clear();
+        encode_info(&self.info, &mut payload);
+        let info_len = self.write_block(&payload, Compression::None)?;
+        let trailer = Trailer {
+            index_offset,
+            index_len,
+            info_offset,
+            info_len,
+            entry_count: self.info.entry_count,
+        };
+        self.out.write_all(&trailer.encode())?;
+        self.offset += super::meta::TRAILER_LEN as u64;
+        self.out.flush()?;
+        self.out.get_ref().sync_all()?;
+        std::fs::rename(&self.tmp_path, &self.path)?;
+        self.renamed = true;
+        sync_parent_dir(&self.path)?;
+        let mut info = self.info.clone();
+        info.file_size = self.offset;
+        tracing::debug!(path = %self.path.display(), entries = info.entry_count,
+            size = info.file_size, blocks = self.index.len(), "store file written");
+        Ok(info)
+    }
+
+    fn check_usable(&self) -> Result<()> {
+        if self.failed {
+            return Err(Error::bad_argument(
+                "store file writer is unusable after an earlier error",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs `f`, marking the writer unusable if it fails.
+    fn guard<T>(&mut self, f: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        let r = f(self);
+        if r.is_err() {
+            self.failed = true;
+        }
+        r
+    }
+
+    /// Closes the open data block (if any): frames it, writes it and indexes it.
+    fn flush_block(&mut self) -> Result<()> {
+        let Some(first_key) = self.block_first.take() else {
+            return Ok(());
+        };
+        let offset = self.offset;
+        let block = std::mem::take(&mut self.block);
+        let len = self.write_block(&block, self.opts.compression);
+        self.block = block;
+        self.block.clear();
+        let len = len?;
+        self.index.push(IndexEntry {
+            first_key,
+            offset,
+            len,
+        });
+        Ok(())
+    }
+
+    /// Frames and writes one block; returns its framed length.
+    fn write_block(&mut self, payload: &[u8], compression: Compression) -> Result<u32> {
+        self.framer.frame(payload, compression, &mut self.framed)?;
+        let len = u32::try_from(self.framed.len())
+            .map_err(|_| Error::bad_argument("block too large for the format"))?;
+        self.out.write_all(&self.framed)?;
+        self.offset += u64::from(len);
+        Ok(len)
+    }
+}
+
+impl Drop for StoreFileWriter {
+    fn drop(&mut self) {
+        if !self.renamed {
+            if let Err(e) = std::fs::remove_file(&self.tmp_path) {
+                tracing::warn!(path = %self.tmp_path.display(), error = %e,
+                    "could not remove an unfinished store file");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for StoreFileWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreFileWriter")
+            .field("path", &self.path)
+            .field("opts", &self.opts)
+            .field("offset", &self.offset)
+            .field("entries", &self.info.entry_count)
+            .field("failed", &self.failed)
+            .finish()
+    }
+}
+
+/// Fsyncs the directory holding `path`, so that a rename into it is durable.
+fn sync_parent_dir(path: &Path) -> Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()?;
+    Ok(())
+}
