@@ -153,6 +153,23 @@ impl Engine {
         }
     }
 
+    /// Flushes the region holding the oldest unflushed edit when the WAL has too many
+    /// segments, so that a region that stopped taking writes cannot pin the log forever.
+    pub(crate) fn flush_if_wal_too_long(self: &Arc<Self>) {
+        if self.wal.segments().len() <= self.config.max_wal_segments {
+            return;
+        }
+        let oldest = self
+            .tables
+            .read()
+            .values()
+            .flat_map(|t| t.regions.read().clone())
+            .min_by_key(|r| r.oldest_unflushed.load(Ordering::Relaxed));
+        if let Some(region) = oldest {
+            self.maybe_flush(&region, 0);
+        }
+    }
+
     /// Flushes `region` in the background when its MemStores passed the flush size.
     pub(crate) fn maybe_flush(self: &Arc<Self>, region: &Arc<Region>, flush_size: u64) {
         if (region.memstore_size() as u64) < flush_size || region.flush_lock.try_lock().is_err() {

@@ -45,6 +45,9 @@ pub struct Config {
     pub max_value_size: usize,
     /// Block cache capacity in bytes (default 256 MiB).
     pub block_cache_size: u64,
+    /// When the WAL holds more segments than this, the region pinning the oldest one is
+    /// flushed so that the log stays bounded (default 32).
+    pub max_wal_segments: usize,
 }
 
 impl Config {
@@ -56,6 +59,7 @@ impl Config {
             wal_segment_size: 64 << 20,
             max_value_size: 10 << 20,
             block_cache_size: 256 << 20,
+            max_wal_segments: 32,
         }
     }
     /// Sets the flush size.
@@ -122,7 +126,10 @@ pub struct Engine {
     pub(crate) tables: RwLock<BTreeMap<TableName, Arc<TableState>>>,
     pub(crate) commit_lock: Mutex<()>,
     pub(crate) next_file_id: AtomicU64,
+    pub(crate) commits: AtomicU64,
     pub(crate) closed: AtomicBool,
+    /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
+    pub(crate) dir_lock: Mutex<Option<std::fs::File>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -184,7 +191,10 @@ impl Engine {
             }
         }
         self.closed.store(true, Ordering::Release);
-        self.wal.close()
+        let out = self.wal.close();
+        // Dropping the file releases the directory lock, so the directory can be reopened.
+        self.dir_lock.lock().take();
+        out
     }
 }
 

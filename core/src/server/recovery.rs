@@ -32,6 +32,21 @@ impl Engine {
         }
         fs::create_dir_all(config.dir.join("data"))?;
         fs::create_dir_all(config.dir.join("wal"))?;
+        let lock = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(config.dir.join("LOCK"))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(Error::bad_argument(format!(
+                    "{} is already open in another engine",
+                    config.dir.display()
+                )))
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Error::Io(e)),
+        }
         let catalog = Catalog::open(&config.dir)?;
         let state = catalog.snapshot();
         let cache = Arc::new(BlockCache::new(config.block_cache_size));
@@ -97,7 +112,9 @@ impl Engine {
             tables: RwLock::new(tables),
             commit_lock: Mutex::new(()),
             next_file_id: AtomicU64::new(next_file_id),
+            commits: AtomicU64::new(0),
             closed: AtomicBool::new(false),
+            dir_lock: Mutex::new(Some(lock)),
             config,
         }))
     }

@@ -321,6 +321,9 @@ impl Engine {
         for (region, _) in by_region.values() {
             self.maybe_flush(region, flush_size);
         }
+        if self.commits.fetch_add(1, Ordering::Relaxed) % 1024 == 1023 {
+            self.flush_if_wal_too_long();
+        }
         Ok(())
     }
 

@@ -13,8 +13,11 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-/// How many cells a MemStore scanner copies out of the skiplist per refill.
-const CHUNK: usize = 128;
+/// How many cells a MemStore scanner copies out of the skiplist on its first refill; each
+/// refill doubles it up to [`MAX_CHUNK`], so point reads copy little and scans amortize.
+const FIRST_CHUNK: usize = 16;
+/// The largest refill.
+const MAX_CHUNK: usize = 512;
 
 /// One store's in-memory sorted cells.
 #[derive(Debug, Default)]
@@ -71,6 +74,7 @@ impl MemStore {
             mem: self.clone(),
             next_bound: Some(start.map_or(Bound::Unbounded, Bound::Included)),
             buf: Vec::new(),
+            chunk: FIRST_CHUNK,
             reverse: false,
         }
     }
@@ -81,6 +85,7 @@ impl MemStore {
             mem: self.clone(),
             next_bound: Some(start.map_or(Bound::Unbounded, Bound::Included)),
             buf: Vec::new(),
+            chunk: FIRST_CHUNK,
             reverse: true,
         }
     }
@@ -94,6 +99,7 @@ pub struct MemStoreScanner {
     next_bound: Option<Bound<StoreKey>>,
     /// Buffered cells, stored reversed so `pop` yields the next one.
     buf: Vec<StoreCell>,
+    chunk: usize,
     reverse: bool,
 }
 
@@ -106,23 +112,25 @@ impl MemStoreScanner {
             key: e.key().clone(),
             value: e.value().clone(),
         };
+        let n = self.chunk;
+        self.chunk = (self.chunk * 2).min(MAX_CHUNK);
         let chunk: Vec<StoreCell> = if self.reverse {
             self.mem
                 .map
                 .range((Bound::Unbounded, bound))
                 .rev()
-                .take(CHUNK)
+                .take(n)
                 .map(to_cell)
                 .collect()
         } else {
             self.mem
                 .map
                 .range((bound, Bound::Unbounded))
-                .take(CHUNK)
+                .take(n)
                 .map(to_cell)
                 .collect()
         };
-        if chunk.len() == CHUNK {
+        if chunk.len() == n {
             if let Some(last) = chunk.last() {
                 self.next_bound = Some(Bound::Excluded(last.key.clone()));
             }
