@@ -170,7 +170,7 @@ mod tests {
 
     #[test]
     fn order_matches_hbase() {
-        let mut keys = vec![
+        let mut keys = [
             key("b", "a", 1, CellType::Put, 1),
             key("a", "b", 5, CellType::Put, 1),
             key("a", "a", 5, CellType::Put, 1),

@@ -152,6 +152,10 @@ impl Admin {
         name: &TableName,
         family: impl AsRef<[u8]>,
     ) -> Result<()> {
+        // Flush first, as HBase's region reopen does: the family's edits must be below every
+        // region's flushed sequence id, or WAL replay after a crash would hand them to a
+        // family later re-added under the same name.
+        self.engine.flush_table(name).await?;
         self.engine.remove_family(name, family.as_ref())
     }
     /// Flushes every region of a table.

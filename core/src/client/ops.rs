@@ -553,7 +553,8 @@ impl RowMutations {
             mutations: Vec::new(),
         }
     }
-    /// Adds a mutation.
+    /// Adds a mutation (named as HBase's `RowMutations.add`).
+    #[allow(clippy::should_implement_trait)]
     pub fn add(mut self, m: impl Into<Mutation>) -> Self {
         self.mutations.push(m.into());
         self

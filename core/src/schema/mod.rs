@@ -270,16 +270,18 @@ impl ColumnFamilyDescriptor {
     }
 }
 
-/// Validates a column-family name: 1 to 255 printable ASCII bytes, no `:`, not `.` or `..`.
+/// Validates a column-family name: 1 to 255 printable ASCII bytes, no `:`, `/` or `\\`, no
+/// leading `.`.
 pub fn validate_family_name(name: &[u8]) -> Result<()> {
     if name.is_empty() || name.len() > 255 {
         return Err(Error::bad_argument(
             "column family name must be 1 to 255 bytes",
         ));
     }
-    if name == b"." || name == b".." {
+    // As HBase's isLegalColumnFamilyName: no leading period (which also rules out . and ..).
+    if name.starts_with(b".") {
         return Err(Error::bad_argument(
-            "column family name must not be '.' or '..'",
+            "column family name must not start with '.'",
         ));
     }
     if let Some(b) = name

@@ -22,6 +22,9 @@ use std::sync::Arc;
 /// A stream of scan results.
 pub type ResultStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
 
+/// A store to read and, optionally, the only qualifiers wanted from it.
+pub(crate) type StoreSelection = (Arc<Store>, Option<BTreeSet<Bytes>>);
+
 /// Rows a scan reads ahead per refill.
 const SCAN_CHUNK: usize = 256;
 
@@ -33,10 +36,7 @@ fn family_err(region: &Region, family: &[u8]) -> Error {
 }
 
 /// Resolves a column selection to stores with optional qualifier sets.
-pub(crate) fn resolve(
-    region: &Region,
-    sel: &ColumnSelection,
-) -> Result<Vec<(Arc<Store>, Option<BTreeSet<Bytes>>)>> {
+pub(crate) fn resolve(region: &Region, sel: &ColumnSelection) -> Result<Vec<StoreSelection>> {
     if sel.items.is_empty() {
         return Ok(region.all_stores().into_iter().map(|s| (s, None)).collect());
     }

@@ -30,6 +30,9 @@ pub(crate) struct PreparedCell {
     pub cell: StoreCell,
 }
 
+/// The cells of one commit that go to one region.
+type RegionCells = (Arc<Region>, Vec<(Arc<Store>, StoreCell)>);
+
 /// Completes a sequence id when dropped, so a cancelled writer cannot stall the read point.
 struct SeqGuard<'a> {
     mvcc: &'a Mvcc,
@@ -296,8 +299,7 @@ impl Engine {
                 ticket.wait().await?;
             }
         }
-        let mut by_region: BTreeMap<u64, (Arc<Region>, Vec<(Arc<Store>, StoreCell)>)> =
-            BTreeMap::new();
+        let mut by_region: BTreeMap<u64, RegionCells> = BTreeMap::new();
         for c in cells.drain(..) {
             let mut cell = c.cell;
             cell.key.seq = seq;

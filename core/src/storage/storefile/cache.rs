@@ -6,6 +6,7 @@
 //! is a byte budget. Eviction is quick_cache's (CLOCK-Pro-like, scan resistant).
 
 use super::data::DataBlock;
+use crate::error::Result;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -63,21 +64,23 @@ impl BlockCache {
         self.capacity
     }
 
-    /// Looks a block up, counting a hit or a miss.
-    pub(crate) fn get(&self, file_id: u64, offset: u64) -> Option<Arc<DataBlock>> {
-        let found = self.cache.get(&(file_id, offset));
-        let counter = if found.is_some() {
-            &self.hits
-        } else {
-            &self.misses
-        };
+    /// Returns the block at `(file_id, offset)`, calling `load` on a miss. Concurrent misses
+    /// of one block load it once: the others wait and count a hit. A failed load caches
+    /// nothing.
+    pub(crate) fn get_or_load(
+        &self,
+        file_id: u64,
+        offset: u64,
+        load: impl FnOnce() -> Result<Arc<DataBlock>>,
+    ) -> Result<Arc<DataBlock>> {
+        let mut loaded = false;
+        let block = self.cache.get_or_insert_with(&(file_id, offset), || {
+            loaded = true;
+            load()
+        });
+        let counter = if loaded { &self.misses } else { &self.hits };
         counter.fetch_add(1, Ordering::Relaxed);
-        found
-    }
-
-    /// Adds a block just read from its file.
-    pub(crate) fn insert(&self, file_id: u64, offset: u64, block: Arc<DataBlock>) {
-        self.cache.insert((file_id, offset), block);
+        block
     }
 }
 

@@ -5,21 +5,36 @@
 //! to be well formed. Cells handed out are zero-copy: their `Bytes` fields are slices of the
 //! block's one payload buffer. This is the value kept in the [`BlockCache`].
 //!
+//! Search is cache friendly: the block keeps each entry's row head (see [`search`]), so a
+//! binary search mostly touches a compact `u64` array and parses an entry only on a tie.
+//!
+//! [`search`]: super::search
+//!
 //! [`BlockCache`]: super::BlockCache
 
 use super::codec::{Cursor, Dec, RawKey};
+use super::search::{head_after, partition, shared_prefix};
 use crate::cell::{StoreCell, StoreKey};
 use bytes::Bytes;
 use std::cmp::Ordering;
 
 /// Fixed per-block bookkeeping counted in the cache weight, in bytes.
-const BLOCK_OVERHEAD: u64 = 96;
+const BLOCK_OVERHEAD: u64 = 128;
+
+/// The longest row prefix kept inline in the block's header.
+const INLINE_PREFIX: usize = 32;
 
 /// A decoded, checked data block.
 #[derive(Debug)]
 pub(crate) struct DataBlock {
     buf: Bytes,
     offsets: Vec<u32>,
+    /// Per entry: 8 row bytes after the shared prefix, big-endian, zero padded.
+    heads: Vec<u64>,
+    /// The rows' shared prefix (a range of `buf`).
+    prefix: std::ops::Range<usize>,
+    /// A copy of `prefix` when it is short, so a search need not touch `buf` to check it.
+    prefix_inline: Option<([u8; INLINE_PREFIX], u8)>,
     weight: u64,
 }
 
@@ -28,21 +43,36 @@ impl DataBlock {
     /// the cache weight when the payload is a slice of the raw block.
     pub(crate) fn decode(buf: Bytes, framed_len: usize) -> Dec<Self> {
         let mut offsets = Vec::with_capacity(buf.len() / 32 + 1);
+        let mut rows = Vec::with_capacity(buf.len() / 32 + 1);
         let mut c = Cursor::at(&buf, 0);
         while c.remaining() > 0 {
             let at = u32::try_from(c.pos()).map_err(|_| "block too large")?;
             offsets.push(at);
-            c.key()?;
+            rows.push(c.key()?.row);
             c.len_prefixed()?;
         }
-        if offsets.is_empty() {
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
             return Err("data block holds no entry".into());
-        }
+        };
+        let shared = shared_prefix(&buf[first.clone()], &buf[last.clone()]);
+        let prefix = first.start..first.start + shared;
+        let prefix_inline = (shared <= INLINE_PREFIX).then(|| {
+            let mut inline = [0u8; INLINE_PREFIX];
+            inline[..shared].copy_from_slice(&buf[prefix.clone()]);
+            (inline, shared as u8)
+        });
+        let heads: Vec<u64> = rows
+            .iter()
+            .map(|r| head_after(&buf[r.clone()], shared))
+            .collect();
         offsets.shrink_to_fit();
-        let weight = BLOCK_OVERHEAD + buf.len().max(framed_len) as u64 + 4 * offsets.len() as u64;
+        let weight = BLOCK_OVERHEAD + buf.len().max(framed_len) as u64 + 12 * offsets.len() as u64;
         Ok(DataBlock {
             buf,
             offsets,
+            heads,
+            prefix,
+            prefix_inline,
             weight,
         })
     }
@@ -77,16 +107,11 @@ impl DataBlock {
     /// The number of leading entries for which `pred(entry key vs key)` holds; `pred` must
     /// hold for a prefix of the block only.
     fn partition(&self, key: &StoreKey, pred: impl Fn(Ordering) -> bool) -> Dec<usize> {
-        let (mut lo, mut hi) = (0usize, self.offsets.len());
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(self.cmp_at(mid, key)?) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        Ok(lo)
+        let prefix = match &self.prefix_inline {
+            Some((bytes, len)) => &bytes[..*len as usize],
+            None => self.buf.get(self.prefix.clone()).unwrap_or_default(),
+        };
+        partition(prefix, &self.heads, key, |i| self.cmp_at(i, key), pred)
     }
 
     /// The index of the first entry whose key is `>= key` (`len()` if none).
@@ -117,6 +142,7 @@ mod tests {
     use super::*;
     use crate::cell::CellType;
     use crate::storage::storefile::codec::put_entry;
+    use proptest::prelude::*;
 
     fn cell(row: &str, ts: u64) -> StoreCell {
         StoreCell {
@@ -146,6 +172,48 @@ mod tests {
         assert_eq!(b.lower_bound(&cell("b", 0).key).unwrap(), 2);
         assert_eq!(b.upper_bound(&cell("d", 0).key).unwrap(), 3);
         assert_eq!(b.lower_bound(&cell("0", 0).key).unwrap(), 0);
+    }
+
+    fn arb_row() -> impl Strategy<Value = Vec<u8>> {
+        // Long shared prefixes, zero bytes and rows that are prefixes of others.
+        (
+            0usize..3,
+            proptest::collection::vec(prop_oneof![Just(0u8), Just(1u8), Just(255u8)], 0..14),
+        )
+            .prop_map(|(p, tail)| {
+                let mut row = b"prefix-of-rows"[..p * 5].to_vec();
+                row.extend(tail);
+                row
+            })
+    }
+
+    fn arb_key() -> impl Strategy<Value = StoreKey> {
+        (arb_row(), 0u64..3, 0u64..3).prop_map(|(row, ts, seq)| StoreKey {
+            row: Bytes::from(row),
+            qualifier: Bytes::new(),
+            ts,
+            kind: CellType::Put,
+            seq,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn search_matches_linear_scan(
+            keys in proptest::collection::btree_set(arb_key(), 1..60),
+            probes in proptest::collection::vec(arb_key(), 1..20),
+        ) {
+            let keys: Vec<_> = keys.into_iter().collect();
+            let mut buf = Vec::new();
+            for k in &keys {
+                put_entry(&mut buf, &StoreCell { key: k.clone(), value: Bytes::new() });
+            }
+            let b = DataBlock::decode(Bytes::from(buf), 0).unwrap();
+            for p in probes.iter().chain(&keys) {
+                prop_assert_eq!(b.lower_bound(p).unwrap(), keys.iter().filter(|k| *k < p).count());
+                prop_assert_eq!(b.upper_bound(p).unwrap(), keys.iter().filter(|k| *k <= p).count());
+            }
+        }
     }
 
     #[test]

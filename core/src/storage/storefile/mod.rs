@@ -129,6 +129,14 @@
 //! the file is used to allocate before it is checked against the file size or
 //! [`MAX_BLOCK_LEN`].
 //!
+//! # Reading
+//!
+//! A reader keeps the index in memory and binary-searches it (mostly over compact `u64`
+//! row "heads", see `search.rs`) to find the block of a key; the block comes from the shared
+//! [`BlockCache`] or is read with one positioned read, verified, decompressed and decoded
+//! once, then searched the same way. Scanners hold one decoded block at a time and return
+//! cells whose `Bytes` are zero-copy slices of it.
+//!
 //! [`Error::Corruption`]: crate::error::Error::Corruption
 
 mod block;
@@ -138,6 +146,7 @@ mod data;
 mod meta;
 mod reader;
 mod scanner;
+mod search;
 mod writer;
 
 #[cfg(test)]

@@ -12,11 +12,13 @@ use super::codec::Dec;
 use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
 use super::scanner::{StoreFileRevScanner, StoreFileScanner};
+use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
 use crate::cell::StoreKey;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use std::cmp::Ordering;
+use std::convert::Infallible;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -30,6 +32,9 @@ pub struct StoreFileReader {
     file_id: u64,
     info: FileInfo,
     index: Vec<IndexEntry>,
+    /// The row prefix shared by every block's first key, and each one's head after it.
+    index_prefix: Bytes,
+    index_heads: Vec<u64>,
     cache: Option<Arc<BlockCache>>,
 }
 
@@ -39,42 +44,37 @@ impl StoreFileReader {
     pub fn open(path: &Path, file_id: u64, cache: Option<Arc<BlockCache>>) -> Result<Arc<Self>> {
         let file = File::open(path)?;
         let file_size = file.metadata()?.len();
-        let corrupt = |offset: u64, reason: Dec<()>| -> Result<()> {
-            reason.map_err(|r| Error::corruption(path, offset, r))
-        };
+        let bad = |offset: u64| move |reason| Error::corruption(path, offset, reason);
         if file_size < TRAILER_LEN as u64 {
-            corrupt(
-                0,
-                Err(format!("file of {file_size} bytes has no trailer").into()),
-            )?;
+            let reason = format!("file of {file_size} bytes is too short for a trailer");
+            return Err(Error::corruption(path, 0, reason));
         }
         let trailer_offset = file_size - TRAILER_LEN as u64;
         let mut raw = [0u8; TRAILER_LEN];
         read_exact(&file, path, &mut raw, trailer_offset)?;
-        let trailer =
-            Trailer::decode(&raw).map_err(|r| Error::corruption(path, trailer_offset, r))?;
-        corrupt(trailer_offset, check_layout(&trailer, trailer_offset))?;
+        let trailer = Trailer::decode(&raw).map_err(bad(trailer_offset))?;
+        check_layout(&trailer, trailer_offset).map_err(bad(trailer_offset))?;
 
-        let index_buf = read_block(&file, path, trailer.index_offset, trailer.index_len)?;
-        let index = decode_index(&index_buf)
-            .map_err(|r| Error::corruption(path, trailer.index_offset, r))?;
-        corrupt(
-            trailer.index_offset,
-            check_index(&index, trailer.index_offset),
-        )?;
+        let at = trailer.index_offset;
+        let index_buf = read_block(&file, path, at, trailer.index_len)?;
+        let index = decode_index(&index_buf).map_err(bad(at))?;
+        check_index(&index, at).map_err(bad(at))?;
 
-        let info_buf = read_block(&file, path, trailer.info_offset, trailer.info_len)?;
-        let mut info =
-            decode_info(&info_buf).map_err(|r| Error::corruption(path, trailer.info_offset, r))?;
+        let at = trailer.info_offset;
+        let info_buf = read_block(&file, path, at, trailer.info_len)?;
+        let mut info = decode_info(&info_buf).map_err(bad(at))?;
         info.file_size = file_size;
-        corrupt(trailer.info_offset, check_info(&info, &trailer, &index))?;
+        check_info(&info, &trailer, &index).map_err(bad(at))?;
 
+        let (index_prefix, index_heads) = index_heads(&index);
         Ok(Arc::new(StoreFileReader {
             path: path.to_path_buf(),
             file,
             file_id,
             info,
             index,
+            index_prefix,
+            index_heads,
             cache,
         }))
     }
@@ -121,9 +121,11 @@ impl StoreFileReader {
     /// The index of the last block whose first key is `<= key` (`None` if `key` sorts before
     /// every block, or the file is empty).
     pub(crate) fn block_at_or_before(&self, key: &StoreKey) -> Option<usize> {
-        self.index
-            .partition_point(|e| e.first_key.cmp(key) != Ordering::Greater)
-            .checked_sub(1)
+        let full = |i: usize| Ok::<_, Infallible>(self.index[i].first_key.cmp(key));
+        let Ok(n) = partition(&self.index_prefix, &self.index_heads, key, full, |o| {
+            o != Ordering::Greater
+        });
+        n.checked_sub(1)
     }
 
     /// Data block `i`, from the cache or read, checked and decoded from the file.
@@ -132,16 +134,12 @@ impl StoreFileReader {
             .index
             .get(i)
             .ok_or_else(|| Error::corruption(&self.path, 0, "block number out of range"))?;
-        if let Some(cache) = &self.cache {
-            if let Some(block) = cache.get(self.file_id, entry.offset) {
-                return Ok(block);
-            }
+        match &self.cache {
+            Some(cache) => cache.get_or_load(self.file_id, entry.offset, || {
+                self.load(entry).map(Arc::new)
+            }),
+            None => self.load(entry).map(Arc::new),
         }
-        let block = Arc::new(self.load(entry)?);
-        if let Some(cache) = &self.cache {
-            cache.insert(self.file_id, entry.offset, Arc::clone(&block));
-        }
-        Ok(block)
     }
 
     fn load(&self, entry: &IndexEntry) -> Result<DataBlock> {
@@ -163,6 +161,20 @@ impl StoreFileReader {
         let offset = self.index.get(i).map_or(0, |e| e.offset);
         Error::corruption(&self.path, offset, reason)
     }
+}
+
+/// The search heads of the index's first keys (see `search`).
+fn index_heads(index: &[IndexEntry]) -> (Bytes, Vec<u64>) {
+    let (Some(first), Some(last)) = (index.first(), index.last()) else {
+        return (Bytes::new(), Vec::new());
+    };
+    let (first, last) = (&first.first_key.row, &last.first_key.row);
+    let shared = shared_prefix(first, last);
+    let heads = index
+        .iter()
+        .map(|e| head_after(&e.first_key.row, shared))
+        .collect();
+    (first.slice(..shared), heads)
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`; a short file is corruption.

@@ -4,6 +4,7 @@
 
 mod codec;
 mod recovery;
+mod timing_tmp;
 mod writer;
 
 use super::record::{read_frame, Frame};

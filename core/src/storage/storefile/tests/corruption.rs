@@ -71,6 +71,21 @@ fn a_flip_in_a_data_block_is_reported_at_that_block() {
 }
 
 #[test]
+fn a_corrupt_block_is_never_cached() {
+    let (_dir, path, mut bytes) = sample_file(Compression::Lz4);
+    bytes[6] ^= 1; // inside the first data block
+    std::fs::write(&path, &bytes).unwrap();
+    let cache = Arc::new(crate::storage::storefile::BlockCache::new(1 << 20));
+    let r = StoreFileReader::open(&path, 1, Some(cache.clone())).unwrap();
+    for attempt in 1..=2 {
+        let err = r.scan_from(&min_key()).next().unwrap().unwrap_err();
+        assert_eq!(expect_corruption(&err, &path), 0);
+        assert_eq!((cache.hits(), cache.misses()), (0, attempt));
+    }
+    assert_eq!(cache.used_bytes(), 0);
+}
+
+#[test]
 fn every_truncation_is_detected_at_open() {
     for c in [Compression::None, Compression::Zstd] {
         let (_dir, path, good) = sample_file(c);
