@@ -1,1 +1,177 @@
-fn main() {}
+//! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
+//!
+//! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
+//! filters, coprocessors, salting, index, all (only `core` exists so far; the others say so
+//! and exit non-zero). Each suite prints its settings, a readable table, then one line per
+//! figure for scripts:
+//!
+//! `RESULT <suite>/<figure> basalt=<x> fjall=<y> ratio=<x/y> unit=<unit>[ better=lower]`
+
+mod basalt_side;
+mod core;
+mod fjall_side;
+mod workload;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The error type of a run: anything that stops it, with a readable message.
+pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// Every suite the CLI knows, implemented or not.
+const SUITES: [&str; 7] = [
+    "core",
+    "storage",
+    "filters",
+    "coprocessors",
+    "salting",
+    "index",
+    "all",
+];
+
+/// One compared figure.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    /// `suite/figure`.
+    pub name: &'static str,
+    /// The unit of `basalt` and `fjall`.
+    pub unit: &'static str,
+    /// True when a lower figure is better.
+    pub lower_is_better: bool,
+    /// Basalt's figure.
+    pub basalt: f64,
+    /// fjall's figure.
+    pub fjall: f64,
+    /// Basalt's operations and seconds, for the table.
+    pub basalt_phase: core::Phase,
+    /// fjall's operations and seconds, for the table.
+    pub fjall_phase: core::Phase,
+}
+
+impl Figure {
+    /// A throughput figure in ops/s (higher is better).
+    pub fn ops(name: &'static str, basalt: core::Phase, fjall: core::Phase) -> Self {
+        Figure {
+            name,
+            unit: "ops/s",
+            lower_is_better: false,
+            basalt: basalt.ops_per_sec(),
+            fjall: fjall.ops_per_sec(),
+            basalt_phase: basalt,
+            fjall_phase: fjall,
+        }
+    }
+
+    /// Basalt / fjall.
+    pub fn ratio(&self) -> f64 {
+        self.basalt / self.fjall
+    }
+}
+
+fn print_report(figures: &[Figure]) {
+    println!(
+        "{:<10} {:>10} {:>10} {:>14} {:>10} {:>14} {:>13}",
+        "figure", "ops", "basalt s", "basalt", "fjall s", "fjall", "basalt/fjall"
+    );
+    for f in figures {
+        println!(
+            "{:<10} {:>10} {:>10.3} {:>14.0} {:>10.3} {:>14.0} {:>13.3}   {}",
+            f.name,
+            f.basalt_phase.ops,
+            f.basalt_phase.elapsed.as_secs_f64(),
+            f.basalt,
+            f.fjall_phase.elapsed.as_secs_f64(),
+            f.fjall,
+            f.ratio(),
+            f.unit
+        );
+    }
+    println!();
+    for f in figures {
+        println!(
+            "RESULT {} basalt={:.0} fjall={:.0} ratio={:.3} unit={}{}",
+            f.name,
+            f.basalt,
+            f.fjall,
+            f.ratio(),
+            f.unit,
+            if f.lower_is_better {
+                " better=lower"
+            } else {
+                ""
+            }
+        );
+    }
+}
+
+const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH]
+  suite     core | storage | filters | coprocessors | salting | index | all
+            (only `core` is implemented so far)
+  --rows N  rows loaded and random reads made (default 1000000)
+  --dir P   where the temporary data directories go (default: the system temp dir)";
+
+struct Args {
+    suite: String,
+    rows: u64,
+    dir: PathBuf,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = std::env::args().skip(1);
+    let mut suite = None;
+    let mut rows = 1_000_000;
+    let mut dir = std::env::temp_dir();
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-h" | "--help" => return Err(String::new()),
+            "--rows" => {
+                let v = args.next().ok_or("--rows needs a value")?;
+                rows = v
+                    .replace('_', "")
+                    .parse()
+                    .map_err(|_| format!("--rows: not a number: {v}"))?;
+            }
+            "--dir" => dir = args.next().ok_or("--dir needs a value")?.into(),
+            s if s.starts_with('-') => return Err(format!("unknown option {s}")),
+            s if suite.is_none() => suite = Some(s.to_string()),
+            s => return Err(format!("unexpected argument {s}")),
+        }
+    }
+    let suite = suite.ok_or("missing suite")?;
+    if !SUITES.contains(&suite.as_str()) {
+        return Err(format!("unknown suite {suite}"));
+    }
+    Ok(Args { suite, rows, dir })
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) if e.is_empty() => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    if args.suite != "core" {
+        eprintln!(
+            "suite {} is not implemented yet (only `core` exists)",
+            args.suite
+        );
+        return ExitCode::from(3);
+    }
+    let settings = core::Settings::new(args.rows, args.dir);
+    match core::run(&settings) {
+        Ok(figures) => {
+            print_report(&figures);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: suite core failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -46,9 +46,15 @@ impl Ord for Head {
 }
 
 /// Merges many sorted sources.
+///
+/// The head that comes next is kept outside the heap (`cur`): when one source supplies a run
+/// of consecutive cells, as a single file or the newest MemStore usually does, each step costs
+/// one comparison with the heap's top instead of a pop and a push.
 pub struct MergeIter {
     sources: Vec<CellSource>,
     heap: BinaryHeap<Head>,
+    /// The next head to yield; every head in `heap` comes after it.
+    cur: Option<Head>,
     reverse: bool,
     pending_err: Option<crate::error::Error>,
     done: bool,
@@ -56,44 +62,53 @@ pub struct MergeIter {
 
 impl MergeIter {
     /// Merges `sources`, each sorted ascending (or descending when `reverse`).
-    pub fn new(mut sources: Vec<CellSource>, reverse: bool) -> Self {
-        let mut heap = BinaryHeap::with_capacity(sources.len());
-        let mut pending_err = None;
-        for (i, s) in sources.iter_mut().enumerate() {
-            match s.next() {
-                Some(Ok(cell)) => heap.push(Head {
-                    cell,
-                    src: i,
-                    reverse,
-                }),
-                Some(Err(e)) => {
-                    pending_err.get_or_insert(e);
-                }
-                None => {}
+    pub fn new(sources: Vec<CellSource>, reverse: bool) -> Self {
+        let n = sources.len();
+        let mut m = MergeIter {
+            sources,
+            heap: BinaryHeap::with_capacity(n),
+            cur: None,
+            reverse,
+            pending_err: None,
+            done: false,
+        };
+        for i in 0..n {
+            if let Some(h) = m.pull(i) {
+                m.heap.push(h);
             }
         }
-        MergeIter {
-            sources,
-            heap,
-            reverse,
-            pending_err,
-            done: false,
+        m.cur = m.heap.pop();
+        m
+    }
+
+    /// The next cell of source `src`, as a head.
+    fn pull(&mut self, src: usize) -> Option<Head> {
+        match self.sources.get_mut(src)?.next()? {
+            Ok(cell) => Some(Head {
+                cell,
+                src,
+                reverse: self.reverse,
+            }),
+            Err(e) => {
+                self.pending_err.get_or_insert(e);
+                None
+            }
         }
     }
 
-    fn advance(&mut self, src: usize) {
-        if let Some(s) = self.sources.get_mut(src) {
-            match s.next() {
-                Some(Ok(cell)) => self.heap.push(Head {
-                    cell,
-                    src,
-                    reverse: self.reverse,
-                }),
-                Some(Err(e)) => {
-                    self.pending_err.get_or_insert(e);
+    /// Refills `cur` (which is empty) from source `src`, keeping `cur` ahead of the heap.
+    fn refill_from(&mut self, src: usize) {
+        match self.pull(src) {
+            Some(h) => {
+                // In the heap's order the head that comes first is the greatest.
+                if self.heap.peek().is_some_and(|top| *top > h) {
+                    self.heap.push(h);
+                    self.cur = self.heap.pop();
+                } else {
+                    self.cur = Some(h);
                 }
-                None => {}
             }
+            None => self.cur = self.heap.pop(),
         }
     }
 }
@@ -109,16 +124,13 @@ impl Iterator for MergeIter {
             self.done = true;
             return Some(Err(e));
         }
-        let head = self.heap.pop()?;
-        self.advance(head.src);
+        let head = self.cur.take()?;
+        self.refill_from(head.src);
         // Drop identical keys from other sources.
-        while let Some(top) = self.heap.peek() {
-            if top.cell.key != head.cell.key {
-                break;
+        while self.cur.as_ref().is_some_and(|c| c.cell.key == head.cell.key) {
+            if let Some(dup) = self.cur.take() {
+                self.refill_from(dup.src);
             }
-            let src = top.src;
-            self.heap.pop();
-            self.advance(src);
         }
         if let Some(e) = self.pending_err.take() {
             self.done = true;
