@@ -99,13 +99,25 @@ impl Region {
         self.stores.read().values().cloned().collect()
     }
 
-    /// Inserts cells of one committed batch into the MemStores.
+    /// Inserts cells of one committed batch into the MemStores. Consecutive cells of one
+    /// store and row go in with one MemStore row lookup.
     pub fn apply(&self, family_cells: &[(Arc<Store>, StoreCell)]) {
         let _g = self.update_lock.read();
-        for (store, cell) in family_cells {
-            self.oldest_unflushed
-                .fetch_min(cell.key.seq, Ordering::Relaxed);
-            store.insert(cell.clone());
+        let mut i = 0;
+        while let Some((store, first)) = family_cells.get(i) {
+            let run = family_cells[i..]
+                .iter()
+                .take_while(|(s, c)| Arc::ptr_eq(s, store) && c.key.row == first.key.row)
+                .count();
+            for (_, c) in &family_cells[i..i + run] {
+                self.oldest_unflushed
+                    .fetch_min(c.key.seq, Ordering::Relaxed);
+            }
+            store.insert_row(
+                first.key.row.clone(),
+                family_cells[i..i + run].iter().map(|(_, c)| c.clone()),
+            );
+            i += run;
         }
     }
 

@@ -75,6 +75,11 @@ impl Store {
         self.state.read().active.insert(cell);
     }
 
+    /// Inserts cells of one row into the active MemStore.
+    pub fn insert_row(&self, row: Bytes, cells: impl IntoIterator<Item = StoreCell>) {
+        self.state.read().active.insert_row(row, cells);
+    }
+
     /// Bytes held in MemStores (active and snapshot).
     pub fn memstore_size(&self) -> usize {
         let s = self.state.read();
