@@ -127,7 +127,11 @@ impl Iterator for MergeIter {
         let head = self.cur.take()?;
         self.refill_from(head.src);
         // Drop identical keys from other sources.
-        while self.cur.as_ref().is_some_and(|c| c.cell.key == head.cell.key) {
+        while self
+            .cur
+            .as_ref()
+            .is_some_and(|c| c.cell.key == head.cell.key)
+        {
             if let Some(dup) = self.cur.take() {
                 self.refill_from(dup.src);
             }
