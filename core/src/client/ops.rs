@@ -8,9 +8,17 @@ use crate::cell::{Cell, Timestamp, LATEST_TIMESTAMP};
 use crate::error::{Error, Result};
 use crate::wal::Durability;
 use bytes::Bytes;
+use std::ops::Range;
 
 fn b(x: impl AsRef<[u8]>) -> Bytes {
     Bytes::copy_from_slice(x.as_ref())
+}
+
+/// Appends `x` to `data` and returns where it lies.
+fn push_span(data: &mut Vec<u8>, x: &[u8]) -> Range<usize> {
+    let start = data.len();
+    data.extend_from_slice(x);
+    start..data.len()
 }
 
 /// A time range `[min, max)` of cell timestamps.
@@ -65,7 +73,11 @@ impl Default for TimeRange {
 pub struct Put {
     pub(crate) row: Bytes,
     pub(crate) ts: Timestamp,
-    pub(crate) cells: Vec<(Bytes, Bytes, Timestamp, Bytes)>,
+    /// Every family, qualifier and value, back to back: one buffer instead of three
+    /// allocations per column, shared by all cells once the put is committed.
+    data: Vec<u8>,
+    /// (family, qualifier, timestamp, value) as spans of `data`.
+    spans: Vec<(Range<usize>, Range<usize>, Timestamp, Range<usize>)>,
     pub(crate) durability: Durability,
 }
 
@@ -75,7 +87,8 @@ impl Put {
         Put {
             row: b(row),
             ts: LATEST_TIMESTAMP,
-            cells: Vec::new(),
+            data: Vec::new(),
+            spans: Vec::new(),
             durability: Durability::default(),
         }
     }
@@ -86,25 +99,35 @@ impl Put {
     }
     /// Adds a cell with the put's timestamp.
     pub fn add_column(
-        mut self,
+        self,
         family: impl AsRef<[u8]>,
         qualifier: impl AsRef<[u8]>,
         value: impl AsRef<[u8]>,
     ) -> Self {
-        self.cells
-            .push((b(family), b(qualifier), LATEST_TIMESTAMP, b(value)));
+        self.add(
+            family.as_ref(),
+            qualifier.as_ref(),
+            LATEST_TIMESTAMP,
+            value.as_ref(),
+        )
+    }
+
+    fn add(mut self, family: &[u8], qualifier: &[u8], ts: Timestamp, value: &[u8]) -> Self {
+        let f = push_span(&mut self.data, family);
+        let q = push_span(&mut self.data, qualifier);
+        let v = push_span(&mut self.data, value);
+        self.spans.push((f, q, ts, v));
         self
     }
     /// Adds a cell at an explicit timestamp.
     pub fn add_column_ts(
-        mut self,
+        self,
         family: impl AsRef<[u8]>,
         qualifier: impl AsRef<[u8]>,
         ts: Timestamp,
         value: impl AsRef<[u8]>,
     ) -> Self {
-        self.cells.push((b(family), b(qualifier), ts, b(value)));
-        self
+        self.add(family.as_ref(), qualifier.as_ref(), ts, value.as_ref())
     }
     /// Sets the durability.
     pub fn durability(mut self, d: Durability) -> Self {
@@ -116,8 +139,33 @@ impl Put {
         &self.row
     }
     /// The cells: (family, qualifier, timestamp, value).
-    pub fn cells(&self) -> &[(Bytes, Bytes, Timestamp, Bytes)] {
-        &self.cells
+    pub fn cells(&self) -> impl ExactSizeIterator<Item = (&[u8], &[u8], Timestamp, &[u8])> {
+        let d = &self.data[..];
+        let get = move |r: &Range<usize>| d.get(r.clone()).unwrap_or_default();
+        self.spans
+            .iter()
+            .map(move |(f, q, ts, v)| (get(f), get(q), *ts, get(v)))
+    }
+
+    /// The cells as `Bytes` sharing one copy of the put's data.
+    pub(crate) fn shared_cells(&self) -> Vec<(Bytes, Bytes, Timestamp, Bytes)> {
+        let d = Bytes::copy_from_slice(&self.data);
+        let get = |r: &Range<usize>| {
+            if r.end <= d.len() && r.start <= r.end {
+                d.slice(r.clone())
+            } else {
+                Bytes::new()
+            }
+        };
+        self.spans
+            .iter()
+            .map(|(f, q, ts, v)| (get(f), get(q), *ts, get(v)))
+            .collect()
+    }
+
+    /// True when no column was added.
+    pub fn is_empty(&self) -> bool {
+        self.spans.is_empty()
     }
 }
 
@@ -191,7 +239,7 @@ impl Delete {
         self.ts = ts;
         self
     }
-    /// Deletes the latest version of a column.
+    /// Deletes the latest version of a column; added n times for one column, the n newest.
     pub fn add_column(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
         self.kinds.push(DeleteKind::Version {
             family: b(family),

@@ -9,7 +9,7 @@ use crate::cell::{Cell, StoreCell, StoreKey};
 use crate::client::ops::RowResult;
 use crate::error::Result;
 use crate::region::Store;
-use crate::storage::matcher::{match_row, FamilyRules, ReadSpec};
+use crate::storage::matcher::{match_row_into, FamilyRules, ReadSpec};
 use crate::storage::merge::MergeIter;
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -111,6 +111,10 @@ pub struct RegionScanner {
     range: RowRange,
     reverse: bool,
     done: bool,
+    /// A reused buffer for one row's cells of one family.
+    row_buf: Vec<StoreCell>,
+    /// The most cells a row has had so far, to size the next row's vector.
+    cells_hint: usize,
 }
 
 impl RegionScanner {
@@ -154,6 +158,8 @@ impl RegionScanner {
             range,
             reverse,
             done: false,
+            row_buf: Vec::with_capacity(16),
+            cells_hint: 4,
         })
     }
 
@@ -176,30 +182,40 @@ impl RegionScanner {
                 break;
             }
             let in_range = self.range.contains(&row);
-            let mut cells = Vec::new();
+            let mut cells = Vec::with_capacity(self.cells_hint);
             for f in &mut self.fams {
-                let mut row_cells = Vec::new();
+                let mut row_cells = std::mem::take(&mut self.row_buf);
                 while f.peeked.as_ref().is_some_and(|c| c.key.row == row) {
                     if let Some(c) = f.peeked.take() {
                         row_cells.push(c);
                     }
                     f.peeked = f.iter.next().transpose()?;
                 }
-                if !in_range || row_cells.is_empty() {
-                    continue;
+                if in_range && !row_cells.is_empty() {
+                    if self.reverse {
+                        row_cells.reverse();
+                    }
+                    let family = &f.family;
+                    match_row_into(
+                        row_cells.drain(..),
+                        &f.rules,
+                        &self.spec,
+                        f.columns.as_ref(),
+                        |c| {
+                            cells.push(Cell {
+                                row: c.key.row,
+                                family: family.clone(),
+                                qualifier: c.key.qualifier,
+                                timestamp: c.key.ts,
+                                value: c.value,
+                            })
+                        },
+                    );
                 }
-                if self.reverse {
-                    row_cells.reverse();
-                }
-                let versions = match_row(row_cells, &f.rules, &self.spec, f.columns.as_ref());
-                cells.extend(versions.into_iter().map(|v| Cell {
-                    row: row.clone(),
-                    family: f.family.clone(),
-                    qualifier: v.qualifier,
-                    timestamp: v.ts,
-                    value: v.value,
-                }));
+                row_cells.clear();
+                self.row_buf = row_cells;
             }
+            self.cells_hint = self.cells_hint.max(cells.len());
             if !cells.is_empty() {
                 return Ok(Some(RowResult { row, cells }));
             }

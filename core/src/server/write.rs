@@ -104,15 +104,12 @@ impl Engine {
         let region = self.region_of(t, m.row())?;
         match m {
             Mutation::Put(p) => {
-                if p.cells.is_empty() {
+                if p.is_empty() {
                     return Err(Error::bad_argument("a put needs at least one column"));
                 }
-                for (f, _, ts, v) in &p.cells {
+                for (f, _, _, v) in p.cells() {
                     self.store_of(t, &region, f)?;
                     self.check_value(v)?;
-                    if *ts == LATEST_TIMESTAMP && p.ts != LATEST_TIMESTAMP {
-                        continue;
-                    }
                 }
             }
             Mutation::Delete(d) => {
@@ -160,18 +157,17 @@ impl Engine {
         match m {
             Mutation::Put(p) => {
                 let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
-                for (f, q, ts, v) in &p.cells {
-                    let ts = if *ts == LATEST_TIMESTAMP {
-                        default_ts
-                    } else {
-                        *ts
-                    };
-                    let store = self.store_of(t, &region, f)?;
-                    out.push(cell(store, q.clone(), ts, CellType::Put, v.clone()));
+                for (f, q, ts, v) in p.shared_cells() {
+                    let ts = if ts == LATEST_TIMESTAMP { default_ts } else { ts };
+                    let store = self.store_of(t, &region, &f)?;
+                    out.push(cell(store, q, ts, CellType::Put, v));
                 }
             }
             Mutation::Delete(d) => {
                 let dts = if d.ts == LATEST_TIMESTAMP { now } else { d.ts };
+                // As in HBase's prepareDeleteTimestamps, the n-th "latest version" marker of
+                // one column in one delete takes the n-th newest visible version.
+                let mut latest_seen: BTreeMap<(&Bytes, &Bytes), usize> = BTreeMap::new();
                 if d.kinds.is_empty() {
                     for store in region.all_stores() {
                         out.push(cell(
@@ -194,11 +190,13 @@ impl Engine {
                             let ts = match ts {
                                 Some(ts) => Some(*ts),
                                 None if d.ts != LATEST_TIMESTAMP => Some(d.ts),
-                                None => self
-                                    .latest_cell(&region, &store, &row, qualifier)?
-                                    .map(|(ts, _)| ts),
+                                None => {
+                                    let n = latest_seen.entry((family, qualifier)).or_default();
+                                    *n += 1;
+                                    self.nth_latest_ts(&region, &store, &row, qualifier, *n)?
+                                }
                             };
-                            // Deleting the latest version of a column that has none is a no-op.
+                            // Deleting the latest (n-th) version of a column showing fewer is a no-op.
                             if let Some(ts) = ts {
                                 out.push(cell(
                                     store,
@@ -383,6 +381,23 @@ impl Engine {
         let get = Get::new(row).add_column(&store.family, qualifier);
         let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
         Ok(res.cells.into_iter().next().map(|c| (c.timestamp, c.value)))
+    }
+
+    /// The timestamp of the `n`-th newest (from 1) visible version of a column.
+    fn nth_latest_ts(
+        &self,
+        region: &Region,
+        store: &Arc<Store>,
+        row: &Bytes,
+        qualifier: &Bytes,
+        n: usize,
+    ) -> Result<Option<Timestamp>> {
+        let versions = u32::try_from(n).unwrap_or(u32::MAX);
+        let get = Get::new(row)
+            .add_column(&store.family, qualifier)
+            .max_versions(versions);
+        let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
+        Ok(res.cells.get(n.saturating_sub(1)).map(|c| c.timestamp))
     }
 
     /// Atomically adds to 8-byte big-endian counters; returns the new values.

@@ -74,6 +74,26 @@ where
     I: IntoIterator<Item = StoreCell>,
 {
     let mut out = Vec::new();
+    match_row_into(cells, rules, spec, columns, |c| {
+        out.push(Version {
+            qualifier: c.key.qualifier,
+            ts: c.key.ts,
+            value: c.value,
+        })
+    });
+    out
+}
+
+/// [`match_row`] handing each visible cell, whole, to `emit` (no copies).
+pub fn match_row_into<I>(
+    cells: I,
+    rules: &FamilyRules,
+    spec: &ReadSpec,
+    columns: Option<&BTreeSet<Bytes>>,
+    mut emit: impl FnMut(StoreCell),
+) where
+    I: IntoIterator<Item = StoreCell>,
+{
     let mut family_ts: Option<Timestamp> = None;
     let mut family_versions: Vec<Timestamp> = Vec::new();
     let mut col = ColumnState::default();
@@ -147,13 +167,8 @@ where
             }
         }
         col.returned += 1;
-        out.push(Version {
-            qualifier: k.qualifier.clone(),
-            ts: k.ts,
-            value: cell.value,
-        });
+        emit(cell);
     }
-    out
 }
 
 #[derive(Default)]
