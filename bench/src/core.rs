@@ -28,6 +28,8 @@ pub struct Settings {
     pub regions: u64,
     /// Block cache bytes, the same for both engines.
     pub cache_bytes: u64,
+    /// Basalt's data block size for the family (HBase's BLOCKSIZE; smaller suits random reads).
+    pub block_size: u32,
     /// Where the temporary data directories go.
     pub dir: PathBuf,
 }
@@ -41,6 +43,7 @@ impl Settings {
             readers: 8,
             regions: 8,
             cache_bytes: 256 << 20,
+            block_size: 16 * 1024,
             dir,
         }
     }
@@ -157,9 +160,11 @@ fn print_settings(s: &Settings) {
     );
     println!(
         "basalt     : Durability::SyncWal; table `usertable`, family `f` with defaults \
-         (max_versions 1, bloom ROW, 64 KiB blocks, no compression, block cache on); \
+         (max_versions 1, bloom ROW, no compression, block cache on) but BLOCKSIZE {} KiB \
+         (HBase's default is 64 KiB; seed 003: smaller blocks for random reads); \
          {} regions pre-split at {}..{}; memstore_flush_size {} (per region), \
          wal_segment_size {}, block_cache_size {}",
+        s.block_size / 1024,
         s.regions,
         String::from_utf8_lossy(&splits[0]),
         String::from_utf8_lossy(&splits[splits.len() - 1]),

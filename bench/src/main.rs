@@ -104,16 +104,23 @@ fn print_report(figures: &[Figure]) {
     }
 }
 
-const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH]
+/// Both engines run in this process, so both get the same allocator: mimalloc, as is usual
+/// for storage benchmarks (glibc's malloc costs either engine more than its own code does).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | all
             (only `core` is implemented so far)
   --rows N  rows loaded and random reads made (default 1000000)
-  --dir P   where the temporary data directories go (default: the system temp dir)";
+  --dir P   where the temporary data directories go (default: the system temp dir)
+  --block-size B  Basalt's data block size for the bench family (default 16384)";
 
 struct Args {
     suite: String,
     rows: u64,
     dir: PathBuf,
+    block_size: u32,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -121,6 +128,7 @@ fn parse_args() -> Result<Args, String> {
     let mut suite = None;
     let mut rows = 1_000_000;
     let mut dir = std::env::temp_dir();
+    let mut block_size = 16 * 1024;
     while let Some(a) = args.next() {
         match a.as_str() {
             "-h" | "--help" => return Err(String::new()),
@@ -132,6 +140,12 @@ fn parse_args() -> Result<Args, String> {
                     .map_err(|_| format!("--rows: not a number: {v}"))?;
             }
             "--dir" => dir = args.next().ok_or("--dir needs a value")?.into(),
+            "--block-size" => {
+                let v = args.next().ok_or("--block-size needs a value")?;
+                block_size = v
+                    .parse()
+                    .map_err(|_| format!("--block-size: not a number: {v}"))?;
+            }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if suite.is_none() => suite = Some(s.to_string()),
             s => return Err(format!("unexpected argument {s}")),
@@ -141,7 +155,12 @@ fn parse_args() -> Result<Args, String> {
     if !SUITES.contains(&suite.as_str()) {
         return Err(format!("unknown suite {suite}"));
     }
-    Ok(Args { suite, rows, dir })
+    Ok(Args {
+        suite,
+        rows,
+        dir,
+        block_size,
+    })
 }
 
 fn main() -> ExitCode {
@@ -163,7 +182,8 @@ fn main() -> ExitCode {
         );
         return ExitCode::from(3);
     }
-    let settings = core::Settings::new(args.rows, args.dir);
+    let mut settings = core::Settings::new(args.rows, args.dir);
+    settings.block_size = args.block_size;
     match core::run(&settings) {
         Ok(figures) => {
             print_report(&figures);
