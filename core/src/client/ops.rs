@@ -113,6 +113,12 @@ impl Put {
     }
 
     fn add(mut self, family: &[u8], qualifier: &[u8], ts: Timestamp, value: &[u8]) -> Self {
+        if self.data.capacity() - self.data.len() < family.len() + qualifier.len() + value.len() {
+            // Grow for about eight more columns like this one, so a typical put reallocates
+            // once or twice.
+            self.data
+                .reserve(8 * (family.len() + qualifier.len() + value.len()));
+        }
         let f = push_span(&mut self.data, family);
         let q = push_span(&mut self.data, qualifier);
         let v = push_span(&mut self.data, value);

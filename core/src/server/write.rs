@@ -158,7 +158,11 @@ impl Engine {
             Mutation::Put(p) => {
                 let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
                 for (f, q, ts, v) in p.shared_cells() {
-                    let ts = if ts == LATEST_TIMESTAMP { default_ts } else { ts };
+                    let ts = if ts == LATEST_TIMESTAMP {
+                        default_ts
+                    } else {
+                        ts
+                    };
                     let store = self.store_of(t, &region, &f)?;
                     out.push(cell(store, q, ts, CellType::Put, v));
                 }
@@ -196,7 +200,7 @@ impl Engine {
                                     self.nth_latest_ts(&region, &store, &row, qualifier, *n)?
                                 }
                             };
-                            // Deleting the latest (n-th) version of a column showing fewer is a no-op.
+                            // A column showing no such version: a no-op.
                             if let Some(ts) = ts {
                                 out.push(cell(
                                     store,
@@ -343,7 +347,7 @@ impl Engine {
 
     async fn mutate_locked(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
         let now = now_ms();
-        let mut cells = Vec::new();
+        let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
         for m in muts {
             self.prepare(t, m, now, &mut cells)?;
         }
@@ -634,6 +638,14 @@ impl Engine {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(Error::bad_argument("operation not run"))))
             .collect())
+    }
+}
+
+/// About how many cells a mutation writes.
+fn cell_hint(m: &Mutation) -> usize {
+    match m {
+        Mutation::Put(p) => p.cells().len(),
+        Mutation::Delete(d) => d.kinds.len().max(1),
     }
 }
 

@@ -152,6 +152,18 @@ impl<'a> Cursor<'a> {
     /// Reads an unsigned LEB128 varint of at most 10 bytes that fits in 64 bits.
     #[inline]
     pub(crate) fn varint(&mut self) -> Dec<u64> {
+        // Fast path: lengths and small ids fit in one byte.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(u64::from(b));
+            }
+        }
+        self.varint_slow()
+    }
+
+    #[cold]
+    fn varint_slow(&mut self) -> Dec<u64> {
         let mut v = 0u64;
         for i in 0..10 {
             let b = self.u8()?;
