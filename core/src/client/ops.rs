@@ -14,6 +14,9 @@ fn b(x: impl AsRef<[u8]>) -> Bytes {
     Bytes::copy_from_slice(x.as_ref())
 }
 
+/// Where one column of a [`Put`] lies in its buffer: family, qualifier, timestamp, value.
+type ColumnSpans = (Range<usize>, Range<usize>, Timestamp, Range<usize>);
+
 /// Appends `x` to `data` and returns where it lies.
 fn push_span(data: &mut Vec<u8>, x: &[u8]) -> Range<usize> {
     let start = data.len();
@@ -77,7 +80,7 @@ pub struct Put {
     /// allocations per column, shared by all cells once the put is committed.
     data: Vec<u8>,
     /// (family, qualifier, timestamp, value) as spans of `data`.
-    spans: Vec<(Range<usize>, Range<usize>, Timestamp, Range<usize>)>,
+    spans: Vec<ColumnSpans>,
     pub(crate) durability: Durability,
 }
 

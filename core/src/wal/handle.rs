@@ -1,14 +1,15 @@
 //! [`Wal`], the handle the engine holds, and [`WalTicket`], the promise an append returns.
 //!
-//! The handle owns the writer thread (see `writer.rs`) and the list of live segments. It
-//! keeps these invariants: appends reach the file in call order; after [`Wal::close`] every
-//! call that would write returns [`Error::Closed`]; after a write or fsync failure every such
-//! call returns [`Error::WritesRefused`]; the current segment (the last one) is never purged.
+//! The handle owns the shared write state (see `writer.rs`), the `AsyncWal` flusher thread
+//! and the list of live segments. It keeps these invariants: appends reach the file in call
+//! order; after [`Wal::close`] every call that would write returns [`Error::Closed`]; after a
+//! write or fsync failure every such call returns [`Error::WritesRefused`]; the current
+//! segment (the last one) is never purged.
 
-use super::record::{payload_len, MAX_PAYLOAD_LEN};
+use super::record::{encode_frame, payload_len, FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
 use super::recovery;
 use super::segment::{self, HEADER_LEN};
-use super::writer::{Command, Shared, Writer};
+use super::writer::{Current, Shared, PENDING_LIMIT};
 use super::{Durability, SegmentInfo, WalOptions, WalRecord};
 use crate::error::{Error, Result};
 use parking_lot::Mutex;
@@ -18,39 +19,66 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use tokio::sync::oneshot;
 
-/// The engine's write-ahead log: a directory of segments and one writer thread.
+/// The engine's write-ahead log: a directory of segments, written by the appenders' threads.
 ///
-/// `Send + Sync`; share it behind an `Arc`. Dropping it closes it (draining the queue).
+/// `Send + Sync`; share it behind an `Arc`. Dropping it closes it (writing what is pending).
 pub struct Wal {
     pub(crate) shared: Arc<Shared>,
     dir: PathBuf,
-    thread: Mutex<Option<JoinHandle<Result<()>>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
 }
 
 /// Resolves once an appended record is as durable as its [`Durability`] asked.
-#[derive(Debug)]
 pub struct WalTicket {
-    rx: Option<oneshot::Receiver<Result<()>>>,
+    state: Ticket,
+}
+
+enum Ticket {
+    /// Nothing left to wait for.
+    Done,
+    /// The write failed.
+    Failed(Error),
+    /// An `AsyncWal` record: done once every byte before `end` is written.
+    Written { shared: Arc<Shared>, end: u64 },
+    /// An `FsyncWal` record (written): done once every byte before `end` is fsynced.
+    Synced { shared: Arc<Shared>, end: u64 },
 }
 
 impl WalTicket {
     fn done() -> Self {
-        WalTicket { rx: None }
+        WalTicket {
+            state: Ticket::Done,
+        }
     }
 
     /// Waits until the record is written to the OS (`AsyncWal`, `SyncWal`) or fsynced
-    /// (`FsyncWal`); at once for `SkipWal`. Fails with the I/O error if the write failed, or
-    /// with [`Error::WritesRefused`] if the WAL had already failed.
+    /// (`FsyncWal`); at once for `SkipWal` and `SyncWal`, whose append already wrote it.
+    /// Fails with the I/O error if the write or fsync failed (also when another write's
+    /// failure stopped the WAL before this record was written or fsynced).
     pub async fn wait(self) -> Result<()> {
-        match self.rx {
-            None => Ok(()),
-            Some(rx) => rx.await.unwrap_or_else(|_| {
-                Err(Error::WritesRefused(
-                    "WAL writer stopped before the record was written".into(),
-                ))
-            }),
+        match self.state {
+            Ticket::Done => Ok(()),
+            Ticket::Failed(e) => Err(e),
+            Ticket::Written { shared, end } => shared.wait_written(end),
+            Ticket::Synced { shared, end } => shared.wait_synced(end).await,
+        }
+    }
+}
+
+impl fmt::Debug for WalTicket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.state {
+            Ticket::Done => f.write_str("WalTicket::Done"),
+            Ticket::Failed(e) => f.debug_tuple("WalTicket::Failed").field(e).finish(),
+            Ticket::Written { end, .. } => f
+                .debug_struct("WalTicket::Written")
+                .field("end", end)
+                .finish(),
+            Ticket::Synced { end, .. } => f
+                .debug_struct("WalTicket::Synced")
+                .field("end", end)
+                .finish(),
         }
     }
 }
@@ -71,11 +99,12 @@ impl Wal {
             max_seq: None,
             size: HEADER_LEN as u64,
         });
-        let shared = Arc::new(Shared::new(segments));
-        let writer = Writer::new(Arc::clone(&shared), dir.to_path_buf(), opts, file, id);
+        let current = Current::new(dir.to_path_buf(), opts, file, id);
+        let shared = Arc::new(Shared::new(segments, current));
+        let flusher = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("basalt-wal".into())
-            .spawn(move || writer.run())?;
+            .spawn(move || flusher.run_flusher())?;
         let wal = Wal {
             shared,
             dir: dir.to_path_buf(),
@@ -84,9 +113,16 @@ impl Wal {
         Ok((wal, recovered.records))
     }
 
-    /// Enqueues a record. Cheap and non-blocking; call it in increasing `seq` order (file
-    /// order equals call order). Every edit's `cell.key.seq` must equal `record.seq`. For
-    /// `SkipWal` returns a ticket that is already done and writes nothing.
+    /// Appends a record; call it in increasing `seq` order (file order equals call order).
+    /// Every edit's `cell.key.seq` must equal `record.seq`.
+    ///
+    /// `SyncWal` and `FsyncWal` write the record (after any pending `AsyncWal` records) to
+    /// the OS in the calling thread before returning; the `SyncWal` ticket is then already
+    /// done, the `FsyncWal` one fsyncs (grouped with concurrent waiters) when waited on.
+    /// `AsyncWal` only buffers the record for the background flusher (it writes the buffer
+    /// itself if 4 MiB are already pending). `SkipWal` writes nothing and returns a done
+    /// ticket. A failed write puts the WAL in the failed state and returns a ticket that
+    /// fails with the I/O error.
     pub fn append(&self, record: WalRecord, durability: Durability) -> Result<WalTicket> {
         if durability == Durability::SkipWal {
             self.shared.check()?;
@@ -104,31 +140,60 @@ impl Wal {
                 "WAL record of {len} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit"
             )));
         }
-        let (done, rx) = oneshot::channel();
-        let fsync = durability == Durability::FsyncWal;
-        self.shared.push(Command::Append {
-            record,
-            fsync,
-            done,
-        })?;
-        Ok(WalTicket { rx: Some(rx) })
+        let seq = record.seq;
+        let mut frame = Vec::with_capacity(FRAME_HEADER_LEN + len);
+        encode_frame(&record, &mut frame);
+        drop(record);
+        let shared = &self.shared;
+        let mut cur = shared.current.lock();
+        shared.check()?;
+        if durability == Durability::AsyncWal {
+            let was_empty = cur.push_pending(&frame, seq);
+            let end = cur.appended();
+            if cur.pending_len() >= PENDING_LIMIT {
+                // The flusher fell behind: write here rather than buffer without bound.
+                if let Err(e) = shared.write(&mut cur, None) {
+                    return Ok(WalTicket {
+                        state: Ticket::Failed(Error::Io(e)),
+                    });
+                }
+            } else if was_empty {
+                drop(cur);
+                shared.wake.notify_one();
+            }
+            return Ok(WalTicket {
+                state: Ticket::Written {
+                    shared: Arc::clone(shared),
+                    end,
+                },
+            });
+        }
+        let state = match shared.write(&mut cur, Some((&frame, seq))) {
+            Err(e) => Ticket::Failed(Error::Io(e)),
+            Ok(()) if durability == Durability::FsyncWal => Ticket::Synced {
+                shared: Arc::clone(shared),
+                end: cur.written(),
+            },
+            Ok(()) => Ticket::Done,
+        };
+        Ok(WalTicket { state })
     }
 
-    /// Writes everything queued so far to the OS; with `fsync` also fsyncs.
+    /// Writes everything appended so far to the OS; with `fsync` also fsyncs.
     pub async fn sync(&self, fsync: bool) -> Result<()> {
-        let (done, rx) = oneshot::channel();
-        self.shared.push(Command::Sync { fsync, done })?;
-        WalTicket { rx: Some(rx) }.wait().await
+        let end = self.shared.flush()?;
+        if fsync {
+            self.shared.wait_synced(end).await
+        } else {
+            Ok(())
+        }
     }
 
     /// Closes the current segment and starts a new one; a no-op if the current segment holds
     /// no record. Everything appended before the call lands in the closed segment. Blocks
-    /// until the writer thread has done it.
+    /// while it writes what is pending and fsyncs the closed segment.
     pub fn roll(&self) -> Result<()> {
-        let (done, rx) = std::sync::mpsc::sync_channel(1);
-        self.shared.push(Command::Roll { done })?;
-        rx.recv()
-            .unwrap_or_else(|_| Err(Error::WritesRefused("WAL writer stopped".into())))
+        self.shared.requested_roll()
     }
 
     /// All live segments, oldest first, the current one last.
@@ -169,19 +234,22 @@ impl Wal {
         outcome.map(|()| purged)
     }
 
-    /// Drains the queue, fsyncs, stops the writer. Later appends return [`Error::Closed`].
-    /// Returns [`Error::WritesRefused`] if the WAL had failed. Closing twice is a no-op.
+    /// Writes what is pending, fsyncs, stops the flusher. Later appends return
+    /// [`Error::Closed`]. Returns [`Error::WritesRefused`] if the WAL had failed. Closing
+    /// twice is a no-op.
     pub fn close(&self) -> Result<()> {
-        // Held across the join so a concurrent close returns only once the drain is done.
+        // Held until the flusher exits, so a concurrent close returns only once it is done.
         let mut thread = self.thread.lock();
         let Some(handle) = thread.take() else {
             return Ok(());
         };
-        self.shared.queue.lock().closing = true;
-        self.shared.wake.notify_all();
-        handle
-            .join()
-            .unwrap_or_else(|_| Err(Error::WritesRefused("WAL writer thread panicked".into())))
+        let out = self.shared.close();
+        if handle.join().is_err() {
+            return out.and(Err(Error::WritesRefused(
+                "WAL flusher thread panicked".into(),
+            )));
+        }
+        out
     }
 }
 

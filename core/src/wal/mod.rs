@@ -2,16 +2,18 @@
 //!
 //! Every write batch becomes one [`WalRecord`] holding all its cells, across regions and
 //! families, so a batch recovers atomically: it is replayed whole or not at all. The engine
-//! appends records in sequence-id order while holding its commit lock ([`Wal::append`] only
-//! enqueues), then waits on the returned [`WalTicket`] as the batch's [`Durability`] asks.
-//! One writer thread group-commits everything queued with one write and at most one fsync.
+//! appends records in sequence-id order while holding its commit lock, then waits on the
+//! returned [`WalTicket`] as the batch's [`Durability`] asks. `SyncWal` and `FsyncWal`
+//! appends write their record in the caller's thread under one mutex (so file order equals
+//! append order); `FsyncWal` waiters group-commit with one fsync per leader; `AsyncWal`
+//! records are buffered and written by a background flusher (or by the next direct writer).
 //!
 //! On disk the WAL is a directory of segments `wal-{id:020}.log`, rolled by size. The formats
 //! are specified in the `segment` (file header) and `record` (framing and payload) module
 //! docs; recovery rules in the `recovery` module doc. A segment is deleted by
 //! [`Wal::purge_up_to`] once every region has flushed past its last sequence id.
 //!
-//! Files: `handle.rs` ([`Wal`], [`WalTicket`]), `writer.rs` (the writer thread),
+//! Files: `handle.rs` ([`Wal`], [`WalTicket`]), `writer.rs` (writes, group commit, flusher),
 //! `record.rs` (codec), `segment.rs` (segment files), `recovery.rs` (replay at open).
 
 mod handle;

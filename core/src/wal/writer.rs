@@ -1,316 +1,434 @@
-//! The writer thread: group commit into the current segment, and rolling by size.
+//! The write path: the current segment behind one mutex, written by the appenders' own
+//! threads; group-committed fsyncs; and the background flusher of `AsyncWal` records.
 //!
-//! Appenders push [`Command`]s onto one queue (a mutex-guarded vector plus a condition
-//! variable, in call order). The single writer thread drains everything queued, encodes the
-//! records into one buffer, does one `write_all`, one `sync_data` if any drained command asked
-//! for an fsync, then completes the tickets. A roll request splits the drained commands: what
-//! was queued before it goes to the old segment.
+//! All writes to a segment happen under [`Shared::current`], the mutex on the [`Current`]
+//! segment, so file order equals the order in which writers took that mutex:
 //!
-//! Invariants kept: file order equals queue order; a ticket is completed only after its bytes
-//! are written (and fsynced when asked); a closed segment was fsynced before the next segment
-//! was created. After a failed write or fsync the writer never writes again (a failed fsync
-//! may have dropped dirty pages, so retrying could acknowledge lost data): it fails every
-//! later command and sets `Queue::failed`, which makes appends return `WritesRefused`.
+//! - A `SyncWal` or `FsyncWal` append encodes its frame without the lock, then under it
+//!   writes any pending `AsyncWal` bytes plus its own frame with one `write_all`, updates the
+//!   segment's size and max seq, and rolls the segment if it reached the size limit.
+//! - An `AsyncWal` append only copies its frame into `Current::pending` (under the lock) and
+//!   wakes the flusher thread when the buffer goes from empty to non-empty. The flusher, any
+//!   later direct writer, [`super::Wal::sync`], [`super::Wal::roll`] and
+//!   [`super::Wal::close`] write the pending bytes, ahead of anything appended after them.
+//! - Positions are a global byte counter of record bytes since open (segment headers are not
+//!   counted), so they compare across rolls. `written_upto` is the end of what reached the
+//!   OS; `synced_upto` the end of what is known fsynced.
+//! - `FsyncWal` (and `sync(true)`) group-commit by leader election in
+//!   [`Shared::wait_synced`]: a waiter not yet covered by `synced_upto` takes the sync
+//!   mutex, re-checks, and as leader fsyncs the current segment's file (a cloned `Arc<File>`,
+//!   outside the segment mutex, on tokio's blocking pool) and then raises `synced_upto` to
+//!   the position written before the fsync started. Waiters queued behind it usually find
+//!   themselves covered.
+//!
+//! Invariants kept: a closed segment was fsynced (and `synced_upto` raised past it) before
+//! the next segment was created, so everything in older segments counts as synced. After a
+//! failed write or fsync nothing is written again (a failed fsync may have dropped dirty
+//! pages, so retrying could acknowledge lost data): [`Shared::failure`] is set once, later
+//! appends return `WritesRefused`, and tickets not yet satisfied fail with the I/O error.
 
-use super::record::encode_frame;
 use super::segment::{self, HEADER_LEN};
-use super::{SegmentInfo, WalOptions, WalRecord};
+use super::{SegmentInfo, WalOptions};
 use crate::error::{Error, Result};
 use parking_lot::{Condvar, Mutex};
 use std::fs::File;
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::sync::Arc;
-use tokio::sync::oneshot;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
-/// Completes a [`super::WalTicket`].
-pub(crate) type Done = oneshot::Sender<Result<()>>;
+/// Pending `AsyncWal` bytes beyond which the appender writes them itself (backpressure).
+pub(crate) const PENDING_LIMIT: usize = 4 << 20;
+/// A pending buffer that grew past this is freed rather than kept for reuse.
+const MAX_KEPT_BUF: usize = 8 << 20;
 
-/// A request to the writer thread.
-pub(crate) enum Command {
-    /// Write a record; fsync first if `fsync`.
-    Append {
-        record: WalRecord,
-        fsync: bool,
-        done: Done,
-    },
-    /// Complete once everything queued before is written (and fsynced if `fsync`).
-    Sync { fsync: bool, done: Done },
-    /// Close the current segment (if it holds anything) and start a new one.
-    Roll {
-        done: std::sync::mpsc::SyncSender<Result<()>>,
-    },
+/// Why the WAL stopped writing.
+pub(crate) struct Failure {
+    reason: String,
+    kind: io::ErrorKind,
 }
 
-/// The queue between appenders and the writer thread.
-#[derive(Default)]
-pub(crate) struct Queue {
-    /// Commands not yet taken by the writer, in call order.
-    pub items: Vec<Command>,
-    /// Set by close: the writer drains, fsyncs and exits; pushes fail with `Closed`.
-    pub closing: bool,
-    /// Set once a write or fsync failed: pushes fail with `WritesRefused`.
-    pub failed: Option<String>,
+impl Failure {
+    /// The error for a call that would write after the failure.
+    pub fn refused(&self) -> Error {
+        Error::WritesRefused(self.reason.clone())
+    }
+
+    /// The error for a ticket whose record was not yet written (or fsynced) at the failure.
+    pub fn io(&self) -> Error {
+        Error::Io(io::Error::new(self.kind, self.reason.clone()))
+    }
 }
 
-/// State shared by the [`super::Wal`] handle and the writer thread.
+/// The current segment, guarded by [`Shared::current`].
+pub(crate) struct Current {
+    dir: PathBuf,
+    opts: WalOptions,
+    file: Arc<File>,
+    id: u64,
+    /// Bytes in the segment file, header included.
+    size: u64,
+    /// Record bytes written to the OS since open, over all segments.
+    written: u64,
+    /// `AsyncWal` frames not yet written; they occupy positions `written..written + len`.
+    pending: Vec<u8>,
+    /// The largest seq in `pending`.
+    pending_max_seq: Option<u64>,
+}
+
+impl Current {
+    /// The freshly created segment `id` (header only).
+    pub fn new(dir: PathBuf, opts: WalOptions, file: File, id: u64) -> Self {
+        Current {
+            dir,
+            opts,
+            file: Arc::new(file),
+            id,
+            size: HEADER_LEN as u64,
+            written: 0,
+            pending: Vec::new(),
+            pending_max_seq: None,
+        }
+    }
+
+    /// The position just past everything appended so far (written or pending).
+    pub fn appended(&self) -> u64 {
+        self.written + self.pending.len() as u64
+    }
+
+    /// Queues an `AsyncWal` frame; returns true if the buffer was empty before.
+    pub fn push_pending(&mut self, frame: &[u8], seq: u64) -> bool {
+        let was_empty = self.pending.is_empty();
+        self.pending.extend_from_slice(frame);
+        self.pending_max_seq = self.pending_max_seq.max(Some(seq));
+        was_empty
+    }
+
+    /// The bytes waiting for the flusher.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// Record bytes written to the OS since open.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Whether the segment holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.size == HEADER_LEN as u64
+    }
+}
+
+/// State shared by the [`super::Wal`] handle, its tickets and the flusher thread.
 pub(crate) struct Shared {
-    /// The command queue.
-    pub queue: Mutex<Queue>,
-    /// Wakes the writer when the queue gains work or `closing` is set.
+    /// The current segment; every write happens under this mutex.
+    pub current: Mutex<Current>,
+    /// Wakes the flusher (waiting on `current`) when `pending` gains bytes or at close.
     pub wake: Condvar,
     /// Live segments, oldest first, the current one last.
     pub segments: Mutex<Vec<SegmentInfo>>,
+    /// Mirrors `Current::written` for lock-free checks.
+    written_upto: AtomicU64,
+    /// Every record byte before this position is fsynced.
+    synced_upto: AtomicU64,
+    /// Held by the fsync leader.
+    sync_lock: tokio::sync::Mutex<()>,
+    /// Set by close (under `current`): calls that would write return `Closed`.
+    closing: AtomicBool,
+    /// Set once by the first failed write, fsync or roll.
+    failure: OnceLock<Failure>,
     /// Test hook: the next write fails with an injected I/O error.
     #[cfg(test)]
-    pub inject_failure: std::sync::atomic::AtomicBool,
+    pub inject_failure: AtomicBool,
+    /// Test hook: the next group-commit fsync fails with an injected I/O error.
+    #[cfg(test)]
+    pub inject_fsync_failure: AtomicBool,
+    /// Test counter: group-commit fsyncs done.
+    #[cfg(test)]
+    pub fsyncs: AtomicU64,
 }
 
 impl Shared {
-    /// Shared state over the given live segments.
-    pub fn new(segments: Vec<SegmentInfo>) -> Self {
+    /// Shared state over the given live segments (the current one last) and its writer.
+    pub fn new(segments: Vec<SegmentInfo>, current: Current) -> Self {
         Shared {
-            queue: Mutex::new(Queue::default()),
+            current: Mutex::new(current),
             wake: Condvar::new(),
             segments: Mutex::new(segments),
+            written_upto: AtomicU64::new(0),
+            synced_upto: AtomicU64::new(0),
+            sync_lock: tokio::sync::Mutex::new(()),
+            closing: AtomicBool::new(false),
+            failure: OnceLock::new(),
             #[cfg(test)]
-            inject_failure: std::sync::atomic::AtomicBool::new(false),
+            inject_failure: AtomicBool::new(false),
+            #[cfg(test)]
+            inject_fsync_failure: AtomicBool::new(false),
+            #[cfg(test)]
+            fsyncs: AtomicU64::new(0),
         }
     }
 
     /// Fails if the WAL is closed or failed.
     pub fn check(&self) -> Result<()> {
-        check(&self.queue.lock())
+        if self.closing.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        match self.failure.get() {
+            Some(f) => Err(f.refused()),
+            None => Ok(()),
+        }
     }
 
-    /// Queues `cmd` for the writer, unless the WAL is closed or failed.
-    pub fn push(&self, cmd: Command) -> Result<()> {
-        let mut q = self.queue.lock();
-        check(&q)?;
-        q.items.push(cmd);
-        drop(q);
-        self.wake.notify_one();
+    /// Writes the pending bytes followed by `frame` (with its seq), if any, in one write;
+    /// then updates the segment's size and max seq and rolls it if it reached the limit.
+    /// A failed write puts the WAL in the failed state and drops the pending bytes. A failed
+    /// roll after a good write does too, but the write itself still succeeded.
+    pub fn write(&self, cur: &mut Current, frame: Option<(&[u8], u64)>) -> io::Result<()> {
+        let mut max_seq = cur.pending_max_seq.take();
+        let mut pending = std::mem::take(&mut cur.pending);
+        let buf: &[u8] = match frame {
+            Some((frame, seq)) => {
+                max_seq = max_seq.max(Some(seq));
+                if pending.is_empty() {
+                    frame
+                } else {
+                    pending.extend_from_slice(frame);
+                    &pending
+                }
+            }
+            None => &pending,
+        };
+        let n = buf.len() as u64;
+        let outcome = if n == 0 {
+            Ok(())
+        } else {
+            self.write_raw(&cur.file, buf)
+        };
+        pending.clear();
+        if pending.capacity() <= MAX_KEPT_BUF {
+            cur.pending = pending;
+        }
+        if let Err(e) = outcome {
+            self.fail("write", cur.id, &e);
+            return Err(e);
+        }
+        if n == 0 {
+            return Ok(());
+        }
+        cur.size += n;
+        cur.written += n;
+        self.written_upto.store(cur.written, Ordering::Release);
+        if let Some(current) = self.segments.lock().last_mut() {
+            current.size = cur.size;
+            current.max_seq = current.max_seq.max(max_seq);
+        }
+        if cur.size >= cur.opts.segment_size {
+            if let Err(e) = self.roll(cur) {
+                self.fail("roll", cur.id, &e);
+            }
+        }
         Ok(())
     }
-}
 
-fn check(q: &Queue) -> Result<()> {
-    if q.closing {
-        return Err(Error::Closed);
-    }
-    match &q.failed {
-        Some(reason) => Err(Error::WritesRefused(reason.clone())),
-        None => Ok(()),
-    }
-}
-
-/// The writer thread's state: the current segment.
-pub(crate) struct Writer {
-    shared: Arc<Shared>,
-    dir: PathBuf,
-    opts: WalOptions,
-    file: File,
-    id: u64,
-    size: u64,
-    failed: Option<String>,
-    buf: Vec<u8>,
-}
-
-impl Writer {
-    /// A writer appending to the freshly created segment `id` (header only).
-    pub fn new(shared: Arc<Shared>, dir: PathBuf, opts: WalOptions, file: File, id: u64) -> Self {
-        Writer {
-            shared,
-            dir,
-            opts,
-            file,
-            id,
-            size: HEADER_LEN as u64,
-            failed: None,
-            buf: Vec::new(),
-        }
-    }
-
-    /// The thread body: serves commands until close, then fsyncs and returns the outcome.
-    pub fn run(mut self) -> Result<()> {
-        let _guard = StopGuard(Arc::clone(&self.shared));
-        loop {
-            let (items, closing) = {
-                let mut q = self.shared.queue.lock();
-                while q.items.is_empty() && !q.closing {
-                    self.shared.wake.wait(&mut q);
-                }
-                (std::mem::take(&mut q.items), q.closing)
-            };
-            self.process(items);
-            if closing {
-                return self.finish();
-            }
-        }
-    }
-
-    fn process(&mut self, items: Vec<Command>) {
-        let mut group = Vec::with_capacity(items.len());
-        for cmd in items {
-            match cmd {
-                Command::Roll { done } => {
-                    self.commit(&mut group);
-                    let _ = done.send(self.requested_roll());
-                }
-                other => group.push(other),
-            }
-        }
-        self.commit(&mut group);
-    }
-
-    /// Writes the records of `group` with one write (and one fsync if any asked), completes
-    /// its tickets, and rolls if the segment passed its size.
-    fn commit(&mut self, group: &mut Vec<Command>) {
-        if group.is_empty() {
-            return;
-        }
-        if let Some(reason) = &self.failed {
-            for cmd in group.drain(..) {
-                complete(cmd, || Err(Error::WritesRefused(reason.clone())));
-            }
-            return;
-        }
-        self.buf.clear();
-        let mut fsync = false;
-        let mut max_seq = None;
-        for cmd in group.iter() {
-            match cmd {
-                Command::Append {
-                    record, fsync: f, ..
-                } => {
-                    encode_frame(record, &mut self.buf);
-                    max_seq = max_seq.max(Some(record.seq));
-                    fsync |= f;
-                }
-                Command::Sync { fsync: f, .. } => fsync |= f,
-                Command::Roll { .. } => {}
-            }
-        }
-        match self.write_out(fsync) {
-            Ok(()) => {
-                self.size += self.buf.len() as u64;
-                if let Some(current) = self.shared.segments.lock().last_mut() {
-                    current.size = self.size;
-                    current.max_seq = current.max_seq.max(max_seq);
-                }
-                for cmd in group.drain(..) {
-                    complete(cmd, || Ok(()));
-                }
-                if self.size >= self.opts.segment_size {
-                    if let Err(e) = self.roll() {
-                        self.fail("roll", &e);
-                    }
-                }
-            }
-            Err(e) => {
-                self.fail("write", &e);
-                for cmd in group.drain(..) {
-                    complete(cmd, || {
-                        Err(Error::Io(io::Error::new(e.kind(), e.to_string())))
-                    });
-                }
-            }
-        }
-        if self.buf.capacity() > 8 << 20 {
-            self.buf = Vec::new();
-        }
-    }
-
-    fn write_out(&mut self, fsync: bool) -> io::Result<()> {
+    fn write_raw(&self, mut file: &File, buf: &[u8]) -> io::Result<()> {
         #[cfg(test)]
-        if self
-            .shared
-            .inject_failure
-            .swap(false, std::sync::atomic::Ordering::SeqCst)
-        {
+        if self.inject_failure.swap(false, Ordering::SeqCst) {
             return Err(io::Error::other("injected failure"));
         }
-        if !self.buf.is_empty() {
-            self.file.write_all(&self.buf)?;
-        }
-        if fsync {
-            self.file.sync_data()?;
-        }
-        Ok(())
-    }
-
-    fn requested_roll(&mut self) -> Result<()> {
-        if let Some(reason) = &self.failed {
-            return Err(Error::WritesRefused(reason.clone()));
-        }
-        if self.size == HEADER_LEN as u64 {
-            return Ok(()); // nothing to close: the current segment holds no record
-        }
-        self.roll().map_err(|e| {
-            self.fail("roll", &e);
-            Error::Io(e)
-        })
+        file.write_all(buf)
     }
 
     /// Fsyncs and closes the current segment, then creates the next one.
-    fn roll(&mut self) -> io::Result<()> {
-        self.file.sync_all()?;
-        let id = self.id + 1;
-        let (file, path) = segment::create(&self.dir, id)?;
-        self.file = file;
-        self.id = id;
-        self.size = HEADER_LEN as u64;
-        self.shared.segments.lock().push(SegmentInfo {
+    fn roll(&self, cur: &mut Current) -> io::Result<()> {
+        cur.file.sync_all()?;
+        self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
+        let id = cur
+            .id
+            .checked_add(1)
+            .ok_or_else(|| io::Error::other("WAL segment ids exhausted"))?;
+        let (file, path) = segment::create(&cur.dir, id)?;
+        cur.file = Arc::new(file);
+        cur.id = id;
+        cur.size = HEADER_LEN as u64;
+        self.segments.lock().push(SegmentInfo {
             id,
             path,
             max_seq: None,
-            size: self.size,
+            size: cur.size,
         });
         tracing::debug!(segment = id, "rolled WAL segment");
         Ok(())
     }
 
-    fn finish(&mut self) -> Result<()> {
-        if let Some(reason) = &self.failed {
-            return Err(Error::WritesRefused(reason.clone()));
+    /// [`super::Wal::roll`]: writes the pending bytes, then rolls unless the segment is
+    /// empty.
+    pub fn requested_roll(&self) -> Result<()> {
+        let mut cur = self.current.lock();
+        self.check()?;
+        self.write(&mut cur, None)?;
+        if cur.is_empty() {
+            return Ok(()); // nothing to close: the current segment holds no record
         }
-        self.file.sync_all().map_err(|e| {
-            self.fail("fsync at close", &e);
+        self.roll(&mut cur).map_err(|e| {
+            self.fail("roll", cur.id, &e);
             Error::Io(e)
         })
     }
 
-    /// Enters the failed state: no more writes, appends refused.
-    fn fail(&mut self, what: &str, e: &io::Error) {
-        let reason = format!("WAL {what} failed in segment {}: {e}", self.id);
+    /// [`super::Wal::sync`]'s first half: writes the pending bytes; returns the position
+    /// just past them.
+    pub fn flush(&self) -> Result<u64> {
+        let mut cur = self.current.lock();
+        self.check()?;
+        self.write(&mut cur, None)?;
+        Ok(cur.written)
+    }
+
+    /// Marks the WAL closed, writes the pending bytes and fsyncs the current segment, and
+    /// wakes the flusher so it exits. Refused if the WAL had failed.
+    pub fn close(&self) -> Result<()> {
+        let mut cur = self.current.lock();
+        self.closing.store(true, Ordering::Release);
+        let out = match self.failure.get() {
+            Some(f) => Err(f.refused()),
+            None => self
+                .write(&mut cur, None)
+                .map_err(Error::Io)
+                .and_then(|()| match cur.file.sync_all() {
+                    Ok(()) => {
+                        self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        self.fail("fsync at close", cur.id, &e);
+                        Err(Error::Io(e))
+                    }
+                }),
+        };
+        drop(cur);
+        self.wake.notify_all();
+        out
+    }
+
+    /// Resolves once every byte before `end` is written to the OS, writing the pending
+    /// bytes itself if the flusher has not yet.
+    pub fn wait_written(&self, end: u64) -> Result<()> {
+        if self.written_upto.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let mut cur = self.current.lock();
+        if cur.written >= end {
+            return Ok(());
+        }
+        if let Some(f) = self.failure.get() {
+            return Err(f.io());
+        }
+        self.write(&mut cur, None)?;
+        if cur.written >= end {
+            Ok(())
+        } else {
+            Err(Error::WritesRefused(
+                "WAL record was dropped before it was written".into(),
+            ))
+        }
+    }
+
+    /// Group commit: resolves once every byte before `end` (already written) is fsynced.
+    pub async fn wait_synced(self: &Arc<Self>, end: u64) -> Result<()> {
+        if self.synced_upto.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        let _leader = self.sync_lock.lock().await;
+        if self.synced_upto.load(Ordering::Acquire) >= end {
+            return Ok(());
+        }
+        if let Some(f) = self.failure.get() {
+            return Err(f.io());
+        }
+        let (file, target, id) = {
+            let cur = self.current.lock();
+            (Arc::clone(&cur.file), cur.written, cur.id)
+        };
+        // Older segments were fsynced by their roll; `target` ends in `file` or before it.
+        let shared = Arc::clone(self);
+        // The job records its own outcome, so it counts even if this future is dropped.
+        let job = move || shared.sync_file(&file, target, id);
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) => rt.spawn_blocking(job).await.unwrap_or_else(|e| {
+                Err(Error::Io(io::Error::other(format!(
+                    "WAL fsync task did not complete: {e}"
+                ))))
+            }),
+            Err(_) => job(),
+        }
+    }
+
+    /// Fsyncs `file` (segment `id`), which holds everything up to `target`.
+    fn sync_file(&self, file: &File, target: u64, id: u64) -> Result<()> {
+        #[cfg(test)]
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        #[cfg(test)]
+        let outcome = if self.inject_fsync_failure.swap(false, Ordering::SeqCst) {
+            Err(io::Error::other("injected fsync failure"))
+        } else {
+            file.sync_data()
+        };
+        #[cfg(not(test))]
+        let outcome = file.sync_data();
+        match outcome {
+            Ok(()) => {
+                self.synced_upto.fetch_max(target, Ordering::AcqRel);
+                Ok(())
+            }
+            Err(e) => {
+                self.fail("fsync", id, &e);
+                Err(Error::Io(e))
+            }
+        }
+    }
+
+    /// Enters the failed state (the first failure wins): no more writes, appends refused.
+    fn fail(&self, what: &str, id: u64, e: &io::Error) {
+        let reason = format!("WAL {what} failed in segment {id}: {e}");
         tracing::error!(%reason, "WAL failed; writes are refused until the engine is reopened");
-        self.shared.queue.lock().failed = Some(reason.clone());
-        self.failed = Some(reason);
+        let _ = self.failure.set(Failure {
+            reason,
+            kind: e.kind(),
+        });
+    }
+
+    /// The flusher thread's body: writes pending `AsyncWal` bytes whenever woken, until
+    /// close.
+    pub fn run_flusher(self: Arc<Self>) {
+        let _guard = StopGuard(Arc::clone(&self));
+        let mut cur = self.current.lock();
+        loop {
+            if self.closing.load(Ordering::Acquire) {
+                return;
+            }
+            if !cur.pending.is_empty() && self.failure.get().is_none() {
+                // A failure is recorded by `write`; the tickets see it.
+                let _ = self.write(&mut cur, None);
+                continue;
+            }
+            self.wake.wait(&mut cur);
+        }
     }
 }
 
-/// Completes the ticket of `cmd` with `result()`.
-fn complete(cmd: Command, result: impl FnOnce() -> Result<()>) {
-    match cmd {
-        Command::Append { done, .. } | Command::Sync { done, .. } => {
-            let _ = done.send(result());
-        }
-        Command::Roll { done } => {
-            let _ = done.send(result());
-        }
-    }
-}
-
-/// On writer exit (including an unexpected one), refuses further work and drops queued
-/// commands, which fails their tickets instead of leaving them pending forever.
+/// On flusher exit other than by close (a panic), refuses further work, so pending
+/// `AsyncWal` records fail their tickets instead of being silently kept in memory.
 struct StopGuard(Arc<Shared>);
 
 impl Drop for StopGuard {
     fn drop(&mut self) {
-        let mut q = self.0.queue.lock();
-        if !q.closing && q.failed.is_none() {
-            q.failed = Some("WAL writer thread stopped".into());
+        if !self.0.closing.load(Ordering::Acquire) {
+            let _ = self.0.failure.set(Failure {
+                reason: "WAL flusher thread stopped".into(),
+                kind: io::ErrorKind::Other,
+            });
         }
-        q.items.clear();
     }
 }

@@ -3,8 +3,8 @@
 //! Helpers here build deterministic records and inspect segment files through the codec.
 
 mod codec;
+mod direct;
 mod recovery;
-mod timing_tmp;
 mod writer;
 
 use super::record::{read_frame, Frame};
