@@ -35,11 +35,31 @@ pub struct Store {
     pub state: RwLock<StoreState>,
 }
 
+/// Returns the family name as a `Bytes` over a process-wide interned copy, so that the
+/// family of every cell read shares it without reference counting (a static `Bytes` clones
+/// for free). The interned set only grows by distinct family names ever opened, a few bytes
+/// each.
+pub fn intern_family(name: &[u8]) -> Bytes {
+    static NAMES: std::sync::OnceLock<
+        parking_lot::Mutex<std::collections::HashSet<&'static [u8]>>,
+    > = std::sync::OnceLock::new();
+    let mut set = NAMES.get_or_init(Default::default).lock();
+    let interned: &'static [u8] = match set.get(name) {
+        Some(s) => s,
+        None => {
+            let leaked: &'static [u8] = Box::leak(name.to_vec().into_boxed_slice());
+            set.insert(leaked);
+            leaked
+        }
+    };
+    Bytes::from_static(interned)
+}
+
 impl Store {
     /// A store with the given files and an empty MemStore.
     pub fn new(descriptor: ColumnFamilyDescriptor, files: Vec<Arc<StoreFileReader>>) -> Self {
         Store {
-            family: descriptor.name.clone(),
+            family: intern_family(&descriptor.name),
             descriptor: RwLock::new(descriptor),
             state: RwLock::new(StoreState {
                 active: Arc::new(MemStore::new()),
