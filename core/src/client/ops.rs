@@ -484,7 +484,7 @@ impl Scan {
         self.max_versions = n;
         self
     }
-    /// At most `n` rows.
+    /// At most `n` rows (0 means no limit, as in HBase).
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
         self

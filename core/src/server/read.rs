@@ -172,7 +172,7 @@ impl TableScanner {
             engine,
             regions,
             current: None,
-            rows_left: scan.limit,
+            rows_left: scan.limit.filter(|n| *n > 0),
             range,
             scan,
             finished: false,

@@ -1,0 +1,729 @@
+//! The reference model of one Basalt table: every cell and delete marker ever written, read
+//! back by applying HBase's rules literally, the way the module doc of
+//! `core/src/storage/matcher.rs` states them. That doc is the specification; the rule numbers
+//! below are its numbers.
+//!
+//! 1. Read points: the model has none. Operations are applied one at a time and every read
+//!    sees every earlier write, which is what a single client gets from the engine.
+//! 2. A delete marker applies when its timestamp is at or after the read's time-range minimum
+//!    (and, in a family with `keep_deleted_cells`, before the maximum too). An applying
+//!    DeleteFamily masks the family's puts with `ts <=` its own, DeleteFamilyVersion those at
+//!    exactly its `ts`, DeleteColumn the column's puts with `ts <=` its own, Delete the
+//!    column's put at exactly its `ts`, whatever order the marker and the put were written in.
+//! 3. Of several puts at one timestamp only the latest write counts. The model simply
+//!    overwrites: an older write at the same timestamp can never be seen again, because
+//!    every mask that hides the newer write hides it too.
+//! 4. Per column, of the unmasked versions newest first, the family keeps the first
+//!    `max_versions`; of these, one older than the TTL is dropped unless it is among the
+//!    first `min_versions`.
+//! 5. Of what remains, the versions inside the read's time range `[min, max)` are returned,
+//!    newest first, at most the reader's `max_versions` of them per column.
+//!
+//! Writes: a delete marker without an explicit timestamp gets the delete's timestamp, and a
+//! delete without one gets the server's clock. A "delete the latest version" marker
+//! ([`DeleteKind::Version`] with `ts: None` in a delete without a timestamp) takes the
+//! timestamp of the column's newest visible version just before the delete (rules 2-4 with
+//! no time range); when the column shows nothing it writes nothing. Every marker of one
+//! delete is resolved against the state before that delete, and as in HBase's
+//! `HRegion.prepareDeleteTimestamps` the n-th "latest version" marker of one column in one
+//! delete takes the n-th newest visible version (nothing when the column shows fewer). A
+//! delete with no marker at all deletes the whole row: a DeleteFamily on every family.
+//!
+//! Clock: the model reads the wall clock for server-assigned delete timestamps and for TTL.
+//! It cannot know the exact millisecond the engine used, so results are exact only when the
+//! explicit timestamps and time ranges a test uses stay far from the current time: small
+//! numbers such as 1..100 (every TTL has long expired them, and a server-time marker lies
+//! above all of them) or numbers near `u64::MAX` (never expired, above every server-time
+//! marker). Puts must carry explicit timestamps, since the model could not predict the value
+//! a server-assigned one would take.
+//!
+//! Compaction: the model never forgets a cell, so it answers as if nothing were ever
+//! dropped, which is what the engine does while flushes keep every cell. A compaction that
+//! drops cells for good (versions beyond `max_versions`, expired ones, masked ones with their
+//! markers) changes later answers wherever a newer mask would have uncovered a dropped
+//! version; a test that compacts then needs a matching `compact` step in the model.
+//!
+//! Operations are plain structs ([`PutSpec`], [`DeleteSpec`], [`GetSpec`], [`ScanSpec`])
+//! that the model applies and that build the engine's request (`to_put`, `to_delete`,
+//! `to_get`, `to_scan`), so a test feeds one value to both sides. Reads return the engine's
+//! own [`RowResult`] type, so results compare with `==`.
+#![allow(dead_code)] // every test binary uses a different part of the model
+
+use basalt::client::{Delete, DeleteKind, Get, Put, RowResult, Scan, TimeRange};
+use basalt::{Cell, TableDescriptor, Timestamp, LATEST_TIMESTAMP};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Bytes from anything byte-like.
+pub fn b(x: impl AsRef<[u8]>) -> Bytes {
+    Bytes::copy_from_slice(x.as_ref())
+}
+
+/// Milliseconds since the Unix epoch: the model's stand-in for the server's clock.
+pub fn wall_clock_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// A put: cells `(family, qualifier, timestamp, value)` of one row, every one with an
+/// explicit timestamp.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PutSpec {
+    /// The row.
+    pub row: Bytes,
+    /// `(family, qualifier, timestamp, value)`.
+    pub cells: Vec<(Bytes, Bytes, Timestamp, Bytes)>,
+}
+
+impl PutSpec {
+    /// A put to `row` with no cell yet.
+    pub fn new(row: impl AsRef<[u8]>) -> Self {
+        PutSpec {
+            row: b(row),
+            cells: Vec::new(),
+        }
+    }
+
+    /// Adds a cell.
+    pub fn cell(
+        mut self,
+        family: impl AsRef<[u8]>,
+        qualifier: impl AsRef<[u8]>,
+        ts: Timestamp,
+        value: impl AsRef<[u8]>,
+    ) -> Self {
+        self.cells.push((b(family), b(qualifier), ts, b(value)));
+        self
+    }
+
+    /// The engine's request.
+    pub fn to_put(&self) -> Put {
+        self.cells
+            .iter()
+            .fold(Put::new(&self.row), |p, (f, q, ts, v)| {
+                p.add_column_ts(f, q, *ts, v)
+            })
+    }
+}
+
+/// A delete: markers of one row, or the whole row when `kinds` is empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeleteSpec {
+    /// The row.
+    pub row: Bytes,
+    /// The delete's timestamp; `None` means the server's clock.
+    pub ts: Option<Timestamp>,
+    /// The markers, in the engine's own terms; empty deletes the whole row.
+    pub kinds: Vec<DeleteKind>,
+}
+
+impl DeleteSpec {
+    /// A delete of `row` at the server's time (the whole row unless markers are added).
+    pub fn new(row: impl AsRef<[u8]>) -> Self {
+        DeleteSpec {
+            row: b(row),
+            ts: None,
+            kinds: Vec::new(),
+        }
+    }
+
+    /// Sets the delete's timestamp.
+    pub fn at(mut self, ts: Timestamp) -> Self {
+        self.ts = Some(ts);
+        self
+    }
+
+    /// Adds a marker.
+    pub fn kind(mut self, k: DeleteKind) -> Self {
+        self.kinds.push(k);
+        self
+    }
+
+    /// Deletes the latest version of a column (or the one at the delete's timestamp when the
+    /// delete has one).
+    pub fn latest(self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        self.kind(DeleteKind::Version {
+            family: b(family),
+            qualifier: b(qualifier),
+            ts: None,
+        })
+    }
+
+    /// Deletes the version of a column at exactly `ts`.
+    pub fn version(
+        self,
+        family: impl AsRef<[u8]>,
+        qualifier: impl AsRef<[u8]>,
+        ts: Timestamp,
+    ) -> Self {
+        self.kind(DeleteKind::Version {
+            family: b(family),
+            qualifier: b(qualifier),
+            ts: Some(ts),
+        })
+    }
+
+    /// Deletes the versions of a column with timestamps `<= ts` (the delete's when `None`).
+    pub fn column(
+        self,
+        family: impl AsRef<[u8]>,
+        qualifier: impl AsRef<[u8]>,
+        ts: Option<Timestamp>,
+    ) -> Self {
+        self.kind(DeleteKind::Column {
+            family: b(family),
+            qualifier: b(qualifier),
+            ts,
+        })
+    }
+
+    /// Deletes a family's cells with timestamps `<= ts` (the delete's when `None`).
+    pub fn family(self, family: impl AsRef<[u8]>, ts: Option<Timestamp>) -> Self {
+        self.kind(DeleteKind::Family {
+            family: b(family),
+            ts,
+        })
+    }
+
+    /// Deletes a family's cells at exactly `ts`.
+    pub fn family_version(self, family: impl AsRef<[u8]>, ts: Timestamp) -> Self {
+        self.kind(DeleteKind::FamilyVersion {
+            family: b(family),
+            ts,
+        })
+    }
+
+    /// The engine's request.
+    pub fn to_delete(&self) -> Delete {
+        let d = match self.ts {
+            Some(ts) => Delete::new(&self.row).timestamp(ts),
+            None => Delete::new(&self.row),
+        };
+        self.kinds.iter().fold(d, |d, k| match k {
+            DeleteKind::Version {
+                family,
+                qualifier,
+                ts: None,
+            } => d.add_column(family, qualifier),
+            DeleteKind::Version {
+                family,
+                qualifier,
+                ts: Some(ts),
+            } => d.add_column_ts(family, qualifier, *ts),
+            DeleteKind::Column {
+                family,
+                qualifier,
+                ts: None,
+            } => d.add_columns(family, qualifier),
+            DeleteKind::Column {
+                family,
+                qualifier,
+                ts: Some(ts),
+            } => d.add_columns_ts(family, qualifier, *ts),
+            DeleteKind::Family { family, ts: None } => d.add_family(family),
+            DeleteKind::Family {
+                family,
+                ts: Some(ts),
+            } => d.add_family_ts(family, *ts),
+            DeleteKind::FamilyVersion { family, ts } => d.add_family_version(family, *ts),
+        })
+    }
+}
+
+/// Which columns a read returns: `(family, Some(qualifier))` for one column, `(family, None)`
+/// for a whole family (which wins over single columns of the same family); empty for all.
+pub type Columns = Vec<(Bytes, Option<Bytes>)>;
+
+/// A get of one row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GetSpec {
+    /// The row.
+    pub row: Bytes,
+    /// The columns; empty for every family.
+    pub columns: Columns,
+    /// The time range.
+    pub time_range: TimeRange,
+    /// Versions per column, at least 1.
+    pub max_versions: u32,
+}
+
+impl GetSpec {
+    /// The newest version of every column of `row`.
+    pub fn new(row: impl AsRef<[u8]>) -> Self {
+        GetSpec {
+            row: b(row),
+            columns: Vec::new(),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+        }
+    }
+
+    /// The engine's request.
+    pub fn to_get(&self) -> Get {
+        let g = Get::new(&self.row)
+            .time_range(self.time_range)
+            .max_versions(self.max_versions);
+        self.columns.iter().fold(g, |g, (f, q)| match q {
+            Some(q) => g.add_column(f, q),
+            None => g.add_family(f),
+        })
+    }
+}
+
+/// A scan, following HBase's conventions: forward scans run from `start` (inclusive) to
+/// `stop` (exclusive); reverse scans from `start` (inclusive, the highest row) down to `stop`
+/// (exclusive, the lowest); an empty bound is no bound; a prefix replaces both bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScanSpec {
+    /// Start row.
+    pub start: Option<Bytes>,
+    /// Stop row.
+    pub stop: Option<Bytes>,
+    /// Row prefix (replaces start and stop).
+    pub prefix: Option<Bytes>,
+    /// High rows first.
+    pub reverse: bool,
+    /// The columns; empty for every family.
+    pub columns: Columns,
+    /// The time range.
+    pub time_range: TimeRange,
+    /// Versions per column, at least 1.
+    pub max_versions: u32,
+    /// At most this many rows (at least 1).
+    pub limit: Option<usize>,
+    /// At most this many cells per result (at least 1); a wider row is split.
+    pub batch: Option<usize>,
+}
+
+impl Default for ScanSpec {
+    fn default() -> Self {
+        ScanSpec {
+            start: None,
+            stop: None,
+            prefix: None,
+            reverse: false,
+            columns: Vec::new(),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+            limit: None,
+            batch: None,
+        }
+    }
+}
+
+impl ScanSpec {
+    /// The engine's request.
+    pub fn to_scan(&self) -> Scan {
+        let mut s = Scan::new()
+            .reversed(self.reverse)
+            .time_range(self.time_range)
+            .max_versions(self.max_versions);
+        if let Some(r) = &self.start {
+            s = s.start_row(r);
+        }
+        if let Some(r) = &self.stop {
+            s = s.stop_row(r);
+        }
+        if let Some(p) = &self.prefix {
+            s = s.with_prefix(p);
+        }
+        if let Some(n) = self.limit {
+            s = s.limit(n);
+        }
+        if let Some(n) = self.batch {
+            s = s.batch(n);
+        }
+        self.columns.iter().fold(s, |s, (f, q)| match q {
+            Some(q) => s.add_column(f, q),
+            None => s.add_family(f),
+        })
+    }
+
+    /// True when `row` lies in the scan's row range.
+    pub fn contains(&self, row: &[u8]) -> bool {
+        if let Some(p) = &self.prefix {
+            return row.starts_with(p);
+        }
+        let bound = |b: &Option<Bytes>| b.clone().filter(|r| !r.is_empty());
+        let (start, stop) = (bound(&self.start), bound(&self.stop));
+        if self.reverse {
+            start.is_none_or(|s| row <= s.as_ref()) && stop.is_none_or(|s| row > s.as_ref())
+        } else {
+            start.is_none_or(|s| row >= s.as_ref()) && stop.is_none_or(|s| row < s.as_ref())
+        }
+    }
+}
+
+/// The settings of a family the rules depend on.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    max_versions: u32,
+    min_versions: u32,
+    ttl_ms: Option<u64>,
+    keep_deleted_cells: bool,
+}
+
+/// Everything written to one row of one family.
+#[derive(Debug, Clone, Default)]
+struct RowFamily {
+    /// qualifier -> timestamp -> value of the latest write at that timestamp (rule 3).
+    puts: BTreeMap<Bytes, BTreeMap<Timestamp, Bytes>>,
+    /// Timestamps of DeleteFamily markers.
+    family: BTreeSet<Timestamp>,
+    /// Timestamps of DeleteFamilyVersion markers.
+    family_version: BTreeSet<Timestamp>,
+    /// qualifier -> timestamps of DeleteColumn markers.
+    column: BTreeMap<Bytes, BTreeSet<Timestamp>>,
+    /// qualifier -> timestamps of Delete (one version) markers.
+    version: BTreeMap<Bytes, BTreeSet<Timestamp>>,
+}
+
+impl RowFamily {
+    /// The versions of column `q` a reader sees, newest first (rules 2 to 5).
+    fn read_column(
+        &self,
+        q: &Bytes,
+        rules: &Rules,
+        range: TimeRange,
+        max_versions: u32,
+        now_ms: u64,
+    ) -> Vec<(Timestamp, Bytes)> {
+        let Some(versions) = self.puts.get(q) else {
+            return Vec::new();
+        };
+        // Rule 2: which markers apply to this reader.
+        let applies =
+            |ts: &Timestamp| *ts >= range.min && (!rules.keep_deleted_cells || *ts < range.max);
+        let family_upto = self.family.iter().filter(|t| applies(t)).max();
+        let column_upto = self
+            .column
+            .get(q)
+            .and_then(|s| s.iter().filter(|t| applies(t)).max());
+        let exact = |set: Option<&BTreeSet<Timestamp>>, ts: Timestamp| {
+            set.is_some_and(|s| s.contains(&ts) && applies(&ts))
+        };
+        let masked = |ts: Timestamp| {
+            family_upto.is_some_and(|m| ts <= *m)
+                || column_upto.is_some_and(|m| ts <= *m)
+                || exact(Some(&self.family_version), ts)
+                || exact(self.version.get(q), ts)
+        };
+        let expire_before = rules.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
+        versions
+            .iter()
+            .rev() // newest first
+            .filter(|(ts, _)| !masked(**ts))
+            // Rule 4: the family's version cap, then TTL with its min-versions exemption.
+            .take(rules.max_versions as usize)
+            .enumerate()
+            .filter(|(i, (ts, _))| **ts >= expire_before || *i < rules.min_versions as usize)
+            // Rule 5: the time range, then the reader's version cap.
+            .filter(|(_, (ts, _))| **ts >= range.min && **ts < range.max)
+            .take(max_versions as usize)
+            .map(|(_, (ts, v))| (*ts, v.clone()))
+            .collect()
+    }
+}
+
+/// The reference model of one table. See the module doc for the rules it applies.
+#[derive(Debug, Clone)]
+pub struct Model {
+    families: BTreeMap<Bytes, Rules>,
+    /// row -> family -> what was written there.
+    rows: BTreeMap<Bytes, BTreeMap<Bytes, RowFamily>>,
+}
+
+impl Model {
+    /// An empty table with the families of `desc`.
+    pub fn new(desc: &TableDescriptor) -> Self {
+        let families = desc
+            .families
+            .iter()
+            .map(|f| {
+                (
+                    f.name.clone(),
+                    Rules {
+                        max_versions: f.max_versions,
+                        min_versions: f.min_versions,
+                        ttl_ms: f.ttl_secs.map(|s| s.saturating_mul(1000)),
+                        keep_deleted_cells: f.keep_deleted_cells,
+                    },
+                )
+            })
+            .collect();
+        Model {
+            families,
+            rows: BTreeMap::new(),
+        }
+    }
+
+    fn rules(&self, family: &Bytes) -> Rules {
+        match self.families.get(family) {
+            Some(r) => *r,
+            None => panic!("model: unknown family {family:?}"),
+        }
+    }
+
+    fn slot(&mut self, row: &Bytes, family: &Bytes) -> &mut RowFamily {
+        self.rules(family);
+        self.rows
+            .entry(row.clone())
+            .or_default()
+            .entry(family.clone())
+            .or_default()
+    }
+
+    /// Applies a put. Panics on a cell without an explicit timestamp or an unknown family.
+    pub fn put(&mut self, p: &PutSpec) {
+        assert!(!p.cells.is_empty(), "model: a put needs a cell");
+        for (f, q, ts, v) in &p.cells {
+            assert!(
+                *ts != LATEST_TIMESTAMP,
+                "model: puts need explicit timestamps"
+            );
+            self.slot(&p.row, f)
+                .puts
+                .entry(q.clone())
+                .or_default()
+                .insert(*ts, v.clone());
+        }
+    }
+
+    /// Applies a delete: resolves every marker against the current state, then writes them.
+    pub fn delete(&mut self, d: &DeleteSpec) {
+        let dts = d.ts.unwrap_or_else(wall_clock_ms);
+        if d.kinds.is_empty() {
+            let families: Vec<Bytes> = self.families.keys().cloned().collect();
+            for f in families {
+                self.slot(&d.row, &f).family.insert(dts);
+            }
+            return;
+        }
+        let mut resolved = Vec::new();
+        let mut latest_seen: BTreeMap<(Bytes, Bytes), usize> = BTreeMap::new();
+        for k in &d.kinds {
+            match k {
+                DeleteKind::Version {
+                    family,
+                    qualifier,
+                    ts,
+                } => {
+                    let ts = match (ts, d.ts) {
+                        (Some(ts), _) => Some(*ts),
+                        (None, Some(dts)) => Some(dts),
+                        (None, None) => {
+                            let n = latest_seen
+                                .entry((family.clone(), qualifier.clone()))
+                                .or_default();
+                            *n += 1;
+                            self.nth_latest(&d.row, family, qualifier, *n)
+                                .map(|(ts, _)| ts)
+                        }
+                    };
+                    if let Some(ts) = ts {
+                        resolved.push(DeleteKind::Version {
+                            family: family.clone(),
+                            qualifier: qualifier.clone(),
+                            ts: Some(ts),
+                        });
+                    }
+                }
+                DeleteKind::Column {
+                    family,
+                    qualifier,
+                    ts,
+                } => resolved.push(DeleteKind::Column {
+                    family: family.clone(),
+                    qualifier: qualifier.clone(),
+                    ts: Some(ts.unwrap_or(dts)),
+                }),
+                DeleteKind::Family { family, ts } => resolved.push(DeleteKind::Family {
+                    family: family.clone(),
+                    ts: Some(ts.unwrap_or(dts)),
+                }),
+                DeleteKind::FamilyVersion { .. } => resolved.push(k.clone()),
+            }
+        }
+        for k in resolved {
+            match k {
+                DeleteKind::Version {
+                    family,
+                    qualifier,
+                    ts: Some(ts),
+                } => {
+                    self.slot(&d.row, &family)
+                        .version
+                        .entry(qualifier)
+                        .or_default()
+                        .insert(ts);
+                }
+                DeleteKind::Column {
+                    family,
+                    qualifier,
+                    ts: Some(ts),
+                } => {
+                    self.slot(&d.row, &family)
+                        .column
+                        .entry(qualifier)
+                        .or_default()
+                        .insert(ts);
+                }
+                DeleteKind::Family {
+                    family,
+                    ts: Some(ts),
+                } => {
+                    self.slot(&d.row, &family).family.insert(ts);
+                }
+                DeleteKind::FamilyVersion { family, ts } => {
+                    self.slot(&d.row, &family).family_version.insert(ts);
+                }
+                other => unreachable!("unresolved marker {other:?}"),
+            }
+        }
+    }
+
+    /// The newest visible `(timestamp, value)` of a column, as "delete the latest version",
+    /// increment, append and check-and-mutate see it.
+    pub fn latest(
+        &self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+    ) -> Option<(Timestamp, Bytes)> {
+        self.nth_latest(row, family, qualifier, 1)
+    }
+
+    /// The `n`-th newest (from 1) visible `(timestamp, value)` of a column, with no time range.
+    pub fn nth_latest(
+        &self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        n: usize,
+    ) -> Option<(Timestamp, Bytes)> {
+        let family = b(family);
+        let rules = self.rules(&family);
+        let n = u32::try_from(n).ok()?.max(1);
+        self.rows
+            .get(row)?
+            .get(&family)?
+            .read_column(&b(qualifier), &rules, TimeRange::ALL, n, wall_clock_ms())
+            .into_iter()
+            .nth(n as usize - 1)
+    }
+
+    /// Resolves a column selection to families, each with `None` for every qualifier or the
+    /// set of qualifiers asked for; every family for an empty selection.
+    fn resolve(&self, columns: &Columns) -> BTreeMap<Bytes, Option<BTreeSet<Bytes>>> {
+        if columns.is_empty() {
+            return self.families.keys().map(|f| (f.clone(), None)).collect();
+        }
+        let mut out: BTreeMap<Bytes, Option<BTreeSet<Bytes>>> = BTreeMap::new();
+        for (f, q) in columns {
+            self.rules(f);
+            let entry = out
+                .entry(f.clone())
+                .or_insert_with(|| Some(BTreeSet::new()));
+            match (q, entry.as_mut()) {
+                (None, _) => *entry = None,
+                (Some(q), Some(set)) => {
+                    set.insert(q.clone());
+                }
+                (Some(_), None) => {}
+            }
+        }
+        out
+    }
+
+    /// The visible cells of one row, sorted by family, qualifier, timestamp descending.
+    fn read_row(
+        &self,
+        row: &Bytes,
+        columns: &Columns,
+        range: TimeRange,
+        max_versions: u32,
+    ) -> Vec<Cell> {
+        assert!(max_versions >= 1, "model: max versions must be at least 1");
+        let now = wall_clock_ms();
+        let Some(families) = self.rows.get(row) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (family, wanted) in self.resolve(columns) {
+            let Some(rf) = families.get(&family) else {
+                continue;
+            };
+            let rules = self.rules(&family);
+            for q in rf.puts.keys() {
+                if wanted.as_ref().is_some_and(|w| !w.contains(q)) {
+                    continue;
+                }
+                for (ts, value) in rf.read_column(q, &rules, range, max_versions, now) {
+                    out.push(Cell {
+                        row: row.clone(),
+                        family: family.clone(),
+                        qualifier: q.clone(),
+                        timestamp: ts,
+                        value,
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// What a get returns: the row's visible cells, or an empty result (with an empty row
+    /// key) when there are none.
+    pub fn get(&self, g: &GetSpec) -> RowResult {
+        let cells = self.read_row(&g.row, &g.columns, g.time_range, g.max_versions);
+        if cells.is_empty() {
+            return RowResult::default();
+        }
+        RowResult {
+            row: g.row.clone(),
+            cells,
+        }
+    }
+
+    /// What a scan returns, every result in order: rows with at least one visible cell, in
+    /// the scan's direction, at most `limit` rows, each split into results of at most
+    /// `batch` cells.
+    pub fn scan(&self, s: &ScanSpec) -> Vec<RowResult> {
+        let rows: Vec<&Bytes> = self.rows.keys().filter(|r| s.contains(r)).collect();
+        let ordered: Box<dyn Iterator<Item = &&Bytes>> = if s.reverse {
+            Box::new(rows.iter().rev())
+        } else {
+            Box::new(rows.iter())
+        };
+        let mut out = Vec::new();
+        let mut left = s.limit.unwrap_or(usize::MAX);
+        for row in ordered {
+            if left == 0 {
+                break;
+            }
+            let cells = self.read_row(row, &s.columns, s.time_range, s.max_versions);
+            if cells.is_empty() {
+                continue;
+            }
+            left -= 1;
+            let chunk = s.batch.unwrap_or(usize::MAX).max(1);
+            for part in cells.chunks(chunk) {
+                out.push(RowResult {
+                    row: (*row).clone(),
+                    cells: part.to_vec(),
+                });
+            }
+        }
+        out
+    }
+
+    /// Every visible version (up to `max_versions` per column) of every row, forward.
+    pub fn dump(&self, max_versions: u32) -> Vec<RowResult> {
+        self.scan(&ScanSpec {
+            max_versions,
+            ..ScanSpec::default()
+        })
+    }
+}
