@@ -35,8 +35,13 @@ impl Engine {
                 st.snapshot = Some(old.clone());
                 snaps.push((store.clone(), old));
             }
-            let oldest = region.oldest_unflushed.swap(u64::MAX, Ordering::Relaxed);
+            // Publish the snapshot's oldest edit before clearing `oldest_unflushed`, so a
+            // concurrent `purge_wal` never sees both at MAX and deletes segments whose edits
+            // are only in the snapshot. Inserts hold the update lock shared, so nothing
+            // changes `oldest_unflushed` between the load and the store.
+            let oldest = region.oldest_unflushed.load(Ordering::Relaxed);
             region.snapshot_oldest.fetch_min(oldest, Ordering::Relaxed);
+            region.oldest_unflushed.store(u64::MAX, Ordering::Release);
             (s, snaps)
         };
         if snapshots.is_empty() {
@@ -144,7 +149,9 @@ impl Engine {
         let mut boundary = self.mvcc.read_point().saturating_add(1);
         for t in self.tables.read().values() {
             for r in t.regions.read().iter() {
-                boundary = boundary.min(r.oldest_unflushed.load(Ordering::Relaxed));
+                // Acquire pairs with the flush's Release store: a cleared `oldest_unflushed`
+                // implies its value is already visible in `snapshot_oldest`.
+                boundary = boundary.min(r.oldest_unflushed.load(Ordering::Acquire));
                 boundary = boundary.min(r.snapshot_oldest.load(Ordering::Relaxed));
             }
         }

@@ -115,6 +115,11 @@ impl Engine {
             (scanner, VecDeque::new()),
             |(mut scanner, mut buf)| async move {
                 if buf.is_empty() {
+                    // Reading is synchronous; yield between chunks so a long scan shares its
+                    // worker thread with other tasks instead of holding it to the end.
+                    if !scanner.finished {
+                        tokio::task::yield_now().await;
+                    }
                     match scanner.fill(&mut buf) {
                         Ok(()) => {}
                         Err(e) => {

@@ -1,0 +1,798 @@
+//! Torn and corrupt files, through the public API only: damage never makes the engine panic,
+//! never makes it serve wrong data, and is always reported.
+//!
+//! * WAL (`wal/wal-{id:020}.log`): rows acknowledged with `SyncWal` are in the segment file
+//!   at acknowledgement time (the engine is dropped without `close`, so nothing was flushed
+//!   and the rows exist only in the WAL). The newest segment is then cut at many offsets
+//!   (inside the header, inside a frame header, inside a payload, at a record boundary),
+//!   has a byte flipped (in the header, a length field, a payload) or gets a zeroed tail;
+//!   an older segment is damaged while newer ones exist. Reopening never fails: exactly
+//!   the records before the damage are readable (a prefix, nothing after a hole), a warning
+//!   naming the segment is logged, the engine takes new writes and they survive another
+//!   reopen.
+//! * Store files (`data/{id:016}.sf`): a flipped byte in a data block leaves open working
+//!   and makes exactly the reads that touch that block fail with `Error::Corruption` whose
+//!   `file` is that store file; reads of other blocks still succeed. A flipped trailer or
+//!   index byte, a truncated file, or a missing file makes open fail with `Corruption`
+//!   naming the file.
+//! * Catalog (`catalog`): a flipped payload byte, a bad magic or a truncated file makes open
+//!   fail with `Corruption` naming the catalog; a leftover `catalog.tmp` (a crash during a
+//!   catalog write) is ignored.
+
+use basalt::client::{Get, Put, Scan};
+use basalt::{
+    ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, TableDescriptor, TableName,
+};
+use futures::StreamExt;
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, Once};
+
+const FAMILY: &str = "f";
+const QUALIFIER: &str = "q";
+
+// ---------------------------------------------------------------------------------------
+// Captured log output (one global subscriber; tests filter it by their own paths).
+// ---------------------------------------------------------------------------------------
+
+static LOGS: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        LOGS.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn init_logs() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        tracing_subscriber::fmt()
+            .with_writer(|| LogWriter)
+            .with_ansi(false)
+            .with_max_level(tracing::Level::WARN)
+            .init();
+    });
+}
+
+/// Warning lines that mention `needle`.
+fn warnings_about(needle: &Path) -> Vec<String> {
+    let needle = needle.display().to_string();
+    let logs = LOGS.lock().unwrap();
+    String::from_utf8_lossy(&logs)
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains(&needle))
+        .map(str::to_string)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------
+// Helpers.
+// ---------------------------------------------------------------------------------------
+
+fn row(i: usize) -> String {
+    format!("row-{i:04}")
+}
+
+/// Values of varying length, so records and blocks have varying sizes.
+fn value(i: usize) -> Vec<u8> {
+    let mut v = format!("value-{i}-").into_bytes();
+    v.extend(std::iter::repeat_n(
+        b'a' + (i % 26) as u8,
+        20 + (i * 37) % 90,
+    ));
+    v
+}
+
+fn table_name() -> TableName {
+    TableName::parse("t").unwrap()
+}
+
+/// A table pre-split into three regions, so one WAL holds edits of several regions.
+async fn create_table(conn: &Connection, block_size: Option<u32>) {
+    let mut cf = ColumnFamilyDescriptor::new(FAMILY);
+    if let Some(b) = block_size {
+        cf = cf.block_size(b);
+    }
+    conn.admin()
+        .create_table_with_splits(
+            TableDescriptor::new(table_name()).family(cf),
+            PreSplit::Keys(vec![b"row-0020".to_vec(), b"row-0040".to_vec()]),
+        )
+        .await
+        .unwrap();
+}
+
+fn flip(path: &Path, offset: u64) {
+    let mut bytes = fs::read(path).unwrap();
+    bytes[offset as usize] ^= 0x5A;
+    fs::write(path, bytes).unwrap();
+}
+
+fn truncate(path: &Path, len: u64) {
+    fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_len(len)
+        .unwrap();
+}
+
+fn append(path: &Path, extra: &[u8]) {
+    fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(extra)
+        .unwrap();
+}
+
+/// Copies a closed engine directory (files only, one level of subdirectories).
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else if entry.file_name() != "LOCK" {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+/// Checks that rows `0..n` are present with their values when `i < survivors` and absent
+/// otherwise, by get and by scan; and that nothing else is in the table.
+async fn check_prefix(conn: &Connection, n: usize, survivors: usize, extra: &[&str], what: &str) {
+    let table = conn.table("t").unwrap();
+    for i in 0..n {
+        let r = table
+            .get(Get::new(row(i)))
+            .await
+            .unwrap_or_else(|e| panic!("{what}: get {} failed: {e}", row(i)));
+        if i < survivors {
+            assert_eq!(
+                r.value(FAMILY, QUALIFIER).map(|v| v.to_vec()),
+                Some(value(i)),
+                "{what}: {} was written before the damage and must be readable",
+                row(i)
+            );
+        } else {
+            assert!(
+                r.is_empty(),
+                "{what}: {} was written after the damage and must not be replayed (after a \
+                 hole), found {r:?}",
+                row(i)
+            );
+        }
+    }
+    let rows: Vec<String> = table
+        .scan(Scan::new())
+        .unwrap()
+        .map(|r| String::from_utf8(r.unwrap().row.to_vec()).unwrap())
+        .collect()
+        .await;
+    let mut expected: Vec<String> = (0..survivors).map(row).collect();
+    expected.extend(extra.iter().map(|s| s.to_string()));
+    expected.sort();
+    assert_eq!(rows, expected, "{what}: scan after recovery");
+}
+
+// ---------------------------------------------------------------------------------------
+// (a) WAL segments.
+// ---------------------------------------------------------------------------------------
+
+/// Where one acknowledged row's WAL record ended: its segment and end offset.
+#[derive(Debug, Clone)]
+struct RecordEnd {
+    segment: PathBuf,
+    end: u64,
+}
+
+/// The live segment holding records, with the highest id (`wal-{id:020}.log`).
+fn newest_segment_with_records(dir: &Path) -> PathBuf {
+    let mut segs: Vec<PathBuf> = fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            name.starts_with("wal-") && name.ends_with(".log") && name.len() == 28
+        })
+        .filter(|p| fs::metadata(p).unwrap().len() > 24)
+        .collect();
+    segs.sort();
+    segs.pop().expect("a WAL segment with records")
+}
+
+/// Writes rows `0..n` (each acknowledged with the default `SyncWal`), records where each
+/// one's WAL record ends, and drops the engine without closing it: the rows are only in
+/// the WAL.
+async fn write_wal_only(dir: &Path, n: usize, segment_size: u64) -> Vec<RecordEnd> {
+    let conn = Connection::open_with(Config::new(dir).wal_segment_size(segment_size))
+        .await
+        .unwrap();
+    create_table(&conn, None).await;
+    let table = conn.table("t").unwrap();
+    let mut ends = Vec::with_capacity(n);
+    for i in 0..n {
+        table
+            .put(Put::new(row(i)).add_column(FAMILY, QUALIFIER, value(i)))
+            .await
+            .unwrap();
+        // SyncWal: the record is in the file (written to the OS) once the put returns.
+        let segment = newest_segment_with_records(dir);
+        let end = fs::metadata(&segment).unwrap().len();
+        ends.push(RecordEnd { segment, end });
+    }
+    drop(table);
+    drop(conn); // no close: nothing is flushed
+    assert_eq!(
+        fs::read_dir(dir.join("data")).unwrap().count(),
+        0,
+        "dropping without close must not flush"
+    );
+    ends
+}
+
+/// The start offset of record `i`.
+fn record_start(ends: &[RecordEnd], i: usize) -> u64 {
+    match i.checked_sub(1).map(|p| &ends[p]) {
+        Some(prev) if prev.segment == ends[i].segment => prev.end,
+        _ => 24,
+    }
+}
+
+/// The first record damaged by damage at `offset` of `segment` (`ends.len()` if none).
+fn first_damaged(ends: &[RecordEnd], segment: &Path, offset: u64) -> usize {
+    ends.iter()
+        .position(|e| e.segment == segment && e.end > offset)
+        .unwrap_or(ends.len())
+}
+
+#[derive(Debug, Clone, Copy)]
+enum WalDamage {
+    /// Cut the segment to this length.
+    Cut(u64),
+    /// Flip the byte at this offset.
+    Flip(u64),
+    /// Append zero bytes (a preallocated or zero-filled tail).
+    ZeroTail(usize),
+}
+
+/// Writes `n` rows, damages `segment_of(ends)` as told, reopens, and checks the outcome.
+async fn wal_case(
+    n: usize,
+    segment_size: u64,
+    pick: impl Fn(&[RecordEnd]) -> (PathBuf, WalDamage, usize),
+    expect_warning: bool,
+) {
+    init_logs();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let ends = write_wal_only(dir, n, segment_size).await;
+    let (segment, damage, survivors) = pick(&ends);
+    let what = format!(
+        "{damage:?} of {} (segments {}..{})",
+        segment.file_name().unwrap().to_string_lossy(),
+        ends[0].segment.file_name().unwrap().to_string_lossy(),
+        ends[n - 1].segment.file_name().unwrap().to_string_lossy()
+    );
+    match damage {
+        WalDamage::Cut(len) => truncate(&segment, len),
+        WalDamage::Flip(at) => flip(&segment, at),
+        WalDamage::ZeroTail(k) => append(&segment, &vec![0u8; k]),
+    }
+
+    let conn = Connection::open(dir)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: open after WAL damage failed: {e}"));
+    check_prefix(&conn, n, survivors, &[], &what).await;
+    if expect_warning {
+        assert!(
+            !warnings_about(&segment).is_empty(),
+            "{what}: no warning names {}",
+            segment.display()
+        );
+    }
+    // Segments after a damaged one were moved aside, never deleted or replayed.
+    let later: Vec<&PathBuf> = ends
+        .iter()
+        .map(|e| &e.segment)
+        .filter(|s| **s > segment)
+        .collect();
+    for s in later {
+        assert!(
+            !s.exists(),
+            "{what}: {} follows the damage yet is still live",
+            s.display()
+        );
+    }
+
+    // The engine takes new writes after recovery, and they survive a clean reopen.
+    let table = conn.table("t").unwrap();
+    table
+        .put(Put::new("zz-after").add_column(FAMILY, QUALIFIER, "new"))
+        .await
+        .unwrap_or_else(|e| panic!("{what}: write after recovery failed: {e}"));
+    drop(table);
+    conn.close().await.unwrap();
+    for round in 0..2 {
+        let conn = Connection::open(dir)
+            .await
+            .unwrap_or_else(|e| panic!("{what}: reopen {round} failed: {e}"));
+        check_prefix(
+            &conn,
+            n,
+            survivors,
+            &["zz-after"],
+            &format!("{what}, reopen {round}"),
+        )
+        .await;
+        conn.close().await.unwrap();
+    }
+}
+
+const N: usize = 40;
+const BIG: u64 = 64 << 20;
+
+#[tokio::test]
+async fn wal_cut_inside_a_frame_header_keeps_the_records_before() {
+    for k in [0, 17, N - 1] {
+        wal_case(
+            N,
+            BIG,
+            |ends| {
+                let at = record_start(ends, k) + 3;
+                (ends[k].segment.clone(), WalDamage::Cut(at), k)
+            },
+            true,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn wal_cut_inside_a_payload_keeps_the_records_before() {
+    for k in [0, 9, 23, N - 1] {
+        for back in [1, 5] {
+            wal_case(
+                N,
+                BIG,
+                |ends| {
+                    (
+                        ends[k].segment.clone(),
+                        WalDamage::Cut(ends[k].end - back),
+                        k,
+                    )
+                },
+                true,
+            )
+            .await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn wal_cut_at_a_record_boundary_loses_nothing_before_it() {
+    for k in [0, 20, N - 1] {
+        // Cut right after record k: records 0..=k survive, and the file is clean.
+        wal_case(
+            N,
+            BIG,
+            |ends| (ends[k].segment.clone(), WalDamage::Cut(ends[k].end), k + 1),
+            false,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn wal_flipped_payload_byte_cuts_at_that_record() {
+    for k in [0, 13, 31, N - 1] {
+        wal_case(
+            N,
+            BIG,
+            |ends| {
+                let start = record_start(ends, k);
+                let at = start + 8 + (ends[k].end - start - 8) / 2;
+                (ends[k].segment.clone(), WalDamage::Flip(at), k)
+            },
+            true,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn wal_flipped_length_or_checksum_byte_cuts_at_that_record() {
+    for k in [0, 25, N - 1] {
+        // Byte 0 is the length's top byte (absurd length), byte 3 its low byte (checksum
+        // then covers the wrong bytes, or the frame looks torn), byte 6 is in the CRC.
+        for field in [0, 3, 6] {
+            wal_case(
+                N,
+                BIG,
+                |ends| {
+                    let at = record_start(ends, k) + field;
+                    (ends[k].segment.clone(), WalDamage::Flip(at), k)
+                },
+                true,
+            )
+            .await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn wal_zeroed_tail_is_cut_and_every_record_kept() {
+    for k in [1, 8, 64] {
+        wal_case(
+            N,
+            BIG,
+            |ends| {
+                let at = ends[N - 1].end;
+                (
+                    ends[N - 1].segment.clone(),
+                    WalDamage::ZeroTail(k),
+                    first_damaged(ends, &ends[N - 1].segment, at),
+                )
+            },
+            true,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn wal_damaged_header_drops_that_segment() {
+    // Torn header (cut inside it), empty file, flipped magic / id / header checksum.
+    for damage in [
+        WalDamage::Cut(10),
+        WalDamage::Cut(0),
+        WalDamage::Flip(2),
+        WalDamage::Flip(15),
+        WalDamage::Flip(22),
+    ] {
+        wal_case(N, BIG, |ends| (ends[0].segment.clone(), damage, 0), true).await;
+    }
+}
+
+#[tokio::test]
+async fn wal_damage_in_an_older_segment_drops_everything_after_it() {
+    // 1 KiB segments: the rows spread over several segments.
+    let n = 80;
+    for (which, damage_at) in [(0.3, "payload"), (0.6, "cut"), (0.95, "payload")] {
+        wal_case(
+            n,
+            1024,
+            |ends| {
+                let segs: Vec<&PathBuf> = {
+                    let mut s: Vec<&PathBuf> = ends.iter().map(|e| &e.segment).collect();
+                    s.dedup();
+                    s
+                };
+                assert!(segs.len() >= 4, "expected several segments, got {segs:?}");
+                let k = ((n as f64) * which) as usize;
+                let seg = ends[k].segment.clone();
+                let start = record_start(ends, k);
+                let damage = if damage_at == "cut" {
+                    WalDamage::Cut(start + 5)
+                } else {
+                    WalDamage::Flip(start + 12)
+                };
+                (seg, damage, k)
+            },
+            true,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn wal_damaged_header_of_an_older_segment_drops_it_and_the_rest() {
+    let n = 80;
+    wal_case(
+        n,
+        1024,
+        |ends| {
+            let k = ends
+                .iter()
+                .position(|e| e.segment != ends[0].segment)
+                .expect("a second segment");
+            (ends[k].segment.clone(), WalDamage::Flip(5), k)
+        },
+        true,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn wal_damage_moves_later_segments_aside() {
+    init_logs();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let ends = write_wal_only(dir, 80, 1024).await;
+    let first = ends[0].segment.clone();
+    let later: Vec<PathBuf> = {
+        let mut s: Vec<PathBuf> = ends
+            .iter()
+            .map(|e| e.segment.clone())
+            .filter(|s| *s != first)
+            .collect();
+        s.dedup();
+        s
+    };
+    assert!(!later.is_empty());
+    flip(&first, 30);
+    let conn = Connection::open(dir).await.unwrap();
+    for s in &later {
+        let mut aside = s.as_os_str().to_owned();
+        aside.push(".corrupt");
+        assert!(
+            Path::new(&aside).exists(),
+            "{} must be moved aside as {}",
+            s.display(),
+            Path::new(&aside).display()
+        );
+        assert!(
+            !warnings_about(s).is_empty(),
+            "moving {} aside must be logged",
+            s.display()
+        );
+    }
+    conn.close().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// (b) Store files.
+// ---------------------------------------------------------------------------------------
+
+const SF_ROWS: usize = 400;
+
+/// A closed engine whose table (one region) holds `SF_ROWS` rows in one store file of many
+/// 1 KiB blocks, and nothing in the WAL.
+async fn store_file_fixture(dir: &Path) -> PathBuf {
+    let conn = Connection::open(dir).await.unwrap();
+    conn.admin()
+        .create_table(
+            TableDescriptor::new(table_name())
+                .family(ColumnFamilyDescriptor::new(FAMILY).block_size(1024)),
+        )
+        .await
+        .unwrap();
+    let table = conn.table("t").unwrap();
+    for i in 0..SF_ROWS {
+        table
+            .put(Put::new(row(i)).add_column(FAMILY, QUALIFIER, value(i)))
+            .await
+            .unwrap();
+    }
+    conn.admin().flush(&table_name()).await.unwrap();
+    drop(table);
+    conn.close().await.unwrap();
+    let files: Vec<PathBuf> = fs::read_dir(dir.join("data"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "one store file expected, found {files:?}");
+    let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.len() == 19 && name.ends_with(".sf"),
+        "store file name {name}"
+    );
+    files[0].clone()
+}
+
+/// A fresh copy of the fixture: (tempdir, the store file's path in it).
+fn fixture_copy(golden: &Path, sf: &Path) -> (tempfile::TempDir, PathBuf) {
+    let tmp = tempfile::tempdir().unwrap();
+    copy_dir(golden, tmp.path());
+    let path = tmp.path().join("data").join(sf.file_name().unwrap());
+    (tmp, path)
+}
+
+fn assert_corruption_of(err: Error, file: &Path, what: &str) -> u64 {
+    match err {
+        Error::Corruption {
+            file: f, offset, ..
+        } => {
+            assert_eq!(f, file, "{what}: corruption names the wrong file");
+            offset
+        }
+        other => panic!(
+            "{what}: expected Corruption naming {}, got {other:?}",
+            file.display()
+        ),
+    }
+}
+
+fn trailer_field(sf: &Path, at: usize) -> u64 {
+    let bytes = fs::read(sf).unwrap();
+    let t = &bytes[bytes.len() - 48..];
+    u64::from_be_bytes(t[at..at + 8].try_into().unwrap())
+}
+
+#[tokio::test]
+async fn store_file_flipped_data_byte_fails_only_reads_of_that_block() {
+    let golden = tempfile::tempdir().unwrap();
+    let sf = store_file_fixture(golden.path()).await;
+    // Block 0 starts at offset 0: byte 0 is its compression code, 1..5 its length, then its
+    // payload (the first rows). Flip a byte in each of these places.
+    for at in [0u64, 2, 40, 300] {
+        let (tmp, path) = fixture_copy(golden.path(), &sf);
+        flip(&path, at);
+        let what = format!("data byte {at} flipped");
+        let conn = Connection::open(tmp.path())
+            .await
+            .unwrap_or_else(|e| panic!("{what}: open checks no data block, yet failed: {e}"));
+        let table = conn.table("t").unwrap();
+
+        // The first row is in block 0: the get fails, twice (the error is not cached).
+        for _ in 0..2 {
+            let err = table.get(Get::new(row(0))).await.unwrap_err();
+            let offset = assert_corruption_of(err, &path, &what);
+            assert!(offset <= at, "{what}: offset {offset} is past the damage");
+        }
+        // The last rows are in other blocks and read fine.
+        for i in [SF_ROWS - 1, SF_ROWS / 2] {
+            let r = table
+                .get(Get::new(row(i)))
+                .await
+                .unwrap_or_else(|e| panic!("{what}: get of an intact block failed: {e}"));
+            assert_eq!(
+                r.value(FAMILY, QUALIFIER).map(|v| v.to_vec()),
+                Some(value(i))
+            );
+        }
+        // A full scan reports the corruption (first) and then ends; no panic, no bad row.
+        let items: Vec<_> = table.scan(Scan::new()).unwrap().collect().await;
+        let first_err = items
+            .iter()
+            .position(|r| r.is_err())
+            .unwrap_or_else(|| panic!("{what}: the scan hit block 0 without an error"));
+        for r in &items[..first_err] {
+            let r = r.as_ref().unwrap();
+            let i: usize = std::str::from_utf8(&r.row).unwrap()[4..].parse().unwrap();
+            assert_eq!(
+                r.value(FAMILY, QUALIFIER).map(|v| v.to_vec()),
+                Some(value(i))
+            );
+        }
+        let err = items.into_iter().nth(first_err).unwrap().unwrap_err();
+        assert_corruption_of(err, &path, &format!("{what}, scan"));
+        // A scan that starts past block 0 never touches it.
+        let tail: Vec<_> = table
+            .scan(Scan::new().start_row(row(SF_ROWS / 2)))
+            .unwrap()
+            .collect()
+            .await;
+        assert_eq!(tail.len(), SF_ROWS - SF_ROWS / 2, "{what}: tail scan");
+        assert!(tail.iter().all(|r| r.is_ok()), "{what}: tail scan failed");
+        // Writes still work (they go to the MemStore and the WAL).
+        table
+            .put(Put::new("zz").add_column(FAMILY, QUALIFIER, "x"))
+            .await
+            .unwrap();
+        drop(table);
+        drop(conn);
+    }
+}
+
+#[tokio::test]
+async fn store_file_flipped_trailer_or_index_byte_fails_open() {
+    let golden = tempfile::tempdir().unwrap();
+    let sf = store_file_fixture(golden.path()).await;
+    let len = fs::metadata(&sf).unwrap().len();
+    let index_offset = trailer_field(&sf, 12);
+    let info_offset = trailer_field(&sf, 24);
+    assert!(index_offset > 0 && info_offset > index_offset && info_offset < len - 48);
+    let cases = [
+        ("trailer magic", len - 48 + 1),
+        ("trailer index offset", len - 48 + 19),
+        ("trailer entry count", len - 48 + 40),
+        ("trailer checksum", len - 1),
+        ("index block", index_offset + 20),
+        ("file-info block", info_offset + 7),
+    ];
+    for (what, at) in cases {
+        let (tmp, path) = fixture_copy(golden.path(), &sf);
+        flip(&path, at);
+        let err = Connection::open(tmp.path()).await.unwrap_err();
+        assert_corruption_of(err, &path, what);
+    }
+}
+
+#[tokio::test]
+async fn store_file_truncated_or_missing_fails_open() {
+    let golden = tempfile::tempdir().unwrap();
+    let sf = store_file_fixture(golden.path()).await;
+    let len = fs::metadata(&sf).unwrap().len();
+    for cut in [0, 20, len / 2, len - 1] {
+        let (tmp, path) = fixture_copy(golden.path(), &sf);
+        truncate(&path, cut);
+        let err = Connection::open(tmp.path()).await.unwrap_err();
+        assert_corruption_of(err, &path, &format!("store file cut to {cut} bytes"));
+    }
+    let (tmp, path) = fixture_copy(golden.path(), &sf);
+    fs::remove_file(&path).unwrap();
+    let err = Connection::open(tmp.path()).await.unwrap_err();
+    assert_corruption_of(err, &path, "missing store file");
+}
+
+#[tokio::test]
+async fn intact_store_file_fixture_reads_back() {
+    // The control for the store-file cases: the undamaged copy opens and reads fine.
+    let golden = tempfile::tempdir().unwrap();
+    let sf = store_file_fixture(golden.path()).await;
+    let (tmp, _) = fixture_copy(golden.path(), &sf);
+    let conn = Connection::open(tmp.path()).await.unwrap();
+    check_prefix(&conn, SF_ROWS, SF_ROWS, &[], "intact copy").await;
+    conn.close().await.unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// (c) The catalog.
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn corrupt_catalog_fails_open_naming_it() {
+    let golden = tempfile::tempdir().unwrap();
+    let sf = store_file_fixture(golden.path()).await;
+    let catalog_len = fs::metadata(golden.path().join("catalog")).unwrap().len();
+    #[allow(clippy::type_complexity)]
+    let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
+        ("flipped magic", Box::new(|p: &Path| flip(p, 1))),
+        ("flipped version", Box::new(|p: &Path| flip(p, 11))),
+        ("flipped length", Box::new(|p: &Path| flip(p, 13))),
+        ("flipped checksum", Box::new(|p: &Path| flip(p, 18))),
+        ("flipped payload", Box::new(|p: &Path| flip(p, 20 + 5))),
+        (
+            "flipped last byte",
+            Box::new(move |p: &Path| flip(p, catalog_len - 1)),
+        ),
+        ("truncated header", Box::new(|p: &Path| truncate(p, 12))),
+        (
+            "truncated payload",
+            Box::new(move |p: &Path| truncate(p, catalog_len - 3)),
+        ),
+        ("empty", Box::new(|p: &Path| truncate(p, 0))),
+    ];
+    for (what, damage) in cases {
+        let (tmp, _) = fixture_copy(golden.path(), &sf);
+        let catalog = tmp.path().join("catalog");
+        damage(&catalog);
+        let err = Connection::open(tmp.path()).await.unwrap_err();
+        assert_corruption_of(err, &catalog, what);
+        // Nothing was deleted by the failed open: the data is still there for repair.
+        assert!(
+            tmp.path()
+                .join("data")
+                .join(sf.file_name().unwrap())
+                .exists(),
+            "{what}: a failed open must not remove store files"
+        );
+    }
+}
+
+#[tokio::test]
+async fn leftover_catalog_tmp_is_ignored() {
+    // A crash during a catalog write leaves `catalog.tmp`; the committed catalog wins.
+    let golden = tempfile::tempdir().unwrap();
+    let sf = store_file_fixture(golden.path()).await;
+    let (tmp, _) = fixture_copy(golden.path(), &sf);
+    fs::write(
+        tmp.path().join("catalog.tmp"),
+        b"BSLTCAT1 half-written garbage",
+    )
+    .unwrap();
+    let conn = Connection::open(tmp.path()).await.unwrap();
+    check_prefix(&conn, SF_ROWS, SF_ROWS, &[], "leftover catalog.tmp").await;
+    conn.close().await.unwrap();
+    assert!(!tmp.path().join("catalog.tmp").exists());
+}

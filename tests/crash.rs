@@ -1,0 +1,552 @@
+//! Crash recovery with real process kills: every write acknowledged with the default
+//! durability (`SyncWal`) survives a `SIGKILL` at any moment, reads after recovery return the
+//! last acknowledged value of every row, and a full scan is sorted, duplicate-free and holds
+//! no row that was never written (or was deleted and acknowledged as such).
+//!
+//! How it works (after sled's `test_crash_recovery.rs`): the test re-executes its own test
+//! binary as a child (`BASALT_CRASH_CHILD=<dir> <exe> --exact child_writer --nocapture`). The
+//! child opens the engine in `<dir>`, creates the table if missing (pre-split into 4 regions,
+//! 256 KiB flush size, 1 MiB WAL segments, so flushes, WAL rolls and WAL purges happen during
+//! every run), then writes from several tokio tasks. Before each operation it prints
+//! `BEGIN <op>` and after the operation returns `Ok` it prints `ACK <op>`, flushing stdout
+//! each time. The parent reads those lines on a thread, kills the child with `SIGKILL` after
+//! a random delay, then (in most cycles) opens the engine itself and checks its model: a
+//! row's state must be its last acknowledged state, or the state of an operation that began
+//! after it but was never acknowledged (it may or may not have reached the WAL). The next
+//! cycle's child continues in the same directory, inserting new rows, overwriting old ones and
+//! deleting some.
+//!
+//! Crash windows covered (the kill lands wherever the child happens to be):
+//! * between the WAL write of a batch and its acknowledgement, and mid-write (a torn WAL tail,
+//!   which recovery must cut without losing any earlier acknowledged record);
+//! * during a background flush: before the store file is renamed into place (orphan `.tmp`),
+//!   after the rename but before the catalog update (orphan `.sf`), after the catalog update
+//!   but before the WAL purge;
+//! * during a WAL roll (a new segment with a torn or empty header) and during a WAL purge;
+//! * during open and WAL replay (some cycles kill the child within a few milliseconds of its
+//!   start), and right after a previous crash (some cycles skip the parent's check, so the
+//!   next child recovers directly from a crashed child's files);
+//! * after a parent check that closed the engine cleanly, or dropped it without closing (so
+//!   replayed edits must survive a second replay).
+//!
+//! Knobs: `BASALT_CRASH_CYCLES` (default 24) and `BASALT_CRASH_SEED` (default: random, and
+//! printed so a failure can be replayed).
+#![cfg(unix)]
+
+use basalt::client::{Delete, Get, Put, Scan};
+use basalt::{
+    ColumnFamilyDescriptor, Config, Connection, PreSplit, SplitAlgorithm, TableDescriptor,
+    TableName,
+};
+use futures::TryStreamExt;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::process::ExitStatusExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const CHILD_ENV: &str = "BASALT_CRASH_CHILD";
+const RUN_ENV: &str = "BASALT_CRASH_RUN";
+const SEED_ENV: &str = "BASALT_CRASH_SEED";
+const CYCLES_ENV: &str = "BASALT_CRASH_CYCLES";
+const TABLE: &str = "crash";
+const FAMILY: &str = "f";
+const QUALIFIER: &str = "v";
+/// Writer tasks in the child.
+const WRITERS: u64 = 6;
+/// SIGKILL.
+const SIGKILL: i32 = 9;
+
+fn config(dir: &Path) -> Config {
+    Config::new(dir)
+        .memstore_flush_size(256 << 10)
+        .wal_segment_size(1 << 20)
+}
+
+/// splitmix64: spreads row keys over the hex key space (and so over the regions).
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// The stored value for a token: the token, `|`, and filler whose length depends on it, so
+/// values are 100-300 bytes and a value cut or mixed up with another one is detected.
+fn value_for(token: &str) -> Vec<u8> {
+    let h = token
+        .bytes()
+        .fold(0u64, |a, b| mix(a ^ u64::from(b)))
+        .wrapping_add(1);
+    let pad = 100 + (h % 200) as usize;
+    let mut v = Vec::with_capacity(token.len() + 1 + pad);
+    v.extend_from_slice(token.as_bytes());
+    v.push(b'|');
+    v.extend((0..pad).map(|i| b'a' + ((h as usize + i) % 26) as u8));
+    v
+}
+
+/// The token of a stored value, checking that the whole value is the one `value_for` makes.
+fn token_of(row: &str, value: &[u8]) -> String {
+    let sep = value
+        .iter()
+        .position(|&b| b == b'|')
+        .unwrap_or_else(|| panic!("row {row}: value without separator: {value:?}"));
+    let token = String::from_utf8(value[..sep].to_vec()).expect("token is UTF-8");
+    assert_eq!(
+        value,
+        value_for(&token).as_slice(),
+        "row {row}: value for token {token} is damaged"
+    );
+    token
+}
+
+// ---------------------------------------------------------------------------------------
+// The child: writes until killed.
+// ---------------------------------------------------------------------------------------
+
+/// Writes one line to the real stdout (bypassing libtest's capture) and flushes it, so the
+/// parent has it before the next operation starts.
+fn emit(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let ok = out
+        .write_all(line.as_bytes())
+        .and_then(|()| out.write_all(b"\n"))
+        .and_then(|()| out.flush());
+    if ok.is_err() {
+        std::process::abort();
+    }
+}
+
+/// Reports an unexpected error and dies in a way the parent tells apart from its SIGKILL.
+fn child_fail(what: &str) -> ! {
+    eprintln!("crash child: {what}");
+    std::process::exit(3);
+}
+
+/// The child process body. A no-op (so it passes instantly) unless the parent set
+/// `BASALT_CRASH_CHILD`.
+#[test]
+fn child_writer() {
+    let Some(dir) = std::env::var_os(CHILD_ENV) else {
+        return;
+    };
+    let run: u64 = std::env::var(RUN_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let seed: u64 = std::env::var(SEED_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(child_main(PathBuf::from(dir), run, seed));
+}
+
+async fn child_main(dir: PathBuf, run: u64, seed: u64) {
+    let conn = Connection::open_with(config(&dir))
+        .await
+        .unwrap_or_else(|e| child_fail(&format!("open failed: {e}")));
+    let admin = conn.admin();
+    let name = TableName::parse(TABLE).unwrap();
+    if !admin.table_exists(&name).await.unwrap() {
+        let desc = TableDescriptor::new(name.clone()).family(ColumnFamilyDescriptor::new(FAMILY));
+        admin
+            .create_table_with_splits(desc, PreSplit::Algorithm(SplitAlgorithm::HexString, 4))
+            .await
+            .unwrap_or_else(|e| child_fail(&format!("create table failed: {e}")));
+    }
+    let table = conn.table(TABLE).unwrap();
+    // The rows that exist now (as recovered): writers may overwrite or delete them.
+    let existing: Vec<String> = table
+        .scan(Scan::new())
+        .unwrap()
+        .map_ok(|r| String::from_utf8(r.row.to_vec()).unwrap())
+        .try_collect()
+        .await
+        .unwrap_or_else(|e| child_fail(&format!("startup scan failed: {e}")));
+    emit("READY");
+
+    let mut tasks = Vec::new();
+    for task in 0..WRITERS {
+        // Each row is owned by exactly one task, so a row's operations are sequential and
+        // its last acknowledged operation is well defined.
+        let mut owned: Vec<String> = existing
+            .iter()
+            .skip(task as usize)
+            .step_by(WRITERS as usize)
+            .cloned()
+            .collect();
+        let table = table.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut rng = StdRng::seed_from_u64(mix(seed ^ mix(run) ^ mix(1000 + task)));
+            for n in 0u64.. {
+                // A pause every few operations bounds the data a run writes on any machine
+                // (there is no compaction yet: every flush adds a store file).
+                if n % 16 == 15 {
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                let token = format!("r{run}t{task}n{n}");
+                let dice = rng.random_range(0..100);
+                if owned.is_empty() || dice < 55 {
+                    let key = mix(seed ^ mix(run << 40 | task << 32 | n)) as u32;
+                    let row = format!("{key:08x}-{run}-{task}-{n}");
+                    put(&table, &row, &token).await;
+                    owned.push(row);
+                } else if dice < 88 {
+                    let row = owned[rng.random_range(0..owned.len())].clone();
+                    put(&table, &row, &token).await;
+                } else {
+                    let row = owned.swap_remove(rng.random_range(0..owned.len()));
+                    emit(&format!("BEGIN D {row}"));
+                    table
+                        .delete(Delete::new(&row))
+                        .await
+                        .unwrap_or_else(|e| child_fail(&format!("delete {row}: {e}")));
+                    emit(&format!("ACK D {row}"));
+                }
+            }
+        }));
+    }
+    for t in tasks {
+        if t.await.is_err() {
+            child_fail("writer task panicked");
+        }
+    }
+}
+
+async fn put(table: &basalt::Table, row: &str, token: &str) {
+    emit(&format!("BEGIN P {row} {token}"));
+    table
+        .put(Put::new(row).add_column(FAMILY, QUALIFIER, value_for(token)))
+        .await
+        .unwrap_or_else(|e| child_fail(&format!("put {row}: {e}")));
+    emit(&format!("ACK P {row} {token}"));
+}
+
+// ---------------------------------------------------------------------------------------
+// The parent: kills, recovers, checks.
+// ---------------------------------------------------------------------------------------
+
+/// A row's state: absent (never written or deleted) or holding the value of a token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum State {
+    Absent,
+    Value(String),
+}
+
+/// What the parent knows: for every row ever named by the child, the states it may be in.
+/// The first entry is the last acknowledged state (or `Absent` for a new row); later entries
+/// are operations that began after it and were not acknowledged before the kill.
+#[derive(Default)]
+struct Model {
+    rows: BTreeMap<String, Vec<State>>,
+    /// Rows named since the last check.
+    touched: BTreeSet<String>,
+    acks: u64,
+    unacked: u64,
+}
+
+impl Model {
+    fn apply(&mut self, line: &str) {
+        let mut parts = line.split(' ');
+        let (Some(phase), Some(op), Some(row)) = (parts.next(), parts.next(), parts.next()) else {
+            return; // libtest's own output
+        };
+        let state = match (op, parts.next()) {
+            ("P", Some(token)) => State::Value(token.to_string()),
+            ("D", None) => State::Absent,
+            _ => return,
+        };
+        let possible = self
+            .rows
+            .entry(row.to_string())
+            .or_insert_with(|| vec![State::Absent]);
+        match phase {
+            "BEGIN" => possible.push(state),
+            "ACK" => {
+                assert_eq!(
+                    possible.last(),
+                    Some(&state),
+                    "row {row}: ACK without a matching BEGIN"
+                );
+                *possible = vec![state];
+                self.acks += 1;
+            }
+            _ => return,
+        }
+        self.touched.insert(row.to_string());
+    }
+}
+
+fn state_of(row: &str, r: &basalt::client::RowResult) -> State {
+    if r.is_empty() {
+        return State::Absent;
+    }
+    assert_eq!(r.cells.len(), 1, "row {row}: expected one cell, got {r:?}");
+    let v = r
+        .value(FAMILY, QUALIFIER)
+        .unwrap_or_else(|| panic!("row {row}: cell in an unknown column: {r:?}"));
+    State::Value(token_of(row, v))
+}
+
+/// Opens the engine as the parent and checks it against the model; collapses every row's
+/// possibilities to the state found. Returns the number of rows present.
+async fn check(dir: &Path, model: &mut Model, rng: &mut StdRng, cycle: usize) -> usize {
+    let conn = Connection::open_with(config(dir))
+        .await
+        .unwrap_or_else(|e| panic!("cycle {cycle}: recovery failed: {e}"));
+    let name = TableName::parse(TABLE).unwrap();
+    let mut found: BTreeMap<String, State> = BTreeMap::new();
+    if conn.admin().table_exists(&name).await.unwrap() {
+        let table = conn.table(TABLE).unwrap();
+        let rows: Vec<_> = table
+            .scan(Scan::new())
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap_or_else(|e| panic!("cycle {cycle}: scan failed: {e}"));
+        for pair in rows.windows(2) {
+            assert!(
+                pair[0].row < pair[1].row,
+                "cycle {cycle}: scan out of order or duplicated: {:?} then {:?}",
+                pair[0].row,
+                pair[1].row
+            );
+        }
+        let mut reversed: Vec<_> = table
+            .scan(Scan::new().reversed(true))
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap_or_else(|e| panic!("cycle {cycle}: reverse scan failed: {e}"));
+        reversed.reverse();
+        assert!(
+            reversed == rows,
+            "cycle {cycle}: reverse scan differs from the forward scan"
+        );
+        for r in &rows {
+            let row = String::from_utf8(r.row.to_vec()).unwrap();
+            let state = state_of(&row, r);
+            found.insert(row, state);
+        }
+        // Point reads agree with the scan: every row named since the last check, and a
+        // sample of the older ones.
+        let mut to_get: Vec<String> = model.touched.iter().cloned().collect();
+        let older: Vec<&String> = model
+            .rows
+            .keys()
+            .filter(|r| !model.touched.contains(*r))
+            .collect();
+        for _ in 0..older.len().min(300) {
+            to_get.push(older[rng.random_range(0..older.len())].clone());
+        }
+        for row in &to_get {
+            let r = table
+                .get(Get::new(row))
+                .await
+                .unwrap_or_else(|e| panic!("cycle {cycle}: get {row} failed: {e}"));
+            let state = state_of(row, &r);
+            let from_scan = found.get(row).cloned().unwrap_or(State::Absent);
+            assert_eq!(
+                state, from_scan,
+                "cycle {cycle}: get and scan disagree on row {row}"
+            );
+        }
+    }
+    for row in found.keys() {
+        assert!(
+            model.rows.contains_key(row),
+            "cycle {cycle}: scan returned row {row}, which the child never wrote"
+        );
+    }
+    for (row, possible) in model.rows.iter_mut() {
+        let actual = found.get(row).cloned().unwrap_or(State::Absent);
+        assert!(
+            possible.contains(&actual),
+            "cycle {cycle}: row {row} is {actual:?}; last acknowledged state {:?}, \
+             unacknowledged operations after it {:?}",
+            possible[0],
+            &possible[1..]
+        );
+        *possible = vec![actual];
+    }
+    model.touched.clear();
+    // Close cleanly (flushing what was replayed) or just drop the engine, leaving the
+    // replayed edits to be replayed once more by the next child.
+    if rng.random_bool(0.5) {
+        conn.close()
+            .await
+            .unwrap_or_else(|e| panic!("cycle {cycle}: close failed: {e}"));
+    } else {
+        drop(conn);
+    }
+    let corrupt: Vec<_> = std::fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".corrupt"))
+        .collect();
+    assert!(
+        corrupt.is_empty(),
+        "cycle {cycle}: a kill only tears the newest WAL segment's tail, yet recovery moved \
+         segments aside: {corrupt:?}"
+    );
+    found.len()
+}
+
+/// Runs one child and kills it; returns every complete line it printed.
+fn run_child(dir: &Path, run: u64, seed: u64, early_kill: bool, rng: &mut StdRng) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args(["--exact", "child_writer", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, dir)
+        .env(RUN_ENV, run.to_string())
+        .env(SEED_ENV, seed.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the child test binary");
+    let started = Instant::now();
+    let stdout = child.stdout.take().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        let mut r = BufReader::with_capacity(1 << 16, stdout);
+        let mut buf = Vec::new();
+        loop {
+            buf.clear();
+            match r.read_until(b'\n', &mut buf) {
+                Ok(0) | Err(_) => break,
+                // A line cut by the kill has no newline: it was never complete, ignore it.
+                Ok(_) if buf.last() != Some(&b'\n') => break,
+                Ok(_) => {
+                    let line = String::from_utf8_lossy(&buf[..buf.len() - 1]).into_owned();
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+
+    let mut lines = Vec::new();
+    let mut ready = false;
+    if early_kill {
+        // Anywhere in process start, open, WAL replay, table creation or the first writes.
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
+    } else {
+        let deadline = started + Duration::from_secs(60);
+        while !ready {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) => {
+                    // libtest prints `test child_writer ... ` without a newline first.
+                    ready = line.ends_with("READY");
+                    lines.push(line);
+                }
+                Err(_) => break, // the child died or hung; the exit status check reports it
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(50..400)));
+    }
+    child.kill().expect("kill the child");
+    let status = child.wait().expect("wait for the child");
+    reader.join().unwrap();
+    let stderr = err_reader.join().unwrap();
+    lines.extend(rx.try_iter());
+    assert_eq!(
+        status.signal(),
+        Some(SIGKILL),
+        "run {run}: the child did not die by our SIGKILL ({status}); its stderr:\n{stderr}"
+    );
+    assert!(
+        early_kill || ready,
+        "run {run}: the child never became ready; its stderr:\n{stderr}"
+    );
+    lines
+}
+
+#[test]
+fn crash_recovery_cycles() {
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return; // never recurse from a child
+    }
+    let cycles: usize = std::env::var(CYCLES_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24);
+    let seed: u64 = std::env::var(SEED_ENV)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| rand::rng().random());
+    println!("crash test: {cycles} cycles, {SEED_ENV}={seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().to_path_buf();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+
+    let mut model = Model::default();
+    let (mut checks, mut early, mut rows) = (0, 0, 0);
+    let started = Instant::now();
+    for cycle in 0..cycles {
+        // The first and last cycles are ordinary; otherwise one in five kills early.
+        let early_kill = cycle > 0 && cycle + 1 < cycles && rng.random_bool(0.2);
+        let t0 = Instant::now();
+        let lines = run_child(&dir, cycle as u64, seed, early_kill, &mut rng);
+        let before = (model.acks, model.rows.len());
+        for line in &lines {
+            model.apply(line);
+        }
+        let begun = lines.iter().filter(|l| l.starts_with("BEGIN ")).count();
+        let acked = lines.iter().filter(|l| l.starts_with("ACK ")).count();
+        let pending = begun - acked;
+        model.unacked += pending as u64;
+        early += usize::from(early_kill);
+        // Check after most cycles; sometimes let the next child recover from the crash.
+        let do_check = cycle + 1 == cycles || rng.random_bool(0.75);
+        let note = if do_check {
+            checks += 1;
+            rows = rt.block_on(check(&dir, &mut model, &mut rng, cycle));
+            "checked"
+        } else {
+            "not checked"
+        };
+        println!(
+            "cycle {cycle:>2}: {} acks, {} new rows, early kill {early_kill}, {pending} \
+             unacknowledged ops, {note}, {rows} rows, {:?}",
+            model.acks - before.0,
+            model.rows.len() - before.1,
+            t0.elapsed()
+        );
+    }
+    let files = std::fs::read_dir(dir.join("data")).unwrap().count();
+    println!(
+        "crash test: {cycles} cycles ({early} early kills, {checks} checks), {} acknowledged \
+         operations, {} unacknowledged, {} rows named, {rows} rows present, {files} store \
+         files, {:?}",
+        model.acks,
+        model.unacked,
+        model.rows.len(),
+        started.elapsed()
+    );
+    assert!(model.acks > 0, "the children acknowledged nothing");
+}
