@@ -101,6 +101,15 @@ impl Default for CatalogState {
     }
 }
 
+impl CatalogState {
+    /// The entry of table `key` (`ns:name`), or [`Error::TableNotFound`].
+    pub fn table_mut(&mut self, key: &str) -> Result<&mut TableEntry> {
+        self.tables
+            .get_mut(key)
+            .ok_or_else(|| Error::TableNotFound(key.to_string()))
+    }
+}
+
 /// The persisted catalog.
 #[derive(Debug)]
 pub struct Catalog {

@@ -180,12 +180,7 @@ impl Engine {
     /// Disables a table: flushes it, then refuses reads and writes until enabled.
     pub async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
-        if !t.enabled.load(Ordering::Acquire) {
-            return Err(Error::TableState {
-                table: name.to_string(),
-                expected: "enabled",
-            });
-        }
+        require_enabled(&t, true)?;
         self.flush_table(name).await?;
         self.set_enabled(&t, false)
     }
@@ -193,22 +188,14 @@ impl Engine {
     /// Enables a disabled table.
     pub fn enable_table(&self, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
-        if t.enabled.load(Ordering::Acquire) {
-            return Err(Error::TableState {
-                table: name.to_string(),
-                expected: "disabled",
-            });
-        }
+        require_enabled(&t, false)?;
         self.set_enabled(&t, true)
     }
 
     fn set_enabled(&self, t: &TableState, enabled: bool) -> Result<()> {
         let key = t.name.to_string();
         self.catalog.update(|s| {
-            let e = s
-                .tables
-                .get_mut(&key)
-                .ok_or_else(|| Error::TableNotFound(key.clone()))?;
+            let e = s.table_mut(&key)?;
             e.enabled = enabled;
             Ok(())
         })?;
@@ -219,12 +206,7 @@ impl Engine {
     /// Deletes a disabled table and its files.
     pub fn delete_table(&self, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
-        if t.enabled.load(Ordering::Acquire) {
-            return Err(Error::TableState {
-                table: name.to_string(),
-                expected: "disabled",
-            });
-        }
+        require_enabled(&t, false)?;
         let key = name.to_string();
         let removed = self.catalog.update(|s| {
             s.tables
@@ -307,10 +289,7 @@ impl Engine {
         let key = name.to_string();
         let fam = Bytes::copy_from_slice(family);
         let dropped = self.catalog.update(|s| {
-            let e = s
-                .tables
-                .get_mut(&key)
-                .ok_or_else(|| Error::TableNotFound(key.clone()))?;
+            let e = s.table_mut(&key)?;
             e.descriptor = desc.clone();
             let mut dropped = Vec::new();
             for r in &mut e.regions {
@@ -336,10 +315,7 @@ impl Engine {
         desc.validate()?;
         let key = t.name.to_string();
         self.catalog.update(|s| {
-            let e = s
-                .tables
-                .get_mut(&key)
-                .ok_or_else(|| Error::TableNotFound(key.clone()))?;
+            let e = s.table_mut(&key)?;
             e.descriptor = desc.clone();
             Ok(())
         })?;
@@ -353,4 +329,15 @@ impl Engine {
         let regions: Vec<Arc<Region>> = t.regions.read().clone();
         Ok(regions.iter().map(|r| r.info()).collect())
     }
+}
+
+/// Fails with [`Error::TableState`] unless the table's enabled flag is `enabled`.
+fn require_enabled(t: &TableState, enabled: bool) -> Result<()> {
+    if t.enabled.load(Ordering::Acquire) == enabled {
+        return Ok(());
+    }
+    Err(Error::TableState {
+        table: t.name.to_string(),
+        expected: if enabled { "enabled" } else { "disabled" },
+    })
 }
