@@ -141,7 +141,14 @@ impl RegionScanner {
         };
         let mut fams = Vec::with_capacity(stores.len());
         for (store, columns) in stores {
-            let mut iter = store.merged(start.as_ref(), reverse);
+            // A range of exactly one row is a point read: bloom filters may skip files.
+            let point = match (&range.lo, &range.hi) {
+                (Bound::Included(a), Bound::Included(b)) if a == b => {
+                    Some((a.as_ref(), columns.as_ref()))
+                }
+                _ => None,
+            };
+            let mut iter = store.merged(start.as_ref(), reverse, point);
             let peeked = iter.next().transpose()?;
             fams.push(FamilyScan {
                 family: store.family.clone(),

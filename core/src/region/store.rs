@@ -5,13 +5,15 @@
 //! snapshot or in the file, possibly both for an instant, which the merge deduplicates).
 
 use crate::cell::{StoreCell, StoreKey};
-use crate::schema::ColumnFamilyDescriptor;
+use crate::schema::{BloomType, ColumnFamilyDescriptor};
 use crate::storage::matcher::FamilyRules;
 use crate::storage::memstore::MemStore;
 use crate::storage::merge::{CellSource, MergeIter};
 use crate::storage::storefile::StoreFileReader;
 use bytes::Bytes;
 use parking_lot::RwLock;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// The mutable part of a store.
@@ -33,6 +35,21 @@ pub struct Store {
     descriptor: RwLock<ColumnFamilyDescriptor>,
     /// MemStores and files.
     pub state: RwLock<StoreState>,
+    /// Store files a point read skipped because their bloom filter ruled the row out.
+    pub bloom_skips: AtomicU64,
+}
+
+/// False when `f`'s bloom filter proves that `row` (with any of `columns`, for a ROWCOL
+/// filter) is not in the file.
+fn may_contain(f: &StoreFileReader, row: &[u8], columns: Option<&BTreeSet<Bytes>>) -> bool {
+    match f.bloom_kind() {
+        BloomType::None => true,
+        BloomType::Row => f.may_contain_row(row),
+        BloomType::RowCol => match columns {
+            Some(cols) if !cols.is_empty() => cols.iter().any(|q| f.may_contain_row_col(row, q)),
+            _ => true,
+        },
+    }
 }
 
 /// Returns the family name as a `Bytes` over a process-wide interned copy, so that the
@@ -66,6 +83,7 @@ impl Store {
                 snapshot: None,
                 files,
             }),
+            bloom_skips: AtomicU64::new(0),
         }
     }
 
@@ -107,8 +125,15 @@ impl Store {
     }
 
     /// A merged, sorted view of every cell from `start` on (or down from it when `reverse`).
-    /// `start = None` means from the first cell (forward) or the last (reverse).
-    pub fn merged(&self, start: Option<&StoreKey>, reverse: bool) -> MergeIter {
+    /// `start = None` means from the first cell (forward) or the last (reverse). A point
+    /// read of one row passes `point`: the row and, optionally, the only qualifiers wanted;
+    /// files whose bloom filter rules them out are skipped and counted.
+    pub fn merged(
+        &self,
+        start: Option<&StoreKey>,
+        reverse: bool,
+        point: Option<(&[u8], Option<&BTreeSet<Bytes>>)>,
+    ) -> MergeIter {
         let s = self.state.read();
         let mut sources: Vec<CellSource> = Vec::with_capacity(2 + s.files.len());
         let mems = std::iter::once(&s.active).chain(s.snapshot.iter());
@@ -123,6 +148,12 @@ impl Store {
             }
         }
         for f in &s.files {
+            if let Some((row, columns)) = point {
+                if !may_contain(f, row, columns) {
+                    self.bloom_skips.fetch_add(1, AtomicOrdering::Relaxed);
+                    continue;
+                }
+            }
             if reverse {
                 sources.push(Box::new(f.scan_rev_from(start)));
             } else {

@@ -87,6 +87,8 @@ impl Engine {
                 WriterOptions {
                     block_size: d.block_size as usize,
                     compression: d.compression,
+                    bloom: d.bloom,
+                    ..Default::default()
                 },
             ));
         }

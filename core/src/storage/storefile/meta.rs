@@ -1,4 +1,4 @@
-//! The file's metadata: the block index, the file-info block and the fixed 48-byte trailer.
+//! The file's metadata: the block index, the file-info block and the fixed 60-byte trailer.
 //!
 //! Encoders are used by the writer, decoders by the reader at open. Decoders only check that
 //! each structure is well formed on its own; cross-checks between them (contiguity, entry
@@ -12,9 +12,9 @@ use bytes::Bytes;
 /// The trailer's magic bytes.
 pub(crate) const MAGIC: &[u8; 8] = b"BSLTSF01";
 /// The format version this code writes and reads.
-pub(crate) const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// The trailer's size in bytes.
-pub(crate) const TRAILER_LEN: usize = 48;
+pub(crate) const TRAILER_LEN: usize = 60;
 
 /// The smallest possible encoded index entry: empty row and qualifier, one-byte varints.
 const MIN_INDEX_ENTRY: usize = 1 + 1 + 8 + 1 + 1 + 8 + 4;
@@ -114,11 +114,14 @@ pub(crate) struct Trailer {
     pub index_len: u32,
     pub info_offset: u64,
     pub info_len: u32,
+    /// 0 (with `bloom_len` 0) when the file has no bloom block.
+    pub bloom_offset: u64,
+    pub bloom_len: u32,
     pub entry_count: u64,
 }
 
 impl Trailer {
-    /// The trailer's 48 bytes.
+    /// The trailer's 60 bytes.
     pub(crate) fn encode(&self) -> [u8; TRAILER_LEN] {
         let mut out = Vec::with_capacity(TRAILER_LEN);
         out.extend_from_slice(MAGIC);
@@ -127,6 +130,8 @@ impl Trailer {
         out.extend_from_slice(&self.index_len.to_be_bytes());
         out.extend_from_slice(&self.info_offset.to_be_bytes());
         out.extend_from_slice(&self.info_len.to_be_bytes());
+        out.extend_from_slice(&self.bloom_offset.to_be_bytes());
+        out.extend_from_slice(&self.bloom_len.to_be_bytes());
         out.extend_from_slice(&self.entry_count.to_be_bytes());
         let crc = crc32fast::hash(&out);
         out.extend_from_slice(&crc.to_be_bytes());
@@ -160,6 +165,8 @@ impl Trailer {
             index_len: c.u32()?,
             info_offset: c.u64()?,
             info_len: c.u32()?,
+            bloom_offset: c.u64()?,
+            bloom_len: c.u32()?,
             entry_count: c.u64()?,
         })
     }
@@ -170,12 +177,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn trailer_round_trips_and_is_48_bytes() {
+    fn trailer_round_trips_and_is_60_bytes() {
         let t = Trailer {
             index_offset: 1,
             index_len: 2,
             info_offset: 3,
             info_len: 4,
+            bloom_offset: 6,
+            bloom_len: 7,
             entry_count: 5,
         };
         let bytes = t.encode();

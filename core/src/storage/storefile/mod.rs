@@ -29,18 +29,20 @@
 //!
 //! ```text
 //! offset 0
-//! | data block 0 | data block 1 | ... | data block n-1 | index block | file-info block | trailer |
-//!                                                                                      48 bytes
+//! | data block 0 | ... | data block n-1 | index block | file-info block | [bloom block] | trailer |
+//!                                                                                     60 bytes
 //! ```
 //!
 //! Blocks are contiguous: data block 0 starts at offset 0, each block starts where the
 //! previous one ends, the index block directly follows the last data block, the file-info
-//! block directly follows the index block and the trailer occupies the last 48 bytes. A
-//! file with no cells has no data block (the index is then empty).
+//! block directly follows the index block, the bloom block (if any) directly follows the
+//! file-info block and the trailer occupies the last 60 bytes. A file with no cells has no
+//! data block (the index is then empty) and no bloom block; a file written with
+//! [`BloomType::None`] has no bloom block.
 //!
 //! # Block framing
 //!
-//! Every block (data, index, file info) is framed the same way on disk:
+//! Every block (data, index, file info, bloom) is framed the same way on disk:
 //!
 //! | offset  | size | field                                                          |
 //! |---------|------|----------------------------------------------------------------|
@@ -105,25 +107,63 @@
 //! Nothing follows. The writer stores the file-info block uncompressed (code 0). The file
 //! size is not stored: the reader takes it from the file system.
 //!
-//! # Trailer (the last 48 bytes)
+//! # Bloom block payload
+//!
+//! A bloom filter over the file's distinct rows (kind 1, ROW) or distinct (row, qualifier)
+//! pairs (kind 2, ROWCOL), for every cell type (delete markers included). The writer stores
+//! the bloom block uncompressed (code 0); a reader accepts any compression code.
+//!
+//! | offset | size    | field                                                        |
+//! |--------|---------|--------------------------------------------------------------|
+//! | 0      | 1       | kind: 1 ROW, 2 ROWCOL (0, "none", is never written: a file without a filter has no bloom block; any other value is corruption) |
+//! | 1      | 1       | number of probes `k`, 1 ..= 30                               |
+//! | 2      | 4       | hash id, u32 BE: 1 (the only one defined, below)             |
+//! | 6      | 8       | number of bits `m`, u64 BE: a multiple of 8, at least 64, at most `(MAX_BLOCK_LEN - 14) * 8` |
+//! | 14     | `m / 8` | the bit array: bit `i` is bit `i % 8` (mask `1 << (i % 8)`) of byte `i / 8` |
+//!
+//! Nothing follows the bit array. Hash id 1:
+//!
+//! * The key hash `h` is XXH3-64 with seed 0 (the fixed XXH3 specification, as computed
+//!   by the `xxhash-rust` crate's `xxh3_64`) of: for ROW, the row bytes; for ROWCOL, the
+//!   row length as u64 BE, then the row bytes, then the qualifier bytes (so that
+//!   (`ab`, `c`) and (`a`, `bc`) differ).
+//! * The probe stride is `s = fmix64(h) | 1`, where `fmix64` is MurmurHash3's 64-bit
+//!   finalizer: `x ^= x >> 33; x *= 0xff51afd7ed558ccd; x ^= x >> 33;
+//!   x *= 0xc4ceb9fe1a85ec53; x ^= x >> 33` (multiplications modulo 2^64).
+//! * The key sets (and a query tests) the `k` bits `((h + i * s) mod 2^64) mod m` for
+//!   `i = 0 .. k-1` (Kirsch-Mitzenmacher double hashing). A key may be in the file only if
+//!   all `k` bits are set.
+//!
+//! Sizing (writer's choice, not checked by a reader): for `n` distinct keys and target
+//! false-positive rate `p`, `m = ceil(-n ln p / (ln 2)^2)` rounded up to a multiple of 8,
+//! at least 64 (and at most the maximum above), and `k = round(m / n * ln 2)` clamped to
+//! 1 ..= 30. A ROWCOL filter answers only row + column queries, never row-only ones.
+//!
+//! # Trailer (the last 60 bytes)
 //!
 //! | offset | size | field                                              |
 //! |--------|------|----------------------------------------------------|
 //! | 0      | 8    | magic `BSLTSF01` (ASCII)                           |
-//! | 8      | 4    | format version, u32 BE, = 1                        |
+//! | 8      | 4    | format version, u32 BE, = 2                        |
 //! | 12     | 8    | index block offset, u64 BE                         |
 //! | 20     | 4    | index block framed length, u32 BE                  |
 //! | 24     | 8    | file-info block offset, u64 BE                     |
 //! | 32     | 4    | file-info block framed length, u32 BE              |
-//! | 36     | 8    | number of cells, u64 BE                            |
-//! | 44     | 4    | CRC-32 of trailer bytes `0 .. 44`, u32 BE          |
+//! | 36     | 8    | bloom block offset, u64 BE (0 if there is no bloom block) |
+//! | 44     | 4    | bloom block framed length, u32 BE (0 if there is no bloom block) |
+//! | 48     | 8    | number of cells, u64 BE                            |
+//! | 56     | 4    | CRC-32 of trailer bytes `0 .. 56`, u32 BE          |
+//!
+//! Version 1 (no bloom block, 48-byte trailer) was never released and is not readable.
 //!
 //! # Validation
 //!
-//! On open the reader checks the trailer (length, magic, version, CRC), that the index and
-//! file-info blocks are contiguous and end at the trailer, both blocks' framing and CRC, that
-//! the index entries tile `0 .. index offset` exactly with strictly ascending keys, and that
-//! the file info agrees with the trailer and the index. A data block is checked (framing,
+//! On open the reader checks the trailer (length, magic, version, CRC), that the index,
+//! file-info and bloom blocks are contiguous and end at the trailer (bloom offset and
+//! length both 0 when absent), the blocks' framing and CRC, that the index entries tile
+//! `0 .. index offset` exactly with strictly ascending keys, that the file info agrees with
+//! the trailer and the index, that a bloom block appears only in a non-empty file, and the
+//! bloom payload (kind, `k`, hash id, `m`, and that exactly `m / 8` bytes of bits follow). A data block is checked (framing,
 //! CRC, every entry, first key) when it is read. Any failure is an [`Error::Corruption`]
 //! naming the file and the offset of the block (or trailer) at fault; no length read from
 //! the file is used to allocate before it is checked against the file size or
@@ -131,15 +171,17 @@
 //!
 //! # Reading
 //!
-//! A reader keeps the index in memory and binary-searches it (mostly over compact `u64`
-//! row "heads", see `search.rs`) to find the block of a key; the block comes from the shared
+//! A reader keeps the index and the bloom bits in memory. It binary-searches the index
+//! (mostly over compact `u64` row "heads", see `search.rs`) to find the block of a key; the block comes from the shared
 //! [`BlockCache`] or is read with one positioned read, verified, decompressed and decoded
 //! once, then searched the same way. Scanners hold one decoded block at a time and return
-//! cells whose `Bytes` are zero-copy slices of it.
+//! cells whose `Bytes` are zero-copy slices of it. `may_contain_row` and
+//! `may_contain_row_col` answer from the bloom bits alone (no I/O).
 //!
 //! [`Error::Corruption`]: crate::error::Error::Corruption
 
 mod block;
+mod bloom;
 mod cache;
 mod codec;
 mod data;
@@ -160,7 +202,7 @@ pub use writer::StoreFileWriter;
 #[cfg(doc)]
 use crate::cell::CellType;
 use crate::cell::StoreKey;
-use crate::schema::Compression;
+use crate::schema::{BloomType, Compression};
 
 /// The largest payload or stored length of one block (1 GiB); anything larger is corruption.
 pub const MAX_BLOCK_LEN: usize = 1 << 30;
@@ -168,13 +210,20 @@ pub const MAX_BLOCK_LEN: usize = 1 << 30;
 /// The default data block size (64 KiB, HBase's default).
 pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;
 
-/// How a [`StoreFileWriter`] lays out data blocks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The default bloom false-positive rate (1 %, HBase's default).
+pub const DEFAULT_BLOOM_FP_RATE: f64 = 0.01;
+
+/// How a [`StoreFileWriter`] lays out data blocks and its bloom filter.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct WriterOptions {
     /// Target payload size of a data block, in bytes, before compression (at least 1).
     pub block_size: usize,
     /// Compression of data and index blocks.
     pub compression: Compression,
+    /// The bloom filter to build (default [`BloomType::Row`]).
+    pub bloom: BloomType,
+    /// Target false-positive rate of the bloom filter, in `(0, 1)` (default 0.01).
+    pub bloom_fp_rate: f64,
 }
 
 impl Default for WriterOptions {
@@ -182,6 +231,8 @@ impl Default for WriterOptions {
         WriterOptions {
             block_size: DEFAULT_BLOCK_SIZE,
             compression: Compression::None,
+            bloom: BloomType::Row,
+            bloom_fp_rate: DEFAULT_BLOOM_FP_RATE,
         }
     }
 }

@@ -2,11 +2,13 @@
 //!
 //! Invariants: after [`StoreFileReader::open`] the trailer, index and file info have been
 //! checked and agree with each other and with the file size, so every index entry names a
-//! byte range inside the data section. Blocks are read with positioned reads (`read_at`),
+//! byte range inside the data section, and the bloom filter (if any) is checked and in
+//! memory. Blocks are read with positioned reads (`read_at`),
 //! so a reader holds no seek position and is shared freely between threads. Each data block
 //! is verified and decoded once per cache residency.
 
 use super::block::{unframe, FRAME_OVERHEAD};
+use super::bloom::{self, Bloom};
 use super::cache::BlockCache;
 use super::codec::Dec;
 use super::data::DataBlock;
@@ -16,6 +18,7 @@ use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
 use crate::cell::StoreKey;
 use crate::error::{Error, Result};
+use crate::schema::BloomType;
 use bytes::Bytes;
 use std::cmp::Ordering;
 use std::convert::Infallible;
@@ -35,6 +38,8 @@ pub struct StoreFileReader {
     /// The row prefix shared by every block's first key, and each one's head after it.
     index_prefix: Bytes,
     index_heads: Vec<u64>,
+    /// The file's bloom filter, loaded at open.
+    bloom: Option<Bloom>,
     cache: Option<Arc<BlockCache>>,
 }
 
@@ -66,6 +71,17 @@ impl StoreFileReader {
         info.file_size = file_size;
         check_info(&info, &trailer, &index).map_err(bad(at))?;
 
+        let bloom = if trailer.bloom_len == 0 {
+            None
+        } else {
+            let at = trailer.bloom_offset;
+            if info.entry_count == 0 {
+                return Err(Error::corruption(path, at, "bloom block in an empty file"));
+            }
+            let bloom_buf = read_block(&file, path, at, trailer.bloom_len)?;
+            Some(Bloom::decode(&bloom_buf).map_err(bad(at))?)
+        };
+
         let (index_prefix, index_heads) = index_heads(&index);
         Ok(Arc::new(StoreFileReader {
             path: path.to_path_buf(),
@@ -75,6 +91,7 @@ impl StoreFileReader {
             index,
             index_prefix,
             index_heads,
+            bloom,
             cache,
         }))
     }
@@ -92,6 +109,31 @@ impl StoreFileReader {
     /// The engine-wide id this reader was opened with.
     pub fn file_id(&self) -> u64 {
         self.file_id
+    }
+
+    /// The file's bloom filter type ([`BloomType::None`] if it has none).
+    pub fn bloom_kind(&self) -> BloomType {
+        self.bloom.as_ref().map_or(BloomType::None, Bloom::kind)
+    }
+
+    /// False only if the file certainly holds no cell of `row`. Always true unless the file
+    /// has a ROW bloom filter (a ROWCOL filter does not answer row-only queries).
+    pub fn may_contain_row(&self, row: &[u8]) -> bool {
+        match &self.bloom {
+            Some(b) if b.kind() == BloomType::Row => b.may_contain(bloom::row_hash(row)),
+            _ => true,
+        }
+    }
+
+    /// False only if the file certainly holds no cell of column `qualifier` in `row`. Always
+    /// true unless the file has a ROWCOL bloom filter.
+    pub fn may_contain_row_col(&self, row: &[u8], qualifier: &[u8]) -> bool {
+        match &self.bloom {
+            Some(b) if b.kind() == BloomType::RowCol => {
+                b.may_contain(bloom::row_col_hash(row, qualifier))
+            }
+            _ => true,
+        }
     }
 
     /// The number of data blocks.
@@ -203,14 +245,22 @@ fn read_block(file: &File, path: &Path, offset: u64, len: u32) -> Result<Bytes> 
     unframe(raw).map_err(|r| Error::corruption(path, offset, r))
 }
 
-/// Index and file-info blocks must sit back to back right before the trailer.
+/// Index, file-info and (if present) bloom blocks must sit back to back right before the
+/// trailer; an absent bloom block has offset and length 0.
 fn check_layout(t: &Trailer, trailer_offset: u64) -> Dec<()> {
     let info_end = t.info_offset.checked_add(u64::from(t.info_len));
     let index_end = t.index_offset.checked_add(u64::from(t.index_len));
-    if info_end != Some(trailer_offset) || index_end != Some(t.info_offset) {
+    let bloom_ok = if t.bloom_len == 0 {
+        t.bloom_offset == 0 && info_end == Some(trailer_offset)
+    } else {
+        info_end == Some(t.bloom_offset)
+            && t.bloom_offset.checked_add(u64::from(t.bloom_len)) == Some(trailer_offset)
+    };
+    if !bloom_ok || index_end != Some(t.info_offset) {
         return Err(format!(
-            "index ({}+{}) and file info ({}+{}) do not end at the trailer ({trailer_offset})",
-            t.index_offset, t.index_len, t.info_offset, t.info_len
+            "index ({}+{}), file info ({}+{}) and bloom ({}+{}) do not end at the trailer \
+             ({trailer_offset})",
+            t.index_offset, t.index_len, t.info_offset, t.info_len, t.bloom_offset, t.bloom_len
         )
         .into());
     }
@@ -264,6 +314,7 @@ impl std::fmt::Debug for StoreFileReader {
             .field("file_id", &self.file_id)
             .field("blocks", &self.index.len())
             .field("info", &self.info)
+            .field("bloom", &self.bloom_kind())
             .finish()
     }
 }

@@ -7,12 +7,13 @@
 //! later call fails and nothing is ever renamed into place.
 
 use super::block::Framer;
+use super::bloom;
 use super::codec::{entry_len, put_entry};
 use super::meta::{encode_index, encode_info, IndexEntry, Trailer};
 use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN};
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::{Error, Result};
-use crate::schema::Compression;
+use crate::schema::{BloomType, Compression};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -33,6 +34,8 @@ pub struct StoreFileWriter {
     framed: Vec<u8>,
     index: Vec<IndexEntry>,
     info: FileInfo,
+    /// One bloom hash per distinct row (or row + qualifier) so far; empty without a bloom.
+    bloom_hashes: Vec<u64>,
     failed: bool,
     renamed: bool,
 }
@@ -45,6 +48,12 @@ impl StoreFileWriter {
             return Err(Error::bad_argument(
                 "store file block size must be at least 1",
             ));
+        }
+        let p = opts.bloom_fp_rate;
+        if opts.bloom != BloomType::None && !(p > 0.0 && p < 1.0) {
+            return Err(Error::bad_argument(format!(
+                "bloom false-positive rate must be in (0, 1), got {p}"
+            )));
         }
         let name = path
             .file_name()
@@ -74,6 +83,7 @@ impl StoreFileWriter {
                 entry_count: 0,
                 file_size: 0,
             },
+            bloom_hashes: Vec::new(),
             failed: false,
             renamed: false,
         })
@@ -106,6 +116,22 @@ impl StoreFileWriter {
             self.block_first = Some(cell.key.clone());
         }
         put_entry(&mut self.block, cell);
+        // Keys are sorted, so a row (or row + qualifier) is new iff it differs from the last.
+        let last = self.info.last_key.as_ref();
+        match self.opts.bloom {
+            BloomType::None => {}
+            BloomType::Row => {
+                if last.is_none_or(|l| l.row != cell.key.row) {
+                    self.bloom_hashes.push(bloom::row_hash(&cell.key.row));
+                }
+            }
+            BloomType::RowCol => {
+                if last.is_none_or(|l| l.row != cell.key.row || l.qualifier != cell.key.qualifier) {
+                    let h = bloom::row_col_hash(&cell.key.row, &cell.key.qualifier);
+                    self.bloom_hashes.push(h);
+                }
+            }
+        }
         let info = &mut self.info;
         if info.first_key.is_none() {
             info.first_key = Some(cell.key.clone());
@@ -131,8 +157,8 @@ impl StoreFileWriter {
         self.offset + self.block.len() as u64
     }
 
-    /// Writes index, file info and trailer, fsyncs, renames to the final path and fsyncs the
-    /// directory. Returns what the file holds.
+    /// Writes index, file info, bloom filter and trailer, fsyncs, renames to the final path
+    /// and fsyncs the directory. Returns what the file holds.
     pub fn finish(mut self) -> Result<FileInfo> {
         self.check_usable()?;
         self.guard(Self::finish_inner)
@@ -148,11 +174,21 @@ impl StoreFileWriter {
         payload.clear();
         encode_info(&self.info, &mut payload);
         let info_len = self.write_block(&payload, Compression::None)?;
+        let (mut bloom_offset, mut bloom_len) = (0, 0);
+        if self.opts.bloom != BloomType::None && !self.bloom_hashes.is_empty() {
+            let (kind, p) = (self.opts.bloom, self.opts.bloom_fp_rate);
+            bloom::encode(kind, &self.bloom_hashes, p, &mut payload);
+            self.bloom_hashes = Vec::new();
+            bloom_offset = self.offset;
+            bloom_len = self.write_block(&payload, Compression::None)?;
+        }
         let trailer = Trailer {
             index_offset,
             index_len,
             info_offset,
             info_len,
+            bloom_offset,
+            bloom_len,
             entry_count: self.info.entry_count,
         };
         self.out.write_all(&trailer.encode())?;

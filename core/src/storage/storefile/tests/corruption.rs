@@ -102,9 +102,9 @@ fn every_truncation_is_detected_at_open() {
     }
 }
 
-/// The framed blocks of a file, as `(offset, framed length)`, data, index and info.
+/// The framed blocks of a file, as `(offset, framed length)`: data, index, info, bloom.
 fn blocks(file: &[u8]) -> Vec<(usize, usize)> {
-    let trailer = file.len() - 48;
+    let trailer = file.len() - super::super::meta::TRAILER_LEN;
     let mut out = Vec::new();
     let mut at = 0;
     while at < trailer {

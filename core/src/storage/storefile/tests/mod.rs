@@ -1,8 +1,10 @@
 //! Tests of the store-file format: model-based round trips, edge cases and corruption.
 //!
 //! `model` checks scans against a `BTreeMap<StoreKey, Bytes>`; `corruption` flips and cuts
-//! bytes and checks that every failure is a corruption error naming the file.
+//! bytes and checks that every failure is a corruption error naming the file; `bloom` checks
+//! the bloom filters.
 
+mod bloom;
 mod corruption;
 mod model;
 
@@ -60,6 +62,7 @@ fn write(path: &Path, model: &Model, block_size: usize, compression: Compression
     let opts = WriterOptions {
         block_size,
         compression,
+        ..Default::default()
     };
     let mut w = StoreFileWriter::create(path, opts)?;
     for (k, v) in model {

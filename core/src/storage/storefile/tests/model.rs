@@ -137,6 +137,7 @@ fn empty_file_scans_empty() {
             WriterOptions {
                 block_size: 64,
                 compression: c,
+                ..Default::default()
             },
         )
         .unwrap();
@@ -179,6 +180,7 @@ fn zero_block_size_is_rejected() {
     let opts = WriterOptions {
         block_size: 0,
         compression: Compression::None,
+        ..Default::default()
     };
     assert!(matches!(
         StoreFileWriter::create(&path, opts),
