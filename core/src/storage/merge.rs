@@ -45,6 +45,19 @@ impl Ord for Head {
     }
 }
 
+/// Key equality, cheapest fields first: neighbouring cells usually share their row (and often
+/// their write's sequence id and timestamp) and differ in the qualifier.
+#[inline]
+fn same_key(a: &crate::cell::StoreKey, b: &crate::cell::StoreKey) -> bool {
+    a.seq == b.seq
+        && a.ts == b.ts
+        && a.kind == b.kind
+        && a.qualifier.len() == b.qualifier.len()
+        && a.row.len() == b.row.len()
+        && a.qualifier == b.qualifier
+        && a.row == b.row
+}
+
 /// Merges many sorted sources.
 ///
 /// The head that comes next is kept outside the heap (`cur`): when one source supplies a run
@@ -130,7 +143,7 @@ impl Iterator for MergeIter {
         while self
             .cur
             .as_ref()
-            .is_some_and(|c| c.cell.key == head.cell.key)
+            .is_some_and(|c| same_key(&c.cell.key, &head.cell.key))
         {
             if let Some(dup) = self.cur.take() {
                 self.refill_from(dup.src);
