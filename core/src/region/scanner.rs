@@ -95,6 +95,31 @@ pub fn row_successor(row: &[u8]) -> Bytes {
     Bytes::from(v)
 }
 
+/// The cells of one row, pulled off a family's merge as the matcher asks for them. An error
+/// from the merge ends the row and is left in `err`.
+struct RowCells<'a> {
+    iter: &'a mut MergeIter,
+    peeked: &'a mut Option<StoreCell>,
+    row: &'a Bytes,
+    err: &'a mut Option<crate::error::Error>,
+}
+
+impl Iterator for RowCells<'_> {
+    type Item = StoreCell;
+
+    fn next(&mut self) -> Option<StoreCell> {
+        if !self.peeked.as_ref().is_some_and(|c| c.key.row == *self.row) {
+            return None;
+        }
+        let cell = self.peeked.take();
+        match self.iter.next().transpose() {
+            Ok(next) => *self.peeked = next,
+            Err(e) => *self.err = Some(e),
+        }
+        cell
+    }
+}
+
 /// One family's part of a scan.
 pub struct FamilyScan {
     family: Bytes,
@@ -191,32 +216,57 @@ impl RegionScanner {
             let in_range = self.range.contains(&row);
             let mut cells = Vec::with_capacity(self.cells_hint);
             for f in &mut self.fams {
+                let FamilyScan {
+                    family,
+                    rules,
+                    columns,
+                    iter,
+                    peeked,
+                } = f;
+                let emit = |c: StoreCell| {
+                    cells.push(Cell {
+                        row: c.key.row,
+                        family: family.clone(),
+                        qualifier: c.key.qualifier,
+                        timestamp: c.key.ts,
+                        value: c.value,
+                    })
+                };
+                if in_range && !self.reverse {
+                    // Forward: the matcher reads the row's cells straight off the merge.
+                    let mut err = None;
+                    let stream = RowCells {
+                        iter,
+                        peeked,
+                        row: &row,
+                        err: &mut err,
+                    };
+                    match_row_into(stream, rules, &self.spec, columns.as_ref(), emit);
+                    if let Some(e) = err {
+                        return Err(e);
+                    }
+                    // The matcher may stop early only at the end of the row's cells.
+                    while peeked.as_ref().is_some_and(|c| c.key.row == row) {
+                        *peeked = iter.next().transpose()?;
+                    }
+                    continue;
+                }
+                // Reverse (cells arrive newest key first) or out of range: collect the row.
                 let mut row_cells = std::mem::take(&mut self.row_buf);
-                while f.peeked.as_ref().is_some_and(|c| c.key.row == row) {
-                    if let Some(c) = f.peeked.take() {
+                while peeked.as_ref().is_some_and(|c| c.key.row == row) {
+                    if let Some(c) = peeked.take() {
                         row_cells.push(c);
                     }
-                    f.peeked = f.iter.next().transpose()?;
+                    *peeked = iter.next().transpose()?;
                 }
                 if in_range && !row_cells.is_empty() {
-                    if self.reverse {
-                        row_cells.reverse();
-                    }
-                    let family = &f.family;
+                    row_cells.reverse();
                     match_row_into(
                         row_cells.drain(..),
-                        &f.rules,
+                        rules,
                         &self.spec,
-                        f.columns.as_ref(),
-                        |c| {
-                            cells.push(Cell {
-                                row: c.key.row,
-                                family: family.clone(),
-                                qualifier: c.key.qualifier,
-                                timestamp: c.key.ts,
-                                value: c.value,
-                            })
-                        },
+                        columns.as_ref(),
+                        emit,
                     );
                 }
                 row_cells.clear();
