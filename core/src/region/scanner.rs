@@ -108,7 +108,7 @@ impl Iterator for RowCells<'_> {
     type Item = StoreCell;
 
     fn next(&mut self) -> Option<StoreCell> {
-        if !self.peeked.as_ref().is_some_and(|c| c.key.row == *self.row) {
+        if self.peeked.as_ref().is_none_or(|c| c.key.row != *self.row) {
             return None;
         }
         let cell = self.peeked.take();
