@@ -1,0 +1,175 @@
+//! Read-modify-write operations under the row lock: Increment, Append and CheckAndMutate.
+
+use super::{b, Delete, Put, RowMutations};
+use crate::wal::Durability;
+use bytes::Bytes;
+
+/// Adds to 8-byte big-endian counters.
+#[derive(Debug, Clone)]
+pub struct Increment {
+    pub(crate) row: Bytes,
+    pub(crate) columns: Vec<(Bytes, Bytes, i64)>,
+    pub(crate) durability: Durability,
+}
+
+impl Increment {
+    /// An increment of `row`.
+    pub fn new(row: impl AsRef<[u8]>) -> Self {
+        Increment {
+            row: b(row),
+            columns: Vec::new(),
+            durability: Durability::default(),
+        }
+    }
+    /// Adds `amount` to a column (an absent column counts as 0).
+    pub fn add_column(
+        mut self,
+        family: impl AsRef<[u8]>,
+        qualifier: impl AsRef<[u8]>,
+        amount: i64,
+    ) -> Self {
+        self.columns.push((b(family), b(qualifier), amount));
+        self
+    }
+    /// Sets the durability.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+}
+
+/// Appends bytes to cells.
+#[derive(Debug, Clone)]
+pub struct Append {
+    pub(crate) row: Bytes,
+    pub(crate) columns: Vec<(Bytes, Bytes, Bytes)>,
+    pub(crate) durability: Durability,
+}
+
+impl Append {
+    /// An append to `row`.
+    pub fn new(row: impl AsRef<[u8]>) -> Self {
+        Append {
+            row: b(row),
+            columns: Vec::new(),
+            durability: Durability::default(),
+        }
+    }
+    /// Appends `value` to a column (an absent column counts as empty).
+    pub fn add_column(
+        mut self,
+        family: impl AsRef<[u8]>,
+        qualifier: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+    ) -> Self {
+        self.columns.push((b(family), b(qualifier), b(value)));
+        self
+    }
+    /// Sets the durability.
+    pub fn durability(mut self, d: Durability) -> Self {
+        self.durability = d;
+        self
+    }
+}
+
+/// A comparison of a stored value with a given one. The stored value is the left operand:
+/// `Less` passes when the stored value sorts before the given bytes. (HBase's checkAndMutate
+/// puts the given value on the left; Basalt reads the way the condition is written.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompareOp {
+    /// stored < given
+    Less,
+    /// stored <= given
+    LessOrEqual,
+    /// stored == given
+    Equal,
+    /// stored != given
+    NotEqual,
+    /// stored >= given
+    GreaterOrEqual,
+    /// stored > given
+    Greater,
+}
+
+impl CompareOp {
+    /// Applies the operator to `stored` and `given` in unsigned lexicographic byte order.
+    pub fn test(self, stored: &[u8], given: &[u8]) -> bool {
+        let o = stored.cmp(given);
+        match self {
+            CompareOp::Less => o.is_lt(),
+            CompareOp::LessOrEqual => o.is_le(),
+            CompareOp::Equal => o.is_eq(),
+            CompareOp::NotEqual => o.is_ne(),
+            CompareOp::GreaterOrEqual => o.is_ge(),
+            CompareOp::Greater => o.is_gt(),
+        }
+    }
+}
+
+/// The condition of a check-and-mutate, on the latest visible value of one column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// The column exists and `stored op value` holds.
+    Value(CompareOp, Bytes),
+    /// The column has no visible value.
+    Absent,
+}
+
+/// Applies a mutation only if a condition on one column holds, atomically.
+///
+/// ```
+/// use basalt_core::client::{CheckAndMutate, CompareOp, Put};
+/// let cam = CheckAndMutate::new("r", "f", "q")
+///     .if_value(CompareOp::Equal, "old")
+///     .then_put(Put::new("r").add_column("f", "q", "new"));
+/// ```
+#[derive(Debug, Clone)]
+pub struct CheckAndMutate {
+    pub(crate) row: Bytes,
+    pub(crate) family: Bytes,
+    pub(crate) qualifier: Bytes,
+    pub(crate) condition: Condition,
+    pub(crate) action: Option<RowMutations>,
+}
+
+impl CheckAndMutate {
+    /// A check of column `family:qualifier` of `row`.
+    pub fn new(
+        row: impl AsRef<[u8]>,
+        family: impl AsRef<[u8]>,
+        qualifier: impl AsRef<[u8]>,
+    ) -> Self {
+        CheckAndMutate {
+            row: b(row),
+            family: b(family),
+            qualifier: b(qualifier),
+            condition: Condition::Absent,
+            action: None,
+        }
+    }
+    /// Passes when `stored op value`.
+    pub fn if_value(mut self, op: CompareOp, value: impl AsRef<[u8]>) -> Self {
+        self.condition = Condition::Value(op, b(value));
+        self
+    }
+    /// Passes when the column has no value.
+    pub fn if_absent(mut self) -> Self {
+        self.condition = Condition::Absent;
+        self
+    }
+    /// Applies a put when the condition passes.
+    pub fn then_put(mut self, p: Put) -> Self {
+        self.action = Some(RowMutations::new(self.row.clone()).add(p));
+        self
+    }
+    /// Applies a delete when the condition passes.
+    pub fn then_delete(mut self, d: Delete) -> Self {
+        self.action = Some(RowMutations::new(self.row.clone()).add(d));
+        self
+    }
+    /// Applies row mutations when the condition passes.
+    pub fn then_mutate(mut self, m: RowMutations) -> Self {
+        self.action = Some(m);
+        self
+    }
+}

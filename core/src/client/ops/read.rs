@@ -1,0 +1,244 @@
+//! Read operations: time ranges, column selections, Get and Scan, and the rows they return.
+
+use super::b;
+use crate::cell::{Cell, Timestamp};
+use crate::error::{Error, Result};
+use bytes::Bytes;
+
+/// A time range `[min, max)` of cell timestamps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimeRange {
+    /// Inclusive lower bound.
+    pub min: Timestamp,
+    /// Exclusive upper bound.
+    pub max: Timestamp,
+}
+
+impl TimeRange {
+    /// Every timestamp.
+    pub const ALL: TimeRange = TimeRange {
+        min: 0,
+        max: u64::MAX,
+    };
+
+    /// `[min, max)`; an empty or inverted range is a bad argument.
+    pub fn new(min: Timestamp, max: Timestamp) -> Result<Self> {
+        if min >= max {
+            return Err(Error::bad_argument(format!(
+                "time range [{min}, {max}) is empty"
+            )));
+        }
+        Ok(TimeRange { min, max })
+    }
+
+    /// Exactly one timestamp.
+    pub fn at(ts: Timestamp) -> Self {
+        TimeRange {
+            min: ts,
+            max: ts.saturating_add(1),
+        }
+    }
+}
+
+impl Default for TimeRange {
+    fn default() -> Self {
+        TimeRange::ALL
+    }
+}
+
+/// Which columns a read returns: whole families or single columns.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ColumnSelection {
+    /// (family, qualifier or None for the whole family).
+    pub(crate) items: Vec<(Bytes, Option<Bytes>)>,
+}
+
+impl ColumnSelection {
+    fn add_family(&mut self, family: Bytes) {
+        self.items.push((family, None));
+    }
+    fn add_column(&mut self, family: Bytes, qualifier: Bytes) {
+        self.items.push((family, Some(qualifier)));
+    }
+}
+
+/// Reads one row.
+///
+/// ```
+/// use basalt_core::client::Get;
+/// let g = Get::new("r").add_family("f").max_versions(3);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Get {
+    pub(crate) row: Bytes,
+    pub(crate) columns: ColumnSelection,
+    pub(crate) time_range: TimeRange,
+    pub(crate) max_versions: u32,
+}
+
+impl Get {
+    /// A get of the newest version of every column of `row`.
+    pub fn new(row: impl AsRef<[u8]>) -> Self {
+        Get {
+            row: b(row),
+            columns: ColumnSelection::default(),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+        }
+    }
+    /// Limits to a family (may be called many times).
+    pub fn add_family(mut self, family: impl AsRef<[u8]>) -> Self {
+        self.columns.add_family(b(family));
+        self
+    }
+    /// Limits to a column (may be called many times).
+    pub fn add_column(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        self.columns.add_column(b(family), b(qualifier));
+        self
+    }
+    /// Only versions with timestamps in `range`.
+    pub fn time_range(mut self, range: TimeRange) -> Self {
+        self.time_range = range;
+        self
+    }
+    /// Only the version at exactly `ts`.
+    pub fn timestamp(mut self, ts: Timestamp) -> Self {
+        self.time_range = TimeRange::at(ts);
+        self
+    }
+    /// Versions per column (default 1; 0 is a bad argument).
+    pub fn max_versions(mut self, n: u32) -> Self {
+        self.max_versions = n;
+        self
+    }
+}
+
+/// Reads a range of rows, forward or reverse, as a stream.
+///
+/// For a forward scan `start_row` is inclusive and `stop_row` exclusive. As in HBase, a
+/// reverse scan starts at `start_row` (inclusive, the highest row) and stops before
+/// `stop_row` (exclusive, the lowest).
+///
+/// ```
+/// use basalt_core::client::Scan;
+/// let s = Scan::new().with_prefix("user1").reversed(true).limit(10);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Scan {
+    pub(crate) start_row: Option<Bytes>,
+    pub(crate) stop_row: Option<Bytes>,
+    pub(crate) prefix: Option<Bytes>,
+    pub(crate) reverse: bool,
+    pub(crate) columns: ColumnSelection,
+    pub(crate) time_range: TimeRange,
+    pub(crate) max_versions: u32,
+    pub(crate) limit: Option<usize>,
+    pub(crate) batch: Option<usize>,
+}
+
+impl Default for Scan {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Scan {
+    /// A scan of the whole table.
+    pub fn new() -> Self {
+        Scan {
+            start_row: None,
+            stop_row: None,
+            prefix: None,
+            reverse: false,
+            columns: ColumnSelection::default(),
+            time_range: TimeRange::ALL,
+            max_versions: 1,
+            limit: None,
+            batch: None,
+        }
+    }
+    /// Sets the start row (inclusive).
+    pub fn start_row(mut self, row: impl AsRef<[u8]>) -> Self {
+        self.start_row = Some(b(row));
+        self
+    }
+    /// Sets the stop row (exclusive).
+    pub fn stop_row(mut self, row: impl AsRef<[u8]>) -> Self {
+        self.stop_row = Some(b(row));
+        self
+    }
+    /// Only rows starting with `prefix` (replaces start and stop rows).
+    pub fn with_prefix(mut self, prefix: impl AsRef<[u8]>) -> Self {
+        self.prefix = Some(b(prefix));
+        self
+    }
+    /// Scans from high rows to low rows.
+    pub fn reversed(mut self, reverse: bool) -> Self {
+        self.reverse = reverse;
+        self
+    }
+    /// Limits to a family.
+    pub fn add_family(mut self, family: impl AsRef<[u8]>) -> Self {
+        self.columns.add_family(b(family));
+        self
+    }
+    /// Limits to a column.
+    pub fn add_column(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        self.columns.add_column(b(family), b(qualifier));
+        self
+    }
+    /// Only versions with timestamps in `range`.
+    pub fn time_range(mut self, range: TimeRange) -> Self {
+        self.time_range = range;
+        self
+    }
+    /// Versions per column (default 1).
+    pub fn max_versions(mut self, n: u32) -> Self {
+        self.max_versions = n;
+        self
+    }
+    /// At most `n` rows (0 means no limit, as in HBase).
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+    /// At most `n` cells per result: a wider row comes back as several results.
+    pub fn batch(mut self, n: usize) -> Self {
+        self.batch = Some(n);
+        self
+    }
+}
+
+/// The cells of one row (or of part of a row, for a scan with a batch size).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RowResult {
+    /// The row key (empty when a get found nothing).
+    pub row: Bytes,
+    /// Cells sorted by family, qualifier, then timestamp descending.
+    pub cells: Vec<Cell>,
+}
+
+impl RowResult {
+    /// True when no cell was found.
+    pub fn is_empty(&self) -> bool {
+        self.cells.is_empty()
+    }
+
+    /// The newest value of a column.
+    pub fn value(&self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Option<&Bytes> {
+        let (f, q) = (family.as_ref(), qualifier.as_ref());
+        self.cells
+            .iter()
+            .find(|c| c.family.as_ref() == f && c.qualifier.as_ref() == q)
+            .map(|c| &c.value)
+    }
+
+    /// Every version of a column, newest first.
+    pub fn versions(&self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Vec<&Cell> {
+        let (f, q) = (family.as_ref(), qualifier.as_ref());
+        self.cells
+            .iter()
+            .filter(|c| c.family.as_ref() == f && c.qualifier.as_ref() == q)
+            .collect()
+    }
+}
