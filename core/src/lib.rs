@@ -16,6 +16,7 @@ pub mod region;
 pub mod schema;
 pub mod server;
 pub mod storage;
+pub mod varint;
 pub mod wal;
 
 pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};

@@ -184,22 +184,7 @@ pub(crate) fn decode_payload(payload: &[u8]) -> Result<WalRecord, String> {
     Ok(WalRecord { seq, edits })
 }
 
-fn varint_len(mut v: u64) -> usize {
-    let mut n = 1;
-    while v >= 0x80 {
-        v >>= 7;
-        n += 1;
-    }
-    n
-}
-
-fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
+use crate::varint::{len as varint_len, put as put_varint};
 
 fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_varint(out, b.len() as u64);
@@ -231,21 +216,9 @@ impl<'a> Reader<'a> {
     }
 
     fn varint(&mut self) -> Result<u64, String> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let Some((&b, rest)) = self.0.split_first() else {
-                return Err("varint cut short".into());
-            };
-            self.0 = rest;
-            if i == 9 && b > 1 {
-                return Err("varint overflows 64 bits".into());
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint longer than 10 bytes".into())
+        let (v, n) = crate::varint::decode(self.0)?;
+        self.0 = self.0.get(n..).unwrap_or_default();
+        Ok(v)
     }
 
     fn len_bytes(&mut self) -> Result<Bytes, String> {

@@ -13,20 +13,7 @@ use std::ops::Range;
 /// A decoding result: the reason is turned into `Error::Corruption` by the caller.
 pub(crate) type Dec<T> = std::result::Result<T, Cow<'static, str>>;
 
-/// Appends `v` as an unsigned LEB128 varint.
-pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
-}
-
-/// The encoded length of `v` as a varint.
-pub(crate) fn varint_len(v: u64) -> usize {
-    let bits = 64 - (v | 1).leading_zeros() as usize;
-    bits.div_ceil(7)
-}
+pub(crate) use crate::varint::{len as varint_len, put as put_varint};
 
 /// Appends `key` in the key encoding (see the module doc of `storefile`).
 pub(crate) fn put_key(out: &mut Vec<u8>, key: &StoreKey) {
@@ -152,30 +139,10 @@ impl<'a> Cursor<'a> {
     /// Reads an unsigned LEB128 varint of at most 10 bytes that fits in 64 bits.
     #[inline]
     pub(crate) fn varint(&mut self) -> Dec<u64> {
-        // Fast path: lengths and small ids fit in one byte.
-        if let Some(&b) = self.buf.get(self.pos) {
-            if b < 0x80 {
-                self.pos += 1;
-                return Ok(u64::from(b));
-            }
-        }
-        self.varint_slow()
-    }
-
-    #[cold]
-    fn varint_slow(&mut self) -> Dec<u64> {
-        let mut v = 0u64;
-        for i in 0..10 {
-            let b = self.u8()?;
-            if i == 9 && b > 1 {
-                return Err("varint overflows 64 bits".into());
-            }
-            v |= u64::from(b & 0x7f) << (7 * i);
-            if b & 0x80 == 0 {
-                return Ok(v);
-            }
-        }
-        Err("varint longer than 10 bytes".into())
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let (v, n) = crate::varint::decode(rest)?;
+        self.pos += n;
+        Ok(v)
     }
 
     /// Reads a varint length and returns the range of that many following bytes.
