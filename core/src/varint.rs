@@ -20,13 +20,22 @@ pub fn len(v: u64) -> usize {
 }
 
 /// Decodes a varint at the start of `buf`: the value and how many bytes it took.
-#[inline]
+#[inline(always)]
 pub fn decode(buf: &[u8]) -> Result<(u64, usize), &'static str> {
-    if let Some(&b) = buf.first() {
-        if b < 0x80 {
-            return Ok((u64::from(b), 1));
-        }
+    // Lengths are almost always one byte, sequence ids up to three.
+    match buf {
+        [b0, ..] if *b0 < 0x80 => Ok((u64::from(*b0), 1)),
+        [b0, b1, ..] if *b1 < 0x80 => Ok((u64::from(*b0 & 0x7f) | u64::from(*b1) << 7, 2)),
+        [b0, b1, b2, ..] if *b2 < 0x80 => Ok((
+            u64::from(*b0 & 0x7f) | u64::from(*b1 & 0x7f) << 7 | u64::from(*b2) << 14,
+            3,
+        )),
+        _ => decode_long(buf),
     }
+}
+
+/// [`decode`] for varints of four bytes or more, and for errors.
+fn decode_long(buf: &[u8]) -> Result<(u64, usize), &'static str> {
     let mut v = 0u64;
     for i in 0..10 {
         let Some(&b) = buf.get(i) else {

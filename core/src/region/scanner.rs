@@ -5,7 +5,7 @@
 //! read is filtered by the one read point fixed when the scan began, so a scan sees each
 //! batch whole or not at all; rows outside the row range are never returned.
 
-use crate::cell::{Cell, StoreCell, StoreKey};
+use crate::cell::{same_bytes, Cell, StoreCell, StoreKey};
 use crate::client::ops::RowResult;
 use crate::error::Result;
 use crate::region::Store;
@@ -99,7 +99,6 @@ pub fn row_successor(row: &[u8]) -> Bytes {
 /// from the merge ends the row and is left in `err`.
 struct RowCells<'a> {
     iter: &'a mut MergeIter,
-    peeked: &'a mut Option<StoreCell>,
     row: &'a Bytes,
     err: &'a mut Option<crate::error::Error>,
 }
@@ -107,26 +106,56 @@ struct RowCells<'a> {
 impl Iterator for RowCells<'_> {
     type Item = StoreCell;
 
+    #[inline]
     fn next(&mut self) -> Option<StoreCell> {
-        if self.peeked.as_ref().is_none_or(|c| c.key.row != *self.row) {
+        if !self
+            .iter
+            .peek()
+            .is_some_and(|c| same_bytes(&c.key.row, self.row))
+        {
+            if let Err(e) = take_error(self.iter) {
+                *self.err = Some(e);
+            }
             return None;
         }
-        let cell = self.peeked.take();
-        match self.iter.next().transpose() {
-            Ok(next) => *self.peeked = next,
-            Err(e) => *self.err = Some(e),
+        match self.iter.next()? {
+            Ok(c) => Some(c),
+            Err(e) => {
+                *self.err = Some(e);
+                None
+            }
         }
-        cell
     }
 }
 
-/// One family's part of a scan.
+/// Returns the merge's pending error, if it has one. Call it where `peek` said `None`: a
+/// merge that failed must not look like one that ended.
+fn take_error(iter: &mut MergeIter) -> Result<()> {
+    if iter.has_error() {
+        if let Some(Err(e)) = iter.next() {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// Skips the rest of `row`'s cells.
+fn skip_row(iter: &mut MergeIter, row: &[u8]) -> Result<()> {
+    while iter.peek().is_some_and(|c| same_bytes(&c.key.row, row)) {
+        if let Some(Err(e)) = iter.next() {
+            return Err(e);
+        }
+    }
+    take_error(iter)
+}
+
+/// One family's part of a scan. The merge's next cell (`iter.peek()`) says which row the
+/// family is at.
 pub struct FamilyScan {
     family: Bytes,
     rules: FamilyRules,
     columns: Option<BTreeSet<Bytes>>,
     iter: MergeIter,
-    peeked: Option<StoreCell>,
 }
 
 /// Scans one region's rows.
@@ -174,13 +203,12 @@ impl RegionScanner {
                 _ => None,
             };
             let mut iter = store.merged(start.as_ref(), reverse, point);
-            let peeked = iter.next().transpose()?;
+            take_error(&mut iter)?;
             fams.push(FamilyScan {
                 family: store.family.clone(),
                 rules: store.rules(),
                 columns,
                 iter,
-                peeked,
             });
         }
         fams.sort_by(|a, b| a.family.cmp(&b.family));
@@ -198,10 +226,13 @@ impl RegionScanner {
     /// The next row with at least one visible cell, or `None` at the end of the range.
     pub fn next_row(&mut self) -> Result<Option<RowResult>> {
         while !self.done {
+            for f in &mut self.fams {
+                take_error(&mut f.iter)?;
+            }
             let next = self
                 .fams
                 .iter()
-                .filter_map(|f| f.peeked.as_ref().map(|c| &c.key.row));
+                .filter_map(|f| f.iter.peek().map(|c| &c.key.row));
             let row = if self.reverse { next.max() } else { next.min() };
             let Some(row) = row.cloned() else {
                 self.done = true;
@@ -221,7 +252,6 @@ impl RegionScanner {
                     rules,
                     columns,
                     iter,
-                    peeked,
                 } = f;
                 let emit = |c: StoreCell| {
                     cells.push(Cell {
@@ -237,7 +267,6 @@ impl RegionScanner {
                     let mut err = None;
                     let stream = RowCells {
                         iter,
-                        peeked,
                         row: &row,
                         err: &mut err,
                     };
@@ -246,19 +275,19 @@ impl RegionScanner {
                         return Err(e);
                     }
                     // The matcher may stop early only at the end of the row's cells.
-                    while peeked.as_ref().is_some_and(|c| c.key.row == row) {
-                        *peeked = iter.next().transpose()?;
-                    }
+                    skip_row(iter, &row)?;
                     continue;
                 }
                 // Reverse (cells arrive newest key first) or out of range: collect the row.
                 let mut row_cells = std::mem::take(&mut self.row_buf);
-                while peeked.as_ref().is_some_and(|c| c.key.row == row) {
-                    if let Some(c) = peeked.take() {
-                        row_cells.push(c);
+                while iter.peek().is_some_and(|c| same_bytes(&c.key.row, &row)) {
+                    match iter.next() {
+                        Some(Ok(c)) => row_cells.push(c),
+                        Some(Err(e)) => return Err(e),
+                        None => break,
                     }
-                    *peeked = iter.next().transpose()?;
                 }
+                take_error(iter)?;
                 if in_range && !row_cells.is_empty() {
                     row_cells.reverse();
                     match_row_into(

@@ -141,11 +141,11 @@ impl Store {
             if m.is_empty() {
                 continue;
             }
-            if reverse {
-                sources.push(Box::new(m.scan_rev_from(start.cloned())));
+            sources.push(CellSource::Mem(if reverse {
+                m.scan_rev_from(start.cloned())
             } else {
-                sources.push(Box::new(m.scan_from(start.cloned())));
-            }
+                m.scan_from(start.cloned())
+            }));
         }
         for f in &s.files {
             if let Some((row, columns)) = point {
@@ -155,10 +155,10 @@ impl Store {
                 }
             }
             if reverse {
-                sources.push(Box::new(f.scan_rev_from(start)));
+                sources.push(CellSource::FileRev(f.scan_rev_from(start)));
             } else {
                 let first = StoreKey::first_on_row(Bytes::new());
-                sources.push(Box::new(f.scan_from(start.unwrap_or(&first))));
+                sources.push(CellSource::File(f.scan_from(start.unwrap_or(&first))));
             }
         }
         MergeIter::new(sources, reverse)

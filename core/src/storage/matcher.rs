@@ -19,7 +19,7 @@
 //!
 //! Rule 4 is what a major compaction keeps, so results do not change when files compact.
 
-use crate::cell::{CellType, StoreCell, Timestamp};
+use crate::cell::{same_bytes, CellType, StoreCell, Timestamp};
 use bytes::Bytes;
 use std::collections::BTreeSet;
 
@@ -107,7 +107,7 @@ pub fn match_row_into<I>(
         if k.seq > spec.read_point {
             continue;
         }
-        if !col.started || col.qualifier[..] != k.qualifier[..] {
+        if !col.started || !same_bytes(&col.qualifier, &k.qualifier) {
             col.reset(&k.qualifier);
         }
         if k.kind.is_delete() {

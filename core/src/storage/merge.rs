@@ -2,15 +2,42 @@
 //!
 //! Forward merges yield ascending [`StoreKey`] order, reverse merges descending. Invariant:
 //! identical keys (the same write seen twice, e.g. replayed from the WAL after it was already
-//! flushed) are yielded once. An error from any source ends the merge with that error.
+//! flushed) are yielded once; a single source never repeats a key (MemStores and store files
+//! hold each key once). An error from any source ends the merge with that error.
 
-use crate::cell::StoreCell;
+use crate::cell::{same_bytes, StoreCell};
 use crate::error::Result;
+use crate::storage::memstore::MemStoreScanner;
+use crate::storage::storefile::{StoreFileRevScanner, StoreFileScanner};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// A boxed sorted source of cells.
-pub type CellSource = Box<dyn Iterator<Item = Result<StoreCell>> + Send>;
+/// A sorted source of cells. The engine's own sources are variants, so the merge calls them
+/// without dynamic dispatch and the store-file decoder inlines into the scan loop; anything
+/// else (tests, tools) can come boxed.
+pub enum CellSource {
+    /// A MemStore, forward or reverse.
+    Mem(MemStoreScanner),
+    /// A store file, ascending.
+    File(StoreFileScanner),
+    /// A store file, descending.
+    FileRev(StoreFileRevScanner),
+    /// Any other sorted iterator.
+    Boxed(Box<dyn Iterator<Item = Result<StoreCell>> + Send>),
+}
+
+impl CellSource {
+    /// The next cell, `None` at the end.
+    #[inline]
+    fn next(&mut self) -> Option<Result<StoreCell>> {
+        match self {
+            CellSource::Mem(s) => s.next(),
+            CellSource::File(s) => s.next(),
+            CellSource::FileRev(s) => s.next(),
+            CellSource::Boxed(s) => s.next(),
+        }
+    }
+}
 
 struct Head {
     cell: StoreCell,
@@ -54,8 +81,8 @@ fn same_key(a: &crate::cell::StoreKey, b: &crate::cell::StoreKey) -> bool {
         && a.kind == b.kind
         && a.qualifier.len() == b.qualifier.len()
         && a.row.len() == b.row.len()
-        && a.qualifier == b.qualifier
-        && a.row == b.row
+        && same_bytes(&a.qualifier, &b.qualifier)
+        && same_bytes(&a.row, &b.row)
 }
 
 /// Merges many sorted sources.
@@ -126,6 +153,23 @@ impl MergeIter {
     }
 }
 
+impl MergeIter {
+    /// The cell the next call to `next` returns, without taking it; `None` at the end or when
+    /// an error is pending (which `next` then returns).
+    #[inline]
+    pub fn peek(&self) -> Option<&StoreCell> {
+        if self.done || self.pending_err.is_some() {
+            return None;
+        }
+        self.cur.as_ref().map(|h| &h.cell)
+    }
+
+    /// True when the merge has an error to report: `peek` says `None` but `next` has more.
+    pub fn has_error(&self) -> bool {
+        !self.done && self.pending_err.is_some()
+    }
+}
+
 impl Iterator for MergeIter {
     type Item = Result<StoreCell>;
 
@@ -136,6 +180,20 @@ impl Iterator for MergeIter {
         if let Some(e) = self.pending_err.take() {
             self.done = true;
             return Some(Err(e));
+        }
+        if self.heap.is_empty() {
+            // One source left: its cells are unique and sorted, so its next cell simply
+            // replaces the head, with no comparison and no duplicate check.
+            let head = self.cur.as_mut()?;
+            let next = self.sources.get_mut(head.src).and_then(|s| s.next());
+            return match next {
+                Some(Ok(cell)) => Some(Ok(std::mem::replace(&mut head.cell, cell))),
+                Some(Err(e)) => {
+                    self.done = true;
+                    Some(Err(e))
+                }
+                None => self.cur.take().map(|h| Ok(h.cell)),
+            };
         }
         let head = self.cur.take()?;
         self.refill_from(head.src);
@@ -191,7 +249,7 @@ mod tests {
                 cells.sort_by(|a, b| a.key.cmp(&b.key));
                 if reverse { cells.reverse(); }
                 for c in &cells { model.insert(c.key.clone()); }
-                sources.push(Box::new(cells.into_iter().map(Ok)));
+                sources.push(CellSource::Boxed(Box::new(cells.into_iter().map(Ok))));
             }
             let got: Vec<StoreKey> = MergeIter::new(sources, reverse).map(|c| c.unwrap().key).collect();
             let mut want: Vec<StoreKey> = model.into_iter().collect();

@@ -6,17 +6,20 @@
 //! block's one payload buffer. This is the value kept in the [`BlockCache`].
 //!
 //! Search is cache friendly: the block keeps each entry's row head (see [`search`]), so a
-//! binary search mostly touches a compact `u64` array and parses an entry only on a tie.
+//! binary search mostly touches a compact `u64` array and parses an entry only on a tie. The
+//! heads are built on the block's first search, so a scan that only walks a block never
+//! builds them.
 //!
 //! [`search`]: super::search
 //!
 //! [`BlockCache`]: super::BlockCache
 
-use super::codec::{Cursor, Dec, RawKey};
+use super::codec::{parse_entry, Cursor, Dec, RawKey};
 use super::search::{head_after, partition, shared_prefix};
 use crate::cell::{StoreCell, StoreKey};
 use bytes::Bytes;
 use std::cmp::Ordering;
+use std::sync::OnceLock;
 
 /// Fixed per-block bookkeeping counted in the cache weight, in bytes.
 const BLOCK_OVERHEAD: u64 = 128;
@@ -29,13 +32,21 @@ const INLINE_PREFIX: usize = 32;
 pub(crate) struct DataBlock {
     buf: Bytes,
     offsets: Vec<u32>,
+    /// The search heads, built on the first search: a scan that enters a block at its first
+    /// entry never searches it, so it never pays for them.
+    search: OnceLock<SearchHeads>,
+    weight: u64,
+}
+
+/// What a binary search over a block's rows needs (see [`search`](super::search)).
+#[derive(Debug)]
+struct SearchHeads {
     /// Per entry: 8 row bytes after the shared prefix, big-endian, zero padded.
     heads: Vec<u64>,
     /// The rows' shared prefix (a range of `buf`).
     prefix: std::ops::Range<usize>,
     /// A copy of `prefix` when it is short, so a search need not touch `buf` to check it.
     prefix_inline: Option<([u8; INLINE_PREFIX], u8)>,
-    weight: u64,
 }
 
 impl DataBlock {
@@ -43,38 +54,60 @@ impl DataBlock {
     /// the cache weight when the payload is a slice of the raw block.
     pub(crate) fn decode(buf: Bytes, framed_len: usize) -> Dec<Self> {
         let mut offsets = Vec::with_capacity(buf.len() / 32 + 1);
-        let mut rows = Vec::with_capacity(buf.len() / 32 + 1);
-        let mut c = Cursor::at(&buf, 0);
-        while c.remaining() > 0 {
-            let at = u32::try_from(c.pos()).map_err(|_| "block too large")?;
-            offsets.push(at);
-            rows.push(c.key()?.row);
-            c.len_prefixed()?;
+        let mut at = 0;
+        while at < buf.len() {
+            offsets.push(u32::try_from(at).map_err(|_| "block too large")?);
+            match parse_entry(&buf, at) {
+                Some((_, _, end)) => at = end,
+                // Parse the bad entry again with the checking cursor, which says what is wrong.
+                None => {
+                    let mut c = Cursor::at(&buf, at);
+                    c.key()?;
+                    c.len_prefixed()?;
+                    return Err(format!("malformed entry at {at}").into());
+                }
+            }
         }
-        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+        if offsets.is_empty() {
             return Err("data block holds no entry".into());
-        };
-        let shared = shared_prefix(&buf[first.clone()], &buf[last.clone()]);
-        let prefix = first.start..first.start + shared;
-        let prefix_inline = (shared <= INLINE_PREFIX).then(|| {
-            let mut inline = [0u8; INLINE_PREFIX];
-            inline[..shared].copy_from_slice(&buf[prefix.clone()]);
-            (inline, shared as u8)
-        });
-        let heads: Vec<u64> = rows
-            .iter()
-            .map(|r| head_after(&buf[r.clone()], shared))
-            .collect();
+        }
         offsets.shrink_to_fit();
+        // The heads are counted up front, so the weight never changes while cached.
         let weight = BLOCK_OVERHEAD + buf.len().max(framed_len) as u64 + 12 * offsets.len() as u64;
         Ok(DataBlock {
             buf,
             offsets,
+            search: OnceLock::new(),
+            weight,
+        })
+    }
+
+    /// The search heads, built on first use.
+    fn search_heads(&self) -> Dec<&SearchHeads> {
+        if let Some(s) = self.search.get() {
+            return Ok(s);
+        }
+        let rows = (0..self.len())
+            .map(|i| self.raw_key(i).map(|k| k.row))
+            .collect::<Dec<Vec<_>>>()?;
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Err("data block holds no entry".into());
+        };
+        let row = |r: &std::ops::Range<usize>| self.buf.get(r.clone()).unwrap_or_default();
+        let shared = shared_prefix(row(first), row(last));
+        let prefix = first.start..first.start + shared;
+        let prefix_inline = (shared <= INLINE_PREFIX).then(|| {
+            let mut inline = [0u8; INLINE_PREFIX];
+            inline[..shared].copy_from_slice(row(&prefix));
+            (inline, shared as u8)
+        });
+        let heads = rows.iter().map(|r| head_after(row(r), shared)).collect();
+        // Two threads may build them at once; both build the same thing.
+        Ok(self.search.get_or_init(|| SearchHeads {
             heads,
             prefix,
             prefix_inline,
-            weight,
-        })
+        }))
     }
 
     /// The number of entries (at least 1).
@@ -107,11 +140,12 @@ impl DataBlock {
     /// The number of leading entries for which `pred(entry key vs key)` holds; `pred` must
     /// hold for a prefix of the block only.
     fn partition(&self, key: &StoreKey, pred: impl Fn(Ordering) -> bool) -> Dec<usize> {
-        let prefix = match &self.prefix_inline {
+        let s = self.search_heads()?;
+        let prefix = match &s.prefix_inline {
             Some((bytes, len)) => &bytes[..*len as usize],
-            None => self.buf.get(self.prefix.clone()).unwrap_or_default(),
+            None => self.buf.get(s.prefix.clone()).unwrap_or_default(),
         };
-        partition(prefix, &self.heads, key, |i| self.cmp_at(i, key), pred)
+        partition(prefix, &s.heads, key, |i| self.cmp_at(i, key), pred)
     }
 
     /// The index of the first entry whose key is `>= key` (`len()` if none).
@@ -127,9 +161,8 @@ impl DataBlock {
     /// Entry `i` as a cell (zero-copy).
     #[inline]
     pub(crate) fn cell(&self, i: usize) -> Dec<StoreCell> {
-        let mut c = self.cursor(i)?;
-        let key = c.key()?;
-        let value = c.len_prefixed()?;
+        let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
+        let (key, value, _) = parse_entry(&self.buf, at).ok_or("malformed entry")?;
         Ok(StoreCell {
             key: key.to_key(&self.buf),
             value: self.buf.slice(value),

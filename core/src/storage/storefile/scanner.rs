@@ -40,52 +40,74 @@ fn finish<S>(state: &mut State<S>, r: Result<Option<StoreCell>>) -> Option<Resul
 }
 
 /// Ascending scan over the cells of one file with key `>=` a start key.
+///
+/// The block being read and the position in it are plain fields, so the common step (the
+/// next entry of the same block) is one comparison and one decode.
 pub struct StoreFileScanner {
     reader: Arc<StoreFileReader>,
-    state: State<StoreKey>,
+    /// The seek key, until the first step.
+    seek: Option<StoreKey>,
+    /// The block being read (`None` before the seek and after the end or an error).
+    block: Option<Arc<DataBlock>>,
+    /// Its index in the file.
+    idx: usize,
+    /// The next entry to return from it.
+    pos: usize,
 }
 
 impl StoreFileScanner {
     pub(crate) fn new(reader: Arc<StoreFileReader>, start: StoreKey) -> Self {
         StoreFileScanner {
             reader,
-            state: State::Seek(start),
+            seek: Some(start),
+            block: None,
+            idx: 0,
+            pos: 0,
         }
     }
 
-    fn step(&mut self) -> Result<Option<StoreCell>> {
+    /// Positions the scanner: the first key >= the seek key is in the last block starting at
+    /// or before it, or else at the start of the next block.
+    fn seek(&mut self, key: &StoreKey) -> Result<()> {
         let r = &self.reader;
-        loop {
-            match &mut self.state {
-                State::Done => return Ok(None),
-                State::Seek(key) => {
-                    // The first key >= `key` is in the last block starting at or before it,
-                    // or else at the start of the next block (handled by the `At` arm).
-                    let idx = r.block_at_or_before(key).unwrap_or(0);
-                    if idx >= r.block_count() {
-                        return Ok(None);
-                    }
-                    let block = r.block(idx)?;
-                    let pos = block
-                        .lower_bound(key)
-                        .map_err(|e| r.block_corruption(idx, e))?;
-                    self.state = State::At { idx, block, pos };
-                }
-                State::At { idx, block, pos } => {
-                    if *pos < block.len() {
-                        let cell = block.cell(*pos).map_err(|e| r.block_corruption(*idx, e))?;
-                        *pos += 1;
-                        return Ok(Some(cell));
-                    }
-                    let next = *idx + 1;
-                    if next >= r.block_count() {
-                        return Ok(None);
-                    }
-                    *block = r.block(next)?;
-                    *idx = next;
-                    *pos = 0;
-                }
+        let idx = r.block_at_or_before(key).unwrap_or(0);
+        if idx >= r.block_count() {
+            return Ok(());
+        }
+        let block = r.block(idx)?;
+        self.pos = block
+            .lower_bound(key)
+            .map_err(|e| r.block_corruption(idx, e))?;
+        self.idx = idx;
+        self.block = Some(block);
+        Ok(())
+    }
+
+    /// The step that is not the next entry of the current block: the seek, or moving to the
+    /// next block.
+    #[cold]
+    fn advance(&mut self) -> Result<Option<StoreCell>> {
+        if let Some(key) = self.seek.take() {
+            self.seek(&key)?;
+        } else if self.block.is_some() {
+            let next = self.idx + 1;
+            self.block = None;
+            if next < self.reader.block_count() {
+                self.block = Some(self.reader.block(next)?);
+                self.idx = next;
+                self.pos = 0;
             }
+        }
+        match &self.block {
+            Some(b) if self.pos < b.len() => {
+                let cell = b.cell(self.pos);
+                self.pos += 1;
+                cell.map(Some)
+                    .map_err(|e| self.reader.block_corruption(self.idx, e))
+            }
+            // An empty block or a seek past the last key: the next call moves on.
+            Some(_) => self.advance(),
+            None => Ok(None),
         }
     }
 }
@@ -93,9 +115,27 @@ impl StoreFileScanner {
 impl Iterator for StoreFileScanner {
     type Item = Result<StoreCell>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        let r = self.step();
-        finish(&mut self.state, r)
+        let r = match &self.block {
+            Some(b) if self.pos < b.len() => {
+                let cell = b.cell(self.pos);
+                self.pos += 1;
+                cell.map(Some)
+                    .map_err(|e| self.reader.block_corruption(self.idx, e))
+            }
+            _ => self.advance(),
+        };
+        match r {
+            Ok(Some(cell)) => Some(Ok(cell)),
+            Ok(None) => None,
+            Err(e) => {
+                // After an error the scanner yields nothing more.
+                self.block = None;
+                self.seek = None;
+                Some(Err(e))
+            }
+        }
     }
 }
 
