@@ -109,30 +109,83 @@ impl Engine {
     }
 
     /// Starts a scan; rows arrive as a stream.
+    ///
+    /// Rows are read in chunks of 256. The first chunk is read when the stream is
+    /// first polled, on the caller's task; with prefetch on (the default), each later chunk is
+    /// read on a blocking thread while the caller handles the one before, so at most two
+    /// chunks are held. Dropping the stream abandons a chunk being read.
     pub fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
+        let prefetch = scan.prefetch;
         let scanner = TableScanner::new(self.clone(), t, scan)?;
-        let stream = futures::stream::unfold(
-            (scanner, VecDeque::new()),
-            |(mut scanner, mut buf)| async move {
-                if buf.is_empty() {
-                    // Reading is synchronous; yield between chunks so a long scan shares its
-                    // worker thread with other tasks instead of holding it to the end.
-                    if !scanner.finished {
-                        tokio::task::yield_now().await;
-                    }
-                    match scanner.fill(&mut buf) {
-                        Ok(()) => {}
-                        Err(e) => {
-                            scanner.finished = true;
-                            return Some((Err(e), (scanner, buf)));
-                        }
+        let state = ScanStream {
+            ahead: Ahead::Idle(Box::new(scanner)),
+            buf: VecDeque::new(),
+            prefetch,
+        };
+        let stream = futures::stream::unfold(state, |mut s| async move {
+            if s.buf.is_empty() {
+                match s.next_chunk().await {
+                    Ok(chunk) => s.buf = chunk,
+                    Err(e) => {
+                        s.ahead = Ahead::Done;
+                        return Some((Err(e), s));
                     }
                 }
-                let row = buf.pop_front()?;
-                Some((Ok(row), (scanner, buf)))
-            },
-        );
+            }
+            let row = s.buf.pop_front()?;
+            Some((Ok(row), s))
+        });
         Ok(Box::pin(stream))
+    }
+}
+
+/// What a scan stream's reader is doing.
+enum Ahead {
+    /// Waiting for the caller (or not started).
+    Idle(Box<TableScanner>),
+    /// Reading the next chunk on a blocking thread.
+    Reading(tokio::task::JoinHandle<(Box<TableScanner>, Result<VecDeque<RowResult>>)>),
+    /// Every row has been read, or reading failed.
+    Done,
+}
+
+/// The state of a scan stream: the rows read and not yet taken, and the reader.
+struct ScanStream {
+    ahead: Ahead,
+    buf: VecDeque<RowResult>,
+    prefetch: bool,
+}
+
+impl ScanStream {
+    /// The next chunk of rows (empty at the end); starts reading the one after it when
+    /// prefetching.
+    async fn next_chunk(&mut self) -> Result<VecDeque<RowResult>> {
+        let (mut scanner, chunk) = match std::mem::replace(&mut self.ahead, Ahead::Done) {
+            Ahead::Done => return Ok(VecDeque::new()),
+            Ahead::Idle(mut scanner) => {
+                // Reading is synchronous; yield first so a long scan shares its worker thread
+                // with other tasks instead of holding it to the end.
+                tokio::task::yield_now().await;
+                let chunk = scanner.read_chunk();
+                (scanner, chunk)
+            }
+            Ahead::Reading(handle) => handle.await.map_err(|e| {
+                Error::Io(std::io::Error::other(format!(
+                    "scan reader task failed: {e}"
+                )))
+            })?,
+        };
+        let chunk = chunk?;
+        if !scanner.finished {
+            self.ahead = match tokio::runtime::Handle::try_current() {
+                Ok(rt) if self.prefetch => Ahead::Reading(rt.spawn_blocking(move || {
+                    let chunk = scanner.read_chunk();
+                    (scanner, chunk)
+                })),
+                _ => Ahead::Idle(scanner),
+            };
+        }
+        Ok(chunk)
     }
 }
 
@@ -182,6 +235,16 @@ impl TableScanner {
             scan,
             finished: false,
         })
+    }
+
+    /// Reads the next chunk of rows; an error ends the scan.
+    fn read_chunk(&mut self) -> Result<VecDeque<RowResult>> {
+        let mut buf = VecDeque::with_capacity(SCAN_CHUNK);
+        let r = self.fill(&mut buf);
+        if r.is_err() {
+            self.finished = true;
+        }
+        r.map(|()| buf)
     }
 
     fn fill(&mut self, buf: &mut VecDeque<RowResult>) -> Result<()> {

@@ -134,6 +134,7 @@ pub struct Scan {
     pub(crate) max_versions: u32,
     pub(crate) limit: Option<usize>,
     pub(crate) batch: Option<usize>,
+    pub(crate) prefetch: bool,
 }
 
 impl Default for Scan {
@@ -155,6 +156,7 @@ impl Scan {
             max_versions: 1,
             limit: None,
             batch: None,
+            prefetch: true,
         }
     }
     /// Sets the start row (inclusive).
@@ -205,6 +207,14 @@ impl Scan {
     /// At most `n` cells per result: a wider row comes back as several results.
     pub fn batch(mut self, n: usize) -> Self {
         self.batch = Some(n);
+        self
+    }
+    /// Whether the engine reads the next chunk of rows on a blocking thread while the caller
+    /// handles the current one (HBase's `Scan#setAsyncPrefetch`). On by default; it needs a
+    /// tokio runtime and falls back to reading inline without one. Turn it off to keep a
+    /// scan on the caller's thread, e.g. when many scans run at once on few cores.
+    pub fn prefetch(mut self, on: bool) -> Self {
+        self.prefetch = on;
         self
     }
 }
