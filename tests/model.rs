@@ -1,6 +1,14 @@
 //! Model-based property test of the data path: random sequences of puts, every kind of
-//! delete, gets, scans, flushes and reopens run against the engine and against the reference
-//! model of `tests/common/model.rs`, and every read must match the model exactly.
+//! delete, gets, scans, flushes, minor and major compactions and reopens run against the
+//! engine and against the reference model of `tests/common/model.rs`, and every read must
+//! match the model exactly.
+//!
+//! Compactions: the table's policy takes as few as two files, so the background minor
+//! compaction that follows each flush runs often, concurrently with the reads; `Compact`
+//! asks for a minor compaction and waits for it. Neither may change an answer, and the model
+//! ignores both. `MajorCompact` flushes the table, then major-compacts it, and the model
+//! forgets what a major compaction removes at that moment, so later deletes and puts see the
+//! reference guide's "major compactions change query results".
 //!
 //! The table is pre-split into two or three regions and has three families that exercise
 //! different rules: `a` keeps one version; `b` keeps three, keeps deleted cells and writes
@@ -62,6 +70,11 @@ enum Op {
     Scan(ScanSpec),
     /// `admin.flush` of the table.
     Flush,
+    /// `admin.compact` of the table (minor; the model is unchanged).
+    Compact,
+    /// `admin.flush`, then `admin.major_compact` of the table; the model forgets what it
+    /// removes.
+    MajorCompact,
     /// Close (or, with `crash`, just drop) the connection and open the directory again with
     /// the given MemStore flush size (the default when `None`).
     Reopen {
@@ -86,6 +99,7 @@ fn descriptor() -> TableDescriptor {
                 .ttl_secs(3600)
                 .compression(Compression::Lz4),
         )
+        .compaction_files(2, 10)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -215,6 +229,24 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                     .flush(&name)
                     .await
                     .map_err(|e| format!("{step}: {e}"))?;
+            }
+            Op::Compact => {
+                conn.admin()
+                    .compact(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+            }
+            Op::MajorCompact => {
+                let admin = conn.admin();
+                admin
+                    .flush(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+                admin
+                    .major_compact(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+                model.major_compact(common::model::wall_clock_ms());
             }
             Op::Reopen { crash, flush_size } => {
                 if !crash {
@@ -429,7 +461,9 @@ fn op() -> impl Strategy<Value = Op> {
         6 => delete(),
         5 => get(),
         4 => scan_op(),
-        1 => Just(Op::Flush),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::MajorCompact),
         1 => reopen_op(),
     ]
 }
