@@ -354,7 +354,8 @@ impl Engine {
             return;
         };
         for store in region.all_stores() {
-            if store.file_count() < settings.min_files as usize
+            let n = store.file_count();
+            if (n < settings.min_files as usize && n <= self.config.blocking_store_files)
                 || store.compaction_lock.try_lock().is_err()
             {
                 continue;
