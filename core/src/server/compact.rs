@@ -394,9 +394,11 @@ impl Engine {
     ) {
         let limit = self.config.blocking_store_files;
         let mut busy: Vec<(&Arc<Region>, &Arc<Store>)> = Vec::new();
-        let mut last: Option<*const Store> = None;
+        // The address only identifies consecutive cells of one store (a raw pointer would
+        // make this future not `Send`).
+        let mut last: Option<usize> = None;
         for (r, s) in targets {
-            let ptr = Arc::as_ptr(s);
+            let ptr = Arc::as_ptr(s) as usize;
             if last == Some(ptr) {
                 continue;
             }

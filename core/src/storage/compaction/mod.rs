@@ -119,7 +119,11 @@ pub fn filter_row(cells: Vec<StoreCell>, rules: &CompactionRules) -> Vec<StoreCe
             || col.version_deletes.contains(&k.ts);
         let expired = k.ts < expire_before;
         let keep = match (major, f.keep_deleted_cells) {
-            (false, kdc) => !(masked && !kdc) && !(expired && f.min_versions == 0),
+            (false, kdc) => {
+                let masked_away = masked && !kdc;
+                let expired_away = expired && f.min_versions == 0;
+                !masked_away && !expired_away
+            }
             (true, false) => {
                 if masked {
                     false
