@@ -1,6 +1,14 @@
 //! Model-based property test of the data path: random sequences of puts, every kind of
-//! delete, gets, scans, flushes and reopens run against the engine and against the reference
-//! model of `tests/common/model.rs`, and every read must match the model exactly.
+//! delete, gets, scans, flushes, minor and major compactions and reopens run against the
+//! engine and against the reference model of `tests/common/model.rs`, and every read must
+//! match the model exactly.
+//!
+//! Compactions: the table's policy takes as few as two files, so the background minor
+//! compaction that follows each flush runs often, concurrently with the reads; `Compact`
+//! asks for a minor compaction and waits for it. Neither may change an answer, and the model
+//! ignores both. `MajorCompact` flushes the table, then major-compacts it, and the model
+//! forgets what a major compaction removes at that moment, so later deletes and puts see the
+//! reference guide's "major compactions change query results".
 //!
 //! The table is pre-split into two or three regions and has three families that exercise
 //! different rules: `a` keeps one version; `b` keeps three, keeps deleted cells and writes
@@ -62,6 +70,11 @@ enum Op {
     Scan(ScanSpec),
     /// `admin.flush` of the table.
     Flush,
+    /// `admin.compact` of the table (minor; the model is unchanged).
+    Compact,
+    /// `admin.flush`, then `admin.major_compact` of the table; the model forgets what it
+    /// removes.
+    MajorCompact,
     /// Close (or, with `crash`, just drop) the connection and open the directory again with
     /// the given MemStore flush size (the default when `None`).
     Reopen {
@@ -86,6 +99,7 @@ fn descriptor() -> TableDescriptor {
                 .ttl_secs(3600)
                 .compression(Compression::Lz4),
         )
+        .compaction_files(2, 10)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -215,6 +229,24 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                     .flush(&name)
                     .await
                     .map_err(|e| format!("{step}: {e}"))?;
+            }
+            Op::Compact => {
+                conn.admin()
+                    .compact(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+            }
+            Op::MajorCompact => {
+                let admin = conn.admin();
+                admin
+                    .flush(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+                admin
+                    .major_compact(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+                model.major_compact(common::model::wall_clock_ms());
             }
             Op::Reopen { crash, flush_size } => {
                 if !crash {
@@ -429,7 +461,9 @@ fn op() -> impl Strategy<Value = Op> {
         6 => delete(),
         5 => get(),
         4 => scan_op(),
-        1 => Just(Op::Flush),
+        2 => Just(Op::Flush),
+        1 => Just(Op::Compact),
+        1 => Just(Op::MajorCompact),
         1 => reopen_op(),
     ]
 }
@@ -772,4 +806,95 @@ fn model_scan_conventions() {
         ..ScanSpec::default()
     };
     assert_eq!(rows(batched), ["a", "a", "ab", "ab"]);
+}
+
+/// The reference guide's examples of what major compaction removes, in the model, then the
+/// same sequence against the engine.
+#[test]
+fn model_major_compaction_changes_later_results() {
+    let mut m = Model::new(&descriptor());
+    // "Major compactions change query results": family c keeps four versions; at t1..t5,
+    // deleting t5 lets t1 reappear - until a major compaction has dropped t1. (Every small
+    // timestamp is expired, and c keeps two min versions, so compaction keeps 5 and 4.)
+    for t in 1..=5 {
+        for row in ["x", "y"] {
+            m.put(&PutSpec::new(row).cell("a", "q", t, format!("v{t}")));
+            m.put(&PutSpec::new(row).cell("b", "q", t, format!("v{t}")));
+        }
+    }
+    m.delete(&DeleteSpec::new("x").version("b", "q", 5));
+    let want = vs(&[(4, "v4"), (3, "v3"), (2, "v2")]);
+    assert_eq!(versions_of(&m, all_versions("x"), "b", "q"), want);
+    // Family a keeps one version: deleting it before a compaction uncovers the next one.
+    m.delete(&DeleteSpec::new("x").version("a", "q", 5));
+    assert_eq!(
+        versions_of(&m, all_versions("x"), "a", "q"),
+        vs(&[(4, "v4")])
+    );
+    m.major_compact(common::model::wall_clock_ms());
+    m.delete(&DeleteSpec::new("y").version("a", "q", 5));
+    assert!(versions_of(&m, all_versions("y"), "a", "q").is_empty());
+    // Family b keeps deleted cells: the marker and the deleted version stay, so a time
+    // range that ends before the marker still counts t5 among the three versions kept.
+    let upto5 = GetSpec {
+        time_range: TimeRange { min: 0, max: 5 },
+        max_versions: 10,
+        ..GetSpec::new("x")
+    };
+    assert_eq!(
+        versions_of(&m, upto5, "b", "q"),
+        vs(&[(4, "v4"), (3, "v3")])
+    );
+    m.delete(&DeleteSpec::new("y").version("b", "q", 5));
+    let want = vs(&[(4, "v4"), (3, "v3")]);
+    assert_eq!(versions_of(&m, all_versions("y"), "b", "q"), want);
+    // "Deletes mask puts": a later put below a marker stays masked, unless a major
+    // compaction dropped the marker first (family a does not keep deleted cells).
+    m.delete(&DeleteSpec::new("z").at(50).column("a", "q", None));
+    m.put(&PutSpec::new("z").cell("a", "q", 7, "masked"));
+    assert!(versions_of(&m, all_versions("z"), "a", "q").is_empty());
+    m.delete(&DeleteSpec::new("w").at(50).column("a", "q", None));
+    m.major_compact(common::model::wall_clock_ms());
+    m.put(&PutSpec::new("w").cell("a", "q", 7, "visible"));
+    assert_eq!(
+        versions_of(&m, all_versions("w"), "a", "q"),
+        vs(&[(7, "visible")])
+    );
+}
+
+/// The examples above as an engine case, with compactions and a reopen in between.
+#[test]
+fn major_compaction_fixed_sequence() {
+    let mut ops = Vec::new();
+    for t in 1..=5 {
+        for row in ["x", "y"] {
+            ops.push(Op::Put(
+                PutSpec::new(row)
+                    .cell("a", "q", t, format!("a{t}"))
+                    .cell("b", "q", t, format!("b{t}"))
+                    .cell("c", "q", t, format!("c{t}")),
+            ));
+        }
+        ops.push(Op::Flush);
+    }
+    ops.push(Op::Compact);
+    ops.push(Op::Delete(DeleteSpec::new("x").version("b", "q", 5)));
+    ops.push(Op::Delete(DeleteSpec::new("x").version("c", "q", 5)));
+    ops.push(full_get("x"));
+    ops.push(Op::MajorCompact);
+    ops.push(Op::Delete(DeleteSpec::new("y").version("a", "q", 5)));
+    ops.push(Op::Delete(DeleteSpec::new("y").version("b", "q", 5)));
+    ops.push(Op::Delete(
+        DeleteSpec::new("w").at(50).column("a", "q", None),
+    ));
+    ops.push(Op::MajorCompact);
+    ops.push(Op::Put(PutSpec::new("w").cell("a", "q", 7, "visible")));
+    ops.push(full_get("x"));
+    ops.push(full_get("y"));
+    ops.push(full_get("w"));
+    ops.push(Op::Reopen {
+        crash: true,
+        flush_size: None,
+    });
+    check(&["b"], ops);
 }

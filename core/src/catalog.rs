@@ -10,13 +10,17 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version, 1 |
+//! | 8 | 4 | format version: 2 (1 is still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of the payload |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
 //!
 //! Postcard's wire format is stable and documented (varint integers, length-prefixed byte
-//! strings, fields in declaration order); fields are only ever appended in new versions.
+//! strings, fields in declaration order). It is not self-describing, so a struct that gains a
+//! field needs a new format version, and the previous version's structs are kept to read old
+//! catalogs. Version 2 appended [`crate::schema::CompactionSettings`] to every table
+//! descriptor; a version-1 catalog is read with the defaults and rewritten as version 2 on
+//! its next update.
 //! Invariants: a region's `flushed_seq` only grows; every file a region lists exists on disk.
 
 use crate::error::{Error, Result};
@@ -30,7 +34,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const HEADER: usize = 20;
 
 /// One store file of a region's family.
@@ -186,7 +190,8 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         w.copy_from_slice(&bytes[at..at + 4]);
         u32::from_be_bytes(w)
     };
-    if word(8) != VERSION {
+    let version = word(8);
+    if version != VERSION && version != 1 {
         return Err(corrupt(8, "unsupported catalog version"));
     }
     let len = word(12) as usize;
@@ -197,8 +202,75 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
     if crc32fast::hash(payload) != crc {
         return Err(corrupt(HEADER as u64, "catalog checksum mismatch"));
     }
-    postcard::from_bytes(payload)
-        .map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
+    let decoded = if version == 1 {
+        postcard::from_bytes::<v1::CatalogState>(payload).map(CatalogState::from)
+    } else {
+        postcard::from_bytes(payload)
+    };
+    decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
+}
+
+/// The structs of catalog format version 1, kept to read old catalogs.
+pub(crate) mod v1 {
+    use super::RegionEntry;
+    use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A version-1 table descriptor: no compaction settings.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableDescriptor {
+        pub name: TableName,
+        pub families: Vec<ColumnFamilyDescriptor>,
+        pub memstore_flush_size: Option<u64>,
+    }
+
+    /// A version-1 table entry.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableEntry {
+        pub descriptor: TableDescriptor,
+        pub enabled: bool,
+        pub regions: Vec<RegionEntry>,
+    }
+
+    /// A version-1 catalog.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct CatalogState {
+        pub next_region_id: u64,
+        pub next_file_id: u64,
+        pub namespaces: BTreeSet<String>,
+        pub tables: BTreeMap<String, TableEntry>,
+    }
+
+    impl From<CatalogState> for super::CatalogState {
+        fn from(old: CatalogState) -> Self {
+            let tables = old
+                .tables
+                .into_iter()
+                .map(|(k, t)| {
+                    let d = t.descriptor;
+                    let descriptor = crate::schema::TableDescriptor {
+                        name: d.name,
+                        families: d.families,
+                        memstore_flush_size: d.memstore_flush_size,
+                        compaction: CompactionSettings::default(),
+                    };
+                    let entry = super::TableEntry {
+                        descriptor,
+                        enabled: t.enabled,
+                        regions: t.regions,
+                    };
+                    (k, entry)
+                })
+                .collect();
+            super::CatalogState {
+                next_region_id: old.next_region_id,
+                next_file_id: old.next_file_id,
+                namespaces: old.namespaces,
+                tables,
+            }
+        }
+    }
 }
 
 /// Fsyncs a directory so that renames and creations in it are durable.
@@ -210,6 +282,56 @@ pub fn sync_dir(dir: &Path) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn version_1_catalogs_are_read_with_default_compaction_settings() {
+        use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+        let dir = tempfile::tempdir().unwrap();
+        let name = TableName::parse("ns:t").unwrap();
+        let old = v1::CatalogState {
+            next_region_id: 5,
+            next_file_id: 9,
+            namespaces: ["default".to_string(), "ns".to_string()].into(),
+            tables: [(
+                name.to_string(),
+                v1::TableEntry {
+                    descriptor: v1::TableDescriptor {
+                        name: name.clone(),
+                        families: vec![ColumnFamilyDescriptor::new("f")],
+                        memstore_flush_size: Some(4096),
+                    },
+                    enabled: true,
+                    regions: vec![RegionEntry {
+                        id: 4,
+                        start: Bytes::new(),
+                        end: Bytes::new(),
+                        flushed_seq: 17,
+                        files: BTreeMap::new(),
+                    }],
+                },
+            )]
+            .into(),
+        };
+        let payload = postcard::to_stdvec(&old).unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&1u32.to_be_bytes());
+        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        buf.extend_from_slice(&payload);
+        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        let c = Catalog::open(dir.path()).unwrap();
+        let s = c.snapshot();
+        let t = &s.tables[&name.to_string()];
+        assert_eq!(t.descriptor.memstore_flush_size, Some(4096));
+        assert_eq!(t.descriptor.compaction, CompactionSettings::default());
+        assert_eq!(t.regions[0].flushed_seq, 17);
+        assert_eq!(s.next_file_id, 9);
+        // The next update writes version 2, which reads back the same.
+        c.update(|_| Ok(())).unwrap();
+        drop(c);
+        assert_eq!(Catalog::open(dir.path()).unwrap().snapshot(), s);
+    }
 
     #[test]
     fn round_trip_and_corruption() {

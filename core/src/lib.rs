@@ -25,7 +25,7 @@ pub use error::{Error, Result};
 pub use region::RegionInfo;
 pub use schema::split::SplitAlgorithm;
 pub use schema::{
-    BloomType, ColumnFamilyDescriptor, Compression, TableDescriptor, TableName, DEFAULT_NAMESPACE,
-    SYSTEM_NAMESPACE,
+    BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, TableDescriptor, TableName,
+    DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use wal::Durability;

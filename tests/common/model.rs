@@ -37,11 +37,17 @@
 //! marker). Puts must carry explicit timestamps, since the model could not predict the value
 //! a server-assigned one would take.
 //!
-//! Compaction: the model never forgets a cell, so it answers as if nothing were ever
-//! dropped, which is what the engine does while flushes keep every cell. A compaction that
-//! drops cells for good (versions beyond `max_versions`, expired ones, masked ones with their
-//! markers) changes later answers wherever a newer mask would have uncovered a dropped
-//! version; a test that compacts then needs a matching `compact` step in the model.
+//! Compaction: flushes and minor compactions change no answer, so the model ignores them.
+//! A major compaction ([`Model::major_compact`], applied when the engine's major compaction
+//! ran on a flushed table) forgets for good what HBase's major compaction removes, so later
+//! answers change as the reference guide says ("Major compactions change query results"):
+//! without keep-deleted-cells every delete marker goes, with the puts it masked, and per
+//! column only the versions rule 4 keeps stay (the newest `max_versions` unmasked ones, minus
+//! expired ones beyond `min_versions`), so a later delete no longer uncovers an older
+//! version, and a later put below a forgotten marker is no longer masked. With
+//! keep-deleted-cells markers and masked puts stay; a put goes only when the versions newer
+//! than it that no marker masks already number `max_versions` (or `min_versions` while it is
+//! expired), as no time range can then show it.
 //!
 //! Operations are plain structs ([`PutSpec`], [`DeleteSpec`], [`GetSpec`], [`ScanSpec`])
 //! that the model applies and that build the engine's request (`to_put`, `to_delete`,
@@ -381,6 +387,51 @@ struct RowFamily {
 }
 
 impl RowFamily {
+    /// True when a marker of any time hides the put of column `q` at `ts`.
+    fn masked_by_any(&self, q: &Bytes, ts: Timestamp) -> bool {
+        self.family.iter().any(|m| ts <= *m)
+            || self.family_version.contains(&ts)
+            || self
+                .column
+                .get(q)
+                .is_some_and(|s| s.iter().any(|m| ts <= *m))
+            || self.version.get(q).is_some_and(|s| s.contains(&ts))
+    }
+
+    /// Forgets what a major compaction at `now_ms` removes (see the module doc).
+    fn major_compact(&mut self, rules: &Rules, now_ms: u64) {
+        let expire_before = rules.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
+        let mut puts = std::mem::take(&mut self.puts);
+        for (q, versions) in puts.iter_mut() {
+            // Newer versions no marker masks, counted from the newest down.
+            let mut unmasked = 0u32;
+            let mut kept = BTreeMap::new();
+            for (ts, v) in versions.iter().rev() {
+                let masked = self.masked_by_any(q, *ts);
+                if masked && !rules.keep_deleted_cells {
+                    continue;
+                }
+                let newer = unmasked;
+                if !masked {
+                    unmasked += 1;
+                }
+                let expired = *ts < expire_before;
+                if newer < rules.max_versions && !(expired && newer >= rules.min_versions) {
+                    kept.insert(*ts, v.clone());
+                }
+            }
+            *versions = kept;
+        }
+        puts.retain(|_, v| !v.is_empty());
+        self.puts = puts;
+        if !rules.keep_deleted_cells {
+            self.family.clear();
+            self.family_version.clear();
+            self.column.clear();
+            self.version.clear();
+        }
+    }
+
     /// The versions of column `q` a reader sees, newest first (rules 2 to 5).
     fn read_column(
         &self,
@@ -473,6 +524,19 @@ impl Model {
             .or_default()
             .entry(family.clone())
             .or_default()
+    }
+
+    /// Applies a major compaction of every family at `now_ms`, the engine's having run on a
+    /// flushed table: forgets what it removes (see the module doc).
+    pub fn major_compact(&mut self, now_ms: u64) {
+        let families = &self.families;
+        for fams in self.rows.values_mut() {
+            for (family, rf) in fams.iter_mut() {
+                if let Some(rules) = families.get(family) {
+                    rf.major_compact(rules, now_ms);
+                }
+            }
+        }
     }
 
     /// Applies a put. Panics on a cell without an explicit timestamp or an unknown family.

@@ -34,6 +34,7 @@ use crate::error::{Error, Result};
 use crate::region::RegionInfo;
 use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
 use crate::server::{Engine, TableState};
+use crate::storage::compaction::CompactionKind;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -54,6 +55,7 @@ impl Connection {
         let engine = tokio::task::spawn_blocking(move || Engine::open(config))
             .await
             .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
+        engine.start_periodic_compactions();
         Ok(Connection { engine })
     }
 
@@ -161,6 +163,31 @@ impl Admin {
     /// Flushes every region of a table.
     pub async fn flush(&self, name: &TableName) -> Result<()> {
         self.engine.flush_table(name).await
+    }
+    /// Runs a minor compaction of every store of every region of a table, as often as the
+    /// table's compaction policy selects files, and returns when they finished. A minor
+    /// compaction never changes what reads return.
+    pub async fn compact(&self, name: &TableName) -> Result<()> {
+        self.engine.compact_table(name, CompactionKind::Minor).await
+    }
+    /// Runs a major compaction of every store of a table (all its files become one, without
+    /// delete markers unless the family keeps deleted cells, masked, expired and excess
+    /// versions) and returns when it finished. It does not flush first, as in HBase: call
+    /// [`flush`](Self::flush) before it to include the MemStores.
+    pub async fn major_compact(&self, name: &TableName) -> Result<()> {
+        self.engine.compact_table(name, CompactionKind::Major).await
+    }
+    /// [`compact`](Self::compact) for one region, by its id ([`RegionInfo::id`]).
+    pub async fn compact_region(&self, name: &TableName, region_id: u64) -> Result<()> {
+        self.engine
+            .compact_region(name, region_id, CompactionKind::Minor)
+            .await
+    }
+    /// [`major_compact`](Self::major_compact) for one region, by its id ([`RegionInfo::id`]).
+    pub async fn major_compact_region(&self, name: &TableName, region_id: u64) -> Result<()> {
+        self.engine
+            .compact_region(name, region_id, CompactionKind::Major)
+            .await
     }
     /// Creates a namespace.
     pub async fn create_namespace(&self, ns: &str) -> Result<()> {

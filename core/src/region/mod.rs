@@ -148,6 +148,8 @@ pub struct RegionInfo {
     pub store_files: usize,
     /// Bytes in store files.
     pub store_file_size: u64,
+    /// Cells (puts and delete markers) in store files.
+    pub store_file_cells: u64,
     /// Store files point reads skipped thanks to bloom filters, since open.
     pub bloom_skipped_files: u64,
 }
@@ -156,12 +158,13 @@ impl Region {
     /// A snapshot of the region's facts.
     pub fn info(&self) -> RegionInfo {
         let stores = self.all_stores();
-        let (mut n, mut size, mut skipped) = (0, 0, 0);
+        let (mut n, mut size, mut skipped, mut cells) = (0, 0, 0, 0);
         for s in &stores {
             skipped += s.bloom_skips.load(Ordering::Relaxed);
             let st = s.state.read();
             n += st.files.len();
             size += st.files.iter().map(|f| f.info().file_size).sum::<u64>();
+            cells += st.files.iter().map(|f| f.info().entry_count).sum::<u64>();
         }
         RegionInfo {
             name: self.name(),
@@ -173,6 +176,7 @@ impl Region {
             memstore_size: self.memstore_size() as u64,
             store_files: n,
             store_file_size: size,
+            store_file_cells: cells,
             bloom_skipped_files: skipped,
         }
     }

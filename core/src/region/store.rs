@@ -37,6 +37,8 @@ pub struct Store {
     pub state: RwLock<StoreState>,
     /// Store files a point read skipped because their bloom filter ruled the row out.
     pub bloom_skips: AtomicU64,
+    /// Held for the whole of a compaction of this store: one at a time.
+    pub compaction_lock: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// False when `f`'s bloom filter proves that `row` (with any of `columns`, for a ROWCOL
@@ -84,6 +86,7 @@ impl Store {
                 files,
             }),
             bloom_skips: AtomicU64::new(0),
+            compaction_lock: Arc::new(tokio::sync::Mutex::new(())),
         }
     }
 
@@ -116,6 +119,11 @@ impl Store {
     /// Inserts cells of one row into the active MemStore.
     pub fn insert_row(&self, row: Bytes, cells: impl IntoIterator<Item = StoreCell>) {
         self.state.read().active.insert_row(row, cells);
+    }
+
+    /// The number of store files.
+    pub fn file_count(&self) -> usize {
+        self.state.read().files.len()
     }
 
     /// Bytes held in MemStores (active and snapshot).

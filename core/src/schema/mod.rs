@@ -312,6 +312,73 @@ pub struct TableDescriptor {
     pub families: Vec<ColumnFamilyDescriptor>,
     /// MemStore size of one region that triggers a flush, in bytes; `None` uses the engine's.
     pub memstore_flush_size: Option<u64>,
+    /// Compaction settings (appended in catalog format version 2).
+    pub compaction: CompactionSettings,
+}
+
+/// A table's compaction settings: HBase's `hbase.hstore.compaction.min`, `.max`, `.ratio`
+/// and `hbase.hregion.majorcompaction`, per table.
+///
+/// ```
+/// use basalt_core::schema::CompactionSettings;
+/// let c = CompactionSettings::default();
+/// assert_eq!((c.min_files, c.max_files, c.ratio()), (3, 10, 1.2));
+/// assert_eq!(c.major_interval_ms, None);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionSettings {
+    /// Fewest files a minor compaction rewrites (default 3, at least 2).
+    pub min_files: u32,
+    /// Most files a minor compaction rewrites (default 10).
+    pub max_files: u32,
+    /// The size ratio in thousandths (default 1200, i.e. 1.2); kept as an integer so that
+    /// descriptors compare exactly.
+    pub ratio_permille: u32,
+    /// Run a major compaction of every region this often, in milliseconds; `None` (the
+    /// default) never runs one on a timer.
+    pub major_interval_ms: Option<u64>,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        CompactionSettings {
+            min_files: 3,
+            max_files: 10,
+            ratio_permille: 1200,
+            major_interval_ms: None,
+        }
+    }
+}
+
+impl CompactionSettings {
+    /// The size ratio.
+    pub fn ratio(&self) -> f64 {
+        f64::from(self.ratio_permille) / 1000.0
+    }
+
+    /// Checks the settings.
+    pub fn validate(&self) -> Result<()> {
+        if self.min_files < 2 {
+            return Err(Error::bad_argument(
+                "compaction min files must be at least 2",
+            ));
+        }
+        if self.max_files < self.min_files {
+            return Err(Error::bad_argument(format!(
+                "compaction max files ({}) is below min files ({})",
+                self.max_files, self.min_files
+            )));
+        }
+        if self.ratio_permille == 0 {
+            return Err(Error::bad_argument("compaction ratio must be positive"));
+        }
+        if self.major_interval_ms == Some(0) {
+            return Err(Error::bad_argument(
+                "major compaction interval must be positive",
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl TableDescriptor {
@@ -321,7 +388,28 @@ impl TableDescriptor {
             name,
             families: Vec::new(),
             memstore_flush_size: None,
+            compaction: CompactionSettings::default(),
         }
+    }
+
+    /// Sets the fewest and most files of a minor compaction.
+    pub fn compaction_files(mut self, min: u32, max: u32) -> Self {
+        self.compaction.min_files = min;
+        self.compaction.max_files = max;
+        self
+    }
+
+    /// Sets the minor compaction size ratio (rounded to thousandths).
+    pub fn compaction_ratio(mut self, ratio: f64) -> Self {
+        self.compaction.ratio_permille =
+            (ratio * 1000.0).round().clamp(0.0, u32::MAX as f64) as u32;
+        self
+    }
+
+    /// Sets the periodic major compaction interval (`None`: off).
+    pub fn major_compaction_interval_ms(mut self, ms: Option<u64>) -> Self {
+        self.compaction.major_interval_ms = ms;
+        self
     }
 
     /// Adds a family.
@@ -362,7 +450,7 @@ impl TableDescriptor {
         if self.memstore_flush_size == Some(0) {
             return Err(Error::bad_argument("memstore flush size must be positive"));
         }
-        Ok(())
+        self.compaction.validate()
     }
 }
 

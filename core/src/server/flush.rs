@@ -7,11 +7,18 @@
 //! update leaves orphan files (deleted at open) and the WAL replays the data; a crash after it
 //! replays only writes above `S`. Cells above `S` that were also flushed are replayed as exact
 //! duplicates, which reads deduplicate.
+//!
+//! A flush writes the snapshot through the minor-compaction filter
+//! ([`crate::storage::compaction`]), as HBase's flush does: a put masked by a marker in the
+//! same snapshot (without keep-deleted-cells), an older write of the same version and, in a
+//! family without min versions, a put past its TTL are not written; no read result changes.
+//! A successful flush then checks the region's stores for a background minor compaction.
 
 use super::Engine;
 use crate::catalog::FileEntry;
 use crate::error::{Error, Result};
 use crate::region::Region;
+use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::memstore::MemStore;
 use crate::storage::storefile::{StoreFileReader, StoreFileWriter, WriterOptions};
 use std::sync::atomic::Ordering;
@@ -66,6 +73,7 @@ impl Engine {
         }
         result?;
         self.purge_wal();
+        self.maybe_compact(region);
         Ok(())
     }
 
@@ -76,8 +84,16 @@ impl Engine {
         snapshots: &[(Arc<crate::region::Store>, Arc<MemStore>)],
     ) -> Result<()> {
         let mut jobs = Vec::new();
+        let smallest_read_point = self.smallest_read_point();
+        let now = super::now_ms();
         for (store, snap) in snapshots {
             let d = store.descriptor();
+            let rules = CompactionRules {
+                kind: CompactionKind::Minor,
+                family: store.rules(),
+                smallest_read_point,
+                now_ms: now,
+            };
             let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
             jobs.push((
                 store.clone(),
@@ -90,15 +106,16 @@ impl Engine {
                     bloom: d.bloom,
                     ..Default::default()
                 },
+                rules,
             ));
         }
         let cache = self.cache.clone();
         let written = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
             let mut out = Vec::new();
-            for (store, snap, id, path, opts) in jobs {
+            for (store, snap, id, path, opts, rules) in jobs {
                 let mut w = StoreFileWriter::create(&path, opts)?;
-                for cell in snap.iter() {
-                    w.append(&cell)?;
+                for cell in CompactionIter::new(snap.iter().map(Ok), rules) {
+                    w.append(&cell?)?;
                 }
                 let info = w.finish()?;
                 let reader = StoreFileReader::open(&path, id, Some(cache.clone()))?;

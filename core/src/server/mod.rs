@@ -4,10 +4,12 @@
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`flush`] (MemStore to store file, WAL purge) and
-//! [`recovery`] (open and replay). Invariant: a table's regions are sorted by start key and
+//! [`compact`] (minor and major compaction, write throttling) and [`recovery`] (open and
+//! replay). Invariant: a table's regions are sorted by start key and
 //! cover the whole key space without gaps or overlaps.
 
 pub mod admin;
+pub mod compact;
 pub mod flush;
 pub mod read;
 pub mod recovery;
@@ -48,6 +50,12 @@ pub struct Config {
     /// When the WAL holds more segments than this, the region pinning the oldest one is
     /// flushed so that the log stays bounded (default 32).
     pub max_wal_segments: usize,
+    /// A write to a store with more files than this waits for compaction to catch up, for
+    /// at most `blocking_wait_ms` (HBase's `hbase.hstore.blockingStoreFiles`, default 16).
+    pub blocking_store_files: usize,
+    /// The longest one write waits for a store with too many files (default 1000 ms); after
+    /// that it proceeds, so writes slow down but never fail for it.
+    pub blocking_wait_ms: u64,
 }
 
 impl Config {
@@ -60,7 +68,19 @@ impl Config {
             max_value_size: 10 << 20,
             block_cache_size: 256 << 20,
             max_wal_segments: 32,
+            blocking_store_files: 16,
+            blocking_wait_ms: 1000,
         }
+    }
+    /// Sets the blocking store-file count.
+    pub fn blocking_store_files(mut self, files: usize) -> Self {
+        self.blocking_store_files = files;
+        self
+    }
+    /// Sets the longest wait of one write for a store with too many files.
+    pub fn blocking_wait_ms(mut self, ms: u64) -> Self {
+        self.blocking_wait_ms = ms;
+        self
     }
     /// Sets the flush size.
     pub fn memstore_flush_size(mut self, bytes: u64) -> Self {
@@ -130,6 +150,9 @@ pub struct Engine {
     pub(crate) closed: AtomicBool,
     /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
     pub(crate) dir_lock: Mutex<Option<std::fs::File>>,
+    /// Read points of open table scans (read point -> count): compactions keep what they
+    /// may still need.
+    pub(crate) scan_points: Mutex<BTreeMap<u64, usize>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -191,6 +214,9 @@ impl Engine {
             }
         }
         self.closed.store(true, Ordering::Release);
+        // A running compaction finishes (or, seeing `closed`, gives up) before the directory
+        // lock goes, so no other engine ever sees its files half-committed.
+        self.wait_for_compactions().await;
         let out = self.wal.close();
         // Dropping the file releases the directory lock, so the directory can be reopened.
         self.dir_lock.lock().take();

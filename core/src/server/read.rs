@@ -197,6 +197,8 @@ struct TableScanner {
     scan: Scan,
     range: RowRange,
     read_point: u64,
+    /// Keeps the read point registered, so compactions keep what this scan may still read.
+    _point: super::compact::ScanPoint,
     rows_left: Option<usize>,
     finished: bool,
 }
@@ -225,8 +227,10 @@ impl TableScanner {
         if scan.reverse {
             regions = regions.into_iter().rev().collect();
         }
+        let point = engine.register_scan();
         Ok(TableScanner {
-            read_point: engine.mvcc.read_point(),
+            read_point: point.point(),
+            _point: point,
             engine,
             regions,
             current: None,

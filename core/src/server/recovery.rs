@@ -115,6 +115,7 @@ impl Engine {
             commits: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             dir_lock: Mutex::new(Some(lock)),
+            scan_points: Mutex::new(BTreeMap::new()),
             config,
         }))
     }

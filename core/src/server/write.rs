@@ -265,6 +265,8 @@ impl Engine {
         if cells.is_empty() {
             return Ok(());
         }
+        self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
+            .await;
         let record = (durability != Durability::SkipWal).then(|| WalRecord {
             seq: 0,
             edits: cells

@@ -4,6 +4,7 @@
 //! through a k-way merge ([`merge`]) and one matcher ([`matcher`]) that applies HBase's
 //! visibility rules.
 
+pub mod compaction;
 pub mod matcher;
 pub mod memstore;
 pub mod merge;

@@ -25,6 +25,7 @@ use std::convert::Infallible;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// An open, checked store file. `Send + Sync`; share it behind the `Arc` that
@@ -41,6 +42,8 @@ pub struct StoreFileReader {
     /// The file's bloom filter, loaded at open.
     bloom: Option<Bloom>,
     cache: Option<Arc<BlockCache>>,
+    /// Set when a compaction replaced this file: the last holder to drop it deletes it.
+    compacted_away: AtomicBool,
 }
 
 impl StoreFileReader {
@@ -93,7 +96,19 @@ impl StoreFileReader {
             index_heads,
             bloom,
             cache,
+            compacted_away: AtomicBool::new(false),
         }))
+    }
+
+    /// Marks the file as replaced by a compaction and no longer listed anywhere: it is
+    /// deleted from disk when the last reader (a scan still reading it) drops it.
+    pub fn mark_compacted_away(&self) {
+        self.compacted_away.store(true, AtomicOrdering::Release);
+    }
+
+    /// True once [`mark_compacted_away`](Self::mark_compacted_away) was called.
+    pub fn is_compacted_away(&self) -> bool {
+        self.compacted_away.load(AtomicOrdering::Acquire)
     }
 
     /// What the file holds.
@@ -305,6 +320,21 @@ fn check_info(info: &FileInfo, t: &Trailer, index: &[IndexEntry]) -> Dec<()> {
         return Err("file info does not match the index".into());
     }
     Ok(())
+}
+
+impl Drop for StoreFileReader {
+    fn drop(&mut self) {
+        if self.is_compacted_away() {
+            match std::fs::remove_file(&self.path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                // Open removes it, as a file no region lists.
+                Err(e) => {
+                    tracing::warn!(file = %self.path.display(), error = %e, "could not remove compacted store file")
+                }
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for StoreFileReader {
