@@ -187,7 +187,7 @@ impl Engine {
             let first = crate::cell::StoreKey::first_on_row(bytes::Bytes::new());
             let sources: Vec<CellSource> = files
                 .iter()
-                .map(|f| Box::new(f.scan_from(&first)) as CellSource)
+                .map(|f| CellSource::File(f.scan_from(&first)))
                 .collect();
             let mut iter = CompactionIter::new(MergeIter::new(sources, false), rules);
             let mut w = StoreFileWriter::create(&path, opts)?;
