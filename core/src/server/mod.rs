@@ -3,11 +3,12 @@
 //!
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
-//! path), [`read`] (gets and scans), [`flush`] (MemStore to store file, WAL purge) and
+//! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files), [`flush`] (MemStore to store file, WAL purge) and
 //! [`recovery`] (open and replay). Invariant: a table's regions are sorted by start key and
 //! cover the whole key space without gaps or overlaps.
 
 pub mod admin;
+pub mod check;
 pub mod flush;
 pub mod read;
 pub mod recovery;
