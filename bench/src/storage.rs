@@ -142,7 +142,7 @@ fn print_settings(s: &Settings) {
         s.rows,
         s.readers,
         CACHE_BYTES >> 20,
-        s.rows * 1100 >> 20
+        (s.rows * 1100) >> 20
     );
     println!(
         "basalt     : Durability::SyncWal; {} regions pre-split at {}..{}; family `f`, \

@@ -135,8 +135,10 @@ fn lookups(
                 let ks = ks.clone();
                 scope.spawn(move || {
                     let (mut found, mut wrong) = (0u64, 0u64);
-                    for idx in n * part / readers..n * (part + 1) / readers {
-                        let Some(value) = ks.get(keys[idx])? else {
+                    let lo = n * part / readers;
+                    let mine = &keys[lo..n * (part + 1) / readers];
+                    for (idx, key) in (lo..).zip(mine) {
+                        let Some(value) = ks.get(key)? else {
                             continue;
                         };
                         found += 1;
