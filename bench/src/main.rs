@@ -1,8 +1,8 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, all (only `core` exists so far; the others say so
-//! and exit non-zero). Each suite prints its settings, a readable table, then one line per
+//! filters, coprocessors, salting, index, all (`core` and `storage` exist so far; `all` runs
+//! both; the others say so and exit non-zero). Each suite prints its settings, a readable table, then one line per
 //! figure for scripts:
 //!
 //! `RESULT <suite>/<figure> basalt=<x> fjall=<y> ratio=<x/y> unit=<unit>[ better=lower]`
@@ -10,6 +10,9 @@
 mod basalt_side;
 mod core;
 mod fjall_side;
+mod storage;
+mod storage_basalt;
+mod storage_fjall;
 mod workload;
 
 use std::path::PathBuf;
@@ -42,10 +45,11 @@ pub struct Figure {
     pub basalt: f64,
     /// fjall's figure.
     pub fjall: f64,
-    /// Basalt's operations and seconds, for the table.
-    pub basalt_phase: core::Phase,
+    /// Basalt's operations and seconds, for the table (`None` for a figure that is not a
+    /// rate).
+    pub basalt_phase: Option<core::Phase>,
     /// fjall's operations and seconds, for the table.
-    pub fjall_phase: core::Phase,
+    pub fjall_phase: Option<core::Phase>,
 }
 
 impl Figure {
@@ -57,8 +61,27 @@ impl Figure {
             lower_is_better: false,
             basalt: basalt.ops_per_sec(),
             fjall: fjall.ops_per_sec(),
-            basalt_phase: basalt,
-            fjall_phase: fjall,
+            basalt_phase: Some(basalt),
+            fjall_phase: Some(fjall),
+        }
+    }
+
+    /// A figure that is not a rate (a size, a count per operation, a ratio).
+    pub fn value(
+        name: &'static str,
+        unit: &'static str,
+        lower_is_better: bool,
+        basalt: f64,
+        fjall: f64,
+    ) -> Self {
+        Figure {
+            name,
+            unit,
+            lower_is_better,
+            basalt,
+            fjall,
+            basalt_phase: None,
+            fjall_phase: None,
         }
     }
 
@@ -68,20 +91,38 @@ impl Figure {
     }
 }
 
+/// A figure's value: whole numbers when large, three decimals when small.
+fn num(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
 fn print_report(figures: &[Figure]) {
+    let width = figures
+        .iter()
+        .map(|f| f.name.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     println!(
-        "{:<10} {:>10} {:>10} {:>14} {:>10} {:>14} {:>13}",
+        "{:<width$} {:>10} {:>10} {:>14} {:>10} {:>14} {:>13}",
         "figure", "ops", "basalt s", "basalt", "fjall s", "fjall", "basalt/fjall"
     );
+    let secs = |p: Option<core::Phase>| {
+        p.map_or("-".into(), |p| format!("{:.3}", p.elapsed.as_secs_f64()))
+    };
     for f in figures {
         println!(
-            "{:<10} {:>10} {:>10.3} {:>14.0} {:>10.3} {:>14.0} {:>13.3}   {}",
+            "{:<width$} {:>10} {:>10} {:>14} {:>10} {:>14} {:>13.3}   {}",
             f.name,
-            f.basalt_phase.ops,
-            f.basalt_phase.elapsed.as_secs_f64(),
-            f.basalt,
-            f.fjall_phase.elapsed.as_secs_f64(),
-            f.fjall,
+            f.basalt_phase.map_or("-".into(), |p| p.ops.to_string()),
+            secs(f.basalt_phase),
+            num(f.basalt),
+            secs(f.fjall_phase),
+            num(f.fjall),
             f.ratio(),
             f.unit
         );
@@ -89,10 +130,10 @@ fn print_report(figures: &[Figure]) {
     println!();
     for f in figures {
         println!(
-            "RESULT {} basalt={:.0} fjall={:.0} ratio={:.3} unit={}{}",
+            "RESULT {} basalt={} fjall={} ratio={:.3} unit={}{}",
             f.name,
-            f.basalt,
-            f.fjall,
+            num(f.basalt),
+            num(f.fjall),
             f.ratio(),
             f.unit,
             if f.lower_is_better {
@@ -111,14 +152,14 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | all
-            (only `core` is implemented so far)
-  --rows N  rows loaded and random reads made (default 1000000)
+            (`core` and `storage` so far; `all` runs both)
+  --rows N  rows loaded and random reads made (default: core 1000000, storage 200000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)";
 
 struct Args {
     suite: String,
-    rows: u64,
+    rows: Option<u64>,
     dir: PathBuf,
     block_size: u32,
 }
@@ -126,7 +167,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let mut suite = None;
-    let mut rows = 1_000_000;
+    let mut rows = None;
     let mut dir = std::env::temp_dir();
     let mut block_size = 16 * 1024;
     while let Some(a) = args.next() {
@@ -134,10 +175,11 @@ fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => return Err(String::new()),
             "--rows" => {
                 let v = args.next().ok_or("--rows needs a value")?;
-                rows = v
-                    .replace('_', "")
-                    .parse()
-                    .map_err(|_| format!("--rows: not a number: {v}"))?;
+                rows = Some(
+                    v.replace('_', "")
+                        .parse()
+                        .map_err(|_| format!("--rows: not a number: {v}"))?,
+                );
             }
             "--dir" => dir = args.next().ok_or("--dir needs a value")?.into(),
             "--block-size" => {
@@ -175,23 +217,35 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if args.suite != "core" {
-        eprintln!(
-            "suite {} is not implemented yet (only `core` exists)",
-            args.suite
-        );
-        return ExitCode::from(3);
-    }
-    let mut settings = core::Settings::new(args.rows, args.dir);
-    settings.block_size = args.block_size;
-    match core::run(&settings) {
-        Ok(figures) => {
-            print_report(&figures);
-            ExitCode::SUCCESS
+    let suites: &[&str] = match args.suite.as_str() {
+        "all" => &["core", "storage"],
+        "core" => &["core"],
+        "storage" => &["storage"],
+        other => {
+            eprintln!("suite {other} is not implemented yet (only `core` and `storage` exist)");
+            return ExitCode::from(3);
         }
-        Err(e) => {
-            eprintln!("error: suite core failed: {e}");
-            ExitCode::FAILURE
+    };
+    for &suite in suites {
+        let default_rows = if suite == "core" {
+            1_000_000
+        } else {
+            storage::DEFAULT_ROWS
+        };
+        let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
+        settings.block_size = args.block_size;
+        let figures = match suite {
+            "core" => core::run(&settings),
+            _ => storage::run(&settings),
+        };
+        match figures {
+            Ok(figures) => print_report(&figures),
+            Err(e) => {
+                eprintln!("error: suite {suite} failed: {e}");
+                return ExitCode::FAILURE;
+            }
         }
+        println!();
     }
+    ExitCode::SUCCESS
 }

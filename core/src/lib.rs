@@ -28,4 +28,6 @@ pub use schema::{
     BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, TableDescriptor, TableName,
     DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
+pub use server::check::{IntegrityReport, StoreFileReport};
+pub use storage::storefile::{FileCheck, Finding, FindingKind};
 pub use wal::Durability;

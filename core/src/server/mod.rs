@@ -3,12 +3,13 @@
 //!
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
-//! path), [`read`] (gets and scans), [`flush`] (MemStore to store file, WAL purge) and
-//! [`compact`] (minor and major compaction, write throttling) and [`recovery`] (open and
-//! replay). Invariant: a table's regions are sorted by start key and
-//! cover the whole key space without gaps or overlaps.
+//! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
+//! [`flush`] (MemStore to store file, WAL purge), [`compact`] (minor and major compaction,
+//! write throttling) and [`recovery`] (open and replay). Invariant: a table's regions are
+//! sorted by start key and cover the whole key space without gaps or overlaps.
 
 pub mod admin;
+pub mod check;
 pub mod compact;
 pub mod flush;
 pub mod read;

@@ -189,6 +189,7 @@ mod meta;
 mod reader;
 mod scanner;
 mod search;
+pub mod verify;
 mod writer;
 
 #[cfg(test)]
@@ -197,6 +198,7 @@ mod tests;
 pub use cache::BlockCache;
 pub use reader::StoreFileReader;
 pub use scanner::{StoreFileRevScanner, StoreFileScanner};
+pub use verify::{verify_file, FileCheck, Finding, FindingKind};
 pub use writer::StoreFileWriter;
 
 #[cfg(doc)]

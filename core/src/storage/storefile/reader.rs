@@ -262,7 +262,7 @@ fn read_block(file: &File, path: &Path, offset: u64, len: u32) -> Result<Bytes> 
 
 /// Index, file-info and (if present) bloom blocks must sit back to back right before the
 /// trailer; an absent bloom block has offset and length 0.
-fn check_layout(t: &Trailer, trailer_offset: u64) -> Dec<()> {
+pub(super) fn check_layout(t: &Trailer, trailer_offset: u64) -> Dec<()> {
     let info_end = t.info_offset.checked_add(u64::from(t.info_len));
     let index_end = t.index_offset.checked_add(u64::from(t.index_len));
     let bloom_ok = if t.bloom_len == 0 {
