@@ -4,7 +4,8 @@
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
-//! [`flush`] (MemStore to store file, WAL purge), [`compact`] (minor and major compaction,
+//! [`flush`] (MemStore to store file, WAL purge), [`memory`] (the global MemStore budget),
+//! [`compact`] (minor and major compaction,
 //! write throttling) and [`recovery`] (open and replay). Invariant: a table's regions are
 //! sorted by start key and cover the whole key space without gaps or overlaps.
 
@@ -12,6 +13,7 @@ pub mod admin;
 pub mod check;
 pub mod compact;
 pub mod flush;
+pub mod memory;
 pub mod read;
 pub mod recovery;
 pub mod write;
@@ -57,6 +59,13 @@ pub struct Config {
     /// The longest one write waits for a store with too many files (default 1000 ms); after
     /// that it proceeds, so writes slow down but never fail for it.
     pub blocking_wait_ms: u64,
+    /// The most bytes all MemStores together may hold (HBase's
+    /// `hbase.regionserver.global.memstore.size`, default 2 GiB). Past it, writers wait while
+    /// the largest MemStores flush, until the total is back under the limit.
+    pub global_memstore_size: u64,
+    /// Forced flushes go on until the total is below this fraction of
+    /// `global_memstore_size` (HBase's `...global.memstore.size.lower.limit`, default 0.95).
+    pub global_memstore_lower_limit: f64,
 }
 
 impl Config {
@@ -71,7 +80,14 @@ impl Config {
             max_wal_segments: 32,
             blocking_store_files: 16,
             blocking_wait_ms: 1000,
+            global_memstore_size: 2 << 30,
+            global_memstore_lower_limit: 0.95,
         }
+    }
+    /// Sets the global MemStore budget in bytes.
+    pub fn global_memstore_size(mut self, bytes: u64) -> Self {
+        self.global_memstore_size = bytes;
+        self
     }
     /// Sets the blocking store-file count.
     pub fn blocking_store_files(mut self, files: usize) -> Self {
@@ -148,6 +164,12 @@ pub struct Engine {
     pub(crate) commit_lock: Mutex<()>,
     pub(crate) next_file_id: AtomicU64,
     pub(crate) commits: AtomicU64,
+    /// MemStore bytes written since the global budget was last checked (see [`memory`]).
+    pub(crate) memstore_unchecked: AtomicU64,
+    /// Set while the MemStores are known to be over the global budget: every writer waits.
+    pub(crate) memstore_over: AtomicBool,
+    /// Writes that had to wait for the global MemStore budget.
+    pub(crate) memstore_blocked_writes: AtomicU64,
     pub(crate) closed: AtomicBool,
     /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
     pub(crate) dir_lock: Mutex<Option<std::fs::File>>,

@@ -265,6 +265,8 @@ impl Engine {
         if cells.is_empty() {
             return Ok(());
         }
+        let incoming = cells.iter().map(|c| c.cell.heap_size() as u64).sum();
+        self.reserve_memstore(incoming).await;
         self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
             .await;
         let record = (durability != Durability::SkipWal).then(|| WalRecord {
