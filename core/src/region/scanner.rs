@@ -173,12 +173,14 @@ pub struct RegionScanner {
 
 impl RegionScanner {
     /// A scanner over `range` (already clipped to the region) of the given stores, each with
-    /// an optional set of qualifiers, sorted by family name.
+    /// an optional set of qualifiers, sorted by family name. `cache_blocks` false reads
+    /// blocks without caching them.
     pub fn new(
         stores: Vec<(Arc<Store>, Option<BTreeSet<Bytes>>)>,
         range: RowRange,
         reverse: bool,
         spec: ReadSpec,
+        cache_blocks: bool,
     ) -> Result<Self> {
         let start: Option<StoreKey> = if reverse {
             match &range.hi {
@@ -202,7 +204,7 @@ impl RegionScanner {
                 }
                 _ => None,
             };
-            let mut iter = store.merged(start.as_ref(), reverse, point);
+            let mut iter = store.merged(start.as_ref(), reverse, point, cache_blocks);
             take_error(&mut iter)?;
             fams.push(FamilyScan {
                 family: store.family.clone(),

@@ -9,7 +9,7 @@ use crate::schema::{BloomType, ColumnFamilyDescriptor};
 use crate::storage::matcher::FamilyRules;
 use crate::storage::memstore::MemStore;
 use crate::storage::merge::{CellSource, MergeIter};
-use crate::storage::storefile::StoreFileReader;
+use crate::storage::storefile::{CacheMode, StoreFileReader};
 use bytes::Bytes;
 use parking_lot::RwLock;
 use std::collections::BTreeSet;
@@ -132,16 +132,30 @@ impl Store {
         s.active.size() + s.snapshot.as_ref().map_or(0, |m| m.size())
     }
 
+    /// How a read of this store uses the block cache: the family's BLOCKCACHE and IN_MEMORY
+    /// settings, and whether the reader wants its blocks cached at all.
+    pub fn cache_mode(&self, cache_blocks: bool) -> CacheMode {
+        let d = self.descriptor.read();
+        match (cache_blocks && d.block_cache, d.in_memory) {
+            (false, _) => CacheMode::Bypass,
+            (true, true) => CacheMode::InMemory,
+            (true, false) => CacheMode::Normal,
+        }
+    }
+
     /// A merged, sorted view of every cell from `start` on (or down from it when `reverse`).
     /// `start = None` means from the first cell (forward) or the last (reverse). A point
     /// read of one row passes `point`: the row and, optionally, the only qualifiers wanted;
-    /// files whose bloom filter rules them out are skipped and counted.
+    /// files whose bloom filter rules them out are skipped and counted. `cache_blocks` false
+    /// reads blocks without caching them (HBase's `setCacheBlocks(false)`).
     pub fn merged(
         &self,
         start: Option<&StoreKey>,
         reverse: bool,
         point: Option<(&[u8], Option<&BTreeSet<Bytes>>)>,
+        cache_blocks: bool,
     ) -> MergeIter {
+        let mode = self.cache_mode(cache_blocks);
         let s = self.state.read();
         let mut sources: Vec<CellSource> = Vec::with_capacity(2 + s.files.len());
         let mems = std::iter::once(&s.active).chain(s.snapshot.iter());
@@ -163,10 +177,12 @@ impl Store {
                 }
             }
             if reverse {
-                sources.push(CellSource::FileRev(f.scan_rev_from(start)));
+                sources.push(CellSource::FileRev(f.scan_rev_from(start).cache_mode(mode)));
             } else {
                 let first = StoreKey::first_on_row(Bytes::new());
-                sources.push(CellSource::File(f.scan_from(start.unwrap_or(&first))));
+                sources.push(CellSource::File(
+                    f.scan_from(start.unwrap_or(&first)).cache_mode(mode),
+                ));
             }
         }
         MergeIter::new(sources, reverse)

@@ -44,7 +44,7 @@ use crate::schema::{CompactionSettings, TableName};
 use crate::storage::compaction::policy::{self, PolicyConfig};
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::merge::{CellSource, MergeIter};
-use crate::storage::storefile::{StoreFileReader, StoreFileWriter, WriterOptions};
+use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter, WriterOptions};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -187,7 +187,7 @@ impl Engine {
             let first = crate::cell::StoreKey::first_on_row(bytes::Bytes::new());
             let sources: Vec<CellSource> = files
                 .iter()
-                .map(|f| CellSource::File(f.scan_from(&first)))
+                .map(|f| CellSource::File(f.scan_from(&first).cache_mode(CacheMode::Bypass)))
                 .collect();
             let mut iter = CompactionIter::new(MergeIter::new(sources, false), rules);
             let mut w = StoreFileWriter::create(&path, opts)?;

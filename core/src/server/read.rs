@@ -104,7 +104,7 @@ impl Engine {
             lo: Bound::Included(g.row.clone()),
             hi: Bound::Included(g.row.clone()),
         };
-        let mut scanner = RegionScanner::new(stores, range, false, spec)?;
+        let mut scanner = RegionScanner::new(stores, range, false, spec, true)?;
         Ok(scanner.next_row()?.unwrap_or_default())
     }
 
@@ -273,7 +273,13 @@ impl TableScanner {
                     now_ms: now_ms(),
                 };
                 let range = self.range.clip(&region.start, &region.end);
-                self.current = Some(RegionScanner::new(stores, range, self.scan.reverse, spec)?);
+                self.current = Some(RegionScanner::new(
+                    stores,
+                    range,
+                    self.scan.reverse,
+                    spec,
+                    self.scan.cache_blocks,
+                )?);
             }
             let next = match self.current.as_mut() {
                 Some(s) => s.next_row()?,

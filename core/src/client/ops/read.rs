@@ -135,6 +135,7 @@ pub struct Scan {
     pub(crate) limit: Option<usize>,
     pub(crate) batch: Option<usize>,
     pub(crate) prefetch: bool,
+    pub(crate) cache_blocks: bool,
 }
 
 impl Default for Scan {
@@ -157,6 +158,7 @@ impl Scan {
             limit: None,
             batch: None,
             prefetch: true,
+            cache_blocks: true,
         }
     }
     /// Sets the start row (inclusive).
@@ -215,6 +217,13 @@ impl Scan {
     /// scan on the caller's thread, e.g. when many scans run at once on few cores.
     pub fn prefetch(mut self, on: bool) -> Self {
         self.prefetch = on;
+        self
+    }
+    /// Whether blocks this scan reads from files go into the block cache (HBase's
+    /// `Scan#setCacheBlocks`, default true). Turn it off for a one-off scan of much data, so
+    /// that it does not push out the blocks other readers use; cached blocks are still used.
+    pub fn cache_blocks(mut self, on: bool) -> Self {
+        self.cache_blocks = on;
         self
     }
 }

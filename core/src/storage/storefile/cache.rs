@@ -4,6 +4,12 @@
 //! stale entry of a deleted file can never be returned for another file (it just ages out).
 //! Values are decoded blocks behind an `Arc`, weighed by the bytes they hold, so the capacity
 //! is a byte budget. Eviction is quick_cache's (CLOCK-Pro-like, scan resistant).
+//!
+//! As HBase's LRU block cache reserves a quarter of its space for IN_MEMORY families, the
+//! cache has two partitions: blocks of in-memory families go to their own quarter, where
+//! blocks of other families can never evict them. A read may also bypass the cache (a family
+//! with BLOCKCACHE off, a scan with `cache_blocks(false)`, a compaction): it uses a cached
+//! block if there is one but inserts nothing.
 
 use super::data::DataBlock;
 use crate::error::Result;
@@ -24,9 +30,25 @@ impl Weighter<(u64, u64), Arc<DataBlock>> for BlockWeighter {
     }
 }
 
+/// How a read uses the block cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CacheMode {
+    /// Look in the cache; on a miss, read the block and cache it.
+    #[default]
+    Normal,
+    /// As `Normal`, in the in-memory partition (an IN_MEMORY family).
+    InMemory,
+    /// Look in the cache; on a miss, read the block and do not cache it.
+    Bypass,
+}
+
+/// Keys of the cache: `(file id, block offset)`.
+type BlockCacheMap = Cache<(u64, u64), Arc<DataBlock>, BlockWeighter>;
+
 /// A shared, byte-bounded cache of decoded data blocks.
 pub struct BlockCache {
-    cache: Cache<(u64, u64), Arc<DataBlock>, BlockWeighter>,
+    cache: BlockCacheMap,
+    in_memory: BlockCacheMap,
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -35,9 +57,14 @@ pub struct BlockCache {
 impl BlockCache {
     /// A cache holding at most about `capacity_bytes` bytes of decoded blocks.
     pub fn new(capacity_bytes: u64) -> Self {
-        let items = (capacity_bytes / TYPICAL_BLOCK_WEIGHT).clamp(16, 1 << 22) as usize;
+        let part = |bytes: u64| {
+            let items = (bytes / TYPICAL_BLOCK_WEIGHT).clamp(16, 1 << 22) as usize;
+            Cache::with_weighter(items, bytes.max(1), BlockWeighter)
+        };
+        let in_memory = capacity_bytes / 4;
         BlockCache {
-            cache: Cache::with_weighter(items, capacity_bytes.max(1), BlockWeighter),
+            cache: part(capacity_bytes - in_memory),
+            in_memory: part(in_memory),
             capacity: capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -56,7 +83,12 @@ impl BlockCache {
 
     /// The bytes of decoded blocks currently held.
     pub fn used_bytes(&self) -> u64 {
-        self.cache.weight()
+        self.cache.weight() + self.in_memory.weight()
+    }
+
+    /// The bytes of decoded blocks of in-memory families currently held.
+    pub fn in_memory_bytes(&self) -> u64 {
+        self.in_memory.weight()
     }
 
     /// The configured capacity in bytes.
@@ -64,17 +96,33 @@ impl BlockCache {
         self.capacity
     }
 
-    /// Returns the block at `(file_id, offset)`, calling `load` on a miss. Concurrent misses
-    /// of one block load it once: the others wait and count a hit. A failed load caches
-    /// nothing.
+    /// Returns the block at `(file_id, offset)`, calling `load` on a miss and caching the
+    /// result as `mode` says. Concurrent misses of one block cached this way load it once:
+    /// the others wait and count a hit. A failed load caches nothing.
     pub(crate) fn get_or_load(
         &self,
         file_id: u64,
         offset: u64,
+        mode: CacheMode,
         load: impl FnOnce() -> Result<Arc<DataBlock>>,
     ) -> Result<Arc<DataBlock>> {
+        let key = (file_id, offset);
+        let part = match mode {
+            CacheMode::InMemory => &self.in_memory,
+            CacheMode::Normal => &self.cache,
+            CacheMode::Bypass => {
+                let cached = self.cache.get(&key).or_else(|| self.in_memory.get(&key));
+                let counter = if cached.is_some() {
+                    &self.hits
+                } else {
+                    &self.misses
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                return cached.map_or_else(load, Ok);
+            }
+        };
         let mut loaded = false;
-        let block = self.cache.get_or_insert_with(&(file_id, offset), || {
+        let block = part.get_or_insert_with(&key, || {
             loaded = true;
             load()
         });
@@ -89,6 +137,7 @@ impl std::fmt::Debug for BlockCache {
         f.debug_struct("BlockCache")
             .field("capacity", &self.capacity)
             .field("used", &self.used_bytes())
+            .field("in_memory", &self.in_memory_bytes())
             .field("hits", &self.hits())
             .field("misses", &self.misses())
             .finish()

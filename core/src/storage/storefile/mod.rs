@@ -195,7 +195,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use cache::BlockCache;
+pub use cache::{BlockCache, CacheMode};
 pub use reader::StoreFileReader;
 pub use scanner::{StoreFileRevScanner, StoreFileScanner};
 pub use verify::{verify_file, FileCheck, Finding, FindingKind};

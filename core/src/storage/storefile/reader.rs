@@ -9,7 +9,7 @@
 
 use super::block::{unframe, FRAME_OVERHEAD};
 use super::bloom::{self, Bloom};
-use super::cache::BlockCache;
+use super::cache::{BlockCache, CacheMode};
 use super::codec::Dec;
 use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
@@ -185,14 +185,15 @@ impl StoreFileReader {
         n.checked_sub(1)
     }
 
-    /// Data block `i`, from the cache or read, checked and decoded from the file.
-    pub(crate) fn block(&self, i: usize) -> Result<Arc<DataBlock>> {
+    /// Data block `i`, from the cache or read, checked and decoded from the file; a block read
+    /// from the file is cached as `mode` says.
+    pub(crate) fn block(&self, i: usize, mode: CacheMode) -> Result<Arc<DataBlock>> {
         let entry = self
             .index
             .get(i)
             .ok_or_else(|| Error::corruption(&self.path, 0, "block number out of range"))?;
         match &self.cache {
-            Some(cache) => cache.get_or_load(self.file_id, entry.offset, || {
+            Some(cache) => cache.get_or_load(self.file_id, entry.offset, mode, || {
                 self.load(entry).map(Arc::new)
             }),
             None => self.load(entry).map(Arc::new),

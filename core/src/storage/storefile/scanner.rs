@@ -6,6 +6,7 @@
 //! first `next()`. Cells are zero-copy slices of the block's buffer. After an error a
 //! scanner yields `None` forever.
 
+use super::cache::CacheMode;
 use super::data::DataBlock;
 use super::reader::StoreFileReader;
 use crate::cell::{StoreCell, StoreKey};
@@ -53,6 +54,8 @@ pub struct StoreFileScanner {
     idx: usize,
     /// The next entry to return from it.
     pos: usize,
+    /// How blocks read from the file use the block cache.
+    mode: CacheMode,
 }
 
 impl StoreFileScanner {
@@ -63,7 +66,15 @@ impl StoreFileScanner {
             block: None,
             idx: 0,
             pos: 0,
+            mode: CacheMode::Normal,
         }
+    }
+
+    /// Sets how the blocks this scanner reads use the block cache (default
+    /// [`CacheMode::Normal`]).
+    pub fn cache_mode(mut self, mode: CacheMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// Positions the scanner: the first key >= the seek key is in the last block starting at
@@ -74,7 +85,7 @@ impl StoreFileScanner {
         if idx >= r.block_count() {
             return Ok(());
         }
-        let block = r.block(idx)?;
+        let block = r.block(idx, self.mode)?;
         self.pos = block
             .lower_bound(key)
             .map_err(|e| r.block_corruption(idx, e))?;
@@ -93,7 +104,7 @@ impl StoreFileScanner {
             let next = self.idx + 1;
             self.block = None;
             if next < self.reader.block_count() {
-                self.block = Some(self.reader.block(next)?);
+                self.block = Some(self.reader.block(next, self.mode)?);
                 self.idx = next;
                 self.pos = 0;
             }
@@ -143,6 +154,7 @@ impl Iterator for StoreFileScanner {
 pub struct StoreFileRevScanner {
     reader: Arc<StoreFileReader>,
     state: State<Option<StoreKey>>,
+    mode: CacheMode,
 }
 
 impl StoreFileRevScanner {
@@ -150,7 +162,15 @@ impl StoreFileRevScanner {
         StoreFileRevScanner {
             reader,
             state: State::Seek(start),
+            mode: CacheMode::Normal,
         }
+    }
+
+    /// Sets how the blocks this scanner reads use the block cache (default
+    /// [`CacheMode::Normal`]).
+    pub fn cache_mode(mut self, mode: CacheMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     fn step(&mut self) -> Result<Option<StoreCell>> {
@@ -166,7 +186,7 @@ impl StoreFileRevScanner {
                     let Some(idx) = found else {
                         return Ok(None);
                     };
-                    let block = r.block(idx)?;
+                    let block = r.block(idx, self.mode)?;
                     let pos = match start {
                         None => block.len(),
                         Some(key) => block
@@ -185,7 +205,7 @@ impl StoreFileRevScanner {
                     let Some(prev) = idx.checked_sub(1) else {
                         return Ok(None);
                     };
-                    *block = r.block(prev)?;
+                    *block = r.block(prev, self.mode)?;
                     *idx = prev;
                     *pos = block.len();
                 }
