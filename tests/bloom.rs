@@ -85,3 +85,51 @@ async fn row_col_filter_needs_columns_and_no_filter_never_skips() {
     assert_eq!(t2.get(Get::new("r1-0001")).await.unwrap().cells.len(), 1);
     assert_eq!(skipped(&conn2, &name2).await, 0);
 }
+
+/// Bytes on disk after writing the same 2,000 rows with bloom filters of `rate`.
+async fn file_size_with_rate(rate: f64) -> basalt::Result<u64> {
+    let dir = tempfile::tempdir()?;
+    let conn =
+        Connection::open_with(basalt::Config::new(dir.path()).bloom_error_rate(rate)).await?;
+    let name = TableName::parse("t")?;
+    conn.admin()
+        .create_table(TableDescriptor::new(name.clone()).family(ColumnFamilyDescriptor::new("f")))
+        .await?;
+    let t = conn.table("t")?;
+    for i in 0..2000 {
+        t.put(Put::new(format!("row-{i:05}")).add_column("f", "q", "v"))
+            .await?;
+    }
+    conn.admin().flush(&name).await?;
+    let regions = conn.admin().regions(&name).await?;
+    for i in (0..2000).step_by(97) {
+        let row = t.get(Get::new(format!("row-{i:05}"))).await?;
+        assert_eq!(row.cells.len(), 1);
+    }
+    conn.close().await?;
+    Ok(regions.iter().map(|r| r.store_file_size).sum())
+}
+
+#[tokio::test]
+async fn the_bloom_error_rate_sizes_new_filters() -> basalt::Result<()> {
+    // About 9.6 bits per row at 1 %, 2.5 at 30 %: 2,000 rows differ by about 1.7 KB.
+    let tight = file_size_with_rate(0.01).await?;
+    let loose = file_size_with_rate(0.3).await?;
+    assert!(
+        tight > loose + 1000,
+        "1 %: {tight} bytes, 30 %: {loose} bytes"
+    );
+    Ok(())
+}
+
+#[tokio::test]
+async fn a_bloom_error_rate_outside_0_1_is_refused() {
+    for rate in [0.0, 1.0, -0.5, f64::NAN] {
+        let dir = tempfile::tempdir().unwrap();
+        let r = Connection::open_with(basalt::Config::new(dir.path()).bloom_error_rate(rate)).await;
+        assert!(
+            matches!(r, Err(basalt::Error::BadArgument(_))),
+            "rate {rate} was accepted"
+        );
+    }
+}

@@ -44,7 +44,7 @@ use crate::schema::{CompactionSettings, TableName};
 use crate::storage::compaction::policy::{self, PolicyConfig};
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::merge::{CellSource, MergeIter};
-use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter, WriterOptions};
+use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -173,12 +173,7 @@ impl Engine {
             now_ms: now_ms(),
         };
         let d = store.descriptor();
-        let opts = WriterOptions {
-            block_size: d.block_size as usize,
-            compression: d.compression,
-            bloom: d.bloom,
-            ..Default::default()
-        };
+        let opts = self.writer_options(&d);
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
         let path = self.file_path(id);
         let cache = self.cache.clone();

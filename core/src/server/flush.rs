@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::memstore::MemStore;
-use crate::storage::storefile::{StoreFileReader, StoreFileWriter, WriterOptions};
+use crate::storage::storefile::{StoreFileReader, StoreFileWriter};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -100,12 +100,7 @@ impl Engine {
                 snap.clone(),
                 id,
                 self.file_path(id),
-                WriterOptions {
-                    block_size: d.block_size as usize,
-                    compression: d.compression,
-                    bloom: d.bloom,
-                    ..Default::default()
-                },
+                self.writer_options(&d),
                 rules,
             ));
         }

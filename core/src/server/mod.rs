@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
 use crate::region::locks::RowLocks;
 use crate::region::Region;
-use crate::schema::{TableDescriptor, TableName};
-use crate::storage::storefile::BlockCache;
+use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+use crate::storage::storefile::{BlockCache, WriterOptions};
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
@@ -66,6 +66,10 @@ pub struct Config {
     /// Forced flushes go on until the total is below this fraction of
     /// `global_memstore_size` (HBase's `...global.memstore.size.lower.limit`, default 0.95).
     pub global_memstore_lower_limit: f64,
+    /// The false-positive rate of the bloom filters written into new store files, in (0, 1)
+    /// (HBase's `io.storefile.bloom.error.rate`, default 0.01). Files keep the rate they
+    /// were written with.
+    pub bloom_error_rate: f64,
 }
 
 impl Config {
@@ -82,7 +86,13 @@ impl Config {
             blocking_wait_ms: 1000,
             global_memstore_size: 2 << 30,
             global_memstore_lower_limit: 0.95,
+            bloom_error_rate: crate::storage::storefile::DEFAULT_BLOOM_FP_RATE,
         }
+    }
+    /// Sets the bloom filters' false-positive rate for new store files.
+    pub fn bloom_error_rate(mut self, rate: f64) -> Self {
+        self.bloom_error_rate = rate;
+        self
     }
     /// Sets the global MemStore budget in bytes.
     pub fn global_memstore_size(mut self, bytes: u64) -> Self {
@@ -190,6 +200,17 @@ impl Engine {
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.config.dir
+    }
+
+    /// How a new store file of a family is written: the family's block size, compression and
+    /// bloom type, the engine's bloom error rate.
+    pub(crate) fn writer_options(&self, d: &ColumnFamilyDescriptor) -> WriterOptions {
+        WriterOptions {
+            block_size: d.block_size as usize,
+            compression: d.compression,
+            bloom: d.bloom,
+            bloom_fp_rate: self.config.bloom_error_rate,
+        }
     }
 
     pub(crate) fn file_path(&self, id: u64) -> PathBuf {

@@ -30,6 +30,18 @@ impl Engine {
                 "flush size and WAL segment size must be positive",
             ));
         }
+        let rate = config.bloom_error_rate;
+        if !(rate > 0.0 && rate < 1.0) {
+            return Err(Error::bad_argument(format!(
+                "bloom error rate must be in (0, 1), got {rate}"
+            )));
+        }
+        let limit = config.global_memstore_lower_limit;
+        if !(limit > 0.0 && limit <= 1.0) {
+            return Err(Error::bad_argument(format!(
+                "global MemStore lower limit must be in (0, 1], got {limit}"
+            )));
+        }
         fs::create_dir_all(config.dir.join("data"))?;
         fs::create_dir_all(config.dir.join("wal"))?;
         let lock = fs::OpenOptions::new()
