@@ -70,6 +70,7 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
 
     let start = Instant::now();
     admin.flush(&name).await?;
+    admin.compact(&name).await?;
     let flush = start.elapsed();
     let regions = admin.regions(&name).await?;
     let files: usize = regions.iter().map(|r| r.store_files).sum();

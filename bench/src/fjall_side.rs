@@ -122,7 +122,7 @@ fn read_part(w: &Workload, ks: &Keyspace, part: &[u32]) -> fjall::Result<(u64, u
 }
 
 /// Waits until no flush or compaction has run for [`QUIET`], so reads measure fjall at rest
-/// (Basalt has no background compaction, so it is at rest once flushed).
+/// (Basalt settles the same way with `Admin::compact`).
 fn settle(db: &Database) -> BenchResult<()> {
     let start = Instant::now();
     let mut idle_since = Instant::now();
