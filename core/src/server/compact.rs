@@ -182,6 +182,7 @@ impl Engine {
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
         let path = self.file_path(id);
         let cache = self.cache.clone();
+        let fs = self.config.fs.clone();
         let files = inputs.clone();
         let (output, outcome) = tokio::task::spawn_blocking(move || -> Result<_> {
             let first = crate::cell::StoreKey::first_on_row(bytes::Bytes::new());
@@ -190,7 +191,7 @@ impl Engine {
                 .map(|f| CellSource::File(f.scan_from(&first)))
                 .collect();
             let mut iter = CompactionIter::new(MergeIter::new(sources, false), rules);
-            let mut w = StoreFileWriter::create(&path, opts)?;
+            let mut w = StoreFileWriter::create(&fs, &path, opts)?;
             for cell in iter.by_ref() {
                 w.append(&cell?)?;
             }
@@ -201,10 +202,10 @@ impl Engine {
             };
             let info = w.finish()?;
             if info.entry_count == 0 {
-                std::fs::remove_file(&path)?;
+                fs.remove_file(&path)?;
                 return Ok((None, outcome));
             }
-            let reader = StoreFileReader::open(&path, id, Some(cache))?;
+            let reader = StoreFileReader::open(&fs, &path, id, Some(cache))?;
             Ok((Some((info, reader)), outcome))
         })
         .await

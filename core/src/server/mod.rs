@@ -18,6 +18,7 @@ pub mod write;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::fs::{FileLock, FileSystem, StdFs};
 use crate::mvcc::Mvcc;
 use crate::region::locks::RowLocks;
 use crate::region::Region;
@@ -57,6 +58,9 @@ pub struct Config {
     /// The longest one write waits for a store with too many files (default 1000 ms); after
     /// that it proceeds, so writes slow down but never fail for it.
     pub blocking_wait_ms: u64,
+    /// Every file the engine touches goes through this (default [`StdFs`], the real disk;
+    /// tests pass a [`crate::fs::FaultFs`]).
+    pub fs: Arc<dyn FileSystem>,
 }
 
 impl Config {
@@ -71,7 +75,13 @@ impl Config {
             max_wal_segments: 32,
             blocking_store_files: 16,
             blocking_wait_ms: 1000,
+            fs: StdFs::shared(),
         }
+    }
+    /// Sets the filesystem the engine reads and writes through.
+    pub fn filesystem(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
     }
     /// Sets the blocking store-file count.
     pub fn blocking_store_files(mut self, files: usize) -> Self {
@@ -150,7 +160,7 @@ pub struct Engine {
     pub(crate) commits: AtomicU64,
     pub(crate) closed: AtomicBool,
     /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
-    pub(crate) dir_lock: Mutex<Option<std::fs::File>>,
+    pub(crate) dir_lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Read points of open table scans (read point -> count): compactions keep what they
     /// may still need.
     pub(crate) scan_points: Mutex<BTreeMap<u64, usize>>,
