@@ -22,7 +22,7 @@ fn conformance(fs: &dyn FileSystem, root: &Path) {
     w.write_all(b"world").unwrap();
     assert_eq!(fs.read(&a).unwrap(), b"hello world");
     let r = fs.open_read(&a).unwrap();
-    assert_eq!(r.len().unwrap(), 11);
+    assert_eq!(r.size().unwrap(), 11);
     let mut buf = [0u8; 5];
     r.read_exact_at(&mut buf, 6).unwrap();
     assert_eq!(&buf, b"world");
@@ -33,7 +33,7 @@ fn conformance(fs: &dyn FileSystem, root: &Path) {
     w.sync_all().unwrap();
     // A read handle sees later writes too.
     w.write_all(b"!").unwrap();
-    assert_eq!(r.len().unwrap(), 12);
+    assert_eq!(r.size().unwrap(), 12);
 
     // create truncates; create_new refuses an existing file.
     fs.create(&a).unwrap().write_all(b"x").unwrap();

@@ -301,7 +301,7 @@ impl ReadFile for FaultFile {
         })
     }
 
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         self.fs.with(|s| Ok(s.inode(self.ino)?.live.len() as u64))
     }
 }

@@ -61,7 +61,7 @@ pub trait ReadFile: Send + Sync + Debug {
     /// Fills `buf` from `offset`; a file that ends first is an `UnexpectedEof` error.
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// The file's length in bytes.
-    fn len(&self) -> io::Result<u64>;
+    fn size(&self) -> io::Result<u64>;
 }
 
 /// A file open for appending writes. Writes go to the end of the file.
@@ -107,7 +107,7 @@ pub trait FileSystem: Send + Sync + Debug {
     /// Reads a whole file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
         let f = self.open_read(path)?;
-        let len = usize::try_from(f.len()?).map_err(io::Error::other)?;
+        let len = usize::try_from(f.size()?).map_err(io::Error::other)?;
         let mut buf = vec![0; len];
         f.read_exact_at(&mut buf, 0)?;
         Ok(buf)
@@ -132,7 +132,7 @@ impl ReadFile for StdFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         FileExt::read_exact_at(&self.0, buf, offset)
     }
-    fn len(&self) -> io::Result<u64> {
+    fn size(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())
     }
 }

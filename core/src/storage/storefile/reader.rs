@@ -57,7 +57,7 @@ impl StoreFileReader {
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Arc<Self>> {
         let file = fs.open_read(path)?;
-        let file_size = file.len()?;
+        let file_size = file.size()?;
         let bad = |offset: u64| move |reason| Error::corruption(path, offset, reason);
         if file_size < TRAILER_LEN as u64 {
             let reason = format!("file of {file_size} bytes is too short for a trailer");

@@ -156,7 +156,9 @@ pub fn verify_file(fs: &dyn FileSystem, path: &Path) -> FileCheck {
         cells: 0,
         findings: Vec::new(),
     };
-    let opened = fs.open_read(path).and_then(|f| f.len().map(|len| (f, len)));
+    let opened = fs
+        .open_read(path)
+        .and_then(|f| f.size().map(|len| (f, len)));
     match opened {
         Ok((file, size)) => {
             check.file_size = size;
