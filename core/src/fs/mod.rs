@@ -37,8 +37,8 @@
 //! | failed WAL fsync | `FsyncWal` group commit, roll, close | the waiting `FsyncWal` writes fail; the WAL is poisoned as above (the fsync is never retried) |
 //! | full disk (`StorageFull`) | any write | as a failed write of that component |
 //! | failed store-file write or sync | flush | the flush fails, the MemStore keeps its cells and the WAL keeps the segments; the temporary file is removed; the flush is retried by the next trigger |
-//! | failed store-file write or sync | compaction | the compaction fails; its inputs stay live and the output's temporary file is removed |
-//! | failed catalog write | any catalog update | the update fails, the in-memory and on-disk catalog stay the old one (`catalog.tmp` is removed at the next open) |
+//! | failed store-file write or sync | compaction | the compaction fails; its inputs stay live and the output's temporary file is removed (an output already renamed into place is kept until the next open, which removes it unless the catalog lists it) |
+//! | failed catalog write | any catalog update | the update fails and the in-memory catalog stays the old one. Before the rename the on-disk catalog is the old one (`catalog.tmp` is removed at the next open); if only the directory sync after the rename failed, the next open may read either, so no file either lists is deleted before then (a failed compaction keeps its output; open removes the files the catalog it reads does not list) |
 //! | machine crash | anywhere | reopen replays the WAL: every `FsyncWal` write acknowledged survives; later bytes may be lost; a torn tail is cut |
 //! | process crash | anywhere | as a machine crash, and every `SyncWal` write acknowledged survives too |
 //! | flipped byte in a store file | read | the read fails with `Corruption` naming file and offset; `Admin::check_table` reports it |

@@ -213,9 +213,12 @@ impl Engine {
 
         let committed = self.commit_compaction(region, store, &inputs, id, output.as_ref());
         if let Err(e) = committed {
-            if let Some((_, reader)) = &output {
-                reader.mark_compacted_away(); // the output is unlisted: remove it
-            }
+            // The output stays on disk: a catalog write that failed after its rename (at the
+            // directory sync) may still be the catalog read at the next open, and it lists
+            // the output instead of the inputs. Open removes whichever files the catalog it
+            // reads does not list.
+            tracing::warn!(file = id, error = %e,
+                "compaction commit failed; its output is kept until the next open");
             return Err(e);
         }
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
