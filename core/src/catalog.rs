@@ -24,14 +24,14 @@
 //! Invariants: a region's `flushed_seq` only grows; every file a region lists exists on disk.
 
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::schema::TableDescriptor;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 const VERSION: u32 = 2;
@@ -117,22 +117,25 @@ impl CatalogState {
 /// The persisted catalog.
 #[derive(Debug)]
 pub struct Catalog {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     state: Mutex<CatalogState>,
 }
 
 impl Catalog {
-    /// Opens the catalog in `dir`, or starts an empty one.
-    pub fn open(dir: &Path) -> Result<Self> {
+    /// Opens the catalog in `dir`, or starts an empty one. All file access goes through
+    /// `fs`.
+    pub fn open(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<Self> {
         let path = dir.join("catalog");
-        let state = if path.exists() {
-            decode(&path, &fs::read(&path)?)?
+        let state = if fs.exists(&path)? {
+            decode(&path, &fs.read(&path)?)?
         } else {
             CatalogState::default()
         };
         // A leftover temporary file is a write that never committed.
-        let _ = fs::remove_file(dir.join("catalog.tmp"));
+        let _ = fs.remove_file(&dir.join("catalog.tmp"));
         Ok(Catalog {
+            fs: Arc::clone(fs),
             dir: dir.to_path_buf(),
             state: Mutex::new(state),
         })
@@ -167,12 +170,12 @@ impl Catalog {
         buf.extend_from_slice(&payload);
         let tmp = self.dir.join("catalog.tmp");
         {
-            let mut f = fs::File::create(&tmp)?;
+            let f = self.fs.create(&tmp)?;
             f.write_all(&buf)?;
             f.sync_all()?;
         }
-        fs::rename(&tmp, self.dir.join("catalog"))?;
-        sync_dir(&self.dir)?;
+        self.fs.rename(&tmp, &self.dir.join("catalog"))?;
+        self.fs.sync_dir(&self.dir)?;
         Ok(())
     }
 }
@@ -273,15 +276,10 @@ pub(crate) mod v1 {
     }
 }
 
-/// Fsyncs a directory so that renames and creations in it are durable.
-pub fn sync_dir(dir: &Path) -> Result<()> {
-    fs::File::open(dir)?.sync_all()?;
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn version_1_catalogs_are_read_with_default_compaction_settings() {
@@ -320,7 +318,7 @@ mod tests {
         buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
         buf.extend_from_slice(&payload);
         fs::write(dir.path().join("catalog"), &buf).unwrap();
-        let c = Catalog::open(dir.path()).unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         let s = c.snapshot();
         let t = &s.tables[&name.to_string()];
         assert_eq!(t.descriptor.memstore_flush_size, Some(4096));
@@ -330,13 +328,18 @@ mod tests {
         // The next update writes version 2, which reads back the same.
         c.update(|_| Ok(())).unwrap();
         drop(c);
-        assert_eq!(Catalog::open(dir.path()).unwrap().snapshot(), s);
+        assert_eq!(
+            Catalog::open(&crate::fs::StdFs::shared(), dir.path())
+                .unwrap()
+                .snapshot(),
+            s
+        );
     }
 
     #[test]
     fn round_trip_and_corruption() {
         let dir = tempfile::tempdir().unwrap();
-        let c = Catalog::open(dir.path()).unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         c.update(|s| {
             s.namespaces.insert("im".into());
             s.next_file_id = 7;
@@ -349,7 +352,7 @@ mod tests {
         });
         assert!(failed.is_err());
         drop(c);
-        let c = Catalog::open(dir.path()).unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         let s = c.snapshot();
         assert!(s.namespaces.contains("im"));
         assert_eq!(s.next_file_id, 7);
@@ -358,7 +361,7 @@ mod tests {
         let last = bytes.len() - 1;
         bytes[last] ^= 0x40;
         fs::write(&path, &bytes).unwrap();
-        match Catalog::open(dir.path()) {
+        match Catalog::open(&crate::fs::StdFs::shared(), dir.path()) {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
             other => panic!("expected corruption, got {other:?}"),
         }

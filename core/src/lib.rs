@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cell;
 pub mod client;
 pub mod error;
+pub mod fs;
 pub mod mvcc;
 pub mod region;
 pub mod schema;

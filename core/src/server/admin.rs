@@ -216,7 +216,7 @@ impl Engine {
         self.tables.write().remove(name);
         for r in &removed.regions {
             for f in r.files.values().flatten() {
-                if let Err(e) = std::fs::remove_file(self.file_path(f.id)) {
+                if let Err(e) = self.config.fs.remove_file(&self.file_path(f.id)) {
                     tracing::warn!(file = f.id, error = %e, "could not remove store file of deleted table");
                 }
             }
@@ -304,7 +304,7 @@ impl Engine {
             r.stores.write().remove(family);
         }
         for id in dropped {
-            if let Err(e) = std::fs::remove_file(self.file_path(id)) {
+            if let Err(e) = self.config.fs.remove_file(&self.file_path(id)) {
                 tracing::warn!(file = id, error = %e, "could not remove store file of removed family");
             }
         }

@@ -11,6 +11,7 @@
 use super::{store_file_path, Engine};
 use crate::catalog::FileEntry;
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use crate::schema::TableName;
 use crate::storage::storefile::{verify_file, FileCheck, Finding, FindingKind};
 use bytes::Bytes;
@@ -145,9 +146,10 @@ impl Engine {
         let key = name.to_string();
         let (regions, jobs) = self.catalog_jobs(&key)?;
         let dir = self.config.dir.clone();
+        let fs = self.config.fs.clone();
         let mut files = tokio::task::spawn_blocking(move || {
             jobs.into_iter()
-                .map(|job| check_one(&dir, job))
+                .map(|job| check_one(&*fs, &dir, job))
                 .collect::<Vec<_>>()
         })
         .await
@@ -188,8 +190,8 @@ impl Engine {
 }
 
 /// Checks one file and compares it with its catalog entry.
-fn check_one(dir: &Path, job: Job) -> StoreFileReport {
-    let mut check = verify_file(&store_file_path(dir, job.entry.id));
+fn check_one(fs: &dyn FileSystem, dir: &Path, job: Job) -> StoreFileReport {
+    let mut check = verify_file(fs, &store_file_path(dir, job.entry.id));
     let e = &job.entry;
     if check
         .findings

@@ -177,6 +177,7 @@ impl Engine {
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
         let path = self.file_path(id);
         let cache = self.cache.clone();
+        let fs = self.config.fs.clone();
         let files = inputs.clone();
         let (output, outcome) = tokio::task::spawn_blocking(move || -> Result<_> {
             let first = crate::cell::StoreKey::first_on_row(bytes::Bytes::new());
@@ -185,7 +186,7 @@ impl Engine {
                 .map(|f| CellSource::File(f.scan_from(&first).cache_mode(CacheMode::Bypass)))
                 .collect();
             let mut iter = CompactionIter::new(MergeIter::new(sources, false), rules);
-            let mut w = StoreFileWriter::create(&path, opts)?;
+            let mut w = StoreFileWriter::create(&fs, &path, opts)?;
             for cell in iter.by_ref() {
                 w.append(&cell?)?;
             }
@@ -196,10 +197,10 @@ impl Engine {
             };
             let info = w.finish()?;
             if info.entry_count == 0 {
-                std::fs::remove_file(&path)?;
+                fs.remove_file(&path)?;
                 return Ok((None, outcome));
             }
-            let reader = StoreFileReader::open(&path, id, Some(cache))?;
+            let reader = StoreFileReader::open(&fs, &path, id, Some(cache))?;
             Ok((Some((info, reader)), outcome))
         })
         .await
@@ -207,9 +208,12 @@ impl Engine {
 
         let committed = self.commit_compaction(region, store, &inputs, id, output.as_ref());
         if let Err(e) = committed {
-            if let Some((_, reader)) = &output {
-                reader.mark_compacted_away(); // the output is unlisted: remove it
-            }
+            // The output stays on disk: a catalog write that failed after its rename (at the
+            // directory sync) may still be the catalog read at the next open, and it lists
+            // the output instead of the inputs. Open removes whichever files the catalog it
+            // reads does not list.
+            tracing::warn!(file = id, error = %e,
+                "compaction commit failed; its output is kept until the next open");
             return Err(e);
         }
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),

@@ -105,15 +105,16 @@ impl Engine {
             ));
         }
         let cache = self.cache.clone();
+        let fs = self.config.fs.clone();
         let written = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
             let mut out = Vec::new();
             for (store, snap, id, path, opts, rules) in jobs {
-                let mut w = StoreFileWriter::create(&path, opts)?;
+                let mut w = StoreFileWriter::create(&fs, &path, opts)?;
                 for cell in CompactionIter::new(snap.iter().map(Ok), rules) {
                     w.append(&cell?)?;
                 }
                 let info = w.finish()?;
-                let reader = StoreFileReader::open(&path, id, Some(cache.clone()))?;
+                let reader = StoreFileReader::open(&fs, &path, id, Some(cache.clone()))?;
                 out.push((store, id, info, reader));
             }
             Ok(out)

@@ -20,6 +20,7 @@ pub mod write;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
+use crate::fs::{FileLock, FileSystem, StdFs};
 use crate::mvcc::Mvcc;
 use crate::region::locks::RowLocks;
 use crate::region::Region;
@@ -70,6 +71,9 @@ pub struct Config {
     /// (HBase's `io.storefile.bloom.error.rate`, default 0.01). Files keep the rate they
     /// were written with.
     pub bloom_error_rate: f64,
+    /// Every file the engine touches goes through this (default [`StdFs`], the real disk;
+    /// tests pass a [`crate::fs::FaultFs`]).
+    pub fs: Arc<dyn FileSystem>,
 }
 
 impl Config {
@@ -87,7 +91,13 @@ impl Config {
             global_memstore_size: 2 << 30,
             global_memstore_lower_limit: 0.95,
             bloom_error_rate: crate::storage::storefile::DEFAULT_BLOOM_FP_RATE,
+            fs: StdFs::shared(),
         }
+    }
+    /// Sets the filesystem the engine reads and writes through.
+    pub fn filesystem(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
     }
     /// Sets the bloom filters' false-positive rate for new store files.
     pub fn bloom_error_rate(mut self, rate: f64) -> Self {
@@ -182,7 +192,7 @@ pub struct Engine {
     pub(crate) memstore_blocked_writes: AtomicU64,
     pub(crate) closed: AtomicBool,
     /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
-    pub(crate) dir_lock: Mutex<Option<std::fs::File>>,
+    pub(crate) dir_lock: Mutex<Option<Box<dyn FileLock>>>,
     /// Read points of open table scans (read point -> count): compactions keep what they
     /// may still need.
     pub(crate) scan_points: Mutex<BTreeMap<u64, usize>>,

@@ -18,7 +18,6 @@ use crate::wal::{Wal, WalOptions};
 
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
@@ -42,24 +41,20 @@ impl Engine {
                 "global MemStore lower limit must be in (0, 1], got {limit}"
             )));
         }
-        fs::create_dir_all(config.dir.join("data"))?;
-        fs::create_dir_all(config.dir.join("wal"))?;
-        let lock = fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(config.dir.join("LOCK"))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
+        let fs = &config.fs;
+        fs.create_dir_all(&config.dir.join("data"))?;
+        fs.create_dir_all(&config.dir.join("wal"))?;
+        let lock = match fs.lock(&config.dir.join("LOCK")) {
+            Ok(lock) => lock,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 return Err(Error::bad_argument(format!(
                     "{} is already open in another engine",
                     config.dir.display()
                 )))
             }
-            Err(fs::TryLockError::Error(e)) => return Err(Error::Io(e)),
-        }
-        let catalog = Catalog::open(&config.dir)?;
+            Err(e) => return Err(Error::Io(e)),
+        };
+        let catalog = Catalog::open(fs, &config.dir)?;
         let state = catalog.snapshot();
         let cache = Arc::new(BlockCache::new(config.block_cache_size));
 
@@ -77,6 +72,7 @@ impl Engine {
         remove_orphans(&config, &live_files)?;
 
         let (wal, records) = Wal::open(
+            fs,
             &config.dir.join("wal"),
             WalOptions {
                 segment_size: config.wal_segment_size,
@@ -177,14 +173,19 @@ pub(crate) fn open_region(
         let mut readers = Vec::new();
         for f in entry.files.get(&fam.name).into_iter().flatten() {
             let path = store_file_path(&config.dir, f.id);
-            if !path.exists() {
+            if !config.fs.exists(&path)? {
                 return Err(Error::corruption(
                     path,
                     0,
                     "store file listed in the catalog is missing",
                 ));
             }
-            readers.push(StoreFileReader::open(&path, f.id, Some(cache.clone()))?);
+            readers.push(StoreFileReader::open(
+                &config.fs,
+                &path,
+                f.id,
+                Some(cache.clone()),
+            )?);
             live.insert(f.id);
             *max_seq = (*max_seq).max(f.max_seq);
         }
@@ -201,15 +202,15 @@ pub(crate) fn open_region(
 }
 
 fn remove_orphans(config: &Config, live: &HashSet<u64>) -> Result<()> {
-    for e in fs::read_dir(config.dir.join("data"))? {
-        let e = e?;
-        let name = e.file_name();
+    let data = config.dir.join("data");
+    for name in config.fs.list_dir(&data)? {
+        let path = data.join(&name);
         let name = name.to_string_lossy();
         let id = name.strip_suffix(".sf").and_then(|s| s.parse::<u64>().ok());
         let keep = id.is_some_and(|id| live.contains(&id));
         if !keep {
             tracing::info!(file = %name, "removing store file no region lists");
-            fs::remove_file(e.path())?;
+            config.fs.remove_file(&path)?;
         }
     }
     Ok(())

@@ -12,9 +12,9 @@ use super::segment::{self, HEADER_LEN};
 use super::writer::{Current, Shared, PENDING_LIMIT};
 use super::{Durability, SegmentInfo, WalOptions, WalRecord};
 use crate::error::{Error, Result};
+use crate::fs::FileSystem;
 use parking_lot::Mutex;
 use std::fmt;
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -25,6 +25,7 @@ use std::thread::JoinHandle;
 /// `Send + Sync`; share it behind an `Arc`. Dropping it closes it (writing what is pending).
 pub struct Wal {
     pub(crate) shared: Arc<Shared>,
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
@@ -87,11 +88,16 @@ impl Wal {
     /// Opens the WAL in `dir` (created if missing): reads every existing segment in order,
     /// cuts a torn or corrupt tail (see the `recovery` module), returns all good records in
     /// file order, and starts a NEW segment for appends (old segments are kept until purged).
-    pub fn open(dir: &Path, opts: WalOptions) -> Result<(Wal, Vec<WalRecord>)> {
-        fs::create_dir_all(dir)?;
-        let recovered = recovery::recover(dir)?;
+    /// All file access goes through `fs`.
+    pub fn open(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        opts: WalOptions,
+    ) -> Result<(Wal, Vec<WalRecord>)> {
+        fs.create_dir_all(dir)?;
+        let recovered = recovery::recover(&**fs, dir)?;
         let id = recovered.next_id;
-        let (file, path) = segment::create(dir, id)?;
+        let (file, path) = segment::create(&**fs, dir, id)?;
         let mut segments = recovered.segments;
         segments.push(SegmentInfo {
             id,
@@ -99,7 +105,7 @@ impl Wal {
             max_seq: None,
             size: HEADER_LEN as u64,
         });
-        let current = Current::new(dir.to_path_buf(), opts, file, id);
+        let current = Current::new(Arc::clone(fs), dir.to_path_buf(), opts, file, id);
         let shared = Arc::new(Shared::new(segments, current));
         let flusher = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -107,6 +113,7 @@ impl Wal {
             .spawn(move || flusher.run_flusher())?;
         let wal = Wal {
             shared,
+            fs: Arc::clone(fs),
             dir: dir.to_path_buf(),
             thread: Mutex::new(Some(thread)),
         };
@@ -216,7 +223,7 @@ impl Wal {
         let mut purged = 0;
         let mut outcome = Ok(());
         for victim in &victims {
-            match fs::remove_file(&victim.path) {
+            match self.fs.remove_file(&victim.path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -229,7 +236,7 @@ impl Wal {
             tracing::debug!(segment = victim.id, "purged WAL segment");
         }
         if purged > 0 {
-            segment::sync_dir(&self.dir)?;
+            segment::sync_dir(&*self.fs, &self.dir)?;
         }
         outcome.map(|()| purged)
     }

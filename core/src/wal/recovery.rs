@@ -17,7 +17,7 @@ use super::record::{read_frame, Frame};
 use super::segment::{self, HEADER_LEN};
 use super::{SegmentInfo, WalRecord};
 use crate::error::Result;
-use std::fs::{self, OpenOptions};
+use crate::fs::FileSystem;
 use std::path::{Path, PathBuf};
 
 /// What recovery found in a WAL directory.
@@ -41,15 +41,15 @@ enum Scan {
 }
 
 /// Replays `dir` (which exists), repairing it as the module doc says.
-pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
-    let listing = segment::list(dir)?;
+pub(crate) fn recover(fs: &dyn FileSystem, dir: &Path) -> Result<Recovered> {
+    let listing = segment::list(fs, dir)?;
     let next_id = segment::next_id(dir, &listing)?;
     let mut records = Vec::new();
     let mut segments = Vec::new();
     let mut changed = false;
     let mut rest = listing.live.iter();
     for (id, path) in rest.by_ref() {
-        let (info, stop) = match scan(*id, path, &mut records)? {
+        let (info, stop) = match scan(fs, *id, path, &mut records)? {
             Scan::Clean(info) => (Some(info), false),
             Scan::Cut(info) => (Some(info), true),
             Scan::Dropped => (None, true),
@@ -59,7 +59,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
             if info.max_seq.is_some() {
                 segments.push(info);
             } else {
-                fs::remove_file(&info.path)?;
+                fs.remove_file(&info.path)?;
                 tracing::debug!(file = %info.path.display(), "removed WAL segment without records");
                 changed = true;
             }
@@ -69,7 +69,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
         }
     }
     for (_, path) in rest {
-        let to = segment::move_aside(path)?;
+        let to = segment::move_aside(fs, path)?;
         tracing::warn!(
             file = %path.display(),
             moved_to = %to.display(),
@@ -77,7 +77,7 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
         );
     }
     if changed {
-        segment::sync_dir(dir)?;
+        segment::sync_dir(fs, dir)?;
     }
     Ok(Recovered {
         segments,
@@ -87,8 +87,8 @@ pub(crate) fn recover(dir: &Path) -> Result<Recovered> {
 }
 
 /// Reads segment `id` at `path`, appending its good records to `records`.
-fn scan(id: u64, path: &Path, records: &mut Vec<WalRecord>) -> Result<Scan> {
-    let data = fs::read(path)?;
+fn scan(fs: &dyn FileSystem, id: u64, path: &Path, records: &mut Vec<WalRecord>) -> Result<Scan> {
+    let data = fs.read(path)?;
     if data.len() < HEADER_LEN {
         tracing::warn!(
             file = %path.display(),
@@ -96,11 +96,11 @@ fn scan(id: u64, path: &Path, records: &mut Vec<WalRecord>) -> Result<Scan> {
             reason = %format!("header cut after {} of {HEADER_LEN} bytes", data.len()),
             "torn WAL segment header; segment holds nothing and is removed"
         );
-        fs::remove_file(path)?;
+        fs.remove_file(path)?;
         return Ok(Scan::Dropped);
     }
     if let Err(reason) = segment::check_header(&data, id) {
-        let to = segment::move_aside(path)?;
+        let to = segment::move_aside(fs, path)?;
         tracing::warn!(
             file = %path.display(),
             offset = 0,
@@ -131,13 +131,13 @@ fn scan(id: u64, path: &Path, records: &mut Vec<WalRecord>) -> Result<Scan> {
             %reason,
             "WAL segment cut at a bad record; it and everything after it are dropped"
         );
-        let file = OpenOptions::new().write(true).open(path)?;
+        let file = fs.open_append(path)?;
         file.set_len(offset as u64)?;
         file.sync_all()?;
         return Ok(Scan::Cut(info(id, path.to_path_buf(), max_seq, offset)));
     }
     // The previous process may have written this tail without an fsync (SyncWal/AsyncWal).
-    OpenOptions::new().write(true).open(path)?.sync_all()?;
+    fs.open_append(path)?.sync_all()?;
     Ok(Scan::Clean(info(id, path.to_path_buf(), max_seq, offset)))
 }
 

@@ -26,8 +26,8 @@
 //! after an fsync, so at most the newest segment can have a torn tail or a torn header.
 
 use crate::error::{Error, Result};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Write};
+use crate::fs::{FileSystem, WriteFile};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// The magic at the start of every segment.
@@ -95,29 +95,26 @@ pub(crate) fn check_header(h: &[u8], id: u64) -> std::result::Result<(), String>
 }
 
 /// Creates segment `id` in `dir`: writes and syncs its header, then syncs the directory.
-pub(crate) fn create(dir: &Path, id: u64) -> io::Result<(File, PathBuf)> {
+pub(crate) fn create(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    id: u64,
+) -> io::Result<(Box<dyn WriteFile>, PathBuf)> {
     let path = dir.join(file_name(id));
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&path)?;
+    let file = fs.create_new(&path)?;
     file.write_all(&encode_header(id))?;
     file.sync_data()?;
-    sync_dir(dir)?;
+    sync_dir(fs, dir)?;
     Ok((file, path))
 }
 
 /// Makes renames, creations and removals in `dir` durable.
-pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
-    #[cfg(unix)]
-    File::open(dir)?.sync_all()?;
-    #[cfg(not(unix))]
-    let _ = dir;
-    Ok(())
+pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
+    fs.sync_dir(dir)
 }
 
 /// Renames `path` to `<path>.corrupt` (or `.corrupt.N` if taken); returns the new path.
-pub(crate) fn move_aside(path: &Path) -> io::Result<PathBuf> {
+pub(crate) fn move_aside(fs: &dyn FileSystem, path: &Path) -> io::Result<PathBuf> {
     let base = path.as_os_str().to_owned();
     for n in 0u32.. {
         let mut target = base.clone();
@@ -126,8 +123,8 @@ pub(crate) fn move_aside(path: &Path) -> io::Result<PathBuf> {
             _ => target.push(format!(".corrupt.{n}")),
         }
         let target = PathBuf::from(target);
-        if !target.exists() {
-            fs::rename(path, &target)?;
+        if !fs.exists(&target)? {
+            fs.rename(path, &target)?;
             return Ok(target);
         }
     }
@@ -143,18 +140,16 @@ pub(crate) struct Listing {
 }
 
 /// Lists the segments in `dir`; other files are ignored.
-pub(crate) fn list(dir: &Path) -> Result<Listing> {
+pub(crate) fn list(fs: &dyn FileSystem, dir: &Path) -> Result<Listing> {
     let mut live = Vec::new();
     let mut max_id = None;
-    for entry in fs::read_dir(dir)? {
-        let entry = entry?;
-        let name = entry.file_name();
+    for name in fs.list_dir(dir)? {
         let Some((id, rest)) = name.to_str().and_then(parse_any_id) else {
             continue;
         };
         max_id = max_id.max(Some(id));
         if rest == SUFFIX {
-            live.push((id, entry.path()));
+            live.push((id, dir.join(&name)));
         }
     }
     live.sort_unstable_by_key(|(id, _)| *id);

@@ -16,7 +16,7 @@
 //!   OS; `synced_upto` the end of what is known fsynced.
 //! - `FsyncWal` (and `sync(true)`) group-commit by leader election in
 //!   [`Shared::wait_synced`]: a waiter not yet covered by `synced_upto` takes the sync
-//!   mutex, re-checks, and as leader fsyncs the current segment's file (a cloned `Arc<File>`,
+//!   mutex, re-checks, and as leader fsyncs the current segment's file (a cloned `Arc<dyn WriteFile>`,
 //!   outside the segment mutex, on tokio's blocking pool) and then raises `synced_upto` to
 //!   the position written before the fsync started. Waiters queued behind it usually find
 //!   themselves covered.
@@ -30,9 +30,9 @@
 use super::segment::{self, HEADER_LEN};
 use super::{SegmentInfo, WalOptions};
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, WriteFile};
 use parking_lot::{Condvar, Mutex};
-use std::fs::File;
-use std::io::{self, Write};
+use std::io;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -62,9 +62,10 @@ impl Failure {
 
 /// The current segment, guarded by [`Shared::current`].
 pub(crate) struct Current {
+    fs: Arc<dyn FileSystem>,
     dir: PathBuf,
     opts: WalOptions,
-    file: Arc<File>,
+    file: Arc<dyn WriteFile>,
     id: u64,
     /// Bytes in the segment file, header included.
     size: u64,
@@ -78,11 +79,18 @@ pub(crate) struct Current {
 
 impl Current {
     /// The freshly created segment `id` (header only).
-    pub fn new(dir: PathBuf, opts: WalOptions, file: File, id: u64) -> Self {
+    pub fn new(
+        fs: Arc<dyn FileSystem>,
+        dir: PathBuf,
+        opts: WalOptions,
+        file: Box<dyn WriteFile>,
+        id: u64,
+    ) -> Self {
         Current {
+            fs,
             dir,
             opts,
-            file: Arc::new(file),
+            file: Arc::from(file),
             id,
             size: HEADER_LEN as u64,
             written: 0,
@@ -204,7 +212,7 @@ impl Shared {
         let outcome = if n == 0 {
             Ok(())
         } else {
-            self.write_raw(&cur.file, buf)
+            self.write_raw(&*cur.file, buf)
         };
         pending.clear();
         if pending.capacity() <= MAX_KEPT_BUF {
@@ -232,7 +240,7 @@ impl Shared {
         Ok(())
     }
 
-    fn write_raw(&self, mut file: &File, buf: &[u8]) -> io::Result<()> {
+    fn write_raw(&self, file: &dyn WriteFile, buf: &[u8]) -> io::Result<()> {
         #[cfg(test)]
         if self.inject_failure.swap(false, Ordering::SeqCst) {
             return Err(io::Error::other("injected failure"));
@@ -248,8 +256,8 @@ impl Shared {
             .id
             .checked_add(1)
             .ok_or_else(|| io::Error::other("WAL segment ids exhausted"))?;
-        let (file, path) = segment::create(&cur.dir, id)?;
-        cur.file = Arc::new(file);
+        let (file, path) = segment::create(&*cur.fs, &cur.dir, id)?;
+        cur.file = Arc::from(file);
         cur.id = id;
         cur.size = HEADER_LEN as u64;
         self.segments.lock().push(SegmentInfo {
@@ -354,7 +362,7 @@ impl Shared {
         // Older segments were fsynced by their roll; `target` ends in `file` or before it.
         let shared = Arc::clone(self);
         // The job records its own outcome, so it counts even if this future is dropped.
-        let job = move || shared.sync_file(&file, target, id);
+        let job = move || shared.sync_file(&*file, target, id);
         match tokio::runtime::Handle::try_current() {
             Ok(rt) => rt.spawn_blocking(job).await.unwrap_or_else(|e| {
                 Err(Error::Io(io::Error::other(format!(
@@ -366,7 +374,7 @@ impl Shared {
     }
 
     /// Fsyncs `file` (segment `id`), which holds everything up to `target`.
-    fn sync_file(&self, file: &File, target: u64, id: u64) -> Result<()> {
+    fn sync_file(&self, file: &dyn WriteFile, target: u64, id: u64) -> Result<()> {
         #[cfg(test)]
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         #[cfg(test)]

@@ -18,12 +18,11 @@ use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
 use crate::cell::StoreKey;
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, ReadFile};
 use crate::schema::BloomType;
 use bytes::Bytes;
 use std::cmp::Ordering;
 use std::convert::Infallible;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -31,8 +30,9 @@ use std::sync::Arc;
 /// An open, checked store file. `Send + Sync`; share it behind the `Arc` that
 /// [`open`](Self::open) returns.
 pub struct StoreFileReader {
+    fs: Arc<dyn FileSystem>,
     path: PathBuf,
-    file: File,
+    file: Arc<dyn ReadFile>,
     file_id: u64,
     info: FileInfo,
     index: Vec<IndexEntry>,
@@ -48,10 +48,16 @@ pub struct StoreFileReader {
 
 impl StoreFileReader {
     /// Opens `path`, reading and checking trailer, index and file info. `file_id` must be
-    /// unique engine-wide: it keys this file's blocks in `cache`.
-    pub fn open(path: &Path, file_id: u64, cache: Option<Arc<BlockCache>>) -> Result<Arc<Self>> {
-        let file = File::open(path)?;
-        let file_size = file.metadata()?.len();
+    /// unique engine-wide: it keys this file's blocks in `cache`. All file access goes
+    /// through `fs`.
+    pub fn open(
+        fs: &Arc<dyn FileSystem>,
+        path: &Path,
+        file_id: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Arc<Self>> {
+        let file = fs.open_read(path)?;
+        let file_size = file.size()?;
         let bad = |offset: u64| move |reason| Error::corruption(path, offset, reason);
         if file_size < TRAILER_LEN as u64 {
             let reason = format!("file of {file_size} bytes is too short for a trailer");
@@ -59,17 +65,17 @@ impl StoreFileReader {
         }
         let trailer_offset = file_size - TRAILER_LEN as u64;
         let mut raw = [0u8; TRAILER_LEN];
-        read_exact(&file, path, &mut raw, trailer_offset)?;
+        read_exact(&*file, path, &mut raw, trailer_offset)?;
         let trailer = Trailer::decode(&raw).map_err(bad(trailer_offset))?;
         check_layout(&trailer, trailer_offset).map_err(bad(trailer_offset))?;
 
         let at = trailer.index_offset;
-        let index_buf = read_block(&file, path, at, trailer.index_len)?;
+        let index_buf = read_block(&*file, path, at, trailer.index_len)?;
         let index = decode_index(&index_buf).map_err(bad(at))?;
         check_index(&index, at).map_err(bad(at))?;
 
         let at = trailer.info_offset;
-        let info_buf = read_block(&file, path, at, trailer.info_len)?;
+        let info_buf = read_block(&*file, path, at, trailer.info_len)?;
         let mut info = decode_info(&info_buf).map_err(bad(at))?;
         info.file_size = file_size;
         check_info(&info, &trailer, &index).map_err(bad(at))?;
@@ -81,12 +87,13 @@ impl StoreFileReader {
             if info.entry_count == 0 {
                 return Err(Error::corruption(path, at, "bloom block in an empty file"));
             }
-            let bloom_buf = read_block(&file, path, at, trailer.bloom_len)?;
+            let bloom_buf = read_block(&*file, path, at, trailer.bloom_len)?;
             Some(Bloom::decode(&bloom_buf).map_err(bad(at))?)
         };
 
         let (index_prefix, index_heads) = index_heads(&index);
         Ok(Arc::new(StoreFileReader {
+            fs: Arc::clone(fs),
             path: path.to_path_buf(),
             file,
             file_id,
@@ -201,7 +208,7 @@ impl StoreFileReader {
     }
 
     fn load(&self, entry: &IndexEntry) -> Result<DataBlock> {
-        let payload = read_block(&self.file, &self.path, entry.offset, entry.len)?;
+        let payload = read_block(&*self.file, &self.path, entry.offset, entry.len)?;
         let corrupt = |r| Error::corruption(&self.path, entry.offset, r);
         let block = DataBlock::decode(payload, entry.len as usize).map_err(corrupt)?;
         if block.cmp_at(0, &entry.first_key).map_err(corrupt)? != Ordering::Equal {
@@ -236,7 +243,7 @@ fn index_heads(index: &[IndexEntry]) -> (Bytes, Vec<u64>) {
 }
 
 /// Reads exactly `buf.len()` bytes at `offset`; a short file is corruption.
-fn read_exact(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
+fn read_exact(file: &dyn ReadFile, path: &Path, buf: &mut [u8], offset: u64) -> Result<()> {
     file.read_exact_at(buf, offset).map_err(|e| {
         if e.kind() == std::io::ErrorKind::UnexpectedEof {
             Error::corruption(path, offset, "file ends inside a block")
@@ -247,7 +254,7 @@ fn read_exact(file: &File, path: &Path, buf: &mut [u8], offset: u64) -> Result<(
 }
 
 /// Reads, checks and unframes the block of framed length `len` at `offset`.
-fn read_block(file: &File, path: &Path, offset: u64, len: u32) -> Result<Bytes> {
+fn read_block(file: &dyn ReadFile, path: &Path, offset: u64, len: u32) -> Result<Bytes> {
     let len = len as usize;
     if !(FRAME_OVERHEAD..=MAX_BLOCK_LEN + FRAME_OVERHEAD).contains(&len) {
         return Err(Error::corruption(
@@ -326,7 +333,7 @@ fn check_info(info: &FileInfo, t: &Trailer, index: &[IndexEntry]) -> Dec<()> {
 impl Drop for StoreFileReader {
     fn drop(&mut self) {
         if self.is_compacted_away() {
-            match std::fs::remove_file(&self.path) {
+            match self.fs.remove_file(&self.path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // Open removes it, as a file no region lists.

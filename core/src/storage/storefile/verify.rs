@@ -31,11 +31,10 @@ use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
 use super::MAX_BLOCK_LEN;
 use crate::cell::StoreKey;
+use crate::fs::{FileSystem, ReadFile};
 use crate::schema::BloomType;
 use bytes::Bytes;
 use std::fmt;
-use std::fs::File;
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// What kind of problem a [`Finding`] is.
@@ -148,7 +147,8 @@ impl FileCheck {
 
 /// Checks the store file at `path` (see the module doc). I/O failures are findings too
 /// ([`FindingKind::Missing`], [`FindingKind::Unreadable`]), so this always returns a report.
-pub fn verify_file(path: &Path) -> FileCheck {
+/// All file access goes through `fs`.
+pub fn verify_file(fs: &dyn FileSystem, path: &Path) -> FileCheck {
     let mut check = FileCheck {
         path: path.to_path_buf(),
         file_size: 0,
@@ -156,7 +156,9 @@ pub fn verify_file(path: &Path) -> FileCheck {
         cells: 0,
         findings: Vec::new(),
     };
-    let opened = File::open(path).and_then(|f| f.metadata().map(|m| (f, m.len())));
+    let opened = fs
+        .open_read(path)
+        .and_then(|f| f.size().map(|len| (f, len)));
     match opened {
         Ok((file, size)) => {
             check.file_size = size;
@@ -200,7 +202,7 @@ struct Seen {
 }
 
 struct Verifier<'a> {
-    file: File,
+    file: std::sync::Arc<dyn ReadFile>,
     size: u64,
     check: &'a mut FileCheck,
 }
@@ -652,7 +654,7 @@ mod tests {
             bloom,
             ..Default::default()
         };
-        let mut w = StoreFileWriter::create(path, opts).unwrap();
+        let mut w = StoreFileWriter::create(&crate::fs::StdFs::shared(), path, opts).unwrap();
         for r in 0..rows {
             for q in ["a", "b"] {
                 w.append(&cell(&format!("row{r:04}"), q, 5, r as u64 + 1))
@@ -764,17 +766,18 @@ mod tests {
             for bloom in [BloomType::None, BloomType::Row, BloomType::RowCol] {
                 for rows in [0, 1, 40] {
                     write_real(&path, rows, compression, bloom);
-                    let c = verify_file(&path);
+                    let c = verify_file(&crate::fs::StdFs, &path);
                     assert!(c.is_healthy(), "{compression:?} {bloom:?} {rows}: {c:?}");
                     assert_eq!(c.cells, rows as u64 * 2);
-                    let r = StoreFileReader::open(&path, 1, None).unwrap();
+                    let r =
+                        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
                     assert_eq!(c.data_blocks, r.block_count() as u64);
                     assert_eq!(c.file_size, r.info().file_size);
                 }
             }
         }
         write_crafted(&path, &three_blocks(), |_, _, _| {});
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert!(c.is_healthy(), "{c:?}");
         assert_eq!((c.data_blocks, c.cells), (3, 5));
     }
@@ -785,10 +788,10 @@ mod tests {
         let mut blocks = three_blocks();
         blocks[1] = vec![cell("d", "q", 9, 3), cell("c", "q", 8, 4)];
         write_crafted(&path, &blocks, |_, _, _| {});
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::KeyOrder], "{c:?}");
         assert!(
-            StoreFileReader::open(&path, 1, None).is_ok(),
+            StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).is_ok(),
             "open does not read data blocks, so only the check sees this"
         );
         assert!(c.findings[0].reason.contains("entry 1"), "{c:?}");
@@ -802,7 +805,7 @@ mod tests {
         blocks[1] = vec![cell("a", "r", 9, 3), cell("d", "q", 8, 4)];
         let mut at = 0;
         write_crafted(&path, &blocks, |index, _, _| at = index[1].offset);
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::KeyOrder], "{c:?}");
         assert_eq!(c.findings[0].offset, at);
     }
@@ -815,7 +818,7 @@ mod tests {
             index[2].first_key = cell("dd", "q", 9, 9).key;
             at = index[2].offset;
         });
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::Index], "{c:?}");
         assert_eq!(c.findings[0].offset, at);
     }
@@ -826,7 +829,7 @@ mod tests {
         write_crafted(&path, &three_blocks(), |index, _, _| {
             index[1].offset += 1;
         });
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::Index], "{c:?}");
         assert!(c.findings[0].reason.contains("index entry 1"), "{c:?}");
         assert_eq!((c.data_blocks, c.cells), (3, 5));
@@ -839,13 +842,13 @@ mod tests {
             info.max_seq = 4;
             info.max_ts = 10;
         });
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::FileInfo; 2], "{c:?}");
         assert!(c.findings[0].reason.contains("largest sequence id is 4"));
         assert!(c.findings[1].reason.contains("largest timestamp is 10"));
 
         write_crafted(&path, &three_blocks(), |_, info, _| info.entry_count = 6);
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(
             kinds(&c),
             [FindingKind::Trailer, FindingKind::FileInfo],
@@ -857,7 +860,7 @@ mod tests {
     fn a_bloom_filter_that_rules_out_a_present_row_is_reported() {
         let (_dir, path) = tmp();
         write_crafted(&path, &three_blocks(), |_, _, hashes| hashes.truncate(1));
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::Bloom], "{c:?}");
         assert!(c.findings[0].reason.contains("of the 5 rows"), "{c:?}");
     }
@@ -867,12 +870,12 @@ mod tests {
         let (_dir, path) = tmp();
         write_real(&path, 40, Compression::Lz4, BloomType::Row);
         let good = std::fs::read(&path).unwrap();
-        let blocks = verify_file(&path).data_blocks;
+        let blocks = verify_file(&crate::fs::StdFs, &path).data_blocks;
         let first_len = 9 + u64::from(u32::from_be_bytes(good[1..5].try_into().unwrap()));
         let mut bad = good.clone();
         bad[first_len as usize + 7] ^= 0x10;
         std::fs::write(&path, &bad).unwrap();
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::Checksum], "{c:?}");
         assert_eq!(c.findings[0].offset, first_len);
         assert_eq!(c.findings[0].file, path);
@@ -883,7 +886,7 @@ mod tests {
     fn a_damaged_index_is_reported_and_the_blocks_are_walked() {
         let (_dir, path) = tmp();
         write_real(&path, 40, Compression::None, BloomType::Row);
-        let r = StoreFileReader::open(&path, 1, None).unwrap();
+        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         let (blocks, cells) = (r.block_count() as u64, r.info().entry_count);
         drop(r);
         let mut bytes = std::fs::read(&path).unwrap();
@@ -892,7 +895,7 @@ mod tests {
             u64::from_be_bytes(bytes[trailer_at + 12..trailer_at + 20].try_into().unwrap());
         bytes[index_at as usize + 6] ^= 0xff;
         std::fs::write(&path, &bytes).unwrap();
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::Checksum], "{c:?}");
         assert_eq!(c.findings[0].offset, index_at);
         assert_eq!((c.data_blocks, c.cells), (blocks, cells));
@@ -904,17 +907,23 @@ mod tests {
         write_real(&path, 10, Compression::None, BloomType::Row);
         let good = std::fs::read(&path).unwrap();
         std::fs::write(&path, &good[..good.len() - 1]).unwrap();
-        assert_eq!(kinds(&verify_file(&path)), [FindingKind::Trailer]);
+        assert_eq!(
+            kinds(&verify_file(&crate::fs::StdFs, &path)),
+            [FindingKind::Trailer]
+        );
         std::fs::write(&path, &good[..10]).unwrap();
-        assert_eq!(kinds(&verify_file(&path)), [FindingKind::Trailer]);
+        assert_eq!(
+            kinds(&verify_file(&crate::fs::StdFs, &path)),
+            [FindingKind::Trailer]
+        );
         let mut bad = good.clone();
         let n = bad.len();
         bad[n - 50] ^= 1; // the trailer's version
         std::fs::write(&path, &bad).unwrap();
-        let c = verify_file(&path);
+        let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::Trailer]);
         assert_eq!(c.findings[0].offset, (n - TRAILER_LEN) as u64);
-        let c = verify_file(&dir.path().join("nope.sf"));
+        let c = verify_file(&crate::fs::StdFs, &dir.path().join("nope.sf"));
         assert_eq!(kinds(&c), [FindingKind::Missing]);
     }
 
@@ -941,14 +950,14 @@ mod tests {
         ) {
             let (_dir, path) = tmp();
             let opts = WriterOptions { block_size, compression, bloom, ..Default::default() };
-            let mut w = StoreFileWriter::create(&path, opts).unwrap();
+            let mut w = StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, opts).unwrap();
             for (i, (row, ts, len)) in rows.iter().enumerate() {
                 let mut c = cell(row, "q", *ts, i as u64);
                 c.value = Bytes::from(vec![b'x'; *len]);
                 w.append(&c).unwrap();
             }
             w.finish().unwrap();
-            let healthy = verify_file(&path);
+            let healthy = verify_file(&crate::fs::StdFs, &path);
             prop_assert!(healthy.is_healthy(), "{:?}", healthy);
             prop_assert_eq!(healthy.cells, rows.len() as u64);
 
@@ -956,7 +965,7 @@ mod tests {
             let at = pos.index(bytes.len());
             bytes[at] ^= mask;
             std::fs::write(&path, &bytes).unwrap();
-            let c = verify_file(&path);
+            let c = verify_file(&crate::fs::StdFs, &path);
             prop_assert!(!c.is_healthy(), "flip at {} of {} not reported", at, bytes.len());
             prop_assert!(c.findings.iter().all(|f| f.file == path));
             prop_assert!(c.findings.iter().any(|f| f.offset <= at as u64), "{:?}", c);

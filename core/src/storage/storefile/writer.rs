@@ -13,16 +13,18 @@ use super::meta::{encode_index, encode_info, IndexEntry, Trailer};
 use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN};
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::{Error, Result};
+use crate::fs::{FileSystem, IoWriter};
 use crate::schema::{BloomType, Compression};
-use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// Writes a store file; see the `storefile` module doc for the format.
 pub struct StoreFileWriter {
+    fs: Arc<dyn FileSystem>,
     path: PathBuf,
     tmp_path: PathBuf,
-    out: BufWriter<File>,
+    out: BufWriter<IoWriter>,
     opts: WriterOptions,
     framer: Framer,
     /// Bytes written so far (the offset of the next block).
@@ -42,8 +44,8 @@ pub struct StoreFileWriter {
 
 impl StoreFileWriter {
     /// Starts writing to a temporary name beside `path`; nothing appears at `path` until
-    /// [`finish`](Self::finish).
-    pub fn create(path: &Path, opts: WriterOptions) -> Result<Self> {
+    /// [`finish`](Self::finish). All file access goes through `fs`.
+    pub fn create(fs: &Arc<dyn FileSystem>, path: &Path, opts: WriterOptions) -> Result<Self> {
         if opts.block_size == 0 {
             return Err(Error::bad_argument(
                 "store file block size must be at least 1",
@@ -62,8 +64,9 @@ impl StoreFileWriter {
         tmp_name.push(".tmp");
         let tmp_path = path.with_file_name(tmp_name);
         let framer = Framer::new(opts.compression)?;
-        let file = File::create(&tmp_path)?;
+        let file = IoWriter(fs.create(&tmp_path)?);
         Ok(StoreFileWriter {
+            fs: Arc::clone(fs),
             path: path.to_path_buf(),
             tmp_path,
             out: BufWriter::with_capacity(256 * 1024, file),
@@ -194,10 +197,10 @@ impl StoreFileWriter {
         self.out.write_all(&trailer.encode())?;
         self.offset += super::meta::TRAILER_LEN as u64;
         self.out.flush()?;
-        self.out.get_ref().sync_all()?;
-        std::fs::rename(&self.tmp_path, &self.path)?;
+        self.out.get_ref().0.sync_all()?;
+        self.fs.rename(&self.tmp_path, &self.path)?;
         self.renamed = true;
-        sync_parent_dir(&self.path)?;
+        sync_parent_dir(&*self.fs, &self.path)?;
         let mut info = self.info.clone();
         info.file_size = self.offset;
         tracing::debug!(path = %self.path.display(), entries = info.entry_count,
@@ -256,7 +259,7 @@ impl StoreFileWriter {
 impl Drop for StoreFileWriter {
     fn drop(&mut self) {
         if !self.renamed {
-            if let Err(e) = std::fs::remove_file(&self.tmp_path) {
+            if let Err(e) = self.fs.remove_file(&self.tmp_path) {
                 tracing::warn!(path = %self.tmp_path.display(), error = %e,
                     "could not remove an unfinished store file");
             }
@@ -277,11 +280,11 @@ impl std::fmt::Debug for StoreFileWriter {
 }
 
 /// Fsyncs the directory holding `path`, so that a rename into it is durable.
-fn sync_parent_dir(path: &Path) -> Result<()> {
+fn sync_parent_dir(fs: &dyn FileSystem, path: &Path) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
     };
-    File::open(dir)?.sync_all()?;
+    fs.sync_dir(dir)?;
     Ok(())
 }

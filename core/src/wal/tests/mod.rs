@@ -40,7 +40,12 @@ fn rec(seq: u64, n: usize) -> WalRecord {
 }
 
 fn open(dir: &Path, segment_size: u64) -> (Wal, Vec<WalRecord>) {
-    Wal::open(dir, WalOptions { segment_size }).unwrap()
+    Wal::open(
+        &crate::fs::StdFs::shared(),
+        dir,
+        WalOptions { segment_size },
+    )
+    .unwrap()
 }
 
 fn seqs(records: &[WalRecord]) -> Vec<u64> {
