@@ -5,7 +5,8 @@
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
 //! [`flush`] (MemStore to store file, WAL purge), [`compact`] (minor and major compaction,
-//! write throttling) and [`recovery`] (open and replay). Invariant: a table's regions are
+//! write throttling), [`split`] (region split and merge, split policy) and [`recovery`]
+//! (open and replay). Invariant: a table's regions are
 //! sorted by start key and cover the whole key space without gaps or overlaps.
 
 pub mod admin;
@@ -14,6 +15,7 @@ pub mod compact;
 pub mod flush;
 pub mod read;
 pub mod recovery;
+pub mod split;
 pub mod write;
 
 use crate::catalog::Catalog;
@@ -25,6 +27,7 @@ use crate::schema::{TableDescriptor, TableName};
 use crate::storage::storefile::BlockCache;
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock};
+pub use split::SplitPolicy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -57,6 +60,11 @@ pub struct Config {
     /// The longest one write waits for a store with too many files (default 1000 ms); after
     /// that it proceeds, so writes slow down but never fail for it.
     pub blocking_wait_ms: u64,
+    /// When a region splits by itself (default [`SplitPolicy::IncreasingToUpperBound`]).
+    pub split_policy: SplitPolicy,
+    /// The upper bound of a region's largest store, in bytes, before it splits (HBase's
+    /// `hbase.hregion.max.filesize`, default 10 GiB).
+    pub max_region_size: u64,
 }
 
 impl Config {
@@ -71,7 +79,19 @@ impl Config {
             max_wal_segments: 32,
             blocking_store_files: 16,
             blocking_wait_ms: 1000,
+            split_policy: SplitPolicy::default(),
+            max_region_size: 10 << 30,
         }
+    }
+    /// Sets the split policy.
+    pub fn split_policy(mut self, policy: SplitPolicy) -> Self {
+        self.split_policy = policy;
+        self
+    }
+    /// Sets the region size upper bound of the split policy.
+    pub fn max_region_size(mut self, bytes: u64) -> Self {
+        self.max_region_size = bytes;
+        self
     }
     /// Sets the blocking store-file count.
     pub fn blocking_store_files(mut self, files: usize) -> Self {
@@ -154,6 +174,8 @@ pub struct Engine {
     /// Read points of open table scans (read point -> count): compactions keep what they
     /// may still need.
     pub(crate) scan_points: Mutex<BTreeMap<u64, usize>>,
+    /// Serializes region splits and merges engine-wide.
+    pub(crate) region_ops: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -215,6 +237,8 @@ impl Engine {
             }
         }
         self.closed.store(true, Ordering::Release);
+        // A running split or merge ends (or, seeing `closed`, gives up) first.
+        drop(self.region_ops.lock().await);
         // A running compaction finishes (or, seeing `closed`, gives up) before the directory
         // lock goes, so no other engine ever sees its files half-committed.
         self.wait_for_compactions().await;
