@@ -435,6 +435,10 @@ impl Engine {
                 continue;
             }
             last = Some(ptr);
+            // A region a split or merge retired compacts no more; the commit re-routes.
+            if r.is_retired() {
+                continue;
+            }
             if s.file_count() > limit && !busy.iter().any(|(_, b)| Arc::ptr_eq(b, s)) {
                 busy.push((r, s));
             }
