@@ -632,6 +632,70 @@ fn smoke_fixed_sequence() {
     );
 }
 
+/// A fixed sequence through splits and merges: a mask and its put on opposite sides of a
+/// flush, a split between the rows (daughters on references), a delete and a put on each
+/// side, a computed split, merges back to one region (references compacted first), a major
+/// compaction and a crash: every read answers as if the table had never changed shape.
+#[test]
+fn smoke_splits_and_merges() {
+    let mut ops = vec![
+        Op::Put(
+            PutSpec::new("a")
+                .cell("a", "q", 5, "a5")
+                .cell("b", "q", 5, "b5"),
+        ),
+        Op::Put(PutSpec::new("ba").cell("c", "", 7, "c7")),
+        Op::Delete(DeleteSpec::new("a").at(4).column("b", "q", Some(7))),
+        Op::Flush,
+        Op::Split {
+            row: Some(b"ab"),
+            index: 0,
+        },
+        Op::Put(PutSpec::new("a").cell("b", "q", 6, "masked")),
+        Op::Put(PutSpec::new("c").cell("a", "qq", 2, "c2")),
+        Op::Delete(DeleteSpec::new("ba").latest("c", "")),
+        full_get("a"),
+        full_get("ba"),
+        Op::Scan(ScanSpec {
+            max_versions: 10,
+            ..ScanSpec::default()
+        }),
+    ];
+    for i in 0..40u64 {
+        let r = ["a", "ab", "b", "ba", "c"][i as usize % 5];
+        ops.push(Op::Put(PutSpec::new(r).cell(
+            "b",
+            "q",
+            i % 20,
+            "padding-".repeat(20),
+        )));
+    }
+    ops.extend([
+        Op::Flush,
+        Op::Split {
+            row: None,
+            index: 1,
+        },
+        Op::Merge { index: 0 },
+        Op::Merge { index: 0 },
+        Op::Merge { index: 0 },
+        Op::Merge { index: 0 },
+        full_get("a"),
+        Op::MajorCompact,
+        Op::Split {
+            row: Some(b"b"),
+            index: 0,
+        },
+        Op::Put(PutSpec::new("b").cell("a", "q", 9, "after")),
+        Op::Reopen {
+            crash: true,
+            flush_size: Some(1024),
+        },
+        full_get("b"),
+    ]);
+    check(&["b"], ops);
+}
+
 /// Two "latest version" markers of one column in one delete take the two newest versions, as
 /// HBase's `HRegion.prepareDeleteTimestamps` resolves them; the engine gave both the newest
 /// (fixed in `core/src/server/write.rs`, `prepare`).
