@@ -573,3 +573,43 @@ async fn two_million_increasing_keys_split_a_table_by_itself() {
     );
     conn.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn families_added_during_splits_reach_every_daughter() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    let admin = conn.admin();
+    let name = TableName::parse("t").unwrap();
+    admin.create_table(desc("t")).await.unwrap();
+    put_rows(&conn, 0..1000, "a").await;
+    let t = conn.table("t").unwrap();
+    for i in 0..8 {
+        let last = regions(&conn).await.pop().unwrap();
+        let at = row(100 + i * 100);
+        let family = format!("g{i}");
+        let (split, added) = tokio::join!(
+            admin.split_region(&name, last.id, Some(at.as_bytes())),
+            admin.add_column_family(&name, ColumnFamilyDescriptor::new(family.as_str())),
+        );
+        split.unwrap();
+        added.unwrap();
+        for r in [0, 50, 999].into_iter().chain([100 + i * 100]) {
+            t.put(Put::new(row(r)).add_column(family.as_str(), "q", "x"))
+                .await
+                .unwrap();
+            let got = t
+                .get(Get::new(row(r)).add_family(family.as_str()))
+                .await
+                .unwrap();
+            assert_eq!(got.value(family.as_str(), "q").unwrap().as_ref(), b"x");
+        }
+    }
+    assert_eq!(regions(&conn).await.len(), 9);
+    conn.close().await.unwrap();
+    drop(conn);
+    let conn = reopen(manual(dir.path())).await;
+    let t = conn.table("t").unwrap();
+    let got = t.get(Get::new(row(999)).add_family("g7")).await.unwrap();
+    assert_eq!(got.value("g7", "q").unwrap().as_ref(), b"x");
+    conn.close().await.unwrap();
+}

@@ -242,6 +242,10 @@ impl Engine {
         self.check_open()?;
         let key = t.name.to_string();
         let parent_id = parent.id;
+        // The table's region list stays locked from the catalog update to the swap, so a
+        // family added, changed or removed meanwhile (catalog first, then every listed
+        // region) reaches the parent before it is copied or the daughters after.
+        let mut regions = t.regions.write();
         let (lo_id, hi_id) = self.catalog.update(|s| {
             let lo_id = s.next_region_id;
             let hi_id = lo_id + 1;
@@ -272,13 +276,11 @@ impl Engine {
         })?;
         let lo = Arc::new(daughter(parent, lo_id, parent.start.clone(), row.clone()));
         let hi = Arc::new(daughter(parent, hi_id, row.clone(), parent.end.clone()));
-        {
-            let mut regions = t.regions.write();
-            if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, parent)) {
-                regions.splice(pos..=pos, [lo.clone(), hi.clone()]);
-            }
+        if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, parent)) {
+            regions.splice(pos..=pos, [lo.clone(), hi.clone()]);
         }
         parent.retired.store(true, Ordering::Release);
+        drop(regions);
         drop(flush_guard);
         drop(gate);
         drop(compaction_locks);
@@ -349,6 +351,8 @@ impl Engine {
         self.check_open()?;
         let key = t.name.to_string();
         let (first_id, second_id) = (first.id, second.id);
+        // Locked from the catalog update to the swap, as in a split.
+        let mut regions = t.regions.write();
         let merged_id = self.catalog.update(|s| {
             let id = s.next_region_id;
             s.next_region_id += 1;
@@ -405,15 +409,13 @@ impl Engine {
             flushed,
             stores,
         ));
-        {
-            let mut regions = t.regions.write();
-            if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
-                regions.splice(pos..=pos + 1, [merged.clone()]);
-            }
+        if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
+            regions.splice(pos..=pos + 1, [merged.clone()]);
         }
         for r in &by_id {
             r.retired.store(true, Ordering::Release);
         }
+        drop(regions);
         drop(flush_guards);
         drop(gates);
         drop(compaction_locks);
