@@ -351,6 +351,8 @@ impl Engine {
     ) -> Result<()> {
         let t = self.table(name)?;
         t.check_enabled()?;
+        // No split or merge meanwhile: each region listed now is compacted, none retired.
+        let _ops = self.region_ops.lock().await;
         let regions: Vec<_> = t.regions.read().clone();
         for r in regions {
             self.compact_region_stores(&r, kind).await?;
@@ -367,14 +369,16 @@ impl Engine {
     ) -> Result<()> {
         let t = self.table(name)?;
         t.check_enabled()?;
+        let _ops = self.region_ops.lock().await;
         let region = t
             .regions
             .read()
             .iter()
             .find(|r| r.id == region_id)
             .cloned()
-            .ok_or_else(|| {
-                Error::bad_argument(format!("table {name} has no region {region_id}"))
+            .ok_or_else(|| Error::RegionNotFound {
+                table: name.to_string(),
+                id: region_id,
             })?;
         self.compact_region_stores(&region, kind).await
     }
