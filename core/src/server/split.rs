@@ -459,39 +459,21 @@ impl Engine {
         });
     }
 
-    /// Splits `region` in the background when the split policy says it is too big, it holds
-    /// no references and no other split or merge runs.
+    /// Splits `region` in the background when the split policy says it is too big and it
+    /// holds no references (once no other split, merge, table flush or compaction runs).
     pub(crate) fn maybe_split(self: &Arc<Self>, region: &Arc<Region>) {
-        if region.is_retired() || self.check_open().is_err() {
-            return;
-        }
         let Ok(t) = self.table(&region.table) else {
             return;
         };
-        let flush_size = t
-            .descriptor
-            .read()
-            .memstore_flush_size
-            .unwrap_or(self.config.memstore_flush_size);
-        let n = t.regions.read().len();
-        let Some(limit) =
-            self.config
-                .split_policy
-                .threshold(self.config.max_region_size, flush_size, n)
-        else {
-            return;
-        };
-        if region.largest_store_size() < limit || region.has_references() {
+        if !self.wants_split(&t, region) {
             return;
         }
-        let Ok(ops) = self.region_ops.clone().try_lock_owned() else {
-            return;
-        };
         let engine = self.clone();
         let region = region.clone();
         tokio::spawn(async move {
-            let _ops = ops;
-            if region.is_retired() || t.check_enabled().is_err() {
+            // Waits for a running split, merge, table flush or compaction, then looks again.
+            let _ops = engine.region_ops.lock().await;
+            if !engine.wants_split(&t, &region) {
                 return;
             }
             if let Err(e) = engine.split_locked(&t, &region, None).await {
@@ -500,5 +482,23 @@ impl Engine {
                 }
             }
         });
+    }
+
+    /// True when the split policy says `region` should split now.
+    fn wants_split(&self, t: &TableState, region: &Region) -> bool {
+        if region.is_retired() || self.check_open().is_err() || t.check_enabled().is_err() {
+            return false;
+        }
+        let flush_size = t
+            .descriptor
+            .read()
+            .memstore_flush_size
+            .unwrap_or(self.config.memstore_flush_size);
+        let n = t.regions.read().len();
+        let limit = self
+            .config
+            .split_policy
+            .threshold(self.config.max_region_size, flush_size, n);
+        limit.is_some_and(|l| region.largest_store_size() >= l) && !region.has_references()
     }
 }
