@@ -1,7 +1,9 @@
 //! Region split and merge: one region becomes two daughters at a row, or two adjacent
 //! regions become one.
 //!
-//! Split protocol (one structural change at a time, under the engine's `region_ops` lock):
+//! Split protocol (one structural change at a time, under the engine's `region_ops` lock,
+//! which table flushes and compactions (`Admin::flush`, `compact`, `major_compact` and their
+//! region variants) also hold, so none of them skips a region retired under it):
 //!
 //! 1. If the parent still holds references (it is itself a daughter not yet compacted),
 //!    compact them away first: a reference is never split again.
@@ -43,7 +45,14 @@
 //!
 //! Automatic splits: after each flush and compaction, a region without references whose
 //! largest store's files pass the [`SplitPolicy`] threshold splits itself in the background
-//! at the computed row (when there is one).
+//! at the computed row (when there is one), once it gets `region_ops` (the policy is checked
+//! again then).
+//!
+//! Reads need nothing here: they take their read point before they locate regions, and a
+//! retired region keeps answering exactly at any read point taken before it was retired
+//! ([`crate::region`]). A family added, changed or removed during a split or merge reaches
+//! the new regions because the table's region list stays write-locked from the catalog
+//! update to the swap.
 
 use super::{Engine, TableState};
 use crate::catalog::{FileEntry, RegionEntry};
