@@ -27,7 +27,13 @@
 //!   start), and right after a previous crash (some cycles skip the parent's check, so the
 //!   next child recovers directly from a crashed child's files);
 //! * after a parent check that closed the engine cleanly, or dropped it without closing (so
-//!   replayed edits must survive a second replay).
+//!   replayed edits must survive a second replay);
+//! * during region splits and merges (the child's admin task splits regions at their
+//!   computed split points and merges adjacent ones while the writers run, and regions also
+//!   split by themselves past 1 MiB): before and after the catalog update that commits one,
+//!   and during the compaction of a daughter's references (recovery must skip WAL records of
+//!   retired regions, whose edits are in the files their successors list, and keep a parent's
+//!   file while any daughter lists it).
 //!
 //! Knobs: `BASALT_CRASH_CYCLES` (default 24) and `BASALT_CRASH_SEED` (default: random, and
 //! printed so a failure can be replayed).
@@ -65,6 +71,8 @@ fn config(dir: &Path) -> Config {
     Config::new(dir)
         .memstore_flush_size(256 << 10)
         .wal_segment_size(1 << 20)
+        .split_policy(basalt::SplitPolicy::ConstantSize)
+        .max_region_size(1 << 20)
 }
 
 /// splitmix64: spreads row keys over the hex key space (and so over the regions).
@@ -216,6 +224,32 @@ async fn child_main(dir: PathBuf, run: u64, seed: u64) {
             }
         }));
     }
+    // Splits and merges while the writers run, so kills land in them too.
+    let admin = conn.admin();
+    tasks.push(tokio::spawn(async move {
+        let mut rng = StdRng::seed_from_u64(mix(seed ^ mix(run) ^ 77));
+        loop {
+            let pause = rng.random_range(5..40);
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            let Ok(rs) = admin.regions(&name).await else {
+                continue;
+            };
+            let outcome = if rs.len() > 8 || (rs.len() > 2 && rng.random_bool(0.3)) {
+                let i = rng.random_range(0..rs.len() - 1);
+                admin
+                    .merge_regions(&name, rs[i].id, rs[i + 1].id)
+                    .await
+                    .map(|_| ())
+            } else {
+                let r = &rs[rng.random_range(0..rs.len())];
+                admin.split_region(&name, r.id, None).await.map(|_| ())
+            };
+            // A region a split by itself replaced meanwhile is not a failure.
+            if let Err(e @ (basalt::Error::Io(_) | basalt::Error::Corruption { .. })) = outcome {
+                child_fail(&format!("split or merge failed: {e}"));
+            }
+        }
+    }));
     for t in tasks {
         if t.await.is_err() {
             child_fail("writer task panicked");
@@ -307,6 +341,8 @@ async fn check(dir: &Path, model: &mut Model, rng: &mut StdRng, cycle: usize) ->
     let name = TableName::parse(TABLE).unwrap();
     let mut found: BTreeMap<String, State> = BTreeMap::new();
     if conn.admin().table_exists(&name).await.unwrap() {
+        let regions = conn.admin().regions(&name).await.unwrap();
+        eprintln!("cycle {cycle}: {} regions", regions.len());
         let table = conn.table(TABLE).unwrap();
         let rows: Vec<_> = table
             .scan(Scan::new())

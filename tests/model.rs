@@ -1,7 +1,14 @@
 //! Model-based property test of the data path: random sequences of puts, every kind of
-//! delete, gets, scans, flushes, minor and major compactions and reopens run against the
-//! engine and against the reference model of `tests/common/model.rs`, and every read must
-//! match the model exactly.
+//! delete, gets, scans, flushes, minor and major compactions, region splits and merges and
+//! reopens run against the engine and against the reference model of
+//! `tests/common/model.rs`, and every read must match the model exactly.
+//!
+//! Splits and merges: `Split` splits the region holding a row at that row (rows sit on the
+//! new boundary) or a region at its computed split point; `Merge` merges two adjacent
+//! regions. Neither may change an answer, and the model ignores both. The daughters'
+//! references are compacted in the background while later operations run; after a reopen
+//! with a tiny flush size, regions also split by themselves (the default split policy grows
+//! from twice the flush size).
 //!
 //! Compactions: the table's policy takes as few as two files, so the background minor
 //! compaction that follows each flush runs often, concurrently with the reads; `Compact`
@@ -75,6 +82,18 @@ enum Op {
     /// `admin.flush`, then `admin.major_compact` of the table; the model forgets what it
     /// removes.
     MajorCompact,
+    /// `admin.split_region`: with `row`, of the region holding it, at it (nothing when the
+    /// row already starts a region); without, of region `index` (modulo the count) at its
+    /// computed split point (nothing when it has none).
+    Split {
+        row: Option<&'static [u8]>,
+        index: usize,
+    },
+    /// `admin.merge_regions` of region `index` (modulo the count less one) and the next one
+    /// (nothing when the table has one region).
+    Merge {
+        index: usize,
+    },
     /// Close (or, with `crash`, just drop) the connection and open the directory again with
     /// the given MemStore flush size (the default when `None`).
     Reopen {
@@ -247,6 +266,46 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                     .await
                     .map_err(|e| format!("{step}: {e}"))?;
                 model.major_compact(common::model::wall_clock_ms());
+            }
+            Op::Split { row, index } => {
+                let admin = conn.admin();
+                let regions = admin
+                    .regions(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+                let target = match row {
+                    Some(r) => regions
+                        .iter()
+                        .rev()
+                        .find(|x| x.start_key.as_ref() <= *r)
+                        .filter(|x| x.start_key.as_ref() != *r)
+                        .map(|x| (x.id, Some(*r))),
+                    None => regions.get(index % regions.len()).map(|x| (x.id, None)),
+                };
+                if let Some((id, at)) = target {
+                    match admin.split_region(&name, id, at).await {
+                        // A split by itself replaced the region meanwhile.
+                        Ok(_) | Err(basalt::Error::RegionNotFound { .. }) => {}
+                        Err(e) => return Err(format!("{step}: {e}")),
+                    }
+                }
+            }
+            Op::Merge { index } => {
+                let admin = conn.admin();
+                let regions = admin
+                    .regions(&name)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
+                if regions.len() >= 2 {
+                    let i = index % (regions.len() - 1);
+                    match admin
+                        .merge_regions(&name, regions[i].id, regions[i + 1].id)
+                        .await
+                    {
+                        Ok(_) | Err(basalt::Error::RegionNotFound { .. }) => {}
+                        Err(e) => return Err(format!("{step}: {e}")),
+                    }
+                }
             }
             Op::Reopen { crash, flush_size } => {
                 if !crash {
@@ -455,6 +514,17 @@ fn reopen_op() -> impl Strategy<Value = Op> {
         .prop_map(|(crash, flush_size)| Op::Reopen { crash, flush_size })
 }
 
+/// Split rows: rows of `ROWS` (one of them the first row of the key space) and rows between.
+const SPLIT_ROWS: [&[u8]; 7] = [b"a", b"aa", b"ab", b"b", b"b\xff", b"ba", b"c"];
+
+fn split_op() -> impl Strategy<Value = Op> {
+    (
+        prop::option::weighted(0.7, select(&SPLIT_ROWS[..])),
+        0usize..8,
+    )
+        .prop_map(|(row, index)| Op::Split { row, index })
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         12 => put(),
@@ -465,6 +535,8 @@ fn op() -> impl Strategy<Value = Op> {
         1 => Just(Op::Compact),
         1 => Just(Op::MajorCompact),
         1 => reopen_op(),
+        2 => split_op(),
+        1 => (0usize..8).prop_map(|index| Op::Merge { index }),
     ]
 }
 
@@ -558,6 +630,70 @@ fn smoke_fixed_sequence() {
             full_get("a"),
         ],
     );
+}
+
+/// A fixed sequence through splits and merges: a mask and its put on opposite sides of a
+/// flush, a split between the rows (daughters on references), a delete and a put on each
+/// side, a computed split, merges back to one region (references compacted first), a major
+/// compaction and a crash: every read answers as if the table had never changed shape.
+#[test]
+fn smoke_splits_and_merges() {
+    let mut ops = vec![
+        Op::Put(
+            PutSpec::new("a")
+                .cell("a", "q", 5, "a5")
+                .cell("b", "q", 5, "b5"),
+        ),
+        Op::Put(PutSpec::new("ba").cell("c", "", 7, "c7")),
+        Op::Delete(DeleteSpec::new("a").at(4).column("b", "q", Some(7))),
+        Op::Flush,
+        Op::Split {
+            row: Some(b"ab"),
+            index: 0,
+        },
+        Op::Put(PutSpec::new("a").cell("b", "q", 6, "masked")),
+        Op::Put(PutSpec::new("c").cell("a", "qq", 2, "c2")),
+        Op::Delete(DeleteSpec::new("ba").latest("c", "")),
+        full_get("a"),
+        full_get("ba"),
+        Op::Scan(ScanSpec {
+            max_versions: 10,
+            ..ScanSpec::default()
+        }),
+    ];
+    for i in 0..40u64 {
+        let r = ["a", "ab", "b", "ba", "c"][i as usize % 5];
+        ops.push(Op::Put(PutSpec::new(r).cell(
+            "b",
+            "q",
+            i % 20,
+            "padding-".repeat(20),
+        )));
+    }
+    ops.extend([
+        Op::Flush,
+        Op::Split {
+            row: None,
+            index: 1,
+        },
+        Op::Merge { index: 0 },
+        Op::Merge { index: 0 },
+        Op::Merge { index: 0 },
+        Op::Merge { index: 0 },
+        full_get("a"),
+        Op::MajorCompact,
+        Op::Split {
+            row: Some(b"b"),
+            index: 0,
+        },
+        Op::Put(PutSpec::new("b").cell("a", "q", 9, "after")),
+        Op::Reopen {
+            crash: true,
+            flush_size: Some(1024),
+        },
+        full_get("b"),
+    ]);
+    check(&["b"], ops);
 }
 
 /// Two "latest version" markers of one column in one delete take the two newest versions, as

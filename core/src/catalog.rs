@@ -21,7 +21,10 @@
 //! catalogs. Version 2 appended [`crate::schema::CompactionSettings`] to every table
 //! descriptor; a version-1 catalog is read with the defaults and rewritten as version 2 on
 //! its next update.
-//! Invariants: a region's `flushed_seq` only grows; every file a region lists exists on disk.
+//! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
+//! parent's); every file a region lists exists on disk; a file may be listed by several
+//! regions of one table (a split's daughters share the parent's files) and is deleted only
+//! when none lists it any more.
 
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;

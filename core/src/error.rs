@@ -29,6 +29,14 @@ pub enum Error {
         /// What state the operation expected.
         expected: &'static str,
     },
+    /// The table has no region with this id (any more: a split or merge replaces ids).
+    #[error("table {table} has no region {id}")]
+    RegionNotFound {
+        /// The table.
+        table: String,
+        /// The region id asked for.
+        id: u64,
+    },
     /// The namespace does not exist.
     #[error("namespace not found: {0}")]
     NamespaceNotFound(String),

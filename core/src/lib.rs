@@ -30,5 +30,6 @@ pub use schema::{
     DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
+pub use server::split::SplitPolicy;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
 pub use wal::Durability;

@@ -190,6 +190,27 @@ impl Admin {
             .compact_region(name, region_id, CompactionKind::Major)
             .await
     }
+    /// Splits one region of a table (by its id, [`RegionInfo::id`]) at `split_row`, a row
+    /// strictly inside it, or at its computed split point (the first row of the middle block
+    /// of its largest store file) when `None`. Returns the daughters' ids, lower first, or
+    /// `None` when no split point exists. Reads and writes go on; no row moves or changes.
+    pub async fn split_region(
+        &self,
+        name: &TableName,
+        region_id: u64,
+        split_row: Option<&[u8]>,
+    ) -> Result<Option<(u64, u64)>> {
+        self.engine.split_region(name, region_id, split_row).await
+    }
+    /// Merges two adjacent regions of a table into one (in either order); returns its id.
+    pub async fn merge_regions(
+        &self,
+        name: &TableName,
+        region_a: u64,
+        region_b: u64,
+    ) -> Result<u64> {
+        self.engine.merge_regions(name, region_a, region_b).await
+    }
     /// Creates a namespace.
     pub async fn create_namespace(&self, ns: &str) -> Result<()> {
         self.engine.create_namespace(ns)

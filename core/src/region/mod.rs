@@ -4,6 +4,18 @@
 //! of clients. Invariants: `update_lock` is held shared by every MemStore insert and
 //! exclusively while a flush swaps MemStores, so a flush's snapshot holds every cell whose
 //! sequence id is at or below the read point taken during the swap.
+//!
+//! Splits and merges ([`crate::server::split`]): `write_gate` is held shared by every commit
+//! that writes into the region, from before its sequence id is taken until its cells are in
+//! the MemStores, and exclusively by a split or merge from its last flush of the region to
+//! the moment the region is `retired` (replaced in the table's region list). A retired
+//! region never takes another write (a writer that finds it retired after taking the gate
+//! re-locates its rows), so its store files hold every write it ever took; readers that
+//! still hold it read correct data at any read point taken before it was retired.
+//!
+//! References: every cell in a region's MemStores lies inside `[start, end)`; a store file
+//! whose key range reaches outside it is a *reference* to (part of) a split parent's file,
+//! and every read of a region is clipped to its range ([`Region::is_reference`]).
 
 pub mod locks;
 pub mod scanner;
@@ -13,10 +25,11 @@ pub use store::Store;
 
 use crate::cell::StoreCell;
 use crate::schema::TableName;
+use crate::storage::storefile::StoreFileReader;
 use bytes::Bytes;
 use parking_lot::RwLock;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// One region of a table.
@@ -46,6 +59,10 @@ pub struct Region {
     pub write_requests: AtomicU64,
     /// Serializes flushes of this region.
     pub flush_lock: tokio::sync::Mutex<()>,
+    /// Shared by commits writing into the region, exclusive while a split or merge retires it.
+    pub write_gate: Arc<tokio::sync::RwLock<()>>,
+    /// Set once a split or merge replaced the region; it takes no writes afterwards.
+    pub retired: AtomicBool,
 }
 
 impl Region {
@@ -71,7 +88,53 @@ impl Region {
             read_requests: AtomicU64::new(0),
             write_requests: AtomicU64::new(0),
             flush_lock: tokio::sync::Mutex::new(()),
+            write_gate: Arc::new(tokio::sync::RwLock::new(())),
+            retired: AtomicBool::new(false),
         }
+    }
+
+    /// True once a split or merge replaced this region.
+    pub fn is_retired(&self) -> bool {
+        self.retired.load(Ordering::Acquire)
+    }
+
+    /// True when store file `f` holds rows outside the region: a reference to a split
+    /// parent's file, readable only through the region's range.
+    pub fn is_reference(&self, f: &StoreFileReader) -> bool {
+        let info = f.info();
+        let below = info
+            .first_key
+            .as_ref()
+            .is_some_and(|k| k.row.as_ref() < self.start.as_ref());
+        let above = !self.end.is_empty()
+            && info
+                .last_key
+                .as_ref()
+                .is_some_and(|k| k.row.as_ref() >= self.end.as_ref());
+        below || above
+    }
+
+    /// True when any store of the region holds a reference file.
+    pub fn has_references(&self) -> bool {
+        self.all_stores()
+            .iter()
+            .any(|s| s.state.read().files.iter().any(|f| self.is_reference(f)))
+    }
+
+    /// Bytes in the store files of the region's largest store.
+    pub fn largest_store_size(&self) -> u64 {
+        self.all_stores()
+            .iter()
+            .map(|s| {
+                s.state
+                    .read()
+                    .files
+                    .iter()
+                    .map(|f| f.info().file_size)
+                    .sum()
+            })
+            .max()
+            .unwrap_or(0)
     }
 
     /// The region's name as HBase prints it: `table,start,id`.
@@ -152,16 +215,20 @@ pub struct RegionInfo {
     pub store_file_cells: u64,
     /// Store files point reads skipped thanks to bloom filters, since open.
     pub bloom_skipped_files: u64,
+    /// Store files that are references to a split parent's files (reaching outside the
+    /// region); compaction rewrites them, and the region splits again only once none is left.
+    pub reference_files: usize,
 }
 
 impl Region {
     /// A snapshot of the region's facts.
     pub fn info(&self) -> RegionInfo {
         let stores = self.all_stores();
-        let (mut n, mut size, mut skipped, mut cells) = (0, 0, 0, 0);
+        let (mut n, mut size, mut skipped, mut cells, mut refs) = (0, 0, 0, 0, 0);
         for s in &stores {
             skipped += s.bloom_skips.load(Ordering::Relaxed);
             let st = s.state.read();
+            refs += st.files.iter().filter(|f| self.is_reference(f)).count();
             n += st.files.len();
             size += st.files.iter().map(|f| f.info().file_size).sum::<u64>();
             cells += st.files.iter().map(|f| f.info().entry_count).sum::<u64>();
@@ -178,6 +245,7 @@ impl Region {
             store_file_size: size,
             store_file_cells: cells,
             bloom_skipped_files: skipped,
+            reference_files: refs,
         }
     }
 }

@@ -170,6 +170,8 @@ impl Engine {
     /// Flushes every region of a table.
     pub async fn flush_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
+        // No split or merge meanwhile: each region listed now is flushed, none retired.
+        let _ops = self.region_ops.lock().await;
         let regions: Vec<_> = t.regions.read().clone();
         for r in regions {
             self.flush_region(&r).await?;

@@ -13,8 +13,13 @@
 //!    immutable and flushes only ever add newer files.
 //! 3. One catalog update removes the inputs from the store's list and puts the output where
 //!    they were. Then, under the state lock, the store's readers are swapped the same way and
-//!    each input is marked compacted away: the last holder (a scan that opened it earlier)
-//!    deletes it from disk when it drops it.
+//!    each input that no region of the table lists any more (a split's daughters share
+//!    their parent's files) is marked compacted away: the last holder (a scan that opened
+//!    it earlier) deletes it from disk when it drops it.
+//!
+//! A store holding references (files of a split parent reaching outside the region) always
+//! compacts all its files, clipped to the region's range, so one compaction drops them all;
+//! a compaction of a region a split or merge retired does nothing.
 //!
 //! Crash safety: a crash before step 3 leaves the output file unlisted; a crash after it may
 //! leave inputs on disk. Open deletes every file the catalog does not list
@@ -138,11 +143,17 @@ impl Engine {
             }
         };
         self.check_open()?;
+        if region.is_retired() {
+            return Ok(None); // a split or merge replaced it; its daughters compact their own
+        }
         let settings = self.compaction_settings(&region.table)?;
         let inputs: Vec<Arc<StoreFileReader>> = {
             let st = store.state.read();
+            let references = st.files.iter().any(|f| region.is_reference(f));
             match kind {
                 CompactionKind::Major => st.files.clone(),
+                // A store holding references rewrites every file, so they all go at once.
+                CompactionKind::Minor if references => st.files.clone(),
                 CompactionKind::Minor => {
                     // The store lists newest first; the policy wants oldest first.
                     let sizes: Vec<u64> =
@@ -179,13 +190,19 @@ impl Engine {
         let cache = self.cache.clone();
         let fs = self.config.fs.clone();
         let files = inputs.clone();
+        let (start, end) = (region.start.clone(), region.end.clone());
         let (output, outcome) = tokio::task::spawn_blocking(move || -> Result<_> {
-            let first = crate::cell::StoreKey::first_on_row(bytes::Bytes::new());
+            // Clipped to the region: a reference contributes only the region's rows.
+            let first = crate::cell::StoreKey::first_on_row(start);
             let sources: Vec<CellSource> = files
                 .iter()
                 .map(|f| CellSource::File(f.scan_from(&first).cache_mode(CacheMode::Bypass)))
                 .collect();
-            let mut iter = CompactionIter::new(MergeIter::new(sources, false), rules);
+            let clipped = MergeIter::new(sources, false).take_while(|c| match c {
+                Ok(c) => end.is_empty() || c.key.row < end,
+                Err(_) => true,
+            });
+            let mut iter = CompactionIter::new(clipped, rules);
             let mut w = StoreFileWriter::create(&fs, &path, opts)?;
             for cell in iter.by_ref() {
                 w.append(&cell?)?;
@@ -218,6 +235,7 @@ impl Engine {
         }
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
             ?kind, files = outcome.files_in, dropped = outcome.cells_dropped, "compacted");
+        self.maybe_split(region);
         Ok(Some(outcome))
     }
 
@@ -234,10 +252,10 @@ impl Engine {
         let ids: Vec<u64> = inputs.iter().map(|f| f.file_id()).collect();
         let table = region.table.to_string();
         let next_id = self.next_file_id.load(Ordering::Relaxed);
-        self.catalog.update(|s| {
+        let unlisted = self.catalog.update(|s| {
             s.next_file_id = s.next_file_id.max(next_id).max(id + 1);
-            let r = s
-                .table_mut(&table)?
+            let entry = s.table_mut(&table)?;
+            let r = entry
                 .regions
                 .iter_mut()
                 .find(|r| r.id == region.id)
@@ -264,7 +282,19 @@ impl Engine {
                     },
                 );
             }
-            Ok(())
+            // A split parent's file stays while a sibling region still refers to it.
+            let unlisted: Vec<u64> = ids
+                .iter()
+                .copied()
+                .filter(|i| {
+                    !entry
+                        .regions
+                        .iter()
+                        .flat_map(|r| r.files.values().flatten())
+                        .any(|f| f.id == *i)
+                })
+                .collect();
+            Ok(unlisted)
         })?;
         let mut st = store.state.write();
         let pos = st
@@ -279,7 +309,9 @@ impl Engine {
         }
         drop(st);
         for f in inputs {
-            f.mark_compacted_away();
+            if unlisted.contains(&f.file_id()) {
+                f.mark_compacted_away();
+            }
         }
         Ok(())
     }
@@ -318,6 +350,8 @@ impl Engine {
     ) -> Result<()> {
         let t = self.table(name)?;
         t.check_enabled()?;
+        // No split or merge meanwhile: each region listed now is compacted, none retired.
+        let _ops = self.region_ops.lock().await;
         let regions: Vec<_> = t.regions.read().clone();
         for r in regions {
             self.compact_region_stores(&r, kind).await?;
@@ -334,14 +368,16 @@ impl Engine {
     ) -> Result<()> {
         let t = self.table(name)?;
         t.check_enabled()?;
+        let _ops = self.region_ops.lock().await;
         let region = t
             .regions
             .read()
             .iter()
             .find(|r| r.id == region_id)
             .cloned()
-            .ok_or_else(|| {
-                Error::bad_argument(format!("table {name} has no region {region_id}"))
+            .ok_or_else(|| Error::RegionNotFound {
+                table: name.to_string(),
+                id: region_id,
             })?;
         self.compact_region_stores(&region, kind).await
     }
@@ -402,6 +438,10 @@ impl Engine {
                 continue;
             }
             last = Some(ptr);
+            // A region a split or merge retired compacts no more; the commit re-routes.
+            if r.is_retired() {
+                continue;
+            }
             if s.file_count() > limit && !busy.iter().any(|(_, b)| Arc::ptr_eq(b, s)) {
                 busy.push((r, s));
             }

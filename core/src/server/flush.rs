@@ -74,6 +74,7 @@ impl Engine {
         result?;
         self.purge_wal();
         self.maybe_compact(region);
+        self.maybe_split(region);
         Ok(())
     }
 

@@ -5,8 +5,8 @@
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
 //! [`flush`] (MemStore to store file, WAL purge), [`memory`] (the global MemStore budget),
-//! [`compact`] (minor and major compaction,
-//! write throttling) and [`recovery`] (open and replay). Invariant: a table's regions are
+//! [`compact`] (minor and major compaction, write throttling), [`split`] (region split and
+//! merge, split policy) and [`recovery`] (open and replay). Invariant: a table's regions are
 //! sorted by start key and cover the whole key space without gaps or overlaps.
 
 pub mod admin;
@@ -16,6 +16,7 @@ pub mod flush;
 pub mod memory;
 pub mod read;
 pub mod recovery;
+pub mod split;
 pub mod write;
 
 use crate::catalog::Catalog;
@@ -28,6 +29,7 @@ use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
 use crate::storage::storefile::{BlockCache, WriterOptions};
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock};
+pub use split::SplitPolicy;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -74,6 +76,11 @@ pub struct Config {
     /// Every file the engine touches goes through this (default [`StdFs`], the real disk;
     /// tests pass a [`crate::fs::FaultFs`]).
     pub fs: Arc<dyn FileSystem>,
+    /// When a region splits by itself (default [`SplitPolicy::IncreasingToUpperBound`]).
+    pub split_policy: SplitPolicy,
+    /// The upper bound of a region's largest store, in bytes, before it splits (HBase's
+    /// `hbase.hregion.max.filesize`, default 10 GiB).
+    pub max_region_size: u64,
 }
 
 impl Config {
@@ -92,6 +99,8 @@ impl Config {
             global_memstore_lower_limit: 0.95,
             bloom_error_rate: crate::storage::storefile::DEFAULT_BLOOM_FP_RATE,
             fs: StdFs::shared(),
+            split_policy: SplitPolicy::default(),
+            max_region_size: 10 << 30,
         }
     }
     /// Sets the filesystem the engine reads and writes through.
@@ -107,6 +116,16 @@ impl Config {
     /// Sets the global MemStore budget in bytes.
     pub fn global_memstore_size(mut self, bytes: u64) -> Self {
         self.global_memstore_size = bytes;
+        self
+    }
+    /// Sets the split policy.
+    pub fn split_policy(mut self, policy: SplitPolicy) -> Self {
+        self.split_policy = policy;
+        self
+    }
+    /// Sets the region size upper bound of the split policy.
+    pub fn max_region_size(mut self, bytes: u64) -> Self {
+        self.max_region_size = bytes;
         self
     }
     /// Sets the blocking store-file count.
@@ -196,6 +215,8 @@ pub struct Engine {
     /// Read points of open table scans (read point -> count): compactions keep what they
     /// may still need.
     pub(crate) scan_points: Mutex<BTreeMap<u64, usize>>,
+    /// Serializes region splits and merges engine-wide.
+    pub(crate) region_ops: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -268,6 +289,8 @@ impl Engine {
             }
         }
         self.closed.store(true, Ordering::Release);
+        // A running split or merge ends (or, seeing `closed`, gives up) first.
+        drop(self.region_ops.lock().await);
         // A running compaction finishes (or, seeing `closed`, gives up) before the directory
         // lock goes, so no other engine ever sees its files half-committed.
         self.wait_for_compactions().await;

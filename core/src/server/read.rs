@@ -3,7 +3,8 @@
 //! A get reads one row of one region; a scan walks the table's regions in key order (or
 //! reverse) with a [`RegionScanner`] each, all at the read point taken when the scan began,
 //! so the whole scan is one snapshot. Scans are streams that fill a small buffer of rows at
-//! a time.
+//! a time. Reads take the read point before they locate regions, so a region a split or
+//! merge retires meanwhile still answers them exactly (see [`crate::region`]).
 
 use super::{now_ms, Engine, TableState};
 use crate::client::ops::{ColumnSelection, Get, RowResult, Scan};
@@ -78,11 +79,14 @@ impl Engine {
         t.check_enabled()?;
         super::write::validate_row(&g.row)?;
         validate_versions(g.max_versions)?;
+        // The read point first: the region located afterwards took (or, when a split or
+        // merge retired it since, still holds) every write at or below it.
+        let read_point = self.mvcc.read_point();
         let region = t
             .locate(&g.row)
             .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
         region.read_requests.fetch_add(1, Ordering::Relaxed);
-        self.read_row_in(&region, g, self.mvcc.read_point())
+        self.read_row_in(&region, g, read_point)
     }
 
     /// Reads one row of `region` at `read_point`.
@@ -212,6 +216,12 @@ impl TableScanner {
             return Err(Error::bad_argument("batch size must be at least 1"));
         }
         let range = scan_range(&scan);
+        // The read point before the region list: every region listed afterwards took every
+        // write at or below it, and keeps it even if a split or merge retires the region
+        // while the scan runs (a retired region takes no more writes and its files live as
+        // long as the scan holds it). So the planned regions are read as they are, and
+        // every row comes once, in order, whatever splits and merges happen meanwhile.
+        let point = engine.register_scan();
         let regions: Vec<Arc<Region>> = t
             .regions
             .read()
@@ -227,7 +237,6 @@ impl TableScanner {
         if scan.reverse {
             regions = regions.into_iter().rev().collect();
         }
-        let point = engine.register_scan();
         Ok(TableScanner {
             read_point: point.point(),
             _point: point,

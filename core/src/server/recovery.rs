@@ -84,7 +84,10 @@ impl Engine {
             let mut per_region: HashMap<u64, Vec<(Arc<Store>, StoreCell)>> = HashMap::new();
             for edit in rec.edits {
                 let Some(region) = by_id.get(&edit.region_id) else {
-                    continue; // the table was deleted
+                    // The table was deleted, or a split or merge retired the region: it
+                    // flushed every write it took before the catalog dropped it, so the
+                    // edit is in the files its successors list.
+                    continue;
                 };
                 if rec.seq
                     <= region
@@ -127,6 +130,7 @@ impl Engine {
             closed: AtomicBool::new(false),
             dir_lock: Mutex::new(Some(lock)),
             scan_points: Mutex::new(BTreeMap::new()),
+            region_ops: Arc::new(tokio::sync::Mutex::new(())),
             config,
         }))
     }

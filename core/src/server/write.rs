@@ -269,6 +269,7 @@ impl Engine {
         self.reserve_memstore(incoming).await;
         self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
             .await;
+        let gates = self.enter_regions(t, &mut cells).await?;
         let record = (durability != Durability::SkipWal).then(|| WalRecord {
             seq: 0,
             edits: cells
@@ -320,6 +321,7 @@ impl Engine {
             region.write_requests.fetch_add(1, Ordering::Relaxed);
         }
         drop(guard);
+        drop(gates);
         self.mvcc.wait_for(seq).await;
         let flush_size = t
             .descriptor
@@ -333,6 +335,41 @@ impl Engine {
             self.flush_if_wal_too_long();
         }
         Ok(())
+    }
+
+    /// Takes the write gates of the regions `cells` go to, in region-id order, and returns
+    /// them held. A cell whose region a split or merge retired is re-routed to the region
+    /// that now holds its row (the caller holds the row locks, so what it read from the old
+    /// region is still current), and the gates are taken again.
+    async fn enter_regions(
+        &self,
+        t: &TableState,
+        cells: &mut [PreparedCell],
+    ) -> Result<Vec<tokio::sync::OwnedRwLockReadGuard<()>>> {
+        loop {
+            let mut regions: Vec<&Arc<Region>> = Vec::new();
+            for c in cells.iter() {
+                if !regions.iter().any(|r| Arc::ptr_eq(r, &c.region)) {
+                    regions.push(&c.region);
+                }
+            }
+            regions.sort_by_key(|r| r.id);
+            let mut gates = Vec::with_capacity(regions.len());
+            for r in &regions {
+                gates.push(r.write_gate.clone().read_owned().await);
+            }
+            if regions.iter().all(|r| !r.is_retired()) {
+                return Ok(gates);
+            }
+            drop(gates);
+            for c in cells.iter_mut() {
+                if c.region.is_retired() {
+                    let region = self.region_of(t, &c.cell.key.row)?;
+                    c.store = self.store_of(t, &region, &c.store.family)?;
+                    c.region = region;
+                }
+            }
+        }
     }
 
     /// Applies mutations of any rows atomically: validates all, locks all rows, commits once.
@@ -457,6 +494,8 @@ impl Engine {
         }
         let name = t.name.to_string();
         let _lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        // Located under the row lock: a split may have moved the row meanwhile.
+        let region = self.region_of(t, row)?;
         let now = now_ms();
         let mut cells = Vec::new();
         let mut result = Vec::new();
@@ -540,12 +579,15 @@ impl Engine {
         }
         check_same_row(&action)?;
         let region = self.region_of(t, &cam.row)?;
-        let store = self.store_of(t, &region, &cam.family)?;
+        self.store_of(t, &region, &cam.family)?;
         for m in &action.mutations {
             self.validate_mutation(t, m)?;
         }
         let name = t.name.to_string();
         let _lock = self.locks.lock([(name.as_str(), cam.row.clone())]).await;
+        // Located under the row lock: a split may have moved the row meanwhile.
+        let region = self.region_of(t, &cam.row)?;
+        let store = self.store_of(t, &region, &cam.family)?;
         let current = self.latest_cell(&region, &store, &cam.row, &cam.qualifier)?;
         let pass = match (&cam.condition, &current) {
             (Condition::Absent, None) => true,

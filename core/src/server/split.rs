@@ -1,0 +1,513 @@
+//! Region split and merge: one region becomes two daughters at a row, or two adjacent
+//! regions become one.
+//!
+//! Split protocol (one structural change at a time, under the engine's `region_ops` lock,
+//! which table flushes and compactions (`Admin::flush`, `compact`, `major_compact` and their
+//! region variants) also hold, so none of them skips a region retired under it):
+//!
+//! 1. If the parent still holds references (it is itself a daughter not yet compacted),
+//!    compact them away first: a reference is never split again.
+//! 2. Take every store's compaction lock, then the parent's `write_gate` exclusively: no
+//!    compaction changes its files and no commit writes into it from here on (commits that
+//!    already hold the gate finish their MemStore inserts first).
+//! 3. Flush the parent, then hold its flush lock: its MemStores are empty, so its store
+//!    files hold every write it took, and its `flushed_seq` covers them.
+//! 4. Choose the split row (given, or the first row of the middle block of the largest
+//!    file of the largest store; none when that row is the file's first or last row).
+//! 5. One atomic catalog update replaces the parent's entry by two daughters
+//!    `[start, row)` and `[row, end)` with fresh ids, the parent's `flushed_seq`, and, per
+//!    family, the parent's files whose key range overlaps the daughter. A file that reaches
+//!    outside a daughter is a *reference*: the daughter reads only its own rows of it.
+//! 6. The daughters (sharing the parent's open file readers) replace the parent in the
+//!    table's region list; the parent is marked retired; the locks go. Commits that waited
+//!    on the gate see the parent retired and re-locate their rows.
+//! 7. In the background, every daughter store holding references is compacted (a minor
+//!    compaction of all its files, clipped to the daughter's range), which drops them.
+//!
+//! Merge protocol: the same with two adjacent regions (gates and compaction locks taken in
+//! region-id order, as commits take gates): both are compacted free of references, flushed,
+//! and one catalog update replaces both entries by one region `[a.start, b.end)` with a fresh
+//! id, the larger `flushed_seq` and the union of their files; then the merged region
+//! replaces both in memory. Because neither holds references, every file of each lies
+//! inside its own range, so the merged region holds no reference either.
+//!
+//! Crash safety: a crash before the catalog update leaves the parent (or both merge inputs)
+//! with all their data in store files; a crash after it leaves the daughters (or the merged
+//! region). WAL records that name a region the catalog no longer lists are skipped at
+//! recovery ([`super::recovery`]): a retired region took no write after its last flush, so
+//! every such record is already in the files its successors list. Writes after the change
+//! name the successors. No row is lost or doubled.
+//!
+//! File deletion: daughters share their parent's files. A compaction deletes an input file
+//! only when no region of the table lists it any more (the catalog is the source of truth),
+//! and then only when the last reader holding it (a scan of a retired region included)
+//! drops it ([`crate::storage::storefile::StoreFileReader::mark_compacted_away`]).
+//!
+//! Automatic splits: after each flush and compaction, a region without references whose
+//! largest store's files pass the [`SplitPolicy`] threshold splits itself in the background
+//! at the computed row (when there is one), once it gets `region_ops` (the policy is checked
+//! again then).
+//!
+//! Reads need nothing here: they take their read point before they locate regions, and a
+//! retired region keeps answering exactly at any read point taken before it was retired
+//! ([`crate::region`]). A family added, changed or removed during a split or merge reaches
+//! the new regions because the table's region list stays write-locked from the catalog
+//! update to the swap.
+
+use super::{Engine, TableState};
+use crate::catalog::{FileEntry, RegionEntry};
+use crate::error::{Error, Result};
+use crate::region::{Region, Store};
+use crate::schema::TableName;
+use crate::storage::compaction::CompactionKind;
+use crate::storage::storefile::StoreFileReader;
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+mod policy;
+pub use policy::{choose_split_row, SplitPolicy};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// The computed split row of a region: from the largest file of its largest store.
+pub fn split_point(region: &Region) -> Option<Bytes> {
+    let store = region.all_stores().into_iter().max_by_key(|s| {
+        s.state
+            .read()
+            .files
+            .iter()
+            .map(|f| f.info().file_size)
+            .sum::<u64>()
+    })?;
+    let file = store
+        .state
+        .read()
+        .files
+        .iter()
+        .max_by_key(|f| f.info().file_size)
+        .cloned()?;
+    let info = file.info();
+    let middle = file.middle_key()?;
+    let first = info.first_key.as_ref()?;
+    let last = info.last_key.as_ref()?;
+    choose_split_row(
+        &middle.row,
+        &first.row,
+        &last.row,
+        &region.start,
+        &region.end,
+    )
+}
+
+/// True when `f` may hold rows of `[lo, hi)` (empty `hi` = no bound). An empty file belongs
+/// to the range that starts the key space of its region (`lo_is_first`).
+fn overlaps(f: &StoreFileReader, lo: &[u8], hi: &[u8], lo_is_first: bool) -> bool {
+    let info = f.info();
+    match (&info.first_key, &info.last_key) {
+        (Some(first), Some(last)) => {
+            (hi.is_empty() || first.row.as_ref() < hi) && last.row.as_ref() >= lo
+        }
+        _ => lo_is_first,
+    }
+}
+
+/// The files of `entry` (a catalog region) that `readers` say overlap `[lo, hi)`.
+fn entry_files(
+    entry: &RegionEntry,
+    readers: &BTreeMap<u64, Arc<StoreFileReader>>,
+    lo: &[u8],
+    hi: &[u8],
+) -> BTreeMap<Bytes, Vec<FileEntry>> {
+    let lo_is_first = lo == entry.start.as_ref();
+    entry
+        .files
+        .iter()
+        .map(|(fam, files)| {
+            let kept = files
+                .iter()
+                .filter(|f| {
+                    readers
+                        .get(&f.id)
+                        .is_none_or(|r| overlaps(r, lo, hi, lo_is_first))
+                })
+                .cloned()
+                .collect();
+            (fam.clone(), kept)
+        })
+        .collect()
+}
+
+/// A daughter region over `[lo, hi)` sharing the parent's readers that overlap it.
+fn daughter(parent: &Region, id: u64, lo: Bytes, hi: Bytes) -> Region {
+    let lo_is_first = lo == parent.start;
+    let stores = parent
+        .all_stores()
+        .iter()
+        .map(|s| {
+            let files: Vec<Arc<StoreFileReader>> = s
+                .state
+                .read()
+                .files
+                .iter()
+                .filter(|f| overlaps(f, &lo, &hi, lo_is_first))
+                .cloned()
+                .collect();
+            (
+                s.family.clone(),
+                Arc::new(Store::new(s.descriptor(), files)),
+            )
+        })
+        .collect();
+    Region::new(
+        id,
+        parent.table.clone(),
+        lo,
+        hi,
+        parent.flushed_seq.load(Ordering::Acquire),
+        stores,
+    )
+}
+
+fn region_not_found(name: &TableName, id: u64) -> Error {
+    Error::RegionNotFound {
+        table: name.to_string(),
+        id,
+    }
+}
+
+fn find_region(t: &TableState, id: u64) -> Option<Arc<Region>> {
+    t.regions.read().iter().find(|r| r.id == id).cloned()
+}
+
+impl Engine {
+    /// Splits region `region_id` of table `name` at `split_row` (a row strictly inside the
+    /// region), or at its computed split point when `None`. Returns the daughters' ids, or
+    /// `None` when no split point was found (a computed one only).
+    pub async fn split_region(
+        self: &Arc<Self>,
+        name: &TableName,
+        region_id: u64,
+        split_row: Option<&[u8]>,
+    ) -> Result<Option<(u64, u64)>> {
+        let t = self.table(name)?;
+        t.check_enabled()?;
+        if let Some(row) = split_row {
+            super::write::validate_row(row)?;
+        }
+        let _ops = self.region_ops.lock().await;
+        let parent = find_region(&t, region_id).ok_or_else(|| region_not_found(name, region_id))?;
+        self.split_locked(&t, &parent, split_row.map(Bytes::copy_from_slice))
+            .await
+    }
+
+    /// Steps 1-7 of the split protocol; the caller holds `region_ops`.
+    async fn split_locked(
+        self: &Arc<Self>,
+        t: &Arc<TableState>,
+        parent: &Arc<Region>,
+        split_row: Option<Bytes>,
+    ) -> Result<Option<(u64, u64)>> {
+        if let Some(row) = &split_row {
+            if row.as_ref() <= parent.start.as_ref()
+                || (!parent.end.is_empty() && row.as_ref() >= parent.end.as_ref())
+            {
+                return Err(Error::bad_argument(format!(
+                    "split row {:?} is not strictly inside region {}",
+                    String::from_utf8_lossy(row),
+                    parent.name()
+                )));
+            }
+        }
+        self.compact_references(parent).await?;
+        let stores = parent.all_stores();
+        let mut compaction_locks = Vec::with_capacity(stores.len());
+        for s in &stores {
+            compaction_locks.push(s.compaction_lock.clone().lock_owned().await);
+        }
+        if parent.is_retired() || parent.has_references() {
+            return Err(Error::bad_argument(format!(
+                "region {} changed while preparing its split",
+                parent.name()
+            )));
+        }
+        let gate = parent.write_gate.clone().write_owned().await;
+        self.flush_region(parent).await?;
+        let flush_guard = parent.flush_lock.lock().await;
+        if parent.memstore_size() != 0 {
+            return Err(Error::bad_argument("region took writes during its split"));
+        }
+        let row = match split_row {
+            Some(r) => r,
+            None => match split_point(parent) {
+                Some(r) => r,
+                None => return Ok(None),
+            },
+        };
+        let readers: BTreeMap<u64, Arc<StoreFileReader>> = stores
+            .iter()
+            .flat_map(|s| s.state.read().files.clone())
+            .map(|f| (f.file_id(), f))
+            .collect();
+        self.check_open()?;
+        let key = t.name.to_string();
+        let parent_id = parent.id;
+        // The table's region list stays locked from the catalog update to the swap, so a
+        // family added, changed or removed meanwhile (catalog first, then every listed
+        // region) reaches the parent before it is copied or the daughters after.
+        let mut regions = t.regions.write();
+        let (lo_id, hi_id) = self.catalog.update(|s| {
+            let lo_id = s.next_region_id;
+            let hi_id = lo_id + 1;
+            s.next_region_id += 2;
+            let entry = s.table_mut(&key)?;
+            let pos = entry
+                .regions
+                .iter()
+                .position(|r| r.id == parent_id)
+                .ok_or_else(|| Error::bad_argument("region vanished during its split"))?;
+            let p = entry.regions[pos].clone();
+            let lo = RegionEntry {
+                id: lo_id,
+                start: p.start.clone(),
+                end: row.clone(),
+                flushed_seq: p.flushed_seq,
+                files: entry_files(&p, &readers, &p.start, &row),
+            };
+            let hi = RegionEntry {
+                id: hi_id,
+                start: row.clone(),
+                end: p.end.clone(),
+                flushed_seq: p.flushed_seq,
+                files: entry_files(&p, &readers, &row, &p.end),
+            };
+            entry.regions.splice(pos..=pos, [lo, hi]);
+            Ok((lo_id, hi_id))
+        })?;
+        let lo = Arc::new(daughter(parent, lo_id, parent.start.clone(), row.clone()));
+        let hi = Arc::new(daughter(parent, hi_id, row.clone(), parent.end.clone()));
+        if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, parent)) {
+            regions.splice(pos..=pos, [lo.clone(), hi.clone()]);
+        }
+        parent.retired.store(true, Ordering::Release);
+        drop(regions);
+        drop(flush_guard);
+        drop(gate);
+        drop(compaction_locks);
+        tracing::info!(parent = %parent.name(), row = %String::from_utf8_lossy(&row),
+            lower = lo_id, upper = hi_id, "split region");
+        for d in [lo, hi] {
+            self.spawn_reference_compaction(d);
+        }
+        Ok(Some((lo_id, hi_id)))
+    }
+
+    /// Merges two adjacent regions of table `name` into one; returns the new region's id.
+    pub async fn merge_regions(
+        self: &Arc<Self>,
+        name: &TableName,
+        region_a: u64,
+        region_b: u64,
+    ) -> Result<u64> {
+        let t = self.table(name)?;
+        t.check_enabled()?;
+        if region_a == region_b {
+            return Err(Error::bad_argument("cannot merge a region with itself"));
+        }
+        let _ops = self.region_ops.lock().await;
+        let a = find_region(&t, region_a).ok_or_else(|| region_not_found(name, region_a))?;
+        let b = find_region(&t, region_b).ok_or_else(|| region_not_found(name, region_b))?;
+        let (first, second) = if a.end == b.start && !a.end.is_empty() {
+            (a, b)
+        } else if b.end == a.start && !b.end.is_empty() {
+            (b, a)
+        } else {
+            return Err(Error::bad_argument(format!(
+                "regions {region_a} and {region_b} of {name} are not adjacent"
+            )));
+        };
+        self.compact_references(&first).await?;
+        self.compact_references(&second).await?;
+        // Locks in region-id order, as commits take gates.
+        let mut by_id = [first.clone(), second.clone()];
+        by_id.sort_by_key(|r| r.id);
+        let mut compaction_locks = Vec::new();
+        for r in &by_id {
+            for s in r.all_stores() {
+                compaction_locks.push(s.compaction_lock.clone().lock_owned().await);
+            }
+        }
+        if by_id.iter().any(|r| r.is_retired() || r.has_references()) {
+            return Err(Error::bad_argument(
+                "regions changed while preparing their merge",
+            ));
+        }
+        let mut gates = Vec::new();
+        for r in &by_id {
+            gates.push(r.write_gate.clone().write_owned().await);
+        }
+        for r in &by_id {
+            self.flush_region(r).await?;
+        }
+        let mut flush_guards = Vec::new();
+        for r in &by_id {
+            flush_guards.push(r.flush_lock.lock().await);
+        }
+        if by_id.iter().any(|r| r.memstore_size() != 0) {
+            return Err(Error::bad_argument(
+                "regions took writes during their merge",
+            ));
+        }
+        self.check_open()?;
+        let key = t.name.to_string();
+        let (first_id, second_id) = (first.id, second.id);
+        // Locked from the catalog update to the swap, as in a split.
+        let mut regions = t.regions.write();
+        let merged_id = self.catalog.update(|s| {
+            let id = s.next_region_id;
+            s.next_region_id += 1;
+            let entry = s.table_mut(&key)?;
+            let pos = entry
+                .regions
+                .iter()
+                .position(|r| r.id == first_id)
+                .ok_or_else(|| Error::bad_argument("region vanished during its merge"))?;
+            let (x, y) = match (entry.regions.get(pos), entry.regions.get(pos + 1)) {
+                (Some(x), Some(y)) if y.id == second_id => (x.clone(), y.clone()),
+                _ => return Err(Error::bad_argument("regions vanished during their merge")),
+            };
+            let mut files = x.files.clone();
+            for (fam, list) in &y.files {
+                let all = files.entry(fam.clone()).or_default();
+                all.extend(list.iter().cloned());
+                all.sort_by_key(|f| std::cmp::Reverse(f.max_seq));
+            }
+            let merged = RegionEntry {
+                id,
+                start: x.start.clone(),
+                end: y.end.clone(),
+                flushed_seq: x.flushed_seq.max(y.flushed_seq),
+                files,
+            };
+            entry.regions.splice(pos..=pos + 1, [merged]);
+            Ok(id)
+        })?;
+        let stores = first
+            .all_stores()
+            .iter()
+            .map(|s| {
+                let mut files = s.state.read().files.clone();
+                if let Some(other) = second.store(&s.family) {
+                    files.extend(other.state.read().files.iter().cloned());
+                }
+                files.sort_by_key(|f| std::cmp::Reverse(f.info().max_seq));
+                (
+                    s.family.clone(),
+                    Arc::new(Store::new(s.descriptor(), files)),
+                )
+            })
+            .collect();
+        let flushed = first
+            .flushed_seq
+            .load(Ordering::Acquire)
+            .max(second.flushed_seq.load(Ordering::Acquire));
+        let merged = Arc::new(Region::new(
+            merged_id,
+            t.name.clone(),
+            first.start.clone(),
+            second.end.clone(),
+            flushed,
+            stores,
+        ));
+        if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
+            regions.splice(pos..=pos + 1, [merged.clone()]);
+        }
+        for r in &by_id {
+            r.retired.store(true, Ordering::Release);
+        }
+        drop(regions);
+        drop(flush_guards);
+        drop(gates);
+        drop(compaction_locks);
+        tracing::info!(first = %first.name(), second = %second.name(), merged = merged_id,
+            "merged regions");
+        self.maybe_compact(&merged);
+        Ok(merged_id)
+    }
+
+    /// Compacts every store of `region` that holds references, and waits.
+    async fn compact_references(self: &Arc<Self>, region: &Arc<Region>) -> Result<()> {
+        for store in region.all_stores() {
+            let refs = store
+                .state
+                .read()
+                .files
+                .iter()
+                .any(|f| region.is_reference(f));
+            if refs {
+                self.compact_store(region, &store, CompactionKind::Minor, true)
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Compacts a new daughter's references away in the background (HBase compacts daughters
+    /// right after a split).
+    fn spawn_reference_compaction(self: &Arc<Self>, region: Arc<Region>) {
+        if !region.has_references() {
+            return;
+        }
+        let engine = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = engine.compact_references(&region).await {
+                if engine.check_open().is_ok() {
+                    tracing::warn!(region = %region.name(), error = %e,
+                        "compaction of references failed; the next one retries");
+                }
+            }
+        });
+    }
+
+    /// Splits `region` in the background when the split policy says it is too big and it
+    /// holds no references (once no other split, merge, table flush or compaction runs).
+    pub(crate) fn maybe_split(self: &Arc<Self>, region: &Arc<Region>) {
+        let Ok(t) = self.table(&region.table) else {
+            return;
+        };
+        if !self.wants_split(&t, region) {
+            return;
+        }
+        let engine = self.clone();
+        let region = region.clone();
+        tokio::spawn(async move {
+            // Waits for a running split, merge, table flush or compaction, then looks again.
+            let _ops = engine.region_ops.lock().await;
+            if !engine.wants_split(&t, &region) {
+                return;
+            }
+            if let Err(e) = engine.split_locked(&t, &region, None).await {
+                if engine.check_open().is_ok() {
+                    tracing::warn!(region = %region.name(), error = %e, "automatic split failed");
+                }
+            }
+        });
+    }
+
+    /// True when the split policy says `region` should split now.
+    fn wants_split(&self, t: &TableState, region: &Region) -> bool {
+        if region.is_retired() || self.check_open().is_err() || t.check_enabled().is_err() {
+            return false;
+        }
+        let flush_size = t
+            .descriptor
+            .read()
+            .memstore_flush_size
+            .unwrap_or(self.config.memstore_flush_size);
+        let n = t.regions.read().len();
+        let limit = self
+            .config
+            .split_policy
+            .threshold(self.config.max_region_size, flush_size, n);
+        limit.is_some_and(|l| region.largest_store_size() >= l) && !region.has_references()
+    }
+}
