@@ -116,3 +116,29 @@ async fn in_memory_blocks_survive_scans_of_other_families() -> basalt::Result<()
     conn.close().await?;
     Ok(())
 }
+
+#[tokio::test]
+async fn the_in_memory_quarter_is_reserved_only_once_an_in_memory_family_reads(
+) -> basalt::Result<()> {
+    // 256 KiB: the hot family's blocks (about 400 KiB) fill whatever the main partition has.
+    let cap = 256u64 << 10;
+    let (_dir, conn) = setup(cap).await?;
+    let cache = conn.engine().block_cache().clone();
+    assert_eq!(scan_family(&conn, "hot", true).await?, ROWS);
+    let used = cache.used_bytes();
+    assert!(
+        used > cap * 3 / 4 && used <= cap,
+        "no in-memory family read yet: the main partition may use it all ({used} of {cap})"
+    );
+    assert_eq!(scan_family(&conn, "mem", true).await?, ROWS);
+    assert!(cache.in_memory_bytes() > 0);
+    assert_eq!(scan_family(&conn, "hot", true).await?, ROWS);
+    let main = cache.used_bytes() - cache.in_memory_bytes();
+    assert!(
+        main <= cap - cap / 4,
+        "the main partition gave up the quarter ({main} of {cap})"
+    );
+    assert!(cache.used_bytes() <= cap);
+    conn.close().await?;
+    Ok(())
+}

@@ -362,3 +362,37 @@ async fn a_scan_reaching_a_region_after_its_compaction_reads_its_own_snapshot() 
     assert_eq!(now.len(), 750);
     conn.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_flush_whose_cells_all_expired_writes_no_file_but_counts() {
+    let dir = tempfile::tempdir().unwrap();
+    let desc = TableDescriptor::new(TableName::parse("t").unwrap())
+        .family(ColumnFamilyDescriptor::new("f").ttl_secs(60));
+    let (conn, name) = setup(Config::new(dir.path()), desc).await;
+    let t = conn.table("t").unwrap();
+    // Timestamp 1 ms after the epoch: long past the 60 s TTL, so the flush drops it.
+    t.put(Put::new("r").add_column_ts("f", "q", 1, "old"))
+        .await
+        .unwrap();
+    conn.admin().flush(&name).await.unwrap();
+    assert_eq!(files(&conn, &name).await, 0, "no empty store file");
+    assert!(store_files_on_disk(dir.path()).is_empty());
+    let regions = conn.admin().regions(&name).await.unwrap();
+    assert_eq!(regions[0].memstore_size, 0, "the snapshot is gone");
+    assert!(t.get(Get::new("r")).await.unwrap().is_empty());
+    // A live cell afterwards flushes into a file as usual, and survives a reopen.
+    t.put(Put::new("r").add_column("f", "q", "new"))
+        .await
+        .unwrap();
+    conn.admin().flush(&name).await.unwrap();
+    assert_eq!(files(&conn, &name).await, 1);
+    conn.close().await.unwrap();
+    let conn = Connection::open_with(Config::new(dir.path()))
+        .await
+        .unwrap();
+    let row = conn.table("t").unwrap().get(Get::new("r")).await.unwrap();
+    assert_eq!(
+        row.value("f", "q").map(|v| v.to_vec()),
+        Some(b"new".to_vec())
+    );
+}

@@ -153,7 +153,7 @@ fn print_settings(s: &Settings) {
          concurrent readers, each checked byte for byte",
         s.rows, s.readers
     );
-    println!("scan       : one full scan, every row counted and every value touched");
+    println!("scan       : one full scan, every row counted and every value touched (Basalt: Scan::cache_blocks(false), as HBase advises for full scans)");
     println!(
         "machine    : {cores} CPUs; tokio multi-thread runtime with {cores} workers; data under {}",
         s.dir.display()
@@ -218,6 +218,11 @@ pub fn run(s: &Settings) -> BenchResult<Vec<Figure>> {
         basalt.flush.as_secs_f64(),
         basalt.state
     );
+    if std::env::var_os("BASALT_BENCH_ONLY_BASALT").is_some() {
+        // For profiling Basalt alone (perf, callgrind): no fjall side, so no ratios.
+        println!("BASALT_BENCH_ONLY_BASALT is set: fjall skipped, no figures");
+        return Ok(Vec::new());
+    }
     let fjall = {
         let tmp = tempfile::Builder::new()
             .prefix("basalt-bench-fjall-")

@@ -155,7 +155,10 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
             (`core` and `storage` so far; `all` runs both)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000)
   --dir P   where the temporary data directories go (default: the system temp dir)
-  --block-size B  Basalt's data block size for the bench family (default 16384)";
+  --block-size B  Basalt's data block size for the bench family (default 16384)
+profiling aids (core suite; no figures are published with them):
+  BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
+  BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)";
 
 struct Args {
     suite: String,

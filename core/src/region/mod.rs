@@ -59,6 +59,9 @@ pub struct Region {
     pub write_requests: AtomicU64,
     /// Serializes flushes of this region.
     pub flush_lock: tokio::sync::Mutex<()>,
+    /// Set while a background flush is queued or running, so that the writers that all see
+    /// the MemStore past its flush size start one flush, not one each.
+    pub flush_requested: AtomicBool,
     /// Shared by commits writing into the region, exclusive while a split or merge retires it.
     pub write_gate: Arc<tokio::sync::RwLock<()>>,
     /// Set once a split or merge replaced the region; it takes no writes afterwards.
@@ -88,6 +91,7 @@ impl Region {
             read_requests: AtomicU64::new(0),
             write_requests: AtomicU64::new(0),
             flush_lock: tokio::sync::Mutex::new(()),
+            flush_requested: AtomicBool::new(false),
             write_gate: Arc::new(tokio::sync::RwLock::new(())),
             retired: AtomicBool::new(false),
         }

@@ -115,7 +115,14 @@ impl Engine {
                     w.append(&cell?)?;
                 }
                 let info = w.finish()?;
-                let reader = StoreFileReader::open(&fs, &path, id, Some(cache.clone()))?;
+                // Every cell of the snapshot may be one the filter drops (a put and the
+                // marker masking it): no file then, but the flush still counts.
+                let reader = if info.entry_count == 0 {
+                    fs.remove_file(&path)?;
+                    None
+                } else {
+                    Some(StoreFileReader::open(&fs, &path, id, Some(cache.clone()))?)
+                };
                 out.push((store, id, info, reader));
             }
             Ok(out)
@@ -137,7 +144,7 @@ impl Engine {
                 .find(|r| r.id == region.id)
                 .ok_or_else(|| Error::bad_argument("region vanished during flush"))?;
             r.flushed_seq = r.flushed_seq.max(read_point);
-            for (store, id, info, _) in &written {
+            for (store, id, info, _) in written.iter().filter(|w| w.3.is_some()) {
                 r.files.entry(store.family.clone()).or_default().insert(
                     0,
                     FileEntry {
@@ -152,7 +159,9 @@ impl Engine {
         })?;
         for (store, _, _, reader) in written {
             let mut st = store.state.write();
-            st.files.insert(0, reader);
+            if let Some(reader) = reader {
+                st.files.insert(0, reader);
+            }
             st.snapshot = None;
         }
         region.flushed_seq.fetch_max(read_point, Ordering::Relaxed);
@@ -193,15 +202,21 @@ impl Engine {
         }
     }
 
-    /// Flushes `region` in the background when its MemStores passed the flush size.
+    /// Flushes `region` in the background when its MemStores passed the flush size, unless
+    /// a background flush of it is already queued or running (many writers cross the flush
+    /// size at once; each starting a flush would write a trail of tiny files).
     pub(crate) fn maybe_flush(self: &Arc<Self>, region: &Arc<Region>, flush_size: u64) {
-        if (region.memstore_size() as u64) < flush_size || region.flush_lock.try_lock().is_err() {
+        if (region.memstore_size() as u64) < flush_size
+            || region.flush_requested.swap(true, Ordering::AcqRel)
+        {
             return;
         }
         let engine = self.clone();
         let region = region.clone();
         tokio::spawn(async move {
-            if let Err(e) = engine.flush_region(&region).await {
+            let result = engine.flush_region(&region).await;
+            region.flush_requested.store(false, Ordering::Release);
+            if let Err(e) = result {
                 tracing::error!(region = %region.name(), error = %e, "background flush failed");
             }
         });

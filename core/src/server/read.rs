@@ -74,14 +74,16 @@ fn validate_versions(n: u32) -> Result<()> {
 
 impl Engine {
     /// Reads one row.
-    pub fn get(&self, t: &TableState, g: &Get) -> Result<RowResult> {
+    pub fn get(self: &Arc<Self>, t: &TableState, g: &Get) -> Result<RowResult> {
         self.check_open()?;
         t.check_enabled()?;
         super::write::validate_row(&g.row)?;
         validate_versions(g.max_versions)?;
         // The read point first: the region located afterwards took (or, when a split or
-        // merge retired it since, still holds) every write at or below it.
-        let read_point = self.mvcc.read_point();
+        // merge retired it since, still holds) every write at or below it. It is registered
+        // like a scan's, so a flush or compaction meanwhile keeps what this read may need.
+        let point = self.register_scan();
+        let read_point = point.point();
         let region = t
             .locate(&g.row)
             .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;

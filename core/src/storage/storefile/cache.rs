@@ -7,7 +7,9 @@
 //!
 //! As HBase's LRU block cache reserves a quarter of its space for IN_MEMORY families, the
 //! cache has two partitions: blocks of in-memory families go to their own quarter, where
-//! blocks of other families can never evict them. A read may also bypass the cache (a family
+//! blocks of other families can never evict them. The quarter is reserved only once an
+//! in-memory family reads its first block; until then the other families use all of the
+//! capacity. The two partitions together never hold more than the capacity. A read may also bypass the cache (a family
 //! with BLOCKCACHE off, a scan with `cache_blocks(false)`, a compaction): it uses a cached
 //! block if there is one but inserts nothing.
 
@@ -15,7 +17,7 @@ use super::data::DataBlock;
 use crate::error::Result;
 use quick_cache::sync::Cache;
 use quick_cache::Weighter;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 /// A guess at the average weight of a block, used to size the cache's tables.
@@ -49,6 +51,8 @@ type BlockCacheMap = Cache<(u64, u64), Arc<DataBlock>, BlockWeighter>;
 pub struct BlockCache {
     cache: BlockCacheMap,
     in_memory: BlockCacheMap,
+    /// Set once an in-memory family read a block: from then on its quarter is reserved.
+    in_memory_reserved: AtomicBool,
     capacity: u64,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -61,10 +65,11 @@ impl BlockCache {
             let items = (bytes / TYPICAL_BLOCK_WEIGHT).clamp(16, 1 << 22) as usize;
             Cache::with_weighter(items, bytes.max(1), BlockWeighter)
         };
-        let in_memory = capacity_bytes / 4;
+        // Until an in-memory family reads a block, every byte serves the other families.
         BlockCache {
-            cache: part(capacity_bytes - in_memory),
-            in_memory: part(in_memory),
+            cache: part(capacity_bytes),
+            in_memory: part(capacity_bytes / 4),
+            in_memory_reserved: AtomicBool::new(false),
             capacity: capacity_bytes,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
@@ -108,7 +113,13 @@ impl BlockCache {
     ) -> Result<Arc<DataBlock>> {
         let key = (file_id, offset);
         let part = match mode {
-            CacheMode::InMemory => &self.in_memory,
+            CacheMode::InMemory => {
+                if !self.in_memory_reserved.swap(true, Ordering::Relaxed) {
+                    // The other families give up the in-memory quarter (evicting as needed).
+                    self.cache.set_capacity(self.capacity - self.capacity / 4);
+                }
+                &self.in_memory
+            }
             CacheMode::Normal => &self.cache,
             CacheMode::Bypass => {
                 let cached = self.cache.get(&key).or_else(|| self.in_memory.get(&key));

@@ -108,6 +108,12 @@ pub(crate) fn parse_entry(buf: &[u8], at: usize) -> Option<(RawKey, Range<usize>
     Some((key, value, end))
 }
 
+/// The range of the row of the entry at `at` (the entry's first field).
+#[inline]
+pub(crate) fn row_at(buf: &[u8], at: usize) -> Option<Range<usize>> {
+    len_prefixed_at(buf, at).map(|(row, _)| row)
+}
+
 /// A varint length at `at` and the range of that many following bytes, plus its end.
 #[inline]
 fn len_prefixed_at(buf: &[u8], at: usize) -> Option<(Range<usize>, usize)> {

@@ -14,7 +14,7 @@
 //!
 //! [`BlockCache`]: super::BlockCache
 
-use super::codec::{parse_entry, Cursor, Dec, RawKey};
+use super::codec::{parse_entry, row_at, Cursor, Dec, RawKey};
 use super::search::{head_after, partition, shared_prefix};
 use crate::cell::{StoreCell, StoreKey};
 use bytes::Bytes;
@@ -88,7 +88,7 @@ impl DataBlock {
             return Ok(s);
         }
         let rows = (0..self.len())
-            .map(|i| self.raw_key(i).map(|k| k.row))
+            .map(|i| self.row_range(i))
             .collect::<Dec<Vec<_>>>()?;
         let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
             return Err("data block holds no entry".into());
@@ -120,15 +120,19 @@ impl DataBlock {
         self.weight
     }
 
-    fn cursor(&self, i: usize) -> Dec<Cursor<'_>> {
-        let at = *self.offsets.get(i).ok_or("entry index out of range")?;
-        Ok(Cursor::at(&self.buf, at as usize))
-    }
-
     /// The key of entry `i`, in place.
     #[inline]
     fn raw_key(&self, i: usize) -> Dec<RawKey> {
-        self.cursor(i)?.key()
+        // `decode` parsed every entry, so the one-pass parser cannot fail on a listed offset.
+        let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
+        let (key, _, _) = parse_entry(&self.buf, at).ok_or("malformed entry")?;
+        Ok(key)
+    }
+
+    /// The byte range of entry `i`'s row (its first field).
+    fn row_range(&self, i: usize) -> Dec<std::ops::Range<usize>> {
+        let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
+        Ok(row_at(&self.buf, at).ok_or("malformed entry")?)
     }
 
     /// Compares entry `i`'s key with `key`.
