@@ -213,3 +213,90 @@ async fn flipped_byte_on_read_fails_the_read_not_the_engine() {
         .is_err());
     assert!(present(&conn, "row").await);
 }
+
+#[tokio::test]
+async fn writes_over_the_memstore_budget_fail_busy_when_flushes_keep_failing() {
+    let fs = FaultFs::new();
+    let config = config(&fs)
+        .memstore_flush_size(1 << 30)
+        .global_memstore_size(16 << 10)
+        .memstore_wait_ms(300);
+    let conn = Connection::open_with(config).await.unwrap();
+    let desc = TableDescriptor::new(name()).family(ColumnFamilyDescriptor::new("f"));
+    conn.admin().create_table(desc).await.unwrap();
+    let t = conn.table(TABLE).unwrap();
+    // SKIP_WAL writes touch no file, so only the forced flushes meet the full disk.
+    fs.disk_full_after(Some(0));
+    let value = vec![1u8; 1024];
+    let mut busy = None;
+    let start = std::time::Instant::now();
+    for i in 0..200 {
+        let p = Put::new(format!("r{i:03}"))
+            .add_column("f", "q", &value)
+            .durability(Durability::SkipWal);
+        if let Err(e) = t.put(p).await {
+            busy = Some((i, e));
+            break;
+        }
+    }
+    let (failed_at, e) = busy.expect("a write over the budget must fail, not wait forever");
+    assert!(matches!(e, Error::Busy(_)), "{e}");
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
+    // The busy write wrote nothing.
+    assert!(!present(&conn, &format!("r{failed_at:03}")).await);
+    assert!(present(&conn, "r000").await);
+    // Space back: the forced flushes succeed and writes go on.
+    fs.disk_full_after(None);
+    let p = Put::new("after").add_column("f", "q", &value);
+    t.put(p).await.unwrap();
+    assert!(present(&conn, "after").await);
+    assert!(conn.engine().global_memstore_size() < 64 << 10);
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn writers_to_a_store_whose_compactions_fail_slow_down_but_succeed() {
+    let fs = FaultFs::new();
+    let config = config(&fs).blocking_store_files(3).blocking_wait_ms(300);
+    let conn = Connection::open_with(config).await.unwrap();
+    let desc = TableDescriptor::new(name())
+        .family(ColumnFamilyDescriptor::new("f"))
+        .compaction_files(10, 10);
+    conn.admin().create_table(desc).await.unwrap();
+    for round in 0..4 {
+        put(&conn, &format!("r{round}"), Durability::SyncWal)
+            .await
+            .unwrap();
+        conn.admin().flush(&name()).await.unwrap();
+    }
+    let files = |conn: &Connection| {
+        let conn = conn.clone();
+        async move {
+            let regions = conn.admin().regions(&name()).await.unwrap();
+            regions.iter().map(|r| r.store_files).sum::<usize>()
+        }
+    };
+    assert_eq!(files(&conn).await, 4);
+    // Every compaction now fails: the store stays past the blocking count, and a writer
+    // waits the blocking wait, then goes ahead (SKIP_WAL: the WAL needs no space).
+    fs.disk_full_after(Some(0));
+    let start = std::time::Instant::now();
+    put(&conn, "slow", Durability::SkipWal).await.unwrap();
+    assert!(start.elapsed() >= std::time::Duration::from_millis(250));
+    assert!(present(&conn, "slow").await);
+    assert_eq!(files(&conn).await, 4);
+    // With space back, compaction brings the count down and writes are fast again.
+    fs.disk_full_after(None);
+    let start = std::time::Instant::now();
+    put(&conn, "again", Durability::SyncWal).await.unwrap();
+    while files(&conn).await > 3 {
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let start = std::time::Instant::now();
+    put(&conn, "fast", Durability::SyncWal).await.unwrap();
+    assert!(start.elapsed() < std::time::Duration::from_millis(250));
+    for row in ["r0", "r3", "slow", "again", "fast"] {
+        assert!(present(&conn, row).await, "{row}");
+    }
+}

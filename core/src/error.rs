@@ -92,6 +92,10 @@ pub enum Error {
     /// The engine is closed.
     #[error("engine is closed")]
     Closed,
+    /// The engine could not take the operation in time (HBase's `RegionTooBusyException`):
+    /// nothing was written, and the caller may retry later.
+    #[error("engine too busy: {0}")]
+    Busy(String),
 }
 
 impl Error {

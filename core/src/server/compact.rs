@@ -35,7 +35,9 @@
 //! Writers: a write to a store holding more than `Config::blocking_store_files` files
 //! requests a compaction and waits in short sleeps until the count drops, at most
 //! `Config::blocking_wait_ms`; then it proceeds. Writes slow down, they never fail for it,
-//! and MemStores keep flushing, so memory stays bounded.
+//! and MemStores keep flushing, so memory stays bounded. A store at the blocking count is
+//! "stuck" for the policy: it compacts even a window out of ratio or smaller than the
+//! table's `min_files` (but at least 2 files, so open refuses a blocking count below 2).
 //!
 //! Admin: `compact` / `major_compact` of a table or one region return once the compaction
 //! finished. A major compaction does not flush first (as HBase): cells in the MemStore are
@@ -158,12 +160,17 @@ impl Engine {
                     // The store lists newest first; the policy wants oldest first.
                     let sizes: Vec<u64> =
                         st.files.iter().rev().map(|f| f.info().file_size).collect();
+                    let stuck = sizes.len() >= self.config.blocking_store_files;
+                    let mut min_files = settings.min_files as usize;
+                    if stuck {
+                        // A blocking count below the minimum must still bring the count down.
+                        min_files = min_files.min(sizes.len()).max(2);
+                    }
                     let cfg = PolicyConfig {
-                        min_files: settings.min_files as usize,
+                        min_files,
                         max_files: settings.max_files as usize,
                         ratio: settings.ratio(),
                     };
-                    let stuck = sizes.len() >= self.config.blocking_store_files;
                     match policy::select(&sizes, &cfg, stuck) {
                         Some(r) => {
                             let n = sizes.len();

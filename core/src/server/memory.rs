@@ -12,11 +12,15 @@
 //! about a sixteenth of the budget has been written since the last sum, or while the budget
 //! is known to be exceeded (then every writer waits and sums until it is not). Hence the
 //! total may pass the budget by that step plus the writes in flight when the flag is set.
+//! A writer waits at most [`Config::memstore_wait_ms`](super::Config::memstore_wait_ms): if
+//! flushes keep failing (a full disk) the write fails with [`Error::Busy`] before it touches
+//! the WAL, instead of hanging; closing the engine ends every wait.
 
 use super::Engine;
+use crate::error::{Error, Result};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How often a waiting writer looks at the total again.
 const WAIT_STEP: Duration = Duration::from_millis(5);
@@ -38,8 +42,9 @@ impl Engine {
     }
 
     /// Called by a write about to add `incoming` bytes to MemStores: when the total is over
-    /// the budget, forces flushes of the largest MemStores and waits until it is under.
-    pub(crate) async fn reserve_memstore(self: &Arc<Self>, incoming: u64) {
+    /// the budget, forces flushes of the largest MemStores and waits until it is under, or
+    /// fails with [`Error::Busy`] after `memstore_wait_ms`.
+    pub(crate) async fn reserve_memstore(self: &Arc<Self>, incoming: u64) -> Result<()> {
         let budget = self.config.global_memstore_size.max(1);
         let step = (budget / 16).max(1);
         let unchecked = self
@@ -47,15 +52,24 @@ impl Engine {
             .fetch_add(incoming, Ordering::Relaxed)
             .saturating_add(incoming);
         if unchecked < step && !self.memstore_over.load(Ordering::Acquire) {
-            return;
+            return Ok(());
         }
         self.memstore_unchecked.store(0, Ordering::Relaxed);
         let mut waited = false;
+        let deadline = Instant::now() + Duration::from_millis(self.config.memstore_wait_ms);
         loop {
             let total = self.global_memstore_size();
-            if total < budget || self.check_open().is_err() {
+            if total < budget {
                 self.memstore_over.store(false, Ordering::Release);
-                break;
+                return Ok(());
+            }
+            self.check_open()?;
+            if Instant::now() >= deadline {
+                return Err(Error::Busy(format!(
+                    "MemStores hold {total} bytes, over the global budget of {budget}, after \
+                     waiting {} ms for flushes",
+                    self.config.memstore_wait_ms
+                )));
             }
             // Every writer now waits here, not only the one that summed.
             self.memstore_over.store(true, Ordering::Release);

@@ -69,6 +69,10 @@ pub struct Config {
     /// Forced flushes go on until the total is below this fraction of
     /// `global_memstore_size` (HBase's `...global.memstore.size.lower.limit`, default 0.95).
     pub global_memstore_lower_limit: f64,
+    /// The longest one write waits for the global MemStore budget (default 60,000 ms, as
+    /// HBase's `hbase.busy.wait.duration`). A write still waiting then (flushes keep failing
+    /// or cannot keep up) fails with [`Error::Busy`] having written nothing.
+    pub memstore_wait_ms: u64,
     /// The false-positive rate of the bloom filters written into new store files, in (0, 1)
     /// (HBase's `io.storefile.bloom.error.rate`, default 0.01). Files keep the rate they
     /// were written with.
@@ -97,6 +101,7 @@ impl Config {
             blocking_wait_ms: 1000,
             global_memstore_size: 2 << 30,
             global_memstore_lower_limit: 0.95,
+            memstore_wait_ms: 60_000,
             bloom_error_rate: crate::storage::storefile::DEFAULT_BLOOM_FP_RATE,
             fs: StdFs::shared(),
             split_policy: SplitPolicy::default(),
@@ -131,6 +136,11 @@ impl Config {
     /// Sets the blocking store-file count.
     pub fn blocking_store_files(mut self, files: usize) -> Self {
         self.blocking_store_files = files;
+        self
+    }
+    /// Sets the longest wait of one write for the global MemStore budget.
+    pub fn memstore_wait_ms(mut self, ms: u64) -> Self {
+        self.memstore_wait_ms = ms;
         self
     }
     /// Sets the longest wait of one write for a store with too many files.

@@ -35,6 +35,12 @@ impl Engine {
                 "bloom error rate must be in (0, 1), got {rate}"
             )));
         }
+        if config.blocking_store_files < 2 {
+            return Err(Error::bad_argument(format!(
+                "blocking store files must be at least 2, got {}",
+                config.blocking_store_files
+            )));
+        }
         let limit = config.global_memstore_lower_limit;
         if !(limit > 0.0 && limit <= 1.0) {
             return Err(Error::bad_argument(format!(

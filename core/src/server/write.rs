@@ -266,7 +266,7 @@ impl Engine {
             return Ok(());
         }
         let incoming = cells.iter().map(|c| c.cell.heap_size() as u64).sum();
-        self.reserve_memstore(incoming).await;
+        self.reserve_memstore(incoming).await?;
         self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
             .await;
         let gates = self.enter_regions(t, &mut cells).await?;
