@@ -4,7 +4,9 @@
 //! tiny MemStore flush size, minor compaction from two files), arm a crash at a random sync
 //! point, and run a seeded workload of a few dozen sequential operations: puts (one row, both
 //! families, one value: a write that must be all-or-nothing), row deletes, table flushes,
-//! minor and major compactions, with `SyncWal` and `FsyncWal` mixed. At the crash point the
+//! minor and major compactions, region splits at a row and merges of two adjacent regions
+//! (regions also split by themselves: the flush size is tiny), with `SyncWal` and `FsyncWal`
+//! mixed. At the crash point the
 //! filesystem stops (that sync and everything after it fail) and the workload stops at the
 //! first failed operation; if the point is never reached, the crash happens after the last
 //! operation. Then the engine is dropped without closing, the filesystem crashes (a process
@@ -32,7 +34,9 @@
 //!
 //! Crash windows covered (chosen by the sync point): WAL appends and group-commit fsyncs, WAL
 //! segment rolls (2 KiB segments), flush (store file sync, directory sync, catalog tmp sync,
-//! catalog rename sync), compaction output and catalog commit, WAL purge.
+//! catalog rename sync), compaction output and catalog commit, WAL purge, split and merge
+//! (the parent's flush, the daughters' catalog commit, the compactions that rewrite their
+//! references).
 //!
 //! Knobs: `BASALT_CRASH_SEEDS` (default 1000) runs seeds `0..N`; `BASALT_CRASH_SEED=N` runs
 //! only seed N. A failure names its seed and how to rerun it. The workload is a pure function
@@ -71,6 +75,14 @@ enum Op {
     Flush,
     Compact,
     MajorCompact,
+    /// Split the region holding `row` at that row (nothing when the row starts its region).
+    Split {
+        row: usize,
+    },
+    /// Merge the `pick % (regions - 1)`th region with the next (nothing with one region).
+    Merge {
+        pick: usize,
+    },
 }
 
 /// The visible table: row -> value.
@@ -92,19 +104,25 @@ fn random_op(rng: &mut StdRng, ts: u64) -> Op {
     };
     let row = rng.random_range(0..ROWS);
     match rng.random_range(0..100) {
-        0..60 => Op::Put {
+        0..55 => Op::Put {
             row,
             ts,
             durability,
         },
-        60..75 => Op::Delete {
+        55..70 => Op::Delete {
             row,
             ts,
             durability,
         },
-        75..87 => Op::Flush,
-        87..95 => Op::Compact,
-        _ => Op::MajorCompact,
+        70..80 => Op::Flush,
+        80..87 => Op::Compact,
+        87..91 => Op::MajorCompact,
+        91..96 => Op::Split {
+            row: rng.random_range(1..ROWS),
+        },
+        _ => Op::Merge {
+            pick: rng.random_range(0..ROWS),
+        },
     }
 }
 
@@ -143,6 +161,30 @@ async fn run(conn: &Connection, op: &Op) -> basalt::Result<bool> {
         }
         Op::Compact => conn.admin().compact(&name).await.map(|()| false),
         Op::MajorCompact => conn.admin().major_compact(&name).await.map(|()| false),
+        Op::Split { row } => {
+            let at = row_name(*row);
+            let regions = conn.admin().regions(&name).await?;
+            let holder = regions.iter().find(|r| {
+                r.start_key.as_ref() < at.as_bytes()
+                    && (r.end_key.is_empty() || at.as_bytes() < r.end_key.as_ref())
+            });
+            if let Some(r) = holder {
+                conn.admin()
+                    .split_region(&name, r.id, Some(at.as_bytes()))
+                    .await?;
+            }
+            Ok(false)
+        }
+        Op::Merge { pick } => {
+            let regions = conn.admin().regions(&name).await?;
+            if regions.len() > 1 {
+                let i = pick % (regions.len() - 1);
+                conn.admin()
+                    .merge_regions(&name, regions[i].id, regions[i + 1].id)
+                    .await?;
+            }
+            Ok(false)
+        }
     }
 }
 

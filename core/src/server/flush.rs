@@ -8,6 +8,10 @@
 //! replays only writes above `S`. Cells above `S` that were also flushed are replayed as exact
 //! duplicates, which reads deduplicate.
 //!
+//! Before it writes any file, a flush fsyncs the WAL: a flush makes its writes durable, and
+//! every write acknowledged before them must be durable too (a machine crash then keeps a
+//! prefix of the acknowledged writes, never a later write without an earlier one).
+//!
 //! A flush writes the snapshot through the minor-compaction filter
 //! ([`crate::storage::compaction`]), as HBase's flush does: a put masked by a marker in the
 //! same snapshot (without keep-deleted-cells), an older write of the same version and, in a
@@ -84,6 +88,10 @@ impl Engine {
         read_point: u64,
         snapshots: &[(Arc<crate::region::Store>, Arc<MemStore>)],
     ) -> Result<()> {
+        // The WAL first: once the catalog lists the new files, the writes in them survive a
+        // machine crash, and so must every write before them (in any region), or recovery
+        // could keep a later write and lose an earlier one.
+        self.wal.sync(true).await?;
         let mut jobs = Vec::new();
         let smallest_read_point = self.smallest_read_point();
         let now = super::now_ms();
