@@ -44,8 +44,11 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
     let splits = split_keys(s.regions).iter().map(|k| k.to_vec()).collect();
     admin
         .create_table_with_splits(
-            TableDescriptor::new(name.clone())
-                .family(ColumnFamilyDescriptor::new(FAMILY).block_size(s.block_size)),
+            TableDescriptor::new(name.clone()).family(
+                ColumnFamilyDescriptor::new(FAMILY)
+                    .block_size(s.block_size)
+                    .compression(s.compression),
+            ),
             PreSplit::Keys(splits),
         )
         .await?;

@@ -30,6 +30,9 @@ pub struct Settings {
     pub cache_bytes: u64,
     /// Basalt's data block size for the family (HBase's BLOCKSIZE; smaller suits random reads).
     pub block_size: u32,
+    /// Basalt's block compression for the family in the core suite (default LZ4, as fjall
+    /// compresses the last level, which holds the data once compaction settles).
+    pub compression: basalt_core::Compression,
     /// Where the temporary data directories go.
     pub dir: PathBuf,
 }
@@ -44,6 +47,7 @@ impl Settings {
             regions: 8,
             cache_bytes: 256 << 20,
             block_size: 16 * 1024,
+            compression: basalt_core::Compression::Lz4,
             dir,
         }
     }
@@ -160,10 +164,12 @@ fn print_settings(s: &Settings) {
     );
     println!(
         "basalt     : Durability::SyncWal; table `usertable`, family `f` with defaults \
-         (max_versions 1, bloom ROW, no compression, block cache on) but BLOCKSIZE {} KiB \
-         (HBase's default is 64 KiB; seed 003: smaller blocks for random reads); \
+         (max_versions 1, bloom ROW, block cache on) but COMPRESSION {:?} (fjall compresses \
+         its last level with LZ4) and BLOCKSIZE {} KiB (HBase's default is 64 KiB; seed \
+         003: smaller blocks for random reads); \
          {} regions pre-split at {}..{}; memstore_flush_size {} (per region), \
          wal_segment_size {}, block_cache_size {}",
+        s.compression,
         s.block_size / 1024,
         s.regions,
         String::from_utf8_lossy(&splits[0]),

@@ -156,6 +156,8 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)
+  --compression C Basalt's block compression in the core suite: none | lz4 | zstd | snappy
+                  (default lz4, as fjall's last level)
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
   BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)";
@@ -165,6 +167,7 @@ struct Args {
     rows: Option<u64>,
     dir: PathBuf,
     block_size: u32,
+    compression: basalt_core::Compression,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -173,6 +176,7 @@ fn parse_args() -> Result<Args, String> {
     let mut rows = None;
     let mut dir = std::env::temp_dir();
     let mut block_size = 16 * 1024;
+    let mut compression = basalt_core::Compression::Lz4;
     while let Some(a) = args.next() {
         match a.as_str() {
             "-h" | "--help" => return Err(String::new()),
@@ -191,6 +195,15 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|_| format!("--block-size: not a number: {v}"))?;
             }
+            "--compression" => {
+                compression = match args.next().ok_or("--compression needs a value")?.as_str() {
+                    "none" => basalt_core::Compression::None,
+                    "lz4" => basalt_core::Compression::Lz4,
+                    "zstd" => basalt_core::Compression::Zstd,
+                    "snappy" => basalt_core::Compression::Snappy,
+                    other => return Err(format!("--compression: unknown codec {other}")),
+                }
+            }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if suite.is_none() => suite = Some(s.to_string()),
             s => return Err(format!("unexpected argument {s}")),
@@ -205,6 +218,7 @@ fn parse_args() -> Result<Args, String> {
         rows,
         dir,
         block_size,
+        compression,
     })
 }
 
@@ -237,6 +251,7 @@ fn main() -> ExitCode {
         };
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
+        settings.compression = args.compression;
         let figures = match suite {
             "core" => core::run(&settings),
             _ => storage::run(&settings),
