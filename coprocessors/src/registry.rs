@@ -149,3 +149,62 @@ impl HooksLoader for Registry {
         Ok(host)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use basalt_core::{ColumnFamilyDescriptor, CoprocessorDescriptor};
+
+    struct Noop;
+    impl RegionObserver for Noop {}
+
+    fn desc(cps: &[(&str, u32)]) -> TableDescriptor {
+        cps.iter().fold(
+            TableDescriptor::new(TableName::parse("t").unwrap())
+                .family(ColumnFamilyDescriptor::new("f")),
+            |d, (n, p)| d.coprocessor(CoprocessorDescriptor::new(*n).priority(*p)),
+        )
+    }
+
+    fn registry() -> Registry {
+        let r = Registry::new();
+        for n in ["a", "b", "c"] {
+            r.register(n, |_| Ok(Arc::new(Noop) as Arc<dyn RegionObserver>))
+                .unwrap();
+        }
+        r.register("panics", |_| panic!("factory bug")).unwrap();
+        r
+    }
+
+    #[test]
+    fn chains_sort_by_priority_then_load_order() {
+        let r = registry();
+        let _hooks = r.load(&desc(&[("c", 7), ("a", 3), ("b", 7)])).unwrap();
+        let host = r.host(&TableName::parse("t").unwrap()).unwrap();
+        assert_eq!(host.loaded(), ["a", "c", "b"]);
+        let m = host.metrics();
+        assert!(m.iter().all(|m| m.loaded && m.calls == 0));
+    }
+
+    #[test]
+    fn unknown_names_and_panicking_factories_are_errors() {
+        let r = registry();
+        assert!(r
+            .register("a", |_| Ok(Arc::new(Noop) as Arc<dyn RegionObserver>))
+            .is_err());
+        match r.load(&desc(&[("a", 1), ("zzz", 1)])) {
+            Err(Error::Coprocessor { name, .. }) => assert_eq!(name, "zzz"),
+            other => panic!("{other:?}"),
+        }
+        match r.load(&desc(&[("panics", 1)])) {
+            Err(Error::Coprocessor { name, msg }) => {
+                assert_eq!(name, "panics");
+                assert!(msg.contains("panicked"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing was built for the table.
+        assert!(r.metrics(&TableName::parse("t").unwrap()).is_empty());
+    }
+}
