@@ -7,7 +7,10 @@
 //! coprocessor loader.
 
 use async_trait::async_trait;
-use basalt::client::{BatchOp, BatchOutcome, Delete, Get, Mutation, Put, RowResult, Scan};
+use basalt::client::{
+    BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Mutation, Put, RowMutations, RowResult,
+    Scan,
+};
 use basalt::coprocessors::{MiniBatch, ObserverContext, RegionObserver, Registry};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor, Error, FailurePolicy,
@@ -386,6 +389,32 @@ async fn pre_batch_audit_rows_commit_atomically_with_the_batch() {
         .unwrap_err();
     assert!(matches!(err, Error::BadArgument(_)), "{err:?}");
     assert!(!t.exists(Get::new("broken2")).await.unwrap());
+
+    // Row mutations and check-and-mutate run the batch hook too.
+    t.mutate_row(
+        RowMutations::new("e1")
+            .add(Put::new("e1").add_column("f", "q", "1"))
+            .add(Put::new("e1").add_column("f", "p", "2")),
+    )
+    .await
+    .unwrap();
+    assert!(t.exists(Get::new("audit/e1")).await.unwrap());
+    let passed = t
+        .check_and_mutate(
+            CheckAndMutate::new("e2", "f", "q")
+                .if_absent()
+                .then_put(Put::new("e2").add_column("f", "q", "v")),
+        )
+        .await
+        .unwrap();
+    assert!(passed);
+    assert!(t.exists(Get::new("audit/e2")).await.unwrap());
+    let err = t
+        .mutate_row(RowMutations::new("bad3").add(Put::new("bad3").add_column("f", "q", "v")))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Coprocessor { .. }), "{err:?}");
+    assert!(!t.exists(Get::new("bad3")).await.unwrap());
 
     // Concurrent writers and scans: every snapshot holds each row with its audit row.
     let writer = {

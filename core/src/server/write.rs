@@ -7,6 +7,11 @@
 //! validation happens before the sequence id is taken, so a bad operation writes nothing; a
 //! sequence id is always completed (a guard completes it if the caller's future is dropped),
 //! so the read point never stalls.
+//!
+//! A table with coprocessors adds hook calls around this path (see [`super::hooks`]):
+//! pre-hooks before validation and locks, `pre_batch_mutate` under the row locks before the
+//! sequence id (its added mutations are prepared and committed with the batch), post-hooks
+//! after unlock. A table without them only pays one `Option` check.
 
 use super::{now_ms, Engine, TableState};
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
