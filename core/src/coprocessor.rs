@@ -244,6 +244,39 @@ pub trait RegionHooks: Send + Sync + std::fmt::Debug {
     }
 }
 
+/// A table's hooks, swapped whole when its coprocessor list changes. Reading it when the
+/// table has none is one atomic load: no lock, no allocation, no shared-cache-line write.
+#[derive(Debug, Default)]
+pub struct HookSlot {
+    any: std::sync::atomic::AtomicBool,
+    hooks: parking_lot::RwLock<Option<Arc<dyn RegionHooks>>>,
+}
+
+impl HookSlot {
+    /// A slot holding `hooks`.
+    pub fn new(hooks: Option<Arc<dyn RegionHooks>>) -> Self {
+        let slot = HookSlot::default();
+        slot.set(hooks);
+        slot
+    }
+
+    /// The current hooks, if any.
+    pub fn get(&self) -> Option<Arc<dyn RegionHooks>> {
+        if !self.any.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.hooks.read().clone()
+    }
+
+    /// Replaces the hooks; operations that already hold the old ones finish with them.
+    pub fn set(&self, hooks: Option<Arc<dyn RegionHooks>>) {
+        let mut slot = self.hooks.write();
+        self.any
+            .store(hooks.is_some(), std::sync::atomic::Ordering::Release);
+        *slot = hooks;
+    }
+}
+
 /// Turns a table's coprocessor list into the hooks the engine calls.
 pub trait HooksLoader: Send + Sync + std::fmt::Debug {
     /// The hooks for `table` (whose `coprocessors` list is not empty), or an error when a

@@ -140,7 +140,7 @@ impl Engine {
                 descriptor: RwLock::new(desc),
                 enabled: AtomicBool::new(true),
                 regions: RwLock::new(regions),
-                hooks: RwLock::new(hooks),
+                hooks: crate::coprocessor::HookSlot::new(hooks),
             }),
         );
         Ok(())

@@ -95,7 +95,7 @@ impl Engine {
             Ok(())
         })?;
         *t.descriptor.write() = desc;
-        *t.hooks.write() = hooks;
+        t.hooks.set(hooks);
         Ok(())
     }
 

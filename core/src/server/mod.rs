@@ -21,7 +21,7 @@ pub mod split;
 pub mod write;
 
 use crate::catalog::Catalog;
-use crate::coprocessor::{HooksLoader, RegionHooks};
+use crate::coprocessor::{HookSlot, HooksLoader, RegionHooks};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, StdFs};
 use crate::mvcc::Mvcc;
@@ -193,13 +193,13 @@ pub struct TableState {
     /// Regions sorted by start key.
     pub regions: RwLock<Vec<Arc<Region>>>,
     /// The coprocessor hooks; `None` when the table lists no coprocessor (the fast path).
-    pub hooks: RwLock<Option<Arc<dyn RegionHooks>>>,
+    pub hooks: HookSlot,
 }
 
 impl TableState {
     /// The table's hooks, if it has coprocessors (no allocation either way).
     pub fn hooks(&self) -> Option<Arc<dyn RegionHooks>> {
-        self.hooks.read().clone()
+        self.hooks.get()
     }
 
     /// The region holding `row`.
