@@ -471,6 +471,15 @@ async fn pre_batch_audit_rows_commit_atomically_with_the_batch() {
         .await
         .unwrap();
     assert!(t.exists(Get::new("audit/z1")).await.unwrap());
+    // Dropped without close: WAL replay brings back the row and its audit row together
+    // (one WAL record), in two regions.
+    drop(t);
+    drop(conn);
+    let conn = open(dir.path(), &reg).await;
+    let t = conn.table("t").unwrap();
+    for row in ["z1", "audit/z1", "x1", "audit/x1"] {
+        assert!(t.exists(Get::new(row)).await.unwrap(), "{row}");
+    }
     conn.close().await.unwrap();
 }
 
