@@ -763,6 +763,44 @@ async fn metrics_count_calls_errors_and_latency() {
     conn.close().await.unwrap();
 }
 
+/// Bypasses where bypass is not supported.
+struct WrongBypass;
+
+#[async_trait]
+impl RegionObserver for WrongBypass {
+    async fn post_put(&self, ctx: &mut ObserverContext<'_>, _: &Put) -> basalt::Result<()> {
+        ctx.bypass();
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn bypass_in_a_post_hook_is_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    reg.register("wrong", |_| {
+        Ok(Arc::new(WrongBypass) as Arc<dyn RegionObserver>)
+    })
+    .unwrap();
+    let conn = open(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(desc("t").coprocessor(CoprocessorDescriptor::new("wrong")))
+        .await
+        .unwrap();
+    let t = conn.table("t").unwrap();
+    let err = t
+        .put(Put::new("r").add_column("f", "q", "v"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, Error::Coprocessor { msg, .. } if msg.contains("does not support bypass")),
+        "{err:?}"
+    );
+    // A post-hook fails the call after the write committed, as HBase's postPut.
+    assert!(t.exists(Get::new("r")).await.unwrap());
+    conn.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn unknown_or_unloadable_coprocessors_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,8 @@
 //! [`Error::Coprocessor`] (`FailOperation`) or unloads the coprocessor for the rest of
 //! this host's life and lets the operation go on (`Unload`). A failed coprocessor's
 //! changes to a batch (vetoes, added mutations) are rolled back; changes it made to a put,
-//! delete or get before failing under `Unload` stay. A bypass ends the chain.
+//! delete or get before failing under `Unload` stay. A bypass ends the chain; a bypass in a
+//! hook that does not support it (post-hooks, `pre_batch_mutate`) is a failure.
 
 use crate::observer::{ObserverContext, RegionObserver};
 use async_trait::async_trait;
@@ -179,6 +180,17 @@ impl CoprocessorHost {
         }
     }
 
+    /// A bypass in a hook that does not support it is a failure (HBase 2's
+    /// `DoesNotSupportBypassException`).
+    fn no_bypass(ctx: &ObserverContext<'_>, hook: &str) -> std::result::Result<(), Failure> {
+        if ctx.is_bypassed() {
+            return Err(Failure::Returned(Error::bad_argument(format!(
+                "{hook} does not support bypass"
+            ))));
+        }
+        Ok(())
+    }
+
     /// Applies `cp`'s policy to a failed call: an error to fail the operation with, or
     /// `Ok` after unloading it.
     fn settle(&self, cp: &Loaded, f: Failure) -> Result<()> {
@@ -233,7 +245,8 @@ impl RegionHooks for CoprocessorHost {
     async fn post_put(&self, env: &HookEnv<'_>, put: &Put) -> Result<()> {
         for cp in self.active() {
             let mut ctx = ObserverContext::new(env, &cp.name);
-            if let Err(f) = Self::guarded(cp, cp.observer.post_put(&mut ctx, put)).await {
+            let out = Self::guarded(cp, cp.observer.post_put(&mut ctx, put)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_put")) {
                 self.settle(cp, f)?;
             }
         }
@@ -255,7 +268,8 @@ impl RegionHooks for CoprocessorHost {
     async fn post_delete(&self, env: &HookEnv<'_>, delete: &Delete) -> Result<()> {
         for cp in self.active() {
             let mut ctx = ObserverContext::new(env, &cp.name);
-            if let Err(f) = Self::guarded(cp, cp.observer.post_delete(&mut ctx, delete)).await {
+            let out = Self::guarded(cp, cp.observer.post_delete(&mut ctx, delete)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_delete")) {
                 self.settle(cp, f)?;
             }
         }
@@ -282,7 +296,8 @@ impl RegionHooks for CoprocessorHost {
     async fn post_get(&self, env: &HookEnv<'_>, get: &Get, result: &mut RowResult) -> Result<()> {
         for cp in self.active() {
             let mut ctx = ObserverContext::new(env, &cp.name);
-            if let Err(f) = Self::guarded(cp, cp.observer.post_get(&mut ctx, get, result)).await {
+            let out = Self::guarded(cp, cp.observer.post_get(&mut ctx, get, result)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_get")) {
                 self.settle(cp, f)?;
             }
         }
@@ -294,7 +309,7 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let sp = batch.savepoint();
             let out = Self::guarded(cp, cp.observer.pre_batch_mutate(&mut ctx, batch)).await;
-            if let Err(f) = out {
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "pre_batch_mutate")) {
                 // What a failed coprocessor did to the batch never commits.
                 batch.rollback(sp);
                 self.settle(cp, f)?;

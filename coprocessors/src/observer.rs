@@ -66,8 +66,9 @@ impl<'a> ObserverContext<'a> {
         self.env.get(g)
     }
 
-    /// Skips the operation (only in hooks documented as bypassable: `pre_put`,
-    /// `pre_delete`, `pre_get`) and the coprocessors after this one in the chain.
+    /// Skips the operation and the coprocessors after this one in the chain. Only hooks
+    /// documented as bypassable (`pre_put`, `pre_delete`, `pre_get`) support it; elsewhere the
+    /// call is handled as a failure of this coprocessor.
     pub fn bypass(&mut self) {
         self.bypassed = true;
     }
