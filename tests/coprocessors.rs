@@ -698,6 +698,74 @@ async fn sleeping_hook_times_out_and_is_unloaded() {
     failure_case(Fault::Sleep, FailurePolicy::Unload).await;
 }
 
+/// Under the row lock, writes the same row again through the client API: it waits for the
+/// lock its own batch holds, until the timeout cancels it.
+struct Reenter {
+    table: Arc<std::sync::OnceLock<basalt::Table>>,
+}
+
+#[async_trait]
+impl RegionObserver for Reenter {
+    async fn pre_batch_mutate(
+        &self,
+        _: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        let reenter = batch
+            .operations()
+            .find(|m| matches!(m, Mutation::Put(p) if has_column(p, "reenter")))
+            .map(|m| m.row().clone());
+        if let (Some(row), Some(t)) = (reenter, self.table.get()) {
+            t.put(Put::new(row).add_column("f", "q", "inner")).await?;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_hook_deadlocked_on_its_own_row_lock_is_cancelled_and_the_lock_freed() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let slot: Arc<std::sync::OnceLock<basalt::Table>> = Arc::default();
+    let s = slot.clone();
+    reg.register("reenter", move |_| {
+        Ok(Arc::new(Reenter { table: s.clone() }) as Arc<dyn RegionObserver>)
+    })
+    .unwrap();
+    let conn = open(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(desc("t").coprocessor(CoprocessorDescriptor::new("reenter").timeout_ms(300)))
+        .await
+        .unwrap();
+    let t = conn.table("t").unwrap();
+    slot.set(t.clone()).ok();
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        t.put(Put::new("r").add_column("f", "reenter", "1")),
+    )
+    .await
+    .expect("deadlocked")
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::Coprocessor { msg, .. } if msg.contains("timeout")),
+        "{err:?}"
+    );
+    // Neither write happened, and the row is free again.
+    assert!(!t.exists(Get::new("r")).await.unwrap());
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        t.put(Put::new("r").add_column("f", "q", "after")),
+    )
+    .await
+    .expect("row lock still held")
+    .unwrap();
+    let r = t.get(Get::new("r")).await.unwrap();
+    assert_eq!(val(&r, "q").as_deref(), Some("after"));
+    drop(t);
+    drop(slot);
+    conn.close().await.unwrap();
+}
+
 /// Returns an error from `pre_put` while `fail` is set.
 struct Flaky {
     fail: Arc<AtomicBool>,
