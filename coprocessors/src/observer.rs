@@ -132,6 +132,8 @@ pub trait RegionObserver: Send + Sync {
     /// Under the row locks of one region's share of a write (puts, deletes, row mutations,
     /// batches, check-and-mutate), before the WAL append. May veto single operations and
     /// add mutations to this table that commit atomically with the batch. Not bypassable.
+    /// Must not write the batch's rows through the client API: that waits for the row locks
+    /// this batch holds, until the coprocessor's timeout cancels the hook.
     async fn pre_batch_mutate(
         &self,
         _ctx: &mut ObserverContext<'_>,
