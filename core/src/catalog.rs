@@ -10,7 +10,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 2 (1 is still read, see below) |
+//! | 8 | 4 | format version: 3 (1 and 2 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of the payload |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -19,8 +19,10 @@
 //! strings, fields in declaration order). It is not self-describing, so a struct that gains a
 //! field needs a new format version, and the previous version's structs are kept to read old
 //! catalogs. Version 2 appended [`crate::schema::CompactionSettings`] to every table
-//! descriptor; a version-1 catalog is read with the defaults and rewritten as version 2 on
-//! its next update.
+//! descriptor; a version-1 catalog is read with the defaults and rewritten in the current
+//! version on its next update. Version 3 appended the coprocessor list
+//! ([`crate::schema::CoprocessorDescriptor`]: name, priority, arguments, failure policy,
+//! timeout) to every table descriptor; a version-2 catalog is read with no coprocessors.
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
 //! regions of one table (a split's daughters share the parent's files) and is deleted only
@@ -37,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
-const VERSION: u32 = 2;
+const VERSION: u32 = 3;
 const HEADER: usize = 20;
 
 /// One store file of a region's family.
@@ -197,7 +199,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         u32::from_be_bytes(w)
     };
     let version = word(8);
-    if version != VERSION && version != 1 {
+    if !(1..=VERSION).contains(&version) {
         return Err(corrupt(8, "unsupported catalog version"));
     }
     let len = word(12) as usize;
@@ -208,10 +210,10 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
     if crc32fast::hash(payload) != crc {
         return Err(corrupt(HEADER as u64, "catalog checksum mismatch"));
     }
-    let decoded = if version == 1 {
-        postcard::from_bytes::<v1::CatalogState>(payload).map(CatalogState::from)
-    } else {
-        postcard::from_bytes(payload)
+    let decoded = match version {
+        1 => postcard::from_bytes::<v1::CatalogState>(payload).map(CatalogState::from),
+        2 => postcard::from_bytes::<v2::CatalogState>(payload).map(CatalogState::from),
+        _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
@@ -260,6 +262,72 @@ pub(crate) mod v1 {
                         families: d.families,
                         memstore_flush_size: d.memstore_flush_size,
                         compaction: CompactionSettings::default(),
+                        coprocessors: Vec::new(),
+                    };
+                    let entry = super::TableEntry {
+                        descriptor,
+                        enabled: t.enabled,
+                        regions: t.regions,
+                    };
+                    (k, entry)
+                })
+                .collect();
+            super::CatalogState {
+                next_region_id: old.next_region_id,
+                next_file_id: old.next_file_id,
+                namespaces: old.namespaces,
+                tables,
+            }
+        }
+    }
+}
+
+/// The structs of catalog format version 2 (no coprocessors), kept to read old catalogs.
+pub(crate) mod v2 {
+    use super::RegionEntry;
+    use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A version-2 table descriptor: no coprocessors.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableDescriptor {
+        pub name: TableName,
+        pub families: Vec<ColumnFamilyDescriptor>,
+        pub memstore_flush_size: Option<u64>,
+        pub compaction: CompactionSettings,
+    }
+
+    /// A version-2 table entry.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableEntry {
+        pub descriptor: TableDescriptor,
+        pub enabled: bool,
+        pub regions: Vec<RegionEntry>,
+    }
+
+    /// A version-2 catalog.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct CatalogState {
+        pub next_region_id: u64,
+        pub next_file_id: u64,
+        pub namespaces: BTreeSet<String>,
+        pub tables: BTreeMap<String, TableEntry>,
+    }
+
+    impl From<CatalogState> for super::CatalogState {
+        fn from(old: CatalogState) -> Self {
+            let tables = old
+                .tables
+                .into_iter()
+                .map(|(k, t)| {
+                    let d = t.descriptor;
+                    let descriptor = crate::schema::TableDescriptor {
+                        name: d.name,
+                        families: d.families,
+                        memstore_flush_size: d.memstore_flush_size,
+                        compaction: d.compaction,
+                        coprocessors: Vec::new(),
                     };
                     let entry = super::TableEntry {
                         descriptor,
@@ -337,6 +405,50 @@ mod tests {
                 .snapshot(),
             s
         );
+    }
+
+    #[test]
+    fn version_2_catalogs_are_read_without_coprocessors() {
+        use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+        let dir = tempfile::tempdir().unwrap();
+        let name = TableName::parse("t").unwrap();
+        let old = v2::CatalogState {
+            next_region_id: 2,
+            next_file_id: 3,
+            namespaces: ["default".to_string()].into(),
+            tables: [(
+                name.to_string(),
+                v2::TableEntry {
+                    descriptor: v2::TableDescriptor {
+                        name: name.clone(),
+                        families: vec![ColumnFamilyDescriptor::new("f")],
+                        memstore_flush_size: None,
+                        compaction: CompactionSettings::default(),
+                    },
+                    enabled: true,
+                    regions: Vec::new(),
+                },
+            )]
+            .into(),
+        };
+        let payload = postcard::to_stdvec(&old).unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&2u32.to_be_bytes());
+        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        buf.extend_from_slice(&payload);
+        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        let s = c.snapshot();
+        assert!(s.tables[&name.to_string()]
+            .descriptor
+            .coprocessors
+            .is_empty());
+        c.update(|_| Ok(())).unwrap();
+        drop(c);
+        let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        assert_eq!(again.snapshot(), s);
     }
 
     #[test]

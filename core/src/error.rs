@@ -96,6 +96,15 @@ pub enum Error {
     /// nothing was written, and the caller may retry later.
     #[error("engine too busy: {0}")]
     Busy(String),
+    /// A coprocessor failed (returned an error, panicked or ran past its timeout) under the
+    /// fail-the-operation policy, or refused an operation. The engine keeps serving.
+    #[error("coprocessor {name} failed: {msg}")]
+    Coprocessor {
+        /// The coprocessor's registered name.
+        name: String,
+        /// What went wrong.
+        msg: String,
+    },
 }
 
 impl Error {

@@ -10,6 +10,7 @@
 pub mod catalog;
 pub mod cell;
 pub mod client;
+pub mod coprocessor;
 pub mod error;
 pub mod fs;
 pub mod mvcc;
@@ -26,8 +27,8 @@ pub use error::{Error, Result};
 pub use region::RegionInfo;
 pub use schema::split::SplitAlgorithm;
 pub use schema::{
-    BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, TableDescriptor, TableName,
-    DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
+    BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, CoprocessorDescriptor,
+    FailurePolicy, TableDescriptor, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
 pub use server::split::SplitPolicy;

@@ -32,7 +32,7 @@ pub use ops::*;
 
 use crate::error::{Error, Result};
 use crate::region::RegionInfo;
-use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+use crate::schema::{ColumnFamilyDescriptor, CoprocessorDescriptor, TableDescriptor, TableName};
 use crate::server::check::IntegrityReport;
 use crate::server::{Engine, TableState};
 use crate::storage::compaction::CompactionKind;
@@ -211,6 +211,23 @@ impl Admin {
     ) -> Result<u64> {
         self.engine.merge_regions(name, region_a, region_b).await
     }
+    /// Adds a coprocessor to a table; it serves the next operation (no restart) and is
+    /// persisted in the catalog, so reopening the engine reloads it.
+    pub async fn add_coprocessor(&self, name: &TableName, cp: CoprocessorDescriptor) -> Result<()> {
+        self.engine.add_coprocessor(name, cp)
+    }
+    /// Removes a table's coprocessor by name (no restart).
+    pub async fn remove_coprocessor(&self, name: &TableName, cp_name: &str) -> Result<()> {
+        self.engine.remove_coprocessor(name, cp_name)
+    }
+    /// Replaces a table's whole coprocessor list (no restart).
+    pub async fn set_coprocessors(
+        &self,
+        name: &TableName,
+        coprocessors: Vec<CoprocessorDescriptor>,
+    ) -> Result<()> {
+        self.engine.set_coprocessors(name, coprocessors)
+    }
     /// Creates a namespace.
     pub async fn create_namespace(&self, ns: &str) -> Result<()> {
         self.engine.create_namespace(ns)
@@ -261,12 +278,12 @@ impl Table {
 
     /// Reads one row (an empty result when nothing matches).
     pub async fn get(&self, g: Get) -> Result<RowResult> {
-        self.engine.get(&*self.state()?, &g)
+        self.engine.get_hooked(&*self.state()?, g).await
     }
 
     /// True when the get would return at least one cell.
     pub async fn exists(&self, g: Get) -> Result<bool> {
-        Ok(!self.engine.get(&*self.state()?, &g)?.is_empty())
+        Ok(!self.engine.get_hooked(&*self.state()?, g).await?.is_empty())
     }
 
     /// Writes delete markers.

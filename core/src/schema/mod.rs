@@ -314,6 +314,100 @@ pub struct TableDescriptor {
     pub memstore_flush_size: Option<u64>,
     /// Compaction settings (appended in catalog format version 2).
     pub compaction: CompactionSettings,
+    /// Coprocessors loaded on this table, in load order (appended in catalog format
+    /// version 3). Chains run in priority order, ties in this order.
+    pub coprocessors: Vec<CoprocessorDescriptor>,
+}
+
+/// What a coprocessor's failure (an error, a panic or a timeout in one of its hooks) does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub enum FailurePolicy {
+    /// The operation fails with [`Error::Coprocessor`]; the coprocessor stays loaded and the
+    /// engine keeps serving (the default).
+    #[default]
+    FailOperation,
+    /// The coprocessor is unloaded (until the table's coprocessors change or the engine
+    /// reopens) and the operation goes on without it.
+    Unload,
+}
+
+/// One coprocessor of a table: its registered name, priority, arguments and failure
+/// handling. Core only stores and persists this; the coprocessor framework
+/// (`basalt-coprocessors`) resolves the name to code.
+///
+/// ```
+/// use basalt_core::schema::{CoprocessorDescriptor, FailurePolicy};
+/// let cp = CoprocessorDescriptor::new("audit").priority(10).arg("table", "audit_log");
+/// assert_eq!(cp.policy, FailurePolicy::FailOperation);
+/// assert!(cp.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CoprocessorDescriptor {
+    /// The name it was registered under.
+    pub name: String,
+    /// Lower runs first (HBase: `PRIORITY_SYSTEM` 0 before `PRIORITY_USER`); default
+    /// [`CoprocessorDescriptor::PRIORITY_USER`].
+    pub priority: u32,
+    /// String arguments handed to its factory.
+    pub args: std::collections::BTreeMap<String, String>,
+    /// What a failure of one of its hooks does.
+    pub policy: FailurePolicy,
+    /// The longest one hook call may run, in milliseconds; `None` uses the host's default.
+    pub timeout_ms: Option<u64>,
+}
+
+impl CoprocessorDescriptor {
+    /// HBase's `Coprocessor.PRIORITY_SYSTEM`.
+    pub const PRIORITY_SYSTEM: u32 = 0;
+    /// HBase's `Coprocessor.PRIORITY_USER`, the default.
+    pub const PRIORITY_USER: u32 = 1 << 30;
+
+    /// A coprocessor with the default priority, no arguments, the fail-the-operation policy
+    /// and the host's default timeout.
+    pub fn new(name: impl Into<String>) -> Self {
+        CoprocessorDescriptor {
+            name: name.into(),
+            priority: Self::PRIORITY_USER,
+            args: std::collections::BTreeMap::new(),
+            policy: FailurePolicy::default(),
+            timeout_ms: None,
+        }
+    }
+    /// Sets the priority.
+    pub fn priority(mut self, p: u32) -> Self {
+        self.priority = p;
+        self
+    }
+    /// Adds an argument.
+    pub fn arg(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.args.insert(key.into(), value.into());
+        self
+    }
+    /// Sets the failure policy.
+    pub fn policy(mut self, p: FailurePolicy) -> Self {
+        self.policy = p;
+        self
+    }
+    /// Sets the timeout of one hook call.
+    pub fn timeout_ms(mut self, ms: u64) -> Self {
+        self.timeout_ms = Some(ms);
+        self
+    }
+    /// Checks the name (non-empty, at most 255 bytes) and the timeout (positive).
+    pub fn validate(&self) -> Result<()> {
+        if self.name.is_empty() || self.name.len() > 255 {
+            return Err(Error::bad_argument(
+                "coprocessor name must be 1 to 255 bytes",
+            ));
+        }
+        if self.timeout_ms == Some(0) {
+            return Err(Error::bad_argument(format!(
+                "coprocessor {}: timeout must be positive",
+                self.name
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// A table's compaction settings: HBase's `hbase.hstore.compaction.min`, `.max`, `.ratio`
@@ -389,7 +483,14 @@ impl TableDescriptor {
             families: Vec::new(),
             memstore_flush_size: None,
             compaction: CompactionSettings::default(),
+            coprocessors: Vec::new(),
         }
+    }
+
+    /// Adds a coprocessor (loaded after those already listed).
+    pub fn coprocessor(mut self, cp: CoprocessorDescriptor) -> Self {
+        self.coprocessors.push(cp);
+        self
     }
 
     /// Sets the fewest and most files of a minor compaction.
@@ -449,6 +550,15 @@ impl TableDescriptor {
         }
         if self.memstore_flush_size == Some(0) {
             return Err(Error::bad_argument("memstore flush size must be positive"));
+        }
+        for (i, cp) in self.coprocessors.iter().enumerate() {
+            cp.validate()?;
+            if self.coprocessors[..i].iter().any(|c| c.name == cp.name) {
+                return Err(Error::bad_argument(format!(
+                    "table {}: coprocessor {} listed twice",
+                    self.name, cp.name
+                )));
+            }
         }
         self.compaction.validate()
     }

@@ -82,6 +82,8 @@ impl Engine {
             PreSplit::Algorithm(alg, n) => alg.split(n)?,
         };
         let name = desc.name.to_string();
+        // Loaded before anything is written: a coprocessor that cannot load fails the create.
+        let hooks = super::hooks::load_hooks(&self.config, &desc)?;
         let entries = self.catalog.update(|s| {
             if !s.namespaces.contains(desc.name.namespace()) {
                 return Err(Error::NamespaceNotFound(desc.name.namespace().to_string()));
@@ -138,6 +140,7 @@ impl Engine {
                 descriptor: RwLock::new(desc),
                 enabled: AtomicBool::new(true),
                 regions: RwLock::new(regions),
+                hooks: crate::coprocessor::HookSlot::new(hooks),
             }),
         );
         Ok(())

@@ -4,7 +4,7 @@
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
-//! [`flush`] (MemStore to store file, WAL purge), [`memory`] (the global MemStore budget),
+//! [`flush`] (MemStore to store file, WAL purge), [`hooks`] (coprocessor hook calls), [`memory`] (the global MemStore budget),
 //! [`compact`] (minor and major compaction, write throttling), [`split`] (region split and
 //! merge, split policy) and [`recovery`] (open and replay). Invariant: a table's regions are
 //! sorted by start key and cover the whole key space without gaps or overlaps.
@@ -13,6 +13,7 @@ pub mod admin;
 pub mod check;
 pub mod compact;
 pub mod flush;
+pub mod hooks;
 pub mod memory;
 pub mod read;
 pub mod recovery;
@@ -20,6 +21,7 @@ pub mod split;
 pub mod write;
 
 use crate::catalog::Catalog;
+use crate::coprocessor::{HookSlot, HooksLoader, RegionHooks};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, StdFs};
 use crate::mvcc::Mvcc;
@@ -85,6 +87,9 @@ pub struct Config {
     /// The upper bound of a region's largest store, in bytes, before it splits (HBase's
     /// `hbase.hregion.max.filesize`, default 10 GiB).
     pub max_region_size: u64,
+    /// Turns the coprocessors a table descriptor lists into hooks (default none: a table
+    /// that lists coprocessors then fails to open or be created).
+    pub coprocessor_loader: Option<Arc<dyn HooksLoader>>,
 }
 
 impl Config {
@@ -106,7 +111,13 @@ impl Config {
             fs: StdFs::shared(),
             split_policy: SplitPolicy::default(),
             max_region_size: 10 << 30,
+            coprocessor_loader: None,
         }
+    }
+    /// Sets the coprocessor loader (e.g. a `basalt_coprocessors::Registry`).
+    pub fn coprocessor_loader(mut self, loader: Arc<dyn HooksLoader>) -> Self {
+        self.coprocessor_loader = Some(loader);
+        self
     }
     /// Sets the filesystem the engine reads and writes through.
     pub fn filesystem(mut self, fs: Arc<dyn FileSystem>) -> Self {
@@ -181,9 +192,16 @@ pub struct TableState {
     pub enabled: AtomicBool,
     /// Regions sorted by start key.
     pub regions: RwLock<Vec<Arc<Region>>>,
+    /// The coprocessor hooks; `None` when the table lists no coprocessor (the fast path).
+    pub hooks: HookSlot,
 }
 
 impl TableState {
+    /// The table's hooks, if it has coprocessors (no allocation either way).
+    pub fn hooks(&self) -> Option<Arc<dyn RegionHooks>> {
+        self.hooks.get()
+    }
+
     /// The region holding `row`.
     pub fn locate(&self, row: &[u8]) -> Option<Arc<Region>> {
         let regions = self.regions.read();

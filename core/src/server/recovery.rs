@@ -165,6 +165,10 @@ fn open_table(
         descriptor: RwLock::new(entry.descriptor.clone()),
         enabled: AtomicBool::new(entry.enabled),
         regions: RwLock::new(regions),
+        hooks: crate::coprocessor::HookSlot::new(super::hooks::load_hooks(
+            config,
+            &entry.descriptor,
+        )?),
     }))
 }
 

@@ -7,6 +7,11 @@
 //! validation happens before the sequence id is taken, so a bad operation writes nothing; a
 //! sequence id is always completed (a guard completes it if the caller's future is dropped),
 //! so the read point never stalls.
+//!
+//! A table with coprocessors adds hook calls around this path (see [`super::hooks`]):
+//! pre-hooks before validation and locks, `pre_batch_mutate` under the row locks before the
+//! sequence id (its added mutations are prepared and committed with the batch), post-hooks
+//! after unlock. A table without them only pays one `Option` check.
 
 use super::{now_ms, Engine, TableState};
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
@@ -375,6 +380,9 @@ impl Engine {
     /// Applies mutations of any rows atomically: validates all, locks all rows, commits once.
     pub async fn mutate(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
         t.check_enabled()?;
+        if let Some(hooks) = t.hooks() {
+            return self.mutate_hooked(t, &hooks, muts.to_vec()).await;
+        }
         for m in muts {
             self.validate_mutation(t, m)?;
         }
@@ -386,7 +394,26 @@ impl Engine {
         self.mutate_locked(t, muts).await
     }
 
-    async fn mutate_locked(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
+    /// Commits `muts` under their row locks, after the table's `pre_batch_mutate` hooks (a
+    /// veto fails the whole call; added mutations commit with it).
+    pub(super) async fn mutate_locked(
+        self: &Arc<Self>,
+        t: &TableState,
+        muts: &[Mutation],
+    ) -> Result<()> {
+        let with_added: Vec<Mutation>;
+        let mut muts = muts;
+        if let Some(hooks) = t.hooks() {
+            let refs: Vec<&Mutation> = muts.iter().collect();
+            let (vetoes, added) = self.pre_batch(t, &hooks, &refs).await?;
+            if let Some(e) = vetoes.into_iter().flatten().next() {
+                return Err(e);
+            }
+            if !added.is_empty() {
+                with_added = muts.iter().cloned().chain(added).collect();
+                muts = &with_added;
+            }
+        }
         let now = now_ms();
         let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
         for m in muts {
@@ -609,6 +636,7 @@ impl Engine {
         ops: Vec<BatchOp>,
     ) -> Result<Vec<Result<BatchOutcome>>> {
         t.check_enabled()?;
+        let hooks = t.hooks();
         let mut results: Vec<Option<Result<BatchOutcome>>> = (0..ops.len()).map(|_| None).collect();
         let mut group: Vec<(usize, Mutation)> = Vec::new();
         let mut rest = Vec::new();
@@ -618,6 +646,9 @@ impl Engine {
                 BatchOp::Delete(d) => group.push((i, Mutation::Delete(d))),
                 other => rest.push((i, other)),
             }
+        }
+        if let Some(h) = &hooks {
+            group = self.batch_pre_hooks(t, h, group, &mut results).await;
         }
         group.retain(|(i, m)| match self.validate_mutation(t, m) {
             Ok(()) => true,
@@ -630,10 +661,14 @@ impl Engine {
         });
         if !group.is_empty() {
             let name = t.name.to_string();
-            let _locks = self
+            let locks = self
                 .locks
                 .lock(group.iter().map(|(_, m)| (name.as_str(), m.row().clone())))
                 .await;
+            let added = match &hooks {
+                Some(h) => self.batch_pre_batch(t, h, &mut group, &mut results).await,
+                None => Vec::new(),
+            };
             let now = now_ms();
             let mut cells = Vec::new();
             let mut ok = Vec::new();
@@ -649,12 +684,25 @@ impl Engine {
                     }
                 }
             }
-            let durability = strongest(group.iter().map(|(_, m)| match m {
-                Mutation::Put(p) => p.durability,
-                Mutation::Delete(d) => d.durability,
-            }));
-            let outcome = self.commit(t, cells, durability).await;
-            for i in ok {
+            // Mutations a coprocessor added commit with the batch or fail it.
+            let mut added_err = None;
+            for m in &added {
+                if let Err(e) = self.prepare(t, m, now, &mut cells) {
+                    added_err = Some(e);
+                    break;
+                }
+            }
+            let durability =
+                strongest(group.iter().map(|(_, m)| m).chain(&added).map(|m| match m {
+                    Mutation::Put(p) => p.durability,
+                    Mutation::Delete(d) => d.durability,
+                }));
+            let outcome = match added_err {
+                Some(e) => Err(e),
+                None => self.commit(t, cells, durability).await,
+            };
+            for i in &ok {
+                let i = *i;
                 if let Some(slot) = results.get_mut(i) {
                     *slot = Some(match &outcome {
                         Ok(()) => Ok(BatchOutcome::Done),
@@ -662,10 +710,14 @@ impl Engine {
                     });
                 }
             }
+            drop(locks);
+            if let (Some(h), Ok(())) = (&hooks, &outcome) {
+                self.batch_post_hooks(t, h, &group, &ok, &mut results).await;
+            }
         }
         for (i, op) in rest {
             let r = match op {
-                BatchOp::Get(g) => self.get(t, &g).map(BatchOutcome::Row),
+                BatchOp::Get(g) => self.get_hooked(t, g).await.map(BatchOutcome::Row),
                 BatchOp::Increment(inc) => self.increment(t, inc).await.map(BatchOutcome::Row),
                 BatchOp::Append(a) => self.append(t, a).await.map(BatchOutcome::Row),
                 BatchOp::RowMutations(rm) => {

@@ -86,6 +86,10 @@ impl Get {
             max_versions: 1,
         }
     }
+    /// The row read (coprocessors look at it).
+    pub fn row(&self) -> &Bytes {
+        &self.row
+    }
     /// Limits to a family (may be called many times).
     pub fn add_family(mut self, family: impl AsRef<[u8]>) -> Self {
         self.columns.add_family(b(family));

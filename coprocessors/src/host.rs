@@ -1,0 +1,320 @@
+//! The coprocessor host of one table: the chain of loaded observers, run in order, with
+//! failure isolation and per-coprocessor metrics. It implements the engine's
+//! [`RegionHooks`] dispatch interface.
+//!
+//! Invariants: the chain is sorted once, at load, by priority (lower first) with ties in
+//! load order (the order of the table descriptor's list), so every run is deterministic.
+//! Every hook call runs under `catch_unwind` and `tokio::time::timeout`: an error, a panic
+//! or a timeout is counted and then either fails the operation with
+//! [`Error::Coprocessor`] (`FailOperation`) or unloads the coprocessor for the rest of
+//! this host's life and lets the operation go on (`Unload`). A failed coprocessor's
+//! changes to a batch (vetoes, added mutations) are rolled back; changes it made to a put,
+//! delete or get before failing under `Unload` stay. A bypass ends the chain; a bypass in a
+//! hook that does not support it (post-hooks, `pre_batch_mutate`) is a failure.
+
+use crate::observer::{ObserverContext, RegionObserver};
+use async_trait::async_trait;
+use basalt_core::client::{Delete, Get, Put, RowResult};
+use basalt_core::coprocessor::{Flow, HookEnv, MiniBatch, RegionHooks};
+use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, Result, TableName};
+use futures::FutureExt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Counters of one loaded coprocessor, as [`CoprocessorHost::metrics`] reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoprocessorMetrics {
+    /// The registered name.
+    pub name: String,
+    /// Its priority (lower runs first).
+    pub priority: u32,
+    /// False once unloaded by its `Unload` policy.
+    pub loaded: bool,
+    /// Hook calls started.
+    pub calls: u64,
+    /// Hook calls that failed (returned an error, panicked or timed out).
+    pub errors: u64,
+    /// Of the errors, panics.
+    pub panics: u64,
+    /// Of the errors, timeouts.
+    pub timeouts: u64,
+    /// Time spent in its hooks, in total.
+    pub total_latency: Duration,
+}
+
+/// One coprocessor in a chain.
+pub(crate) struct Loaded {
+    pub(crate) name: String,
+    pub(crate) priority: u32,
+    pub(crate) policy: FailurePolicy,
+    pub(crate) timeout: Duration,
+    pub(crate) observer: Arc<dyn RegionObserver>,
+    unloaded: AtomicBool,
+    calls: AtomicU64,
+    errors: AtomicU64,
+    panics: AtomicU64,
+    timeouts: AtomicU64,
+    latency_ns: AtomicU64,
+}
+
+impl Loaded {
+    pub(crate) fn new(
+        d: &CoprocessorDescriptor,
+        default_timeout: Duration,
+        observer: Arc<dyn RegionObserver>,
+    ) -> Self {
+        Loaded {
+            name: d.name.clone(),
+            priority: d.priority,
+            policy: d.policy,
+            timeout: d.timeout_ms.map_or(default_timeout, Duration::from_millis),
+            observer,
+            unloaded: AtomicBool::new(false),
+            calls: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            panics: AtomicU64::new(0),
+            timeouts: AtomicU64::new(0),
+            latency_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+/// How one hook call went wrong.
+enum Failure {
+    Returned(Error),
+    Panicked(String),
+    TimedOut(Duration),
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "non-string panic payload".to_string()
+    }
+}
+
+/// The chain of one table's coprocessors.
+pub struct CoprocessorHost {
+    table: TableName,
+    chain: Vec<Loaded>,
+}
+
+impl std::fmt::Debug for CoprocessorHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoprocessorHost")
+            .field("table", &self.table)
+            .field(
+                "chain",
+                &self
+                    .chain
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl CoprocessorHost {
+    /// A host running `chain` (in load order) sorted by priority, ties in load order.
+    pub(crate) fn new(table: TableName, mut chain: Vec<Loaded>) -> Self {
+        // A stable sort keeps load order among equal priorities.
+        chain.sort_by_key(|c| c.priority);
+        CoprocessorHost { table, chain }
+    }
+
+    /// The table this host serves.
+    pub fn table(&self) -> &TableName {
+        &self.table
+    }
+
+    /// The names of the loaded (not unloaded) coprocessors, in the order they run.
+    pub fn loaded(&self) -> Vec<String> {
+        self.active().map(|c| c.name.clone()).collect()
+    }
+
+    /// Counters of every coprocessor of the chain, in run order (unloaded ones included).
+    pub fn metrics(&self) -> Vec<CoprocessorMetrics> {
+        self.chain
+            .iter()
+            .map(|c| CoprocessorMetrics {
+                name: c.name.clone(),
+                priority: c.priority,
+                loaded: !c.unloaded.load(Ordering::Acquire),
+                calls: c.calls.load(Ordering::Relaxed),
+                errors: c.errors.load(Ordering::Relaxed),
+                panics: c.panics.load(Ordering::Relaxed),
+                timeouts: c.timeouts.load(Ordering::Relaxed),
+                total_latency: Duration::from_nanos(c.latency_ns.load(Ordering::Relaxed)),
+            })
+            .collect()
+    }
+
+    fn active(&self) -> impl Iterator<Item = &Loaded> {
+        self.chain
+            .iter()
+            .filter(|c| !c.unloaded.load(Ordering::Acquire))
+    }
+
+    /// Runs one hook call with panic and timeout isolation, and counts it.
+    async fn guarded<F>(cp: &Loaded, fut: F) -> std::result::Result<(), Failure>
+    where
+        F: Future<Output = Result<()>>,
+    {
+        cp.calls.fetch_add(1, Ordering::Relaxed);
+        let start = Instant::now();
+        let out = tokio::time::timeout(cp.timeout, AssertUnwindSafe(fut).catch_unwind()).await;
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        cp.latency_ns.fetch_add(ns, Ordering::Relaxed);
+        match out {
+            Ok(Ok(Ok(()))) => Ok(()),
+            Ok(Ok(Err(e))) => Err(Failure::Returned(e)),
+            Ok(Err(p)) => Err(Failure::Panicked(panic_message(p.as_ref()))),
+            Err(_) => Err(Failure::TimedOut(cp.timeout)),
+        }
+    }
+
+    /// A bypass in a hook that does not support it is a failure (HBase 2's
+    /// `DoesNotSupportBypassException`).
+    fn no_bypass(ctx: &ObserverContext<'_>, hook: &str) -> std::result::Result<(), Failure> {
+        if ctx.is_bypassed() {
+            return Err(Failure::Returned(Error::bad_argument(format!(
+                "{hook} does not support bypass"
+            ))));
+        }
+        Ok(())
+    }
+
+    /// Applies `cp`'s policy to a failed call: an error to fail the operation with, or
+    /// `Ok` after unloading it.
+    fn settle(&self, cp: &Loaded, f: Failure) -> Result<()> {
+        cp.errors.fetch_add(1, Ordering::Relaxed);
+        let err = match f {
+            Failure::Returned(e @ Error::Coprocessor { .. }) => e,
+            Failure::Returned(e) => Error::Coprocessor {
+                name: cp.name.clone(),
+                msg: e.to_string(),
+            },
+            Failure::Panicked(m) => {
+                cp.panics.fetch_add(1, Ordering::Relaxed);
+                Error::Coprocessor {
+                    name: cp.name.clone(),
+                    msg: format!("hook panicked: {m}"),
+                }
+            }
+            Failure::TimedOut(d) => {
+                cp.timeouts.fetch_add(1, Ordering::Relaxed);
+                Error::Coprocessor {
+                    name: cp.name.clone(),
+                    msg: format!("hook ran past its timeout of {} ms", d.as_millis()),
+                }
+            }
+        };
+        match cp.policy {
+            FailurePolicy::FailOperation => Err(err),
+            FailurePolicy::Unload => {
+                cp.unloaded.store(true, Ordering::Release);
+                tracing::warn!(table = %self.table, coprocessor = %cp.name, error = %err,
+                    "coprocessor unloaded after a failure");
+                Ok(())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl RegionHooks for CoprocessorHost {
+    async fn pre_put(&self, env: &HookEnv<'_>, put: &mut Put) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_put(&mut ctx, put)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_put(&self, env: &HookEnv<'_>, put: &Put) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_put(&mut ctx, put)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_put")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pre_delete(&self, env: &HookEnv<'_>, delete: &mut Delete) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_delete(&mut ctx, delete)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_delete(&self, env: &HookEnv<'_>, delete: &Delete) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_delete(&mut ctx, delete)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_delete")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pre_get(
+        &self,
+        env: &HookEnv<'_>,
+        get: &mut Get,
+        result: &mut RowResult,
+    ) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_get(&mut ctx, get, result)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_get(&self, env: &HookEnv<'_>, get: &Get, result: &mut RowResult) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_get(&mut ctx, get, result)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_get")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pre_batch_mutate(&self, env: &HookEnv<'_>, batch: &mut MiniBatch<'_>) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let sp = batch.savepoint();
+            let out = Self::guarded(cp, cp.observer.pre_batch_mutate(&mut ctx, batch)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "pre_batch_mutate")) {
+                // What a failed coprocessor did to the batch never commits.
+                batch.rollback(sp);
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,210 @@
+//! The [`Registry`]: names to observer factories, and the engine's coprocessor loader.
+//!
+//! A table descriptor lists coprocessors by registered name; when the engine opens the
+//! table, creates it or its list changes, it asks the registry (set as
+//! `Config::coprocessor_loader`) for a [`CoprocessorHost`] built from those names. Invariants:
+//! a name is registered at most once; loading fails with [`Error::Coprocessor`], building
+//! nothing, if any listed name is unknown or its factory fails or panics; the registry keeps
+//! only weak references to the hosts it built (for [`Registry::metrics`]), so dropping a
+//! table or an engine frees them.
+
+use crate::host::{CoprocessorHost, CoprocessorMetrics, Loaded};
+use crate::observer::RegionObserver;
+use basalt_core::coprocessor::{HooksLoader, RegionHooks};
+use basalt_core::{Error, Result, TableDescriptor, TableName};
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashMap};
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// A coprocessor's string arguments, as the table descriptor lists them.
+pub type Args = BTreeMap<String, String>;
+
+/// Builds one observer instance from its arguments (a bad argument is an error).
+pub type Factory = dyn Fn(&Args) -> Result<Arc<dyn RegionObserver>> + Send + Sync;
+
+/// The timeout of one hook call when the descriptor sets none (HBase has none; a hook
+/// under row locks should never run this long).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Names to factories; the engine's coprocessor loader.
+///
+/// ```
+/// use basalt_coprocessors::{Registry, RegionObserver};
+/// use std::sync::Arc;
+/// struct Noop;
+/// impl RegionObserver for Noop {}
+/// let registry = Arc::new(Registry::new());
+/// registry.register("noop", |_args| Ok(Arc::new(Noop) as Arc<dyn RegionObserver>)).unwrap();
+/// let config = basalt_core::Config::new("/tmp/basalt-doc-cp").coprocessor_loader(registry.clone());
+/// assert!(config.coprocessor_loader.is_some());
+/// ```
+pub struct Registry {
+    factories: RwLock<HashMap<String, Arc<Factory>>>,
+    default_timeout: Duration,
+    hosts: Mutex<HashMap<TableName, Weak<CoprocessorHost>>>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut names: Vec<String> = self.factories.read().keys().cloned().collect();
+        names.sort();
+        f.debug_struct("Registry")
+            .field("names", &names)
+            .field("default_timeout", &self.default_timeout)
+            .finish()
+    }
+}
+
+impl Default for Registry {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Registry {
+    /// An empty registry with the [`DEFAULT_TIMEOUT`].
+    pub fn new() -> Self {
+        Self::with_default_timeout(DEFAULT_TIMEOUT)
+    }
+
+    /// An empty registry whose hooks time out after `timeout` unless a descriptor says
+    /// otherwise.
+    pub fn with_default_timeout(timeout: Duration) -> Self {
+        Registry {
+            factories: RwLock::new(HashMap::new()),
+            default_timeout: timeout,
+            hosts: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Registers a factory under `name`; fails if the name is taken.
+    pub fn register<F>(&self, name: impl Into<String>, factory: F) -> Result<()>
+    where
+        F: Fn(&Args) -> Result<Arc<dyn RegionObserver>> + Send + Sync + 'static,
+    {
+        let name = name.into();
+        let mut map = self.factories.write();
+        if map.contains_key(&name) {
+            return Err(Error::bad_argument(format!(
+                "coprocessor {name} is already registered"
+            )));
+        }
+        map.insert(name, Arc::new(factory));
+        Ok(())
+    }
+
+    /// True when `name` is registered.
+    pub fn contains(&self, name: &str) -> bool {
+        self.factories.read().contains_key(name)
+    }
+
+    /// The host this registry last built for `table`, while the engine still uses it.
+    pub fn host(&self, table: &TableName) -> Option<Arc<CoprocessorHost>> {
+        self.hosts.lock().get(table).and_then(Weak::upgrade)
+    }
+
+    /// The counters of `table`'s coprocessors, in run order (empty when it has none).
+    pub fn metrics(&self, table: &TableName) -> Vec<CoprocessorMetrics> {
+        self.host(table).map(|h| h.metrics()).unwrap_or_default()
+    }
+
+    fn build(&self, table: &TableDescriptor) -> Result<CoprocessorHost> {
+        let mut chain = Vec::with_capacity(table.coprocessors.len());
+        for d in &table.coprocessors {
+            let factory =
+                self.factories
+                    .read()
+                    .get(&d.name)
+                    .cloned()
+                    .ok_or_else(|| Error::Coprocessor {
+                        name: d.name.clone(),
+                        msg: format!("not registered (table {})", table.name),
+                    })?;
+            let observer = std::panic::catch_unwind(AssertUnwindSafe(|| factory(&d.args)))
+                .map_err(|_| Error::Coprocessor {
+                    name: d.name.clone(),
+                    msg: "factory panicked".into(),
+                })?
+                .map_err(|e| match e {
+                    e @ Error::Coprocessor { .. } => e,
+                    e => Error::Coprocessor {
+                        name: d.name.clone(),
+                        msg: format!("factory failed: {e}"),
+                    },
+                })?;
+            chain.push(Loaded::new(d, self.default_timeout, observer));
+        }
+        Ok(CoprocessorHost::new(table.name.clone(), chain))
+    }
+}
+
+impl HooksLoader for Registry {
+    fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>> {
+        let host = Arc::new(self.build(table)?);
+        let mut hosts = self.hosts.lock();
+        hosts.retain(|_, w| w.strong_count() > 0);
+        hosts.insert(table.name.clone(), Arc::downgrade(&host));
+        Ok(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use basalt_core::{ColumnFamilyDescriptor, CoprocessorDescriptor};
+
+    struct Noop;
+    impl RegionObserver for Noop {}
+
+    fn desc(cps: &[(&str, u32)]) -> TableDescriptor {
+        cps.iter().fold(
+            TableDescriptor::new(TableName::parse("t").unwrap())
+                .family(ColumnFamilyDescriptor::new("f")),
+            |d, (n, p)| d.coprocessor(CoprocessorDescriptor::new(*n).priority(*p)),
+        )
+    }
+
+    fn registry() -> Registry {
+        let r = Registry::new();
+        for n in ["a", "b", "c"] {
+            r.register(n, |_| Ok(Arc::new(Noop) as Arc<dyn RegionObserver>))
+                .unwrap();
+        }
+        r.register("panics", |_| panic!("factory bug")).unwrap();
+        r
+    }
+
+    #[test]
+    fn chains_sort_by_priority_then_load_order() {
+        let r = registry();
+        let _hooks = r.load(&desc(&[("c", 7), ("a", 3), ("b", 7)])).unwrap();
+        let host = r.host(&TableName::parse("t").unwrap()).unwrap();
+        assert_eq!(host.loaded(), ["a", "c", "b"]);
+        let m = host.metrics();
+        assert!(m.iter().all(|m| m.loaded && m.calls == 0));
+    }
+
+    #[test]
+    fn unknown_names_and_panicking_factories_are_errors() {
+        let r = registry();
+        assert!(r
+            .register("a", |_| Ok(Arc::new(Noop) as Arc<dyn RegionObserver>))
+            .is_err());
+        match r.load(&desc(&[("a", 1), ("zzz", 1)])) {
+            Err(Error::Coprocessor { name, .. }) => assert_eq!(name, "zzz"),
+            other => panic!("{other:?}"),
+        }
+        match r.load(&desc(&[("panics", 1)])) {
+            Err(Error::Coprocessor { name, msg }) => {
+                assert_eq!(name, "panics");
+                assert!(msg.contains("panicked"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // Nothing was built for the table.
+        assert!(r.metrics(&TableName::parse("t").unwrap()).is_empty());
+    }
+}

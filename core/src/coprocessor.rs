@@ -1,0 +1,285 @@
+//! The hook points the engine calls for coprocessors: one small, object-safe dispatch
+//! interface, [`RegionHooks`], with no-op defaults.
+//!
+//! Core never names a coprocessor. A table's descriptor lists coprocessors by name
+//! ([`crate::schema::CoprocessorDescriptor`]); the engine asks the configured
+//! [`HooksLoader`] (`Config::coprocessor_loader`) to turn that list into one
+//! `Arc<dyn RegionHooks>` per table, at open, at table creation and whenever the list
+//! changes (no restart). The `basalt-coprocessors` crate implements both with a host that
+//! chains many observers in priority order and applies their failure policies.
+//!
+//! Where the engine calls each hook (`server/hooks.rs` and `server/write.rs`):
+//! - `pre_put` / `pre_delete`: before validation and before any row lock; may change the
+//!   mutation or bypass it (the operation then succeeds without writing it).
+//! - `pre_batch_mutate`: once per region of a write, under the rows' locks, before the
+//!   sequence id and the WAL append; may veto single operations and add mutations to the
+//!   same table that commit in the same atomic unit (one WAL record, one MVCC transaction).
+//! - `post_put` / `post_delete`: after the write is visible and the row locks are released.
+//! - `pre_get` / `post_get`: around a get (and `exists`, and a batch's gets); `pre_get` may
+//!   supply the result and bypass the read, `post_get` may change the result.
+//!
+//! Invariants: a table with no coprocessors has no hooks object, and the engine checks that
+//! `Option` first, so its operations allocate nothing for hooks; the engine holds row locks
+//! only through guards, so a hook that fails, panics or is cancelled never leaves one held.
+//! Implementations must not panic through these methods if they want the failure policy
+//! applied: the engine itself does not catch panics (the host in `basalt-coprocessors` does).
+
+use crate::client::ops::{Delete, Get, Mutation, Put, RowResult};
+use crate::error::{Error, Result};
+use crate::region::{Region, RegionInfo};
+use crate::schema::{TableDescriptor, TableName};
+use crate::server::{Engine, TableState};
+use async_trait::async_trait;
+use bytes::Bytes;
+use std::sync::Arc;
+
+/// Whether the engine goes on with an operation after a pre-hook.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Flow {
+    /// Carry on with the operation.
+    #[default]
+    Continue,
+    /// Skip the operation: a put or delete succeeds without writing, a get returns the
+    /// result the hook supplied.
+    Bypass,
+}
+
+/// What a hook sees of the engine: the table, the region the operation falls in, and
+/// region-local read access.
+pub struct HookEnv<'a> {
+    engine: &'a Arc<Engine>,
+    table: &'a TableState,
+    region: Arc<Region>,
+}
+
+impl std::fmt::Debug for HookEnv<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookEnv")
+            .field("table", &self.table.name)
+            .field("region", &self.region.id)
+            .finish()
+    }
+}
+
+impl<'a> HookEnv<'a> {
+    pub(crate) fn new(engine: &'a Arc<Engine>, table: &'a TableState, region: Arc<Region>) -> Self {
+        HookEnv {
+            engine,
+            table,
+            region,
+        }
+    }
+
+    /// The table's name.
+    pub fn table_name(&self) -> &TableName {
+        &self.table.name
+    }
+
+    /// The id of the region the operation falls in.
+    pub fn region_id(&self) -> u64 {
+        self.region.id
+    }
+
+    /// The region's start key (inclusive, empty for the first region).
+    pub fn region_start(&self) -> &Bytes {
+        &self.region.start
+    }
+
+    /// The region's end key (exclusive, empty for the last region).
+    pub fn region_end(&self) -> &Bytes {
+        &self.region.end
+    }
+
+    /// Facts about the region (counts and sizes: not free, it walks the region's stores).
+    pub fn region_info(&self) -> RegionInfo {
+        self.region.info()
+    }
+
+    /// Reads one row of this table at the current read point, without running hooks. Under
+    /// the row locks (in `pre_batch_mutate`) this is the row as the batch will change it.
+    pub fn get(&self, g: &Get) -> Result<RowResult> {
+        self.engine.get(self.table, g)
+    }
+}
+
+/// The operations of one region's share of a write, under their row locks, as
+/// `pre_batch_mutate` sees them.
+#[derive(Debug)]
+pub struct MiniBatch<'a> {
+    ops: &'a [&'a Mutation],
+    vetoes: Vec<Option<Error>>,
+    extra: Vec<Mutation>,
+}
+
+impl<'a> MiniBatch<'a> {
+    pub(crate) fn new(ops: &'a [&'a Mutation]) -> Self {
+        MiniBatch {
+            ops,
+            vetoes: ops.iter().map(|_| None).collect(),
+            extra: Vec::new(),
+        }
+    }
+
+    /// How many operations the batch holds.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// True when the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// Operation `i` (None past the end).
+    pub fn operation(&self, i: usize) -> Option<&Mutation> {
+        self.ops.get(i).copied()
+    }
+
+    /// Every operation, in order.
+    pub fn operations(&self) -> impl Iterator<Item = &Mutation> + '_ {
+        self.ops.iter().copied()
+    }
+
+    /// Refuses operation `i` with `why`: it is not written and its caller gets `why` (for
+    /// an atomic put, delete or row mutation, the whole operation fails). An index past the
+    /// end is ignored.
+    pub fn veto(&mut self, i: usize, why: Error) {
+        if let Some(slot) = self.vetoes.get_mut(i) {
+            *slot = Some(why);
+        }
+    }
+
+    /// True when operation `i` has been vetoed.
+    pub fn is_vetoed(&self, i: usize) -> bool {
+        self.vetoes.get(i).is_some_and(Option::is_some)
+    }
+
+    /// Adds a mutation of any row of this table that commits atomically with the batch
+    /// (both visible or neither, after a crash too). Rows the batch did not lock are not
+    /// locked for it: a concurrent writer of such a row commits before or after the batch.
+    /// An invalid added mutation fails the whole batch.
+    pub fn add_mutation(&mut self, m: Mutation) {
+        self.extra.push(m);
+    }
+
+    /// The mutations added so far.
+    pub fn added(&self) -> &[Mutation] {
+        &self.extra
+    }
+
+    /// Marks the current state, so that [`MiniBatch::rollback`] can undo what one
+    /// coprocessor did (the host drops a failed coprocessor's vetoes and additions).
+    pub fn savepoint(&self) -> Savepoint {
+        Savepoint {
+            added: self.extra.len(),
+            vetoed: self.vetoes.iter().map(Option::is_some).collect(),
+        }
+    }
+
+    /// Undoes every veto and addition made since `sp`.
+    pub fn rollback(&mut self, sp: Savepoint) {
+        self.extra.truncate(sp.added);
+        for (slot, was) in self.vetoes.iter_mut().zip(sp.vetoed) {
+            if !was {
+                *slot = None;
+            }
+        }
+    }
+
+    pub(crate) fn into_parts(self) -> (Vec<Option<Error>>, Vec<Mutation>) {
+        (self.vetoes, self.extra)
+    }
+}
+
+/// A mark in a [`MiniBatch`]'s history (see [`MiniBatch::savepoint`]).
+#[derive(Debug, Clone)]
+pub struct Savepoint {
+    added: usize,
+    vetoed: Vec<bool>,
+}
+
+/// The hooks the engine calls on a table's operations; every method defaults to a no-op.
+/// See the module doc for where each is called and what it may do. An error from a hook
+/// fails the operation with that error (a post-hook's error after the write committed).
+#[async_trait]
+pub trait RegionHooks: Send + Sync + std::fmt::Debug {
+    /// Before a put; may change it or bypass it.
+    async fn pre_put(&self, _env: &HookEnv<'_>, _put: &mut Put) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After a put is visible.
+    async fn post_put(&self, _env: &HookEnv<'_>, _put: &Put) -> Result<()> {
+        Ok(())
+    }
+    /// Before a delete; may change it or bypass it.
+    async fn pre_delete(&self, _env: &HookEnv<'_>, _delete: &mut Delete) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After a delete is visible.
+    async fn post_delete(&self, _env: &HookEnv<'_>, _delete: &Delete) -> Result<()> {
+        Ok(())
+    }
+    /// Before a get; may change it, or fill `result` and bypass the read.
+    async fn pre_get(
+        &self,
+        _env: &HookEnv<'_>,
+        _get: &mut Get,
+        _result: &mut RowResult,
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After a get; may change the result.
+    async fn post_get(
+        &self,
+        _env: &HookEnv<'_>,
+        _get: &Get,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// Under the row locks, before the WAL append; may veto operations and add mutations.
+    /// An error fails every operation of the batch and writes nothing.
+    async fn pre_batch_mutate(&self, _env: &HookEnv<'_>, _batch: &mut MiniBatch<'_>) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A table's hooks, swapped whole when its coprocessor list changes. Reading it when the
+/// table has none is one atomic load: no lock, no allocation, no shared-cache-line write.
+#[derive(Debug, Default)]
+pub struct HookSlot {
+    any: std::sync::atomic::AtomicBool,
+    hooks: parking_lot::RwLock<Option<Arc<dyn RegionHooks>>>,
+}
+
+impl HookSlot {
+    /// A slot holding `hooks`.
+    pub fn new(hooks: Option<Arc<dyn RegionHooks>>) -> Self {
+        let slot = HookSlot::default();
+        slot.set(hooks);
+        slot
+    }
+
+    /// The current hooks, if any.
+    pub fn get(&self) -> Option<Arc<dyn RegionHooks>> {
+        if !self.any.load(std::sync::atomic::Ordering::Acquire) {
+            return None;
+        }
+        self.hooks.read().clone()
+    }
+
+    /// Replaces the hooks; operations that already hold the old ones finish with them.
+    pub fn set(&self, hooks: Option<Arc<dyn RegionHooks>>) {
+        let mut slot = self.hooks.write();
+        self.any
+            .store(hooks.is_some(), std::sync::atomic::Ordering::Release);
+        *slot = hooks;
+    }
+}
+
+/// Turns a table's coprocessor list into the hooks the engine calls.
+pub trait HooksLoader: Send + Sync + std::fmt::Debug {
+    /// The hooks for `table` (whose `coprocessors` list is not empty), or an error when a
+    /// listed coprocessor cannot be loaded (the table change, or the open, then fails).
+    fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>>;
+}
