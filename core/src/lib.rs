@@ -11,6 +11,7 @@ pub mod catalog;
 pub mod cell;
 pub mod client;
 pub mod error;
+pub mod filter;
 pub mod fs;
 pub mod mvcc;
 pub mod region;
@@ -23,6 +24,7 @@ pub mod wal;
 pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Config, Connection, PreSplit, Table};
 pub use error::{Error, Result};
+pub use filter::{Comparator, Filter};
 pub use region::RegionInfo;
 pub use schema::split::SplitAlgorithm;
 pub use schema::{
