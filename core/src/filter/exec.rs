@@ -841,6 +841,20 @@ pub struct FilterExec {
     skip_row: bool,
     /// After the current row, seek to this row (forward scans).
     seek_row: Option<Bytes>,
+    /// Whether `begin_row` may run before the row's cells are read (see
+    /// [`row_key_first`](Self::row_key_first)).
+    row_key_first: bool,
+}
+
+/// True when `f` holds a WhileMatchFilter, whose verdict on a row key ends the scan: such a
+/// filter must see only rows that have visible cells.
+fn has_while(f: &Filter) -> bool {
+    match f {
+        Filter::WhileMatch(_) => true,
+        Filter::Skip(inner) => has_while(inner),
+        Filter::List(_, fs) => fs.iter().any(has_while),
+        _ => false,
+    }
 }
 
 impl FilterExec {
@@ -852,7 +866,17 @@ impl FilterExec {
             skip_to: None,
             skip_row: false,
             seek_row: None,
+            row_key_first: !has_while(filter),
         })
+    }
+
+    /// True when the scanner may call [`begin_row`](Self::begin_row) before reading the
+    /// row's cells, and so skip a refused row unread. False when a row key's verdict changes
+    /// the filter's state for good (WhileMatchFilter): then `begin_row` must wait until the
+    /// row is known to have a visible cell, as the rows a filter is defined over are the rows
+    /// a reader sees (a row holding only deleted cells is not one).
+    pub fn row_key_first(&self) -> bool {
+        self.row_key_first
     }
 
     /// Starts a row: `filter_all_remaining`, `reset`, `filter_row_key` and the row hint.

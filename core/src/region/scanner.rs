@@ -285,7 +285,8 @@ impl RegionScanner {
                 break;
             }
             let in_range = self.range.contains(&row);
-            if in_range {
+            let row_key_first = self.filter.as_ref().is_some_and(|f| f.row_key_first());
+            if in_range && row_key_first {
                 if let Some(filter) = self.filter.as_deref_mut() {
                     match filter.begin_row(&row) {
                         RowStart::Read => {}
@@ -308,7 +309,7 @@ impl RegionScanner {
                     }
                 }
             }
-            let mut filter = if in_range {
+            let mut filter = if in_range && row_key_first {
                 self.filter.as_deref_mut()
             } else {
                 None
@@ -374,6 +375,35 @@ impl RegionScanner {
                 self.row_buf = row_cells;
             }
             self.cells_hint = self.cells_hint.max(cells.len());
+            let filter = if in_range && !row_key_first && !cells.is_empty() {
+                drop(filter);
+                match self.filter.as_deref_mut() {
+                    // The row has a visible cell: now the filter may judge its key.
+                    Some(f) => match f.begin_row(&row) {
+                        RowStart::Read => {
+                            let read = std::mem::take(&mut cells);
+                            for c in read {
+                                f.offer(c, &mut cells);
+                            }
+                            Some(f)
+                        }
+                        RowStart::Done => {
+                            self.done = true;
+                            self.filter_done = true;
+                            break;
+                        }
+                        RowStart::Skip(hint) => {
+                            if let Some(h) = hint.filter(|_| !self.reverse) {
+                                seek_families(&mut self.fams, h);
+                            }
+                            continue;
+                        }
+                    },
+                    None => None,
+                }
+            } else {
+                filter
+            };
             if let Some(f) = filter {
                 let keep = f.end_row(&mut cells);
                 if let Some(to) = f.take_seek().filter(|_| !self.reverse) {
