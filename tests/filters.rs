@@ -928,12 +928,13 @@ fn write() -> impl Strategy<Value = Write> {
 }
 
 async fn model_case(
+    splits: Vec<&'static str>,
     writes: Vec<Write>,
     filters: Vec<Filter>,
     reverse: bool,
     versions: u32,
 ) -> Result<(), TestCaseError> {
-    let (_d, conn, t) = open(&["k3", "l1"]).await;
+    let (_d, conn, t) = open(&splits).await;
     let mut model = Model::new(&desc());
     for w in &writes {
         match w {
@@ -988,12 +989,13 @@ proptest! {
     /// unfiltered rows.
     #[test]
     fn filtered_scans_match_the_model(
+        splits in prop::sample::select(vec![vec![], vec!["k3", "l1"], vec!["k1"], vec!["k5", "l10"]]),
         writes in prop::collection::vec(write(), 1..40),
         filters in prop::collection::vec(filter(), 1..6),
         reverse in any::<bool>(),
         versions in 1u32..4,
     ) {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-        rt.block_on(model_case(writes, filters, reverse, versions))?;
+        rt.block_on(model_case(splits, writes, filters, reverse, versions))?;
     }
 }
