@@ -854,7 +854,7 @@ fn leaf() -> impl Strategy<Value = Filter> {
             ]),
             1..3
         )
-        .prop_map(|pairs| Filter::fuzzy_row(pairs)),
+        .prop_map(Filter::fuzzy_row),
         prop::collection::vec(
             (
                 pick(ROWS),

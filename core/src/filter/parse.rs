@@ -341,7 +341,7 @@ fn arity(name: &str, pos: usize, args: &[Arg], allowed: &[usize]) -> Result<()> 
 }
 
 /// The `i`-th argument (callers check the arity first).
-fn arg<'a>(args: &'a [Arg], i: usize, pos: usize) -> Result<&'a Arg> {
+fn arg(args: &[Arg], i: usize, pos: usize) -> Result<&Arg> {
     args.get(i).ok_or_else(|| err(pos, "missing argument"))
 }
 
@@ -469,7 +469,7 @@ fn build(name: &str, pos: usize, args: &[Arg]) -> Result<Filter> {
             Filter::RandomRow { chance, seed }
         }
         "FuzzyRowFilter" => {
-            if args.is_empty() || args.len() % 2 != 0 {
+            if args.is_empty() || !args.len().is_multiple_of(2) {
                 return Err(err(pos, "FuzzyRowFilter takes pairs of 'key', 'mask'"));
             }
             let mut pairs = Vec::new();
@@ -493,7 +493,7 @@ fn build(name: &str, pos: usize, args: &[Arg]) -> Result<Filter> {
             Filter::FuzzyRow(pairs)
         }
         "MultiRowRangeFilter" => {
-            if args.is_empty() || args.len() % 4 != 0 {
+            if args.is_empty() || !args.len().is_multiple_of(4) {
                 return Err(err(
                     pos,
                     "MultiRowRangeFilter takes groups of 'start', bool, 'stop', bool",

@@ -37,8 +37,9 @@ impl FuzzyRule {
         let mut t: Vec<u8> = row.iter().copied().take(n).collect();
         t.resize(n, 0);
         let fill = |s: &mut Vec<u8>, from: usize| {
-            for i in from..n {
-                s[i] = if self.fixed[i] { self.key[i] } else { 0 };
+            let rule = self.key.iter().zip(&self.fixed).skip(from);
+            for (b, (k, fixed)) in s.iter_mut().skip(from).zip(rule) {
+                *b = if *fixed { *k } else { 0 };
             }
         };
         for i in 0..n {

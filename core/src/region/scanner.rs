@@ -376,7 +376,6 @@ impl RegionScanner {
             }
             self.cells_hint = self.cells_hint.max(cells.len());
             let filter = if in_range && !row_key_first && !cells.is_empty() {
-                drop(filter);
                 match self.filter.as_deref_mut() {
                     // The row has a visible cell: now the filter may judge its key.
                     Some(f) => match f.begin_row(&row) {
