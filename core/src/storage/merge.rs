@@ -196,6 +196,22 @@ impl MergeIter {
             // Every head in the heap comes after `cur`, so all are past `key` already.
             return;
         }
+        if self.heap.is_empty() {
+            // One live source (the common case of a compacted store): no heap to rebuild.
+            if let Some(h) = self.cur.take() {
+                let src = h.src;
+                let seeked = self.sources.get_mut(src).is_some_and(|s| s.seek(key));
+                let mut next = if seeked { self.pull(src) } else { Some(h) };
+                while let Some(n) = next.take() {
+                    if past(&n.cell.key) {
+                        self.cur = Some(n);
+                        break;
+                    }
+                    next = self.pull(src);
+                }
+            }
+            return;
+        }
         let mut heads: Vec<Head> = self.heap.drain().collect();
         heads.extend(self.cur.take());
         let mut keep = Vec::with_capacity(heads.len());
