@@ -713,6 +713,25 @@ async fn check_and_mutate_with_a_filter_condition() {
     assert!(r.value("a", "q8").is_none());
 }
 
+/// Regression (found by the proptest): a column hint from a cell with the empty qualifier
+/// must not seek past the family's delete markers, which share that qualifier and sort after
+/// its newer versions.
+#[tokio::test]
+async fn column_hint_from_the_empty_qualifier_keeps_family_markers() {
+    let (_d, _c, t) = open(&[]).await;
+    t.put(Put::new("k2").add_column_ts("b", "a", 1, "masked"))
+        .await
+        .unwrap();
+    t.put(Put::new("k2").add_column_ts("b", "", 5, "x"))
+        .await
+        .unwrap();
+    t.delete(Delete::new("k2").add_family_ts("b", 1))
+        .await
+        .unwrap();
+    let f = Filter::any([Filter::column_prefix("a")]);
+    assert!(run(&t, f, Scan::new(), false).await.is_empty());
+}
+
 #[test]
 fn filters_round_trip_through_postcard() {
     let f = Filter::any([

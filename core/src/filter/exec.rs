@@ -841,6 +841,8 @@ pub struct FilterExec {
     skip_row: bool,
     /// After the current row, seek to this row (forward scans).
     seek_row: Option<Bytes>,
+    /// A later column of the current family the scanner may seek to (a hint's target).
+    column_seek: Option<Bytes>,
     /// Whether `begin_row` may run before the row's cells are read (see
     /// [`row_key_first`](Self::row_key_first)).
     row_key_first: bool,
@@ -866,6 +868,7 @@ impl FilterExec {
             skip_to: None,
             skip_row: false,
             seek_row: None,
+            column_seek: None,
             row_key_first: !has_while(filter),
         })
     }
@@ -885,6 +888,7 @@ impl FilterExec {
         self.skip_to = None;
         self.skip_row = false;
         self.seek_row = None;
+        self.column_seek = None;
         if self.root.all_remaining() {
             return RowStart::Done;
         }
@@ -922,6 +926,16 @@ impl FilterExec {
                     self.seek_row = Some(t.row);
                 }
             } else if t.row == c.row {
+                // A hint to a later column of the family is worth a seek of the family's
+                // merge; shorter skips (the other versions of a column) are cheaper stepped.
+                // Never from the empty qualifier: the family's delete markers share it and
+                // sort after its newer puts, and the matcher must still see them.
+                if rc == ReturnCode::SeekNextUsingHint
+                    && t.family == c.family
+                    && !c.qualifier.is_empty()
+                {
+                    self.column_seek = Some(t.qualifier.clone());
+                }
                 self.skip_to = Some((t.family, t.qualifier));
             }
         }
@@ -940,6 +954,12 @@ impl FilterExec {
             return false;
         }
         !self.root.row()
+    }
+
+    /// The later column of the current cell's family that the scanner may seek the family's
+    /// merge to: every cell before it in the family is skipped anyway.
+    pub fn take_column_seek(&mut self) -> Option<Bytes> {
+        self.column_seek.take()
     }
 
     /// The row the scanner should seek to after the current one, if a cell hint pointed

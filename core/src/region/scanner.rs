@@ -108,6 +108,9 @@ struct RowCells<'a> {
     iter: &'a mut MergeIter,
     row: &'a Bytes,
     err: &'a mut Option<crate::error::Error>,
+    /// A later qualifier of this row to seek to before the next cell (a filter's hint).
+    /// `None` without a filter: the unfiltered loop pays one branch for this.
+    seek: Option<&'a std::cell::Cell<Option<Bytes>>>,
 }
 
 impl Iterator for RowCells<'_> {
@@ -115,6 +118,14 @@ impl Iterator for RowCells<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<StoreCell> {
+        if let Some(qualifier) = self.seek.and_then(std::cell::Cell::take) {
+            // Skipping whole columns keeps the matcher's state right: the family's markers
+            // came first, and a column's markers only touch that column.
+            self.iter.seek(&StoreKey {
+                qualifier,
+                ..StoreKey::first_on_row(self.row.clone())
+            });
+        }
         if !self
             .iter
             .peek()
@@ -314,6 +325,7 @@ impl RegionScanner {
             } else {
                 None
             };
+            let seekable = filter.is_some();
             let mut cells = Vec::with_capacity(self.cells_hint);
             for f in &mut self.fams {
                 let FamilyScan {
@@ -322,6 +334,7 @@ impl RegionScanner {
                     columns,
                     iter,
                 } = f;
+                let column_seek = std::cell::Cell::new(None);
                 let emit = |c: StoreCell| {
                     let cell = Cell {
                         row: c.key.row,
@@ -332,7 +345,12 @@ impl RegionScanner {
                     };
                     match filter.as_deref_mut() {
                         None => cells.push(cell),
-                        Some(f) => f.offer(cell, &mut cells),
+                        Some(f) => {
+                            f.offer(cell, &mut cells);
+                            if let Some(q) = f.take_column_seek() {
+                                column_seek.set(Some(q));
+                            }
+                        }
                     }
                 };
                 if in_range && !self.reverse {
@@ -342,6 +360,7 @@ impl RegionScanner {
                         iter,
                         row: &row,
                         err: &mut err,
+                        seek: seekable.then_some(&column_seek),
                     };
                     match_row_into(stream, rules, &self.spec, columns.as_ref(), emit);
                     if let Some(e) = err {
