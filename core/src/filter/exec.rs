@@ -358,6 +358,19 @@ fn code_for(
     }
 }
 
+/// The smallest row above every row that starts with `p` (`None`: no such row, `p` is all
+/// 0xFF bytes).
+fn prefix_end(p: &[u8]) -> Option<Bytes> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last < 0xFF {
+            v.push(last + 1);
+            return Some(Bytes::from(v));
+        }
+    }
+    None
+}
+
 fn random_accepts(seed: u64, row: &[u8], chance: f32) -> bool {
     let h = xxhash_rust::xxh3::xxh3_64_with_seed(row, seed);
     ((h >> 11) as f64 / (1u64 << 53) as f64) < f64::from(chance)
@@ -496,6 +509,29 @@ impl Node {
                 for k in l.kids.iter().filter(|k| !k.all_remaining()) {
                     let h = k.row_hint(row)?;
                     best = Some(best.map_or(h.clone(), |b| b.min(h)));
+                }
+                best
+            }
+            _ => None,
+        }
+    }
+
+    /// Reverse scans: a row at or below `row` such that `row_key` accepts no row from it up
+    /// to `row`; the scanner seeks below it.
+    fn row_hint_rev(&self, row: &[u8]) -> Option<Bytes> {
+        match self {
+            Node::Prefix {
+                prefix,
+                reverse: true,
+                ..
+            } if row > prefix.as_ref() && !row.starts_with(prefix) => prefix_end(prefix),
+            Node::Skip { inner, .. } => inner.row_hint_rev(row),
+            Node::List(l) if l.all => l.kids.iter().filter_map(|k| k.row_hint_rev(row)).min(),
+            Node::List(l) => {
+                let mut best: Option<Bytes> = None;
+                for k in l.kids.iter().filter(|k| !k.all_remaining()) {
+                    let h = k.row_hint_rev(row)?;
+                    best = Some(best.map_or(h.clone(), |b| b.max(h)));
                 }
                 best
             }
@@ -821,8 +857,9 @@ impl List {
 pub enum RowStart {
     /// Read the row's cells and offer them.
     Read,
-    /// Drop the row without reading it; in a forward scan, skip to the given row (no row
-    /// before it can pass).
+    /// Drop the row without reading it, and skip to the given row: in a forward scan no row
+    /// before it can pass, in a reverse scan no row from it up to this one (the scan goes on
+    /// below it).
     Skip(Option<Bytes>),
     /// No later row can pass: end the scan.
     Done,
@@ -897,7 +934,7 @@ impl FilterExec {
                 return RowStart::Done;
             }
             let hint = if self.reverse {
-                None
+                self.root.row_hint_rev(row).filter(|h| h.as_ref() <= row)
             } else {
                 self.root.row_hint(row).filter(|h| h.as_ref() > row)
             };
@@ -1066,7 +1103,11 @@ mod tests {
         let mut exec = FilterExec::new(&Filter::prefix("m"), false).unwrap();
         assert_eq!(exec.begin_row(b"n"), RowStart::Done);
         let mut exec = FilterExec::new(&Filter::prefix("m"), true).unwrap();
-        assert_eq!(exec.begin_row(b"n"), RowStart::Skip(None));
+        assert_eq!(
+            exec.begin_row(b"n"),
+            RowStart::Skip(Some(Bytes::from_static(b"n")))
+        );
+        assert_eq!(exec.begin_row(b"mz"), RowStart::Read);
         assert_eq!(exec.begin_row(b"l"), RowStart::Done);
     }
 }

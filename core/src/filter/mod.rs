@@ -14,10 +14,13 @@
 //!    InclusiveStopFilter passed their last row, WhileMatchFilter saw a mismatch).
 //! 2. `reset`, then `filter_row_key`: true drops the row before its cells are read. A filter
 //!    that can say where the next row it accepts starts gives a row hint, and the scanner
-//!    seeks every family there instead of reading the rows in between (forward scans).
+//!    seeks every family there instead of reading the rows in between (forward scans:
+//!    PrefixFilter, FuzzyRowFilter, MultiRowRangeFilter and lists of them; reverse scans:
+//!    PrefixFilter and lists of it).
 //! 3. `filter_cell` per visible cell in key order (family, qualifier, newest version first)
 //!    returns a [`ReturnCode`]; the `*_NEXT_COL`, `*_NEXT_ROW` and `SEEK_NEXT_USING_HINT`
-//!    codes make the scanner skip cells the filter would refuse anyway. As in HBase, where
+//!    codes make the scanner skip cells the filter would refuse anyway (a hint to a later
+//!    column seeks the family's merge within the row, forward). As in HBase, where
 //!    each family has its own store scanner, `NEXT_ROW` skips the rest of the row *in the
 //!    current family*; later families of the row are still offered.
 //! 4. `transform_cell` on each included cell (KeyOnlyFilter drops values).

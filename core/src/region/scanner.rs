@@ -7,8 +7,10 @@
 //!
 //! With a filter ([`crate::filter`]) the matcher's visible cells of each row pass through it
 //! (`begin_row`, `offer`, `end_row`); a row the filter drops by its key is skipped without
-//! matching, and when the filter names a later row where the next acceptable row starts,
-//! every family's merge seeks there instead of reading the rows in between. Without a filter
+//! matching, and when the filter names a later row where the next acceptable row starts
+//! (in a reverse scan: a lower row above which none is acceptable), every family's merge
+//! seeks there instead of reading the rows in between; a hint to a later column of the row
+//! seeks that family's merge within the row (forward scans). Without a filter
 //! the loop is the same as before: one branch per cell, no allocation, no dynamic call.
 
 use crate::cell::{same_bytes, Cell, StoreCell, StoreKey};
@@ -193,7 +195,8 @@ pub struct RegionScanner {
     filter_done: bool,
 }
 
-/// Seeks every family's merge to the first cell of `row` (forward scans).
+/// Seeks every family's merge to the first cell of `row`: forward, the scan goes on at
+/// `row`; reverse, below it.
 fn seek_families(fams: &mut [FamilyScan], row: Bytes) {
     let key = StoreKey::first_on_row(row);
     for f in fams {
@@ -308,7 +311,7 @@ impl RegionScanner {
                         }
                         RowStart::Skip(hint) => {
                             match hint {
-                                Some(h) if !self.reverse => seek_families(&mut self.fams, h),
+                                Some(h) => seek_families(&mut self.fams, h),
                                 _ => {
                                     for f in &mut self.fams {
                                         skip_row(&mut f.iter, &row)?;
@@ -411,7 +414,7 @@ impl RegionScanner {
                             break;
                         }
                         RowStart::Skip(hint) => {
-                            if let Some(h) = hint.filter(|_| !self.reverse) {
+                            if let Some(h) = hint {
                                 seek_families(&mut self.fams, h);
                             }
                             continue;
