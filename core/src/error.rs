@@ -105,6 +105,14 @@ pub enum Error {
         /// What went wrong.
         msg: String,
     },
+    /// A filter string is malformed (see [`crate::filter::parse`]).
+    #[error("bad filter at byte {pos}: {msg}")]
+    FilterParse {
+        /// Byte offset of the offending token in the filter string.
+        pos: usize,
+        /// What is wrong.
+        msg: String,
+    },
 }
 
 impl Error {

@@ -12,6 +12,7 @@ pub mod cell;
 pub mod client;
 pub mod coprocessor;
 pub mod error;
+pub mod filter;
 pub mod fs;
 pub mod mvcc;
 pub mod region;
@@ -24,6 +25,7 @@ pub mod wal;
 pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Config, Connection, PreSplit, Table};
 pub use error::{Error, Result};
+pub use filter::{Comparator, Filter};
 pub use region::RegionInfo;
 pub use schema::split::SplitAlgorithm;
 pub use schema::{

@@ -4,10 +4,19 @@
 //! cells are always in family, qualifier, timestamp-descending order. Invariants: every cell
 //! read is filtered by the one read point fixed when the scan began, so a scan sees each
 //! batch whole or not at all; rows outside the row range are never returned.
+//!
+//! With a filter ([`crate::filter`]) the matcher's visible cells of each row pass through it
+//! (`begin_row`, `offer`, `end_row`); a row the filter drops by its key is skipped without
+//! matching, and when the filter names a later row where the next acceptable row starts
+//! (in a reverse scan: a lower row above which none is acceptable), every family's merge
+//! seeks there instead of reading the rows in between; a hint to a later column of the row
+//! seeks that family's merge within the row (forward scans). Without a filter
+//! the loop is the same as before: one branch per cell, no allocation, no dynamic call.
 
 use crate::cell::{same_bytes, Cell, StoreCell, StoreKey};
 use crate::client::ops::RowResult;
 use crate::error::Result;
+use crate::filter::{FilterExec, RowStart};
 use crate::region::Store;
 use crate::storage::matcher::{match_row_into, FamilyRules, ReadSpec};
 use crate::storage::merge::MergeIter;
@@ -101,6 +110,9 @@ struct RowCells<'a> {
     iter: &'a mut MergeIter,
     row: &'a Bytes,
     err: &'a mut Option<crate::error::Error>,
+    /// A later qualifier of this row to seek to before the next cell (a filter's hint).
+    /// `None` without a filter: the unfiltered loop pays one branch for this.
+    seek: Option<&'a std::cell::Cell<Option<Bytes>>>,
 }
 
 impl Iterator for RowCells<'_> {
@@ -108,6 +120,14 @@ impl Iterator for RowCells<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<StoreCell> {
+        if let Some(qualifier) = self.seek.and_then(std::cell::Cell::take) {
+            // Skipping whole columns keeps the matcher's state right: the family's markers
+            // came first, and a column's markers only touch that column.
+            self.iter.seek(&StoreKey {
+                qualifier,
+                ..StoreKey::first_on_row(self.row.clone())
+            });
+        }
         if !self
             .iter
             .peek()
@@ -169,6 +189,19 @@ pub struct RegionScanner {
     row_buf: Vec<StoreCell>,
     /// The most cells a row has had so far, to size the next row's vector.
     cells_hint: usize,
+    /// The get's or scan's filter, if any.
+    filter: Option<Box<FilterExec>>,
+    /// True once the filter said no later row can pass.
+    filter_done: bool,
+}
+
+/// Seeks every family's merge to the first cell of `row`: forward, the scan goes on at
+/// `row`; reverse, below it.
+fn seek_families(fams: &mut [FamilyScan], row: Bytes) {
+    let key = StoreKey::first_on_row(row);
+    for f in fams {
+        f.iter.seek(&key);
+    }
 }
 
 impl RegionScanner {
@@ -222,7 +255,26 @@ impl RegionScanner {
             done: false,
             row_buf: Vec::with_capacity(16),
             cells_hint: 4,
+            filter: None,
+            filter_done: false,
         })
+    }
+
+    /// Sets the filter the rows pass through (the scan's one filter, handed from region to
+    /// region so that its state, e.g. PageFilter's count, spans the whole scan).
+    pub fn set_filter(&mut self, filter: Option<Box<FilterExec>>) {
+        self.filter = filter;
+    }
+
+    /// Takes the filter back (to hand it to the next region's scanner).
+    pub fn take_filter(&mut self) -> Option<Box<FilterExec>> {
+        self.filter.take()
+    }
+
+    /// True when the filter ended the scan: no later row, in this region or any other, can
+    /// pass it.
+    pub fn filter_done(&self) -> bool {
+        self.filter_done
     }
 
     /// The next row with at least one visible cell, or `None` at the end of the range.
@@ -247,6 +299,36 @@ impl RegionScanner {
                 break;
             }
             let in_range = self.range.contains(&row);
+            let row_key_first = self.filter.as_ref().is_some_and(|f| f.row_key_first());
+            if in_range && row_key_first {
+                if let Some(filter) = self.filter.as_deref_mut() {
+                    match filter.begin_row(&row) {
+                        RowStart::Read => {}
+                        RowStart::Done => {
+                            self.done = true;
+                            self.filter_done = true;
+                            break;
+                        }
+                        RowStart::Skip(hint) => {
+                            match hint {
+                                Some(h) => seek_families(&mut self.fams, h),
+                                _ => {
+                                    for f in &mut self.fams {
+                                        skip_row(&mut f.iter, &row)?;
+                                    }
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                }
+            }
+            let mut filter = if in_range && row_key_first {
+                self.filter.as_deref_mut()
+            } else {
+                None
+            };
+            let seekable = filter.is_some();
             let mut cells = Vec::with_capacity(self.cells_hint);
             for f in &mut self.fams {
                 let FamilyScan {
@@ -255,14 +337,24 @@ impl RegionScanner {
                     columns,
                     iter,
                 } = f;
+                let column_seek = std::cell::Cell::new(None);
                 let emit = |c: StoreCell| {
-                    cells.push(Cell {
+                    let cell = Cell {
                         row: c.key.row,
                         family: family.clone(),
                         qualifier: c.key.qualifier,
                         timestamp: c.key.ts,
                         value: c.value,
-                    })
+                    };
+                    match filter.as_deref_mut() {
+                        None => cells.push(cell),
+                        Some(f) => {
+                            f.offer(cell, &mut cells);
+                            if let Some(q) = f.take_column_seek() {
+                                column_seek.set(Some(q));
+                            }
+                        }
+                    }
                 };
                 if in_range && !self.reverse {
                     // Forward: the matcher reads the row's cells straight off the merge.
@@ -271,6 +363,7 @@ impl RegionScanner {
                         iter,
                         row: &row,
                         err: &mut err,
+                        seek: seekable.then_some(&column_seek),
                     };
                     match_row_into(stream, rules, &self.spec, columns.as_ref(), emit);
                     if let Some(e) = err {
@@ -304,6 +397,43 @@ impl RegionScanner {
                 self.row_buf = row_cells;
             }
             self.cells_hint = self.cells_hint.max(cells.len());
+            let filter = if in_range && !row_key_first && !cells.is_empty() {
+                match self.filter.as_deref_mut() {
+                    // The row has a visible cell: now the filter may judge its key.
+                    Some(f) => match f.begin_row(&row) {
+                        RowStart::Read => {
+                            let read = std::mem::take(&mut cells);
+                            for c in read {
+                                f.offer(c, &mut cells);
+                            }
+                            Some(f)
+                        }
+                        RowStart::Done => {
+                            self.done = true;
+                            self.filter_done = true;
+                            break;
+                        }
+                        RowStart::Skip(hint) => {
+                            if let Some(h) = hint {
+                                seek_families(&mut self.fams, h);
+                            }
+                            continue;
+                        }
+                    },
+                    None => None,
+                }
+            } else {
+                filter
+            };
+            if let Some(f) = filter {
+                let keep = f.end_row(&mut cells);
+                if let Some(to) = f.take_seek().filter(|_| !self.reverse) {
+                    seek_families(&mut self.fams, to);
+                }
+                if !keep {
+                    continue;
+                }
+            }
             if !cells.is_empty() {
                 return Ok(Some(RowResult { row, cells }));
             }

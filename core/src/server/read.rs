@@ -9,6 +9,7 @@
 use super::{now_ms, Engine, TableState};
 use crate::client::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::error::{Error, Result};
+use crate::filter::FilterExec;
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::{Region, Store};
 use crate::storage::matcher::ReadSpec;
@@ -110,7 +111,12 @@ impl Engine {
             lo: Bound::Included(g.row.clone()),
             hi: Bound::Included(g.row.clone()),
         };
+        let filter = match &g.filter {
+            Some(f) => Some(Box::new(f.compile(false)?)),
+            None => None,
+        };
         let mut scanner = RegionScanner::new(stores, range, false, spec, true)?;
+        scanner.set_filter(filter);
         Ok(scanner.next_row()?.unwrap_or_default())
     }
 
@@ -207,6 +213,8 @@ struct TableScanner {
     _point: super::compact::ScanPoint,
     rows_left: Option<usize>,
     finished: bool,
+    /// The scan's compiled filter, while no region scanner holds it.
+    filter: Option<Box<FilterExec>>,
 }
 
 impl TableScanner {
@@ -218,6 +226,10 @@ impl TableScanner {
             return Err(Error::bad_argument("batch size must be at least 1"));
         }
         let range = scan_range(&scan);
+        let filter = match &scan.filter {
+            Some(f) => Some(Box::new(f.compile(scan.reverse)?)),
+            None => None,
+        };
         // The read point before the region list: every region listed afterwards took every
         // write at or below it, and keeps it even if a split or merge retires the region
         // while the scan runs (a retired region takes no more writes and its files live as
@@ -249,6 +261,7 @@ impl TableScanner {
             range,
             scan,
             finished: false,
+            filter,
         })
     }
 
@@ -284,20 +297,27 @@ impl TableScanner {
                     now_ms: now_ms(),
                 };
                 let range = self.range.clip(&region.start, &region.end);
-                self.current = Some(RegionScanner::new(
+                let mut scanner = RegionScanner::new(
                     stores,
                     range,
                     self.scan.reverse,
                     spec,
                     self.scan.cache_blocks,
-                )?);
+                )?;
+                scanner.set_filter(self.filter.take());
+                self.current = Some(scanner);
             }
             let next = match self.current.as_mut() {
                 Some(s) => s.next_row()?,
                 None => None,
             };
             let Some(row) = next else {
-                self.current = None;
+                if let Some(mut done) = self.current.take() {
+                    self.filter = done.take_filter();
+                    if done.filter_done() {
+                        self.finished = true;
+                    }
+                }
                 continue;
             };
             rows += 1;

@@ -606,7 +606,10 @@ impl Engine {
         }
         check_same_row(&action)?;
         let region = self.region_of(t, &cam.row)?;
-        self.store_of(t, &region, &cam.family)?;
+        let by_filter = matches!(cam.condition, Condition::Filter(_));
+        if !by_filter {
+            self.store_of(t, &region, &cam.family)?;
+        }
         for m in &action.mutations {
             self.validate_mutation(t, m)?;
         }
@@ -614,13 +617,21 @@ impl Engine {
         let _lock = self.locks.lock([(name.as_str(), cam.row.clone())]).await;
         // Located under the row lock: a split may have moved the row meanwhile.
         let region = self.region_of(t, &cam.row)?;
-        let store = self.store_of(t, &region, &cam.family)?;
-        let current = self.latest_cell(&region, &store, &cam.row, &cam.qualifier)?;
-        let pass = match (&cam.condition, &current) {
-            (Condition::Absent, None) => true,
-            (Condition::Absent, Some(_)) => false,
-            (Condition::Value(_, _), None) => false,
-            (Condition::Value(op, given), Some((_, stored))) => op.test(stored, given),
+        let pass = if let Condition::Filter(f) = &cam.condition {
+            let get = Get::new(&cam.row).filter(f.clone());
+            !self
+                .read_row_in(&region, &get, self.mvcc.read_point())?
+                .is_empty()
+        } else {
+            let store = self.store_of(t, &region, &cam.family)?;
+            let current = self.latest_cell(&region, &store, &cam.row, &cam.qualifier)?;
+            match (&cam.condition, &current) {
+                (Condition::Absent, None) => true,
+                (Condition::Absent, Some(_)) => false,
+                (Condition::Value(_, _), None) => false,
+                (Condition::Value(op, given), Some((_, stored))) => op.test(stored, given),
+                (Condition::Filter(_), _) => false,
+            }
         };
         if pass {
             self.mutate_locked(t, &action.mutations).await?;

@@ -201,6 +201,17 @@ impl MemStoreScanner {
         }
     }
 
+    /// Repositions the scanner at `key`: the next cell is the first at or after it (at or
+    /// before it when reverse).
+    pub fn seek(&mut self, key: &StoreKey) {
+        self.next = Some(Cursor {
+            col: Bound::Included(ColKey::of(key)),
+            row: Bound::Included(key.row.clone()),
+        });
+        self.buf.clear();
+        self.chunk = FIRST_CHUNK;
+    }
+
     fn refill(&mut self) {
         let want = self.chunk;
         self.chunk = (self.chunk * 2).min(MAX_CHUNK);

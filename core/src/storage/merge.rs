@@ -5,7 +5,7 @@
 //! flushed) are yielded once; a single source never repeats a key (MemStores and store files
 //! hold each key once). An error from any source ends the merge with that error.
 
-use crate::cell::{same_bytes, StoreCell};
+use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::Result;
 use crate::storage::memstore::MemStoreScanner;
 use crate::storage::storefile::{StoreFileRevScanner, StoreFileScanner};
@@ -36,6 +36,19 @@ impl CellSource {
             CellSource::FileRev(s) => s.next(),
             CellSource::Boxed(s) => s.next(),
         }
+    }
+
+    /// Repositions the source at the first cell at or after `key` (at or before it when the
+    /// source is descending). Returns false for a boxed source, which cannot seek: the caller
+    /// steps it instead.
+    fn seek(&mut self, key: &StoreKey) -> bool {
+        match self {
+            CellSource::Mem(s) => s.seek(key),
+            CellSource::File(s) => s.seek_to(key),
+            CellSource::FileRev(s) => s.seek_to(key),
+            CellSource::Boxed(_) => return false,
+        }
+        true
     }
 }
 
@@ -196,6 +209,60 @@ impl MergeIter {
     pub fn has_error(&self) -> bool {
         !self.done && self.pending_err.is_some()
     }
+
+    /// Skips ahead: afterwards the merge yields the cells at or after `key` (at or before it
+    /// when reverse) that it has not yielded yet. `key` must not lie behind a cell already
+    /// yielded; a source whose next cell is already past `key` is left where it is, the
+    /// others seek (a boxed source, which cannot, is stepped).
+    pub fn seek(&mut self, key: &StoreKey) {
+        if self.done || self.pending_err.is_some() {
+            return;
+        }
+        let reverse = self.reverse;
+        let past = |k: &StoreKey| if reverse { k <= key } else { k >= key };
+        if self.cur.as_ref().is_none_or(|h| past(&h.cell.key)) {
+            // Every head in the heap comes after `cur`, so all are past `key` already.
+            return;
+        }
+        if self.heap.is_empty() {
+            // One live source (the common case of a compacted store): no heap to rebuild.
+            if let Some(h) = self.cur.take() {
+                let src = h.src;
+                let seeked = self.sources.get_mut(src).is_some_and(|s| s.seek(key));
+                let mut next = if seeked { self.pull(src) } else { Some(h) };
+                while let Some(n) = next.take() {
+                    if past(&n.cell.key) {
+                        self.cur = Some(n);
+                        break;
+                    }
+                    next = self.pull(src);
+                }
+            }
+            return;
+        }
+        let mut heads: Vec<Head> = self.heap.drain().collect();
+        heads.extend(self.cur.take());
+        let mut keep = Vec::with_capacity(heads.len());
+        for h in heads {
+            if past(&h.cell.key) {
+                keep.push(h);
+                continue;
+            }
+            let src = h.src;
+            let seeked = self.sources.get_mut(src).is_some_and(|s| s.seek(key));
+            let mut next = if seeked { self.pull(src) } else { Some(h) };
+            while let Some(n) = next.take() {
+                if past(&n.cell.key) {
+                    keep.push(n);
+                    break;
+                }
+                next = self.pull(src);
+            }
+        }
+        self.heap.extend(keep);
+        self.cur = self.heap.pop();
+        self.update_row_clear();
+    }
 }
 
 impl Iterator for MergeIter {
@@ -314,7 +381,63 @@ mod tests {
         Ok(())
     }
 
+    fn keyed(row: u8, q: u8, seq: u64) -> StoreCell {
+        let mut c = cell(row, seq);
+        c.key.qualifier = Bytes::copy_from_slice(&[q]);
+        c
+    }
+
     proptest! {
+        /// Seeking a merge of MemStores, store-file-like boxed sources and real MemStore
+        /// scanners yields exactly the unseen cells at or after each seek key.
+        #[test]
+        fn seek_skips_exactly_to_the_key(
+            lists in prop::collection::vec(prop::collection::btree_set((0u8..12, 0u8..3, 0u64..3), 0..30), 1..5),
+            steps in prop::collection::vec((0usize..4, 0u8..14, 0u8..4), 0..8),
+            reverse in any::<bool>(),
+        ) {
+            let mut model = BTreeSet::new();
+            let mut sources: Vec<CellSource> = Vec::new();
+            for (i, l) in lists.iter().enumerate() {
+                let mut cells: Vec<StoreCell> = l.iter().map(|(r, q, s)| keyed(*r, *q, *s)).collect();
+                cells.sort_by(|a, b| a.key.cmp(&b.key));
+                for c in &cells { model.insert(c.key.clone()); }
+                if i % 2 == 0 {
+                    let m = std::sync::Arc::new(crate::storage::memstore::MemStore::new());
+                    for c in cells { m.insert(c); }
+                    sources.push(CellSource::Mem(if reverse { m.scan_rev_from(None) } else { m.scan_from(None) }));
+                } else {
+                    if reverse { cells.reverse(); }
+                    sources.push(CellSource::Boxed(Box::new(cells.into_iter().map(Ok))));
+                }
+            }
+            let mut want: Vec<StoreKey> = model.into_iter().collect();
+            if reverse { want.reverse(); }
+            let mut m = MergeIter::new(sources, reverse);
+            let mut pos = 0;
+            for (take, row, q) in steps {
+                for _ in 0..take {
+                    let got = m.next().map(|c| c.unwrap().key);
+                    prop_assert_eq!(got.as_ref(), want.get(pos));
+                    if got.is_some() { pos += 1; }
+                }
+                let mut key = StoreKey::first_on_row(Bytes::copy_from_slice(&[row]));
+                key.qualifier = Bytes::copy_from_slice(&[q]);
+                // Only seek ahead of what was yielded.
+                let ahead = match pos.checked_sub(1).and_then(|p| want.get(p)) {
+                    None => true,
+                    Some(last) => if reverse { key < *last } else { key > *last },
+                };
+                if !ahead { continue; }
+                m.seek(&key);
+                while want.get(pos).is_some_and(|k| if reverse { *k > key } else { *k < key }) {
+                    pos += 1;
+                }
+            }
+            let rest: Vec<StoreKey> = m.map(|c| c.unwrap().key).collect();
+            prop_assert_eq!(&rest[..], &want[pos.min(want.len())..]);
+        }
+
         /// Single-cell rows, many sources, duplicates across sources.
         #[test]
         fn merge_equals_sorted_union(

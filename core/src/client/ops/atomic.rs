@@ -75,7 +75,7 @@ impl Append {
 /// A comparison of a stored value with a given one. The stored value is the left operand:
 /// `Less` passes when the stored value sorts before the given bytes. (HBase's checkAndMutate
 /// puts the given value on the left; Basalt reads the way the condition is written.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CompareOp {
     /// stored < given
     Less,
@@ -106,13 +106,16 @@ impl CompareOp {
     }
 }
 
-/// The condition of a check-and-mutate, on the latest visible value of one column.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The condition of a check-and-mutate: on the latest visible value of one column, or a
+/// filter over the whole row.
+#[derive(Debug, Clone, PartialEq)]
 pub enum Condition {
     /// The column exists and `stored op value` holds.
     Value(CompareOp, Bytes),
     /// The column has no visible value.
     Absent,
+    /// The row, read with this filter, is not empty (HBase's `ifMatches(Filter)`).
+    Filter(crate::filter::Filter),
 }
 
 /// Applies a mutation only if a condition on one column holds, atomically.
@@ -150,6 +153,17 @@ impl CheckAndMutate {
     /// Passes when `stored op value`.
     pub fn if_value(mut self, op: CompareOp, value: impl AsRef<[u8]>) -> Self {
         self.condition = Condition::Value(op, b(value));
+        self
+    }
+    /// A check of `row` by a filter condition ([`if_matches`](Self::if_matches)); the
+    /// column given to [`new`](Self::new) is then not used.
+    pub fn for_row(row: impl AsRef<[u8]>) -> Self {
+        CheckAndMutate::new(row, "", "")
+    }
+    /// Passes when the row, read with `filter` inside the region under the row lock, has a
+    /// cell: e.g. a SingleColumnValueFilter with filter-if-missing, or a FilterList of them.
+    pub fn if_matches(mut self, filter: crate::filter::Filter) -> Self {
+        self.condition = Condition::Filter(filter);
         self
     }
     /// Passes when the column has no value.

@@ -74,6 +74,7 @@ pub struct Get {
     pub(crate) columns: ColumnSelection,
     pub(crate) time_range: TimeRange,
     pub(crate) max_versions: u32,
+    pub(crate) filter: Option<crate::filter::Filter>,
 }
 
 impl Get {
@@ -84,11 +85,18 @@ impl Get {
             columns: ColumnSelection::default(),
             time_range: TimeRange::ALL,
             max_versions: 1,
+            filter: None,
         }
     }
     /// The row read (coprocessors look at it).
     pub fn row(&self) -> &Bytes {
         &self.row
+    }
+    /// Runs `filter` on the row inside the region (see [`crate::filter`]); a row the filter
+    /// drops reads as empty.
+    pub fn filter(mut self, filter: crate::filter::Filter) -> Self {
+        self.filter = Some(filter);
+        self
     }
     /// Limits to a family (may be called many times).
     pub fn add_family(mut self, family: impl AsRef<[u8]>) -> Self {
@@ -140,6 +148,7 @@ pub struct Scan {
     pub(crate) batch: Option<usize>,
     pub(crate) prefetch: bool,
     pub(crate) cache_blocks: bool,
+    pub(crate) filter: Option<crate::filter::Filter>,
 }
 
 impl Default for Scan {
@@ -163,7 +172,16 @@ impl Scan {
             batch: None,
             prefetch: true,
             cache_blocks: true,
+            filter: None,
         }
+    }
+    /// Runs `filter` inside each region the scan reads (see [`crate::filter`]): rows and
+    /// cells it refuses never leave the region, and its seek hints skip what it would refuse.
+    /// One filter state spans the whole scan (a PageFilter's page is the scan's). `limit`
+    /// and `batch` apply to the filtered rows.
+    pub fn filter(mut self, filter: crate::filter::Filter) -> Self {
+        self.filter = Some(filter);
+        self
     }
     /// Sets the start row (inclusive).
     pub fn start_row(mut self, row: impl AsRef<[u8]>) -> Self {

@@ -77,6 +77,21 @@ impl StoreFileScanner {
         self
     }
 
+    /// Repositions the scanner at the first cell `>= key`. Inside the current block this is
+    /// a search of that block; otherwise the next step looks the block up.
+    pub fn seek_to(&mut self, key: &StoreKey) {
+        if let Some(b) = &self.block {
+            if self.seek.is_none() && self.reader.block_at_or_before(key) == Some(self.idx) {
+                if let Ok(pos) = b.lower_bound(key) {
+                    self.pos = pos;
+                    return;
+                }
+            }
+        }
+        self.block = None;
+        self.seek = Some(key.clone());
+    }
+
     /// Positions the scanner: the first key >= the seek key is in the last block starting at
     /// or before it, or else at the start of the next block.
     fn seek(&mut self, key: &StoreKey) -> Result<()> {
@@ -171,6 +186,11 @@ impl StoreFileRevScanner {
     pub fn cache_mode(mut self, mode: CacheMode) -> Self {
         self.mode = mode;
         self
+    }
+
+    /// Repositions the scanner at the last cell `<= key`.
+    pub fn seek_to(&mut self, key: &StoreKey) {
+        self.state = State::Seek(Some(key.clone()));
     }
 
     fn step(&mut self) -> Result<Option<StoreCell>> {
