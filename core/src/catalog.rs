@@ -218,54 +218,38 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
-/// The structs of catalog format version 1, kept to read old catalogs.
-pub(crate) mod v1 {
+/// The shape of an old catalog, generic over its table descriptor (the only part that
+/// changed between versions), and its upgrade to the current one.
+pub(crate) mod old {
     use super::RegionEntry;
-    use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
     use serde::{Deserialize, Serialize};
     use std::collections::{BTreeMap, BTreeSet};
 
-    /// A version-1 table descriptor: no compaction settings.
+    /// A table entry of an old catalog.
     #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableDescriptor {
-        pub name: TableName,
-        pub families: Vec<ColumnFamilyDescriptor>,
-        pub memstore_flush_size: Option<u64>,
-    }
-
-    /// A version-1 table entry.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableEntry {
-        pub descriptor: TableDescriptor,
+    pub struct TableEntry<D> {
+        pub descriptor: D,
         pub enabled: bool,
         pub regions: Vec<RegionEntry>,
     }
 
-    /// A version-1 catalog.
+    /// An old catalog.
     #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct CatalogState {
+    pub struct CatalogState<D> {
         pub next_region_id: u64,
         pub next_file_id: u64,
         pub namespaces: BTreeSet<String>,
-        pub tables: BTreeMap<String, TableEntry>,
+        pub tables: BTreeMap<String, TableEntry<D>>,
     }
 
-    impl From<CatalogState> for super::CatalogState {
-        fn from(old: CatalogState) -> Self {
+    impl<D: Into<crate::schema::TableDescriptor>> From<CatalogState<D>> for super::CatalogState {
+        fn from(old: CatalogState<D>) -> Self {
             let tables = old
                 .tables
                 .into_iter()
                 .map(|(k, t)| {
-                    let d = t.descriptor;
-                    let descriptor = crate::schema::TableDescriptor {
-                        name: d.name,
-                        families: d.families,
-                        memstore_flush_size: d.memstore_flush_size,
-                        compaction: CompactionSettings::default(),
-                        coprocessors: Vec::new(),
-                    };
                     let entry = super::TableEntry {
-                        descriptor,
+                        descriptor: t.descriptor.into(),
                         enabled: t.enabled,
                         regions: t.regions,
                     };
@@ -282,12 +266,41 @@ pub(crate) mod v1 {
     }
 }
 
-/// The structs of catalog format version 2 (no coprocessors), kept to read old catalogs.
-pub(crate) mod v2 {
-    use super::RegionEntry;
+/// Catalog format version 1: table descriptors without compaction settings.
+pub(crate) mod v1 {
     use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
     use serde::{Deserialize, Serialize};
-    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A version-1 table descriptor: no compaction settings.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableDescriptor {
+        pub name: TableName,
+        pub families: Vec<ColumnFamilyDescriptor>,
+        pub memstore_flush_size: Option<u64>,
+    }
+
+    impl From<TableDescriptor> for crate::schema::TableDescriptor {
+        fn from(d: TableDescriptor) -> Self {
+            crate::schema::TableDescriptor {
+                name: d.name,
+                families: d.families,
+                memstore_flush_size: d.memstore_flush_size,
+                compaction: CompactionSettings::default(),
+                coprocessors: Vec::new(),
+            }
+        }
+    }
+
+    /// A version-1 table entry.
+    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
+    /// A version-1 catalog.
+    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
+}
+
+/// Catalog format version 2: table descriptors without coprocessors.
+pub(crate) mod v2 {
+    use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+    use serde::{Deserialize, Serialize};
 
     /// A version-2 table descriptor: no coprocessors.
     #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -298,53 +311,22 @@ pub(crate) mod v2 {
         pub compaction: CompactionSettings,
     }
 
-    /// A version-2 table entry.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableEntry {
-        pub descriptor: TableDescriptor,
-        pub enabled: bool,
-        pub regions: Vec<RegionEntry>,
-    }
-
-    /// A version-2 catalog.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct CatalogState {
-        pub next_region_id: u64,
-        pub next_file_id: u64,
-        pub namespaces: BTreeSet<String>,
-        pub tables: BTreeMap<String, TableEntry>,
-    }
-
-    impl From<CatalogState> for super::CatalogState {
-        fn from(old: CatalogState) -> Self {
-            let tables = old
-                .tables
-                .into_iter()
-                .map(|(k, t)| {
-                    let d = t.descriptor;
-                    let descriptor = crate::schema::TableDescriptor {
-                        name: d.name,
-                        families: d.families,
-                        memstore_flush_size: d.memstore_flush_size,
-                        compaction: d.compaction,
-                        coprocessors: Vec::new(),
-                    };
-                    let entry = super::TableEntry {
-                        descriptor,
-                        enabled: t.enabled,
-                        regions: t.regions,
-                    };
-                    (k, entry)
-                })
-                .collect();
-            super::CatalogState {
-                next_region_id: old.next_region_id,
-                next_file_id: old.next_file_id,
-                namespaces: old.namespaces,
-                tables,
+    impl From<TableDescriptor> for crate::schema::TableDescriptor {
+        fn from(d: TableDescriptor) -> Self {
+            crate::schema::TableDescriptor {
+                name: d.name,
+                families: d.families,
+                memstore_flush_size: d.memstore_flush_size,
+                compaction: d.compaction,
+                coprocessors: Vec::new(),
             }
         }
     }
+
+    /// A version-2 table entry.
+    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
+    /// A version-2 catalog.
+    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
 }
 
 #[cfg(test)]
