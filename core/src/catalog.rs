@@ -291,7 +291,8 @@ pub(crate) mod v1 {
         }
     }
 
-    /// A version-1 table entry.
+    /// A version-1 table entry (tests write old catalogs with it).
+    #[cfg(test)]
     pub type TableEntry = super::old::TableEntry<TableDescriptor>;
     /// A version-1 catalog.
     pub type CatalogState = super::old::CatalogState<TableDescriptor>;
@@ -323,7 +324,8 @@ pub(crate) mod v2 {
         }
     }
 
-    /// A version-2 table entry.
+    /// A version-2 table entry (tests write old catalogs with it).
+    #[cfg(test)]
     pub type TableEntry = super::old::TableEntry<TableDescriptor>;
     /// A version-2 catalog.
     pub type CatalogState = super::old::CatalogState<TableDescriptor>;
