@@ -1018,3 +1018,58 @@ proptest! {
         rt.block_on(model_case(splits, writes, filters, reverse, versions))?;
     }
 }
+
+#[tokio::test]
+async fn every_and_member_sees_each_row_key() {
+    // HBase asks every MUST_PASS_ALL member about a row key: the WhileMatchFilter sees r3
+    // even though the first member already refused it, and the scan ends there.
+    let (_d, _c, t) = fixture().await;
+    let f =
+        Filter::parse("RowFilter (!=, 'binary:r3') AND WHILE RowFilter (!=, 'binary:r3')").unwrap();
+    assert_eq!(rows(&t, f.clone()).await, v(&["r1", "r2"]));
+    // Reverse: s1, r7, r5 pass, then r3 ends the scan.
+    assert_eq!(rows_rev(&t, f).await, v(&["s1", "r7", "r5"]));
+}
+
+#[tokio::test]
+async fn a_row_hint_never_skips_rows_a_while_match_filter_must_see() {
+    // PrefixFilter('r5') would seek from r1 straight to r5, past r2, which the WhileMatch
+    // refuses: the scan must end at r2 and return nothing.
+    let (_d, _c, t) = fixture().await;
+    let f = Filter::parse("WHILE RowFilter (!=, 'binary:r2') AND PrefixFilter ('r5')").unwrap();
+    assert_eq!(rows(&t, f).await, Vec::<String>::new());
+    // Without the WhileMatch the hint is taken and r5 comes back.
+    let f = Filter::parse("RowFilter (!=, 'binary:r2') AND PrefixFilter ('r5')").unwrap();
+    assert_eq!(rows(&t, f).await, v(&["r5"]));
+}
+
+#[tokio::test]
+async fn match_comparators_order_a_non_match_below_the_comparator() {
+    // As HBase's regex/substring comparators (a non-match compares as 1: the comparator
+    // above the cell): `<` keeps the rows that do not match, `>` keeps none.
+    let (_d, _c, t) = fixture().await;
+    let less = Filter::parse("RowFilter (<, 'regexstring:^r[12]$')").unwrap();
+    assert_eq!(rows(&t, less).await, v(&["r3", "r5", "r7", "s1"]));
+    let less_eq = Filter::parse("RowFilter (<=, 'substring:r1')").unwrap();
+    assert_eq!(
+        rows(&t, less_eq).await,
+        v(&["r1", "r2", "r3", "r5", "r7", "s1"])
+    );
+    let greater = Filter::parse("RowFilter (>, 'regexstring:^r[12]$')").unwrap();
+    assert_eq!(rows(&t, greater).await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn skip_filter_passes_only_cells_to_the_filter_it_wraps() {
+    // HBase's SkipFilter forwards neither row keys nor the row decision: SKIP PrefixFilter
+    // refuses no row by its key (its cells all pass), and SKIP PageFilter never ends a scan.
+    let (_d, _c, t) = fixture().await;
+    let all = v(&["r1", "r2", "r3", "r5", "r7", "s1"]);
+    let f = Filter::parse("SKIP PrefixFilter ('r5')").unwrap();
+    assert_eq!(rows(&t, f).await, all);
+    let f = Filter::parse("SKIP PageFilter (1)").unwrap();
+    assert_eq!(rows(&t, f).await, all);
+    // A cell the wrapped filter refuses still drops its whole row.
+    let f = Filter::parse("SKIP ValueFilter (!=, 'binary:w')").unwrap();
+    assert_eq!(rows(&t, f).await, v(&["r1", "r3", "r5", "r7", "s1"]));
+}

@@ -95,13 +95,16 @@ impl Compiled {
         })
     }
 
-    /// The cell's bytes against the comparator: `Equal` means "matches".
+    /// The cell's bytes against the comparator: `Equal` means "matches". A match-style
+    /// comparator (substring, regex, null, bit) that does not match orders the cell below
+    /// it, as HBase's comparators answer 1 (comparator above the cell) for a non-match: so
+    /// `<` and `<=` keep non-matching cells and `>` keeps none.
     fn order(&self, cell: &[u8]) -> Ordering {
         let matched = |m: bool| {
             if m {
                 Ordering::Equal
             } else {
-                Ordering::Greater
+                Ordering::Less
             }
         };
         match self {
@@ -113,7 +116,7 @@ impl Compiled {
                     .contains(s.as_str()),
             ),
             Compiled::Regex(re) => matched(re.is_match(cell)),
-            Compiled::Null => Ordering::Greater,
+            Compiled::Null => Ordering::Less,
             Compiled::Bit(v, op) => matched(
                 v.len() == cell.len()
                     && v.iter().zip(cell).any(|(a, c)| match op {

@@ -408,7 +408,8 @@ impl Node {
             Node::Page { size, accepted } => accepted >= size,
             Node::ColumnCountGet { limit, count } => count > limit,
             Node::WhileMatch { inner, done } => *done || inner.all_remaining(),
-            Node::Skip { inner, .. } => inner.all_remaining(),
+            // SkipFilter passes only per-cell calls and transforms to the filter it wraps.
+            Node::Skip { .. } => false,
             Node::List(l) if l.all => l.kids.iter().any(Node::all_remaining),
             Node::List(l) => !l.kids.is_empty() && l.kids.iter().all(Node::all_remaining),
             _ => false,
@@ -469,11 +470,19 @@ impl Node {
                 }
                 r
             }
-            Node::Skip { inner, .. } => inner.row_key(row),
-            Node::List(l) if l.all => l
-                .kids
-                .iter_mut()
-                .any(|k| k.all_remaining() || k.row_key(row)),
+            Node::Skip { .. } => false,
+            Node::List(l) if l.all => {
+                // Every member sees the row key, as HBase's MUST_PASS_ALL asks them all:
+                // PrefixFilter, InclusiveStopFilter, MultiRowRangeFilter and WhileMatchFilter
+                // learn there that the scan passed them.
+                let mut refused = false;
+                for k in l.kids.iter_mut() {
+                    if k.all_remaining() || k.row_key(row) {
+                        refused = true;
+                    }
+                }
+                refused
+            }
             Node::List(l) => {
                 for (k, out) in l.kids.iter_mut().zip(l.row_out.iter_mut()) {
                     *out = k.all_remaining() || k.row_key(row);
@@ -502,7 +511,7 @@ impl Node {
                 reverse: false,
                 ..
             } if !ranges.iter().any(|r| r.contains(row)) => next_range_start(ranges, row),
-            Node::Skip { inner, .. } => inner.row_hint(row),
+
             Node::List(l) if l.all => l.kids.iter().filter_map(|k| k.row_hint(row)).max(),
             Node::List(l) => {
                 let mut best: Option<Bytes> = None;
@@ -525,7 +534,7 @@ impl Node {
                 reverse: true,
                 ..
             } if row > prefix.as_ref() && !row.starts_with(prefix) => prefix_end(prefix),
-            Node::Skip { inner, .. } => inner.row_hint_rev(row),
+
             Node::List(l) if l.all => l.kids.iter().filter_map(|k| k.row_hint_rev(row)).min(),
             Node::List(l) => {
                 let mut best: Option<Bytes> = None;
@@ -751,8 +760,12 @@ impl Node {
             Node::ColumnValue(v) if v.exclude => {
                 cells.retain(|c| c.family != v.family || c.qualifier != v.qualifier)
             }
-            Node::Dependent(d) => cells.retain(|c| d.stamps.contains(&c.timestamp)),
-            Node::WhileMatch { inner, .. } | Node::Skip { inner, .. } => inner.row_cells(cells),
+            Node::Dependent(d) => {
+                // Sorted once per row, so a wide row costs cells x log(versions).
+                d.stamps.sort_unstable();
+                cells.retain(|c| d.stamps.binary_search(&c.timestamp).is_ok())
+            }
+            Node::WhileMatch { inner, .. } => inner.row_cells(cells),
             Node::List(l) => {
                 for (k, out) in l.kids.iter_mut().zip(&l.row_out) {
                     if l.all || !*out {
@@ -778,7 +791,7 @@ impl Node {
                 *accepted += 1;
                 *accepted > *size
             }
-            Node::Skip { inner, out } => *out || inner.row(),
+            Node::Skip { out, .. } => *out,
             Node::WhileMatch { inner, done } => {
                 if inner.row() {
                     *done = true;
@@ -933,7 +946,11 @@ impl FilterExec {
             if self.root.all_remaining() {
                 return RowStart::Done;
             }
-            let hint = if self.reverse {
+            // A WhileMatchFilter must see every row with visible cells (the first it refuses
+            // ends the scan), so no row is skipped unread past it.
+            let hint = if !self.row_key_first {
+                None
+            } else if self.reverse {
                 self.root.row_hint_rev(row).filter(|h| h.as_ref() <= row)
             } else {
                 self.root.row_hint(row).filter(|h| h.as_ref() > row)
@@ -959,7 +976,7 @@ impl FilterExec {
         if let Some(t) = target(&self.root, rc, &c) {
             if t.row > c.row {
                 self.skip_row = true;
-                if !self.reverse {
+                if !self.reverse && self.row_key_first {
                     self.seek_row = Some(t.row);
                 }
             } else if t.row == c.row {
