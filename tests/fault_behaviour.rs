@@ -44,6 +44,18 @@ fn name() -> TableName {
     TableName::parse(TABLE).unwrap()
 }
 
+/// Rows `r00..r04` and `r10..r14`, each round flushed into its own store file.
+async fn two_flushed_rounds(conn: &Connection) {
+    for round in 0..2 {
+        for i in 0..5 {
+            put(conn, &format!("r{round}{i}"), Durability::SyncWal)
+                .await
+                .unwrap();
+        }
+        conn.admin().flush(&name()).await.unwrap();
+    }
+}
+
 #[tokio::test]
 async fn failed_wal_fsync_fails_the_write_and_refuses_later_ones_until_reopen() {
     let (fs, conn) = setup().await;
@@ -107,14 +119,7 @@ async fn full_disk_fails_a_flush_which_keeps_its_data_and_is_retried() {
 #[tokio::test]
 async fn failed_compaction_leaves_its_inputs() {
     let (fs, conn) = setup().await;
-    for round in 0..2 {
-        for i in 0..5 {
-            put(&conn, &format!("r{round}{i}"), Durability::SyncWal)
-                .await
-                .unwrap();
-        }
-        conn.admin().flush(&name()).await.unwrap();
-    }
+    two_flushed_rounds(&conn).await;
     fs.fail_sync(1);
     assert!(conn.admin().major_compact(&name()).await.is_err());
     for round in 0..2 {
@@ -139,14 +144,7 @@ async fn failed_compaction_leaves_its_inputs() {
 #[tokio::test]
 async fn compaction_whose_catalog_dir_sync_failed_keeps_its_output() {
     let (fs, conn) = setup().await;
-    for round in 0..2 {
-        for i in 0..5 {
-            put(&conn, &format!("r{round}{i}"), Durability::SyncWal)
-                .await
-                .unwrap();
-        }
-        conn.admin().flush(&name()).await.unwrap();
-    }
+    two_flushed_rounds(&conn).await;
     fs.fail_sync(4);
     assert!(conn.admin().major_compact(&name()).await.is_err());
     drop(conn);

@@ -26,6 +26,14 @@ fn manual(dir: &Path) -> Config {
     Config::new(dir).split_policy(SplitPolicy::Disabled)
 }
 
+/// An engine without automatic splits holding table `t`, one region.
+async fn manual_table() -> (tempfile::TempDir, Connection, TableName) {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    conn.admin().create_table(desc("t")).await.unwrap();
+    (dir, conn, TableName::parse("t").unwrap())
+}
+
 fn row(i: usize) -> String {
     format!("r{i:05}")
 }
@@ -103,11 +111,8 @@ async fn wait_until_no_references(conn: &Connection) {
 
 #[tokio::test]
 async fn admin_split_at_a_row_serves_both_sides_and_survives_reopen() {
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    let (dir, conn, name) = manual_table().await;
     let admin = conn.admin();
-    let name = TableName::parse("t").unwrap();
-    admin.create_table(desc("t")).await.unwrap();
     put_rows(&conn, 0..1000, "a").await;
     let parent = regions(&conn).await[0].id;
 
@@ -273,11 +278,8 @@ async fn parent_files_are_deleted_only_when_no_region_lists_them_and_no_reader_h
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scan_running_across_splits_and_merges_returns_every_row_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    let (_dir, conn, name) = manual_table().await;
     let admin = conn.admin();
-    let name = TableName::parse("t").unwrap();
-    admin.create_table(desc("t")).await.unwrap();
     put_rows(&conn, 0..3000, "a").await;
     for reverse in [false, true] {
         let t = conn.table("t").unwrap();
@@ -399,11 +401,8 @@ async fn merge_reads_back_and_refuses_regions_that_are_not_adjacent() {
 /// after the successors) come back exactly once.
 #[tokio::test]
 async fn a_crash_before_or_after_the_catalog_update_loses_and_doubles_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    let (dir, conn, name) = manual_table().await;
     let admin = conn.admin();
-    let name = TableName::parse("t").unwrap();
-    admin.create_table(desc("t")).await.unwrap();
     put_rows(&conn, 0..600, "a").await;
     // Before the catalog update: the parent is flushed, nothing else happened.
     admin.flush(&name).await.unwrap();
@@ -458,11 +457,8 @@ async fn a_crash_before_or_after_the_catalog_update_loses_and_doubles_nothing() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writers_racing_splits_and_merges_lose_nothing() {
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    let (dir, conn, name) = manual_table().await;
     let admin = conn.admin();
-    let name = TableName::parse("t").unwrap();
-    admin.create_table(desc("t")).await.unwrap();
     let writers: Vec<_> = (0..4)
         .map(|w| {
             let t = conn.table("t").unwrap();
@@ -576,11 +572,8 @@ async fn two_million_increasing_keys_split_a_table_by_itself() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn families_added_during_splits_reach_every_daughter() {
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open_with(manual(dir.path())).await.unwrap();
+    let (dir, conn, name) = manual_table().await;
     let admin = conn.admin();
-    let name = TableName::parse("t").unwrap();
-    admin.create_table(desc("t")).await.unwrap();
     put_rows(&conn, 0..1000, "a").await;
     let t = conn.table("t").unwrap();
     for i in 0..8 {
