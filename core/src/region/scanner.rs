@@ -193,7 +193,14 @@ pub struct RegionScanner {
     filter: Option<Box<FilterExec>>,
     /// True once the filter said no later row can pass.
     filter_done: bool,
+    /// Rows returned so far, until the merges are pipelined.
+    rows_out: usize,
 }
+
+/// Rows a scan without a filter returns before it moves its families' merges to helper
+/// threads ([`MergeIter::pipeline`]): a scan this long is likely to go on, and the merge
+/// (file decoding included) then runs beside the matching instead of before it.
+const PIPELINE_AFTER_ROWS: usize = 512;
 
 /// Seeks every family's merge to the first cell of `row`: forward, the scan goes on at
 /// `row`; reverse, below it.
@@ -257,6 +264,7 @@ impl RegionScanner {
             cells_hint: 4,
             filter: None,
             filter_done: false,
+            rows_out: 0,
         })
     }
 
@@ -279,6 +287,11 @@ impl RegionScanner {
 
     /// The next row with at least one visible cell, or `None` at the end of the range.
     pub fn next_row(&mut self) -> Result<Option<RowResult>> {
+        if self.rows_out == PIPELINE_AFTER_ROWS && self.filter.is_none() {
+            for f in &mut self.fams {
+                f.iter.pipeline();
+            }
+        }
         while !self.done {
             for f in &mut self.fams {
                 take_error(&mut f.iter)?;
@@ -435,6 +448,7 @@ impl RegionScanner {
                 }
             }
             if !cells.is_empty() {
+                self.rows_out += 1;
                 return Ok(Some(RowResult { row, cells }));
             }
         }

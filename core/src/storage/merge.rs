@@ -4,6 +4,11 @@
 //! identical keys (the same write seen twice, e.g. replayed from the WAL after it was already
 //! flushed) are yielded once; a single source never repeats a key (MemStores and store files
 //! hold each key once). An error from any source ends the merge with that error.
+//!
+//! A long scan may move its merge to a helper thread ([`MergeIter::pipeline`]): the helper
+//! merges (and so reads and decodes the files' blocks) into batches on a bounded channel
+//! while the scan's own thread matches versions and builds rows. The cells, their order and
+//! where an error falls are the same as inline (a proptest checks this).
 
 use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::Result;
@@ -11,6 +16,8 @@ use crate::storage::memstore::MemStoreScanner;
 use crate::storage::storefile::{StoreFileRevScanner, StoreFileScanner};
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::mpsc::{sync_channel, Receiver};
 
 /// A sorted source of cells. The engine's own sources are variants, so the merge calls them
 /// without dynamic dispatch and the store-file decoder inlines into the scan loop; anything
@@ -106,6 +113,8 @@ fn same_key(a: &crate::cell::StoreKey, b: &crate::cell::StoreKey) -> bool {
 /// heap is on a later row than `cur` (`row_clear`), the rest of `cur`'s row in its source
 /// comes next and cannot be repeated elsewhere, so those cells cost a row equality test only.
 pub struct MergeIter {
+    /// Set once the merge moved to a helper thread: every method reads from it instead.
+    piped: Option<Box<Piped>>,
     sources: Vec<CellSource>,
     heap: BinaryHeap<Head>,
     /// The next head to yield; every head in `heap` comes after it.
@@ -122,6 +131,7 @@ impl MergeIter {
     pub fn new(sources: Vec<CellSource>, reverse: bool) -> Self {
         let n = sources.len();
         let mut m = MergeIter {
+            piped: None,
             sources,
             heap: BinaryHeap::with_capacity(n),
             cur: None,
@@ -199,6 +209,9 @@ impl MergeIter {
     /// an error is pending (which `next` then returns).
     #[inline]
     pub fn peek(&self) -> Option<&StoreCell> {
+        if let Some(p) = &self.piped {
+            return p.head.as_ref();
+        }
         if self.done || self.pending_err.is_some() {
             return None;
         }
@@ -207,6 +220,9 @@ impl MergeIter {
 
     /// True when the merge has an error to report: `peek` says `None` but `next` has more.
     pub fn has_error(&self) -> bool {
+        if let Some(p) = &self.piped {
+            return p.head.is_none() && p.err.is_some();
+        }
         !self.done && self.pending_err.is_some()
     }
 
@@ -215,11 +231,18 @@ impl MergeIter {
     /// yielded; a source whose next cell is already past `key` is left where it is, the
     /// others seek (a boxed source, which cannot, is stepped).
     pub fn seek(&mut self, key: &StoreKey) {
+        let reverse = self.reverse;
+        let past = |k: &StoreKey| if reverse { k <= key } else { k >= key };
+        if let Some(p) = self.piped.as_deref_mut() {
+            // The sources are on the helper thread: step to the key.
+            while p.head.as_ref().is_some_and(|c| !past(&c.key)) {
+                p.advance();
+            }
+            return;
+        }
         if self.done || self.pending_err.is_some() {
             return;
         }
-        let reverse = self.reverse;
-        let past = |k: &StoreKey| if reverse { k <= key } else { k >= key };
         if self.cur.as_ref().is_none_or(|h| past(&h.cell.key)) {
             // Every head in the heap comes after `cur`, so all are past `key` already.
             return;
@@ -265,10 +288,195 @@ impl MergeIter {
     }
 }
 
+/// Cells a pipelined merge hands over at a time.
+const PIPE_BATCH: usize = 1024;
+
+/// Batches a pipelined merge may hold ready before its reader takes them.
+const PIPE_DEPTH: usize = 2;
+
+/// Merge helper threads allowed at once in the process; beyond that, merges stay inline.
+pub const MAX_PIPELINED_MERGES: usize = 64;
+
+/// Merge helper threads running now.
+static PIPELINED: AtomicUsize = AtomicUsize::new(0);
+
+/// A helper thread's place in [`PIPELINED`], given back when the thread ends.
+struct PipeSlot;
+
+impl PipeSlot {
+    fn take() -> Option<PipeSlot> {
+        if PIPELINED.fetch_add(1, AtomicOrdering::AcqRel) >= MAX_PIPELINED_MERGES {
+            PIPELINED.fetch_sub(1, AtomicOrdering::AcqRel);
+            return None;
+        }
+        Some(PipeSlot)
+    }
+}
+
+impl Drop for PipeSlot {
+    fn drop(&mut self) {
+        PIPELINED.fetch_sub(1, AtomicOrdering::AcqRel);
+    }
+}
+
+/// How a batch from the helper ends.
+enum BatchEnd {
+    /// More batches follow.
+    More,
+    /// The merge ended after this batch.
+    Done,
+    /// The merge failed after this batch's cells.
+    Failed(crate::error::Error),
+}
+
+/// The reader's side of a merge running on a helper thread.
+///
+/// Invariants: `head` is the next cell, taken from `batch` or else from the channel, so
+/// `peek` needs no blocking; an error comes after every cell merged before it; a channel that
+/// closes without the helper's `Done` is an error, never a silently shorter merge.
+struct Piped {
+    head: Option<StoreCell>,
+    batch: std::vec::IntoIter<StoreCell>,
+    rx: Option<Receiver<(Vec<StoreCell>, BatchEnd)>>,
+    err: Option<crate::error::Error>,
+    /// The helper, joined on drop so that the files it reads are released when the merge is.
+    helper: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Piped {
+    fn drop(&mut self) {
+        // Closing the channel stops the helper at its next send (at most one batch away).
+        self.rx = None;
+        if let Some(h) = self.helper.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Piped {
+    /// Moves `head` to the next cell, waiting for the helper's next batch if need be.
+    fn advance(&mut self) {
+        loop {
+            if let Some(c) = self.batch.next() {
+                self.head = Some(c);
+                return;
+            }
+            self.head = None;
+            if self.err.is_some() {
+                return;
+            }
+            let Some(rx) = &self.rx else {
+                return;
+            };
+            match rx.recv() {
+                Ok((cells, end)) => {
+                    self.batch = cells.into_iter();
+                    match end {
+                        BatchEnd::More => {}
+                        BatchEnd::Done => self.rx = None,
+                        BatchEnd::Failed(e) => {
+                            self.rx = None;
+                            self.err = Some(e);
+                        }
+                    }
+                }
+                Err(_) => {
+                    self.rx = None;
+                    self.err = Some(crate::error::Error::Io(std::io::Error::other(
+                        "a pipelined merge's helper thread stopped before the merge ended",
+                    )));
+                }
+            }
+        }
+    }
+
+    /// The next item: the head cell, or the error once the cells before it are taken.
+    fn take(&mut self) -> Option<Result<StoreCell>> {
+        match self.head.take() {
+            Some(c) => {
+                self.advance();
+                Some(Ok(c))
+            }
+            None => self.err.take().map(Err),
+        }
+    }
+}
+
+impl MergeIter {
+    /// Moves the merging of the sources to a helper thread, which hands cells over in
+    /// batches through a bounded channel, so that a long scan merges and decodes on one
+    /// core while the caller matches and builds rows on another. What the merge yields is
+    /// unchanged; `seek` still works (by stepping). Does nothing when the merge is already
+    /// pipelined, finished or failed, or when no helper may start (see
+    /// [`MAX_PIPELINED_MERGES`]). Blocks until the first batch is ready.
+    pub fn pipeline(&mut self) {
+        if self.piped.is_some() || self.done || self.pending_err.is_some() || self.cur.is_none() {
+            return;
+        }
+        let Some(slot) = PipeSlot::take() else {
+            return;
+        };
+        let (give, receive) = std::sync::mpsc::channel::<MergeIter>();
+        let (tx, rx) = sync_channel(PIPE_DEPTH);
+        let spawned = std::thread::Builder::new()
+            .name("basalt-merge".into())
+            .spawn(move || {
+                let _slot = slot;
+                let Ok(mut merge) = receive.recv() else {
+                    return;
+                };
+                loop {
+                    let mut cells = Vec::with_capacity(PIPE_BATCH);
+                    let mut end = BatchEnd::More;
+                    while cells.len() < PIPE_BATCH {
+                        match merge.next() {
+                            Some(Ok(c)) => cells.push(c),
+                            Some(Err(e)) => {
+                                end = BatchEnd::Failed(e);
+                                break;
+                            }
+                            None => {
+                                end = BatchEnd::Done;
+                                break;
+                            }
+                        }
+                    }
+                    let last = !matches!(end, BatchEnd::More);
+                    // A send fails once the reader dropped its end: stop merging.
+                    if tx.send((cells, end)).is_err() || last {
+                        return;
+                    }
+                }
+            });
+        let Ok(helper) = spawned else {
+            return;
+        };
+        let reverse = self.reverse;
+        let inner = std::mem::replace(self, MergeIter::new(Vec::new(), reverse));
+        if let Err(back) = give.send(inner) {
+            // The helper is gone already: keep merging here.
+            *self = back.0;
+            return;
+        }
+        let mut piped = Piped {
+            head: None,
+            batch: Vec::new().into_iter(),
+            rx: Some(rx),
+            err: None,
+            helper: Some(helper),
+        };
+        piped.advance();
+        self.piped = Some(Box::new(piped));
+    }
+}
+
 impl Iterator for MergeIter {
     type Item = Result<StoreCell>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if let Some(p) = self.piped.as_deref_mut() {
+            return p.take();
+        }
         if self.done {
             return None;
         }
@@ -436,6 +644,62 @@ mod tests {
             }
             let rest: Vec<StoreKey> = m.map(|c| c.unwrap().key).collect();
             prop_assert_eq!(&rest[..], &want[pos.min(want.len())..]);
+        }
+
+        /// A merge moved to a helper thread after any number of cells yields exactly what
+        /// the same merge yields inline: the same cells, seeks (by stepping) included, and a
+        /// source's error after the same cells, then nothing.
+        #[test]
+        fn pipelined_merge_yields_what_the_inline_merge_yields(
+            lists in prop::collection::vec(prop::collection::btree_set((0u8..40, 0u8..3, 0u64..3), 0..600), 1..4),
+            fail_after in proptest::option::of(0usize..700),
+            pipeline_at in 0usize..800,
+            seek in proptest::option::of((0usize..900, 0u8..42)),
+            reverse in any::<bool>(),
+        ) {
+            let build = || {
+                let mut sources: Vec<CellSource> = Vec::new();
+                for (i, l) in lists.iter().enumerate() {
+                    let mut cells: Vec<StoreCell> = l.iter().map(|(r, q, s)| keyed(*r, *q, *s)).collect();
+                    cells.sort_by(|a, b| a.key.cmp(&b.key));
+                    if reverse { cells.reverse(); }
+                    let items: Vec<Result<StoreCell>> = cells.into_iter().enumerate().map(|(n, c)| {
+                        match fail_after {
+                            Some(f) if i == 0 && n >= f => Err(crate::error::Error::bad_argument("source failed")),
+                            _ => Ok(c),
+                        }
+                    }).collect();
+                    sources.push(CellSource::Boxed(Box::new(items.into_iter())));
+                }
+                MergeIter::new(sources, reverse)
+            };
+            let run = |pipelined: bool| {
+                let mut m = build();
+                let mut out = Vec::new();
+                let mut n = 0;
+                loop {
+                    if pipelined && n == pipeline_at { m.pipeline(); }
+                    if let Some((at, row)) = seek {
+                        if n == at { m.seek(&StoreKey::first_on_row(Bytes::copy_from_slice(&[row]))); }
+                    }
+                    let peeked = m.peek().map(|c| c.key.clone());
+                    match m.next() {
+                        Some(Ok(c)) => {
+                            assert_eq!(peeked.as_ref(), Some(&c.key));
+                            out.push(Ok(c.key));
+                        }
+                        Some(Err(e)) => {
+                            assert!(!m.has_error());
+                            out.push(Err(e.to_string()));
+                        }
+                        None => break,
+                    }
+                    n += 1;
+                }
+                assert!(m.next().is_none());
+                out
+            };
+            prop_assert_eq!(run(true), run(false));
         }
 
         /// Single-cell rows, many sources, duplicates across sources.

@@ -144,10 +144,9 @@ fn decompress_lz4(stored: &[u8]) -> Dec<Vec<u8>> {
     let (size, rest) =
         lz4_flex::block::uncompressed_size(stored).map_err(|e| format!("lz4 header: {e}"))?;
     check_size(size)?;
-    let mut out = vec![0u8; size];
-    let n = lz4_flex::block::decompress_into(rest, &mut out).map_err(|e| format!("lz4: {e}"))?;
-    if n != size {
-        return Err(format!("lz4 produced {n} bytes, header says {size}").into());
+    let out = lz4_flex::block::decompress(rest, size).map_err(|e| format!("lz4: {e}"))?;
+    if out.len() != size {
+        return Err(format!("lz4 produced {} bytes, header says {size}", out.len()).into());
     }
     Ok(out)
 }
@@ -234,6 +233,43 @@ mod tests {
             let crc = crc32fast::hash(&raw);
             raw.extend_from_slice(&crc.to_be_bytes());
             assert!(unframe(raw).is_err(), "code {code}");
+        }
+    }
+
+    /// Frames `stored` under `code` with a valid checksum, as a crafted file would.
+    fn framed(code: u8, stored: &[u8]) -> Vec<u8> {
+        let mut raw = vec![code];
+        raw.extend_from_slice(&(stored.len() as u32).to_be_bytes());
+        raw.extend_from_slice(stored);
+        let crc = crc32fast::hash(&raw);
+        raw.extend_from_slice(&crc.to_be_bytes());
+        raw
+    }
+
+    #[test]
+    fn lz4_size_header_that_lies_is_an_error() {
+        let payload: Vec<u8> = (0..4000u32).map(|i| (i % 7) as u8).collect();
+        let good = lz4_flex::block::compress_prepend_size(&payload);
+        for size in [0u32, 1, 100, 3999, 4001, 8000] {
+            let mut stored = good.clone();
+            stored[..4].copy_from_slice(&size.to_le_bytes());
+            assert!(unframe(framed(CODE_LZ4, &stored)).is_err(), "size {size}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The LZ4 decoder runs on bytes that passed the checksum; a crafted block with any
+        /// bytes at all must give an error or a payload of the declared size, never a panic.
+        #[test]
+        fn lz4_decoder_never_panics_on_crafted_blocks(
+            size in 0u32..20_000,
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+        ) {
+            let mut stored = size.to_le_bytes().to_vec();
+            stored.extend_from_slice(&body);
+            if let Ok(out) = unframe(framed(CODE_LZ4, &stored)) {
+                proptest::prop_assert_eq!(out.len(), size as usize);
+            }
         }
     }
 
