@@ -639,6 +639,9 @@ impl RegionObserver for Mirror {
     }
 }
 
+/// A row that makes `Mirror` add a bad write, the table named, and the reason expected.
+type Case = (&'static str, &'static str, fn(&Error) -> bool);
+
 #[tokio::test]
 async fn invalid_added_writes_fail_the_batch_with_nothing_written_and_run_no_hooks() {
     let dir = tempfile::tempdir().unwrap();
@@ -685,7 +688,7 @@ async fn invalid_added_writes_fail_the_batch_with_nothing_written_and_run_no_hoo
     // Two increments of one counter in one batch are summed.
     assert_eq!(counter(&stats, "n"), 3);
 
-    let cases: [(&str, &str, fn(&Error) -> bool); 4] = [
+    let cases: [Case; 4] = [
         ("bad-family1", "default:other", |e| {
             matches!(e, Error::FamilyNotFound { .. })
         }),

@@ -262,12 +262,13 @@ impl<'a> MiniBatch<'a> {
         }
     }
 
-    pub(crate) fn into_parts(
-        self,
-    ) -> (Vec<Option<Error>>, Vec<Mutation>, Vec<(TableName, AddedOp)>) {
+    pub(crate) fn into_parts(self) -> MiniBatchParts {
         (self.vetoes, self.extra, self.elsewhere)
     }
 }
+
+/// What a [`MiniBatch`] ends with: vetoes, writes added to its table, writes added by name.
+pub(crate) type MiniBatchParts = (Vec<Option<Error>>, Vec<Mutation>, Vec<(TableName, AddedOp)>);
 
 /// A mark in a [`MiniBatch`]'s history (see [`MiniBatch::savepoint`]).
 #[derive(Debug, Clone)]

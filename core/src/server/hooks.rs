@@ -36,6 +36,9 @@ use std::time::Duration;
 /// A write a batch hook added, checked, with its table (`None`: the batch's own table).
 type AddedWrite = (Option<Arc<TableState>>, AddedOp);
 
+/// The summed counter increments added to one row, with the row's table.
+type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a Bytes), i64>);
+
 /// What `pre_batch_mutate` left: each operation's veto and the checked added writes.
 pub(super) struct PreBatch {
     vetoes: Vec<Option<Error>>,
@@ -389,8 +392,7 @@ impl Engine {
         let mut durabilities = vec![durability];
         // Increments of one row are resolved together, amounts of one counter summed, so
         // that two increments of a counter in one batch do not read the same old value.
-        let mut incs: BTreeMap<(&str, &Bytes), (&TableState, BTreeMap<(&Bytes, &Bytes), i64>)> =
-            BTreeMap::new();
+        let mut incs: BTreeMap<(&str, &Bytes), RowIncrements<'_>> = BTreeMap::new();
         let mut tables: Vec<&TableState> = vec![t];
         for ((target, op), name) in added.iter().zip(&names) {
             let target: &TableState = target.as_deref().unwrap_or(t);
