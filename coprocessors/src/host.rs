@@ -10,11 +10,14 @@
 //! this host's life and lets the operation go on (`Unload`). A failed coprocessor's
 //! changes to a batch (vetoes, added mutations) are rolled back; changes it made to a put,
 //! delete or get before failing under `Unload` stay. A bypass ends the chain; a bypass in a
-//! hook that does not support it (post-hooks, `pre_batch_mutate`) is a failure.
+//! hook that does not support it (post-hooks, the batch hooks) is a failure. `post_batch`
+//! runs every coprocessor's hook even after one failed (each must hear the outcome).
 
 use crate::observer::{ObserverContext, RegionObserver};
 use async_trait::async_trait;
-use basalt_core::client::{Delete, Get, Put, RowResult};
+use basalt_core::client::{
+    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult,
+};
 use basalt_core::coprocessor::{Flow, HookEnv, MiniBatch, RegionHooks};
 use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, Result, TableName};
 use futures::FutureExt;
@@ -316,5 +319,167 @@ impl RegionHooks for CoprocessorHost {
             }
         }
         Ok(())
+    }
+
+    // Exists, increment, append, check-and-mutate and the later batch hooks.
+
+    async fn pre_exists(
+        &self,
+        env: &HookEnv<'_>,
+        get: &mut Get,
+        exists: &mut bool,
+    ) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_exists(&mut ctx, get, exists)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_exists(&self, env: &HookEnv<'_>, get: &Get, exists: &mut bool) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_exists(&mut ctx, get, exists)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_exists")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pre_increment(
+        &self,
+        env: &HookEnv<'_>,
+        inc: &mut Increment,
+        result: &mut RowResult,
+    ) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_increment(&mut ctx, inc, result)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_increment(
+        &self,
+        env: &HookEnv<'_>,
+        inc: &Increment,
+        result: &mut RowResult,
+    ) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_increment(&mut ctx, inc, result)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_increment")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pre_append(
+        &self,
+        env: &HookEnv<'_>,
+        append: &mut Append,
+        result: &mut RowResult,
+    ) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_append(&mut ctx, append, result)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_append(
+        &self,
+        env: &HookEnv<'_>,
+        append: &Append,
+        result: &mut RowResult,
+    ) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_append(&mut ctx, append, result)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_append")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn pre_check_and_mutate(
+        &self,
+        env: &HookEnv<'_>,
+        cam: &mut CheckAndMutate,
+        passed: &mut bool,
+    ) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = cp.observer.pre_check_and_mutate(&mut ctx, cam, passed);
+            match Self::guarded(cp, out).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_check_and_mutate(
+        &self,
+        env: &HookEnv<'_>,
+        cam: &CheckAndMutate,
+        passed: &mut bool,
+    ) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = cp.observer.post_check_and_mutate(&mut ctx, cam, passed);
+            let out = Self::guarded(cp, out).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_check_and_mutate")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_batch_mutate(&self, env: &HookEnv<'_>, ops: &[&Mutation]) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_batch_mutate(&mut ctx, ops)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_batch_mutate")) {
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_batch(
+        &self,
+        env: &HookEnv<'_>,
+        ops: &[&Mutation],
+        outcome: &Result<()>,
+    ) -> Result<()> {
+        // Every coprocessor hears the outcome, even after one of them failed here.
+        let mut first = None;
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let out = Self::guarded(cp, cp.observer.post_batch(&mut ctx, ops, outcome)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_batch")) {
+                if let Err(e) = self.settle(cp, f) {
+                    first.get_or_insert(e);
+                }
+            }
+        }
+        first.map_or(Ok(()), Err)
     }
 }

@@ -16,8 +16,8 @@
 //! engine's dispatch interface is `basalt_core::coprocessor::RegionHooks`, which this crate
 //! implements and core calls, so core never names a coprocessor.
 //!
-//! Not yet here: scanner, flush, compaction, split and WAL hooks, increment/append and
-//! check-and-mutate hooks, table and engine observers, Endpoint services.
+//! Not yet here: scanner, flush, compaction, split and WAL hooks, table and engine
+//! observers, Endpoint services.
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,7 +25,7 @@ pub mod host;
 pub mod observer;
 pub mod registry;
 
-pub use basalt_core::coprocessor::{Flow, HookEnv, MiniBatch};
+pub use basalt_core::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch};
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};

@@ -8,7 +8,9 @@
 //! or a timeout is handled under the coprocessor's [`basalt_core::FailurePolicy`].
 
 use async_trait::async_trait;
-use basalt_core::client::{Delete, Get, Put, RowResult};
+use basalt_core::client::{
+    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult,
+};
 use basalt_core::coprocessor::{HookEnv, MiniBatch};
 use basalt_core::{RegionInfo, Result, TableName};
 use bytes::Bytes;
@@ -67,8 +69,9 @@ impl<'a> ObserverContext<'a> {
     }
 
     /// Skips the operation and the coprocessors after this one in the chain. Only hooks
-    /// documented as bypassable (`pre_put`, `pre_delete`, `pre_get`) support it; elsewhere the
-    /// call is handled as a failure of this coprocessor.
+    /// documented as bypassable (`pre_put`, `pre_delete`, `pre_get`, `pre_exists`,
+    /// `pre_increment`, `pre_append`, `pre_check_and_mutate`) support it; elsewhere the call
+    /// is handled as a failure of this coprocessor.
     pub fn bypass(&mut self) {
         self.bypassed = true;
     }
@@ -108,8 +111,8 @@ pub trait RegionObserver: Send + Sync {
         Ok(())
     }
 
-    /// Before a get (also `exists` and a batch's gets). May change the get; bypassable: the
-    /// caller then gets `result` as this hook left it.
+    /// Before a get (also a batch's gets; `exists` runs `pre_exists` instead). May change
+    /// the get; bypassable: the caller then gets `result` as this hook left it.
     async fn pre_get(
         &self,
         _ctx: &mut ObserverContext<'_>,
@@ -131,13 +134,134 @@ pub trait RegionObserver: Send + Sync {
 
     /// Under the row locks of one region's share of a write (puts, deletes, row mutations,
     /// batches, check-and-mutate), before the WAL append. May veto single operations and
-    /// add mutations to this table that commit atomically with the batch. Not bypassable.
-    /// Must not write the batch's rows through the client API: that waits for the row locks
-    /// this batch holds, until the coprocessor's timeout cancels the hook.
+    /// add writes to this or other tables that commit atomically with the batch
+    /// ([`MiniBatch::add_mutation`], [`MiniBatch::add_mutation_to`],
+    /// [`MiniBatch::add_increment_to`]; they run no coprocessors of their table). Not
+    /// bypassable. Must not write the batch's rows through the client API: that waits for
+    /// the row locks this batch holds, until the coprocessor's timeout cancels the hook.
     async fn pre_batch_mutate(
         &self,
         _ctx: &mut ObserverContext<'_>,
         _batch: &mut MiniBatch<'_>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    // Exists, increment, append, check-and-mutate and the later batch hooks.
+
+    /// Before `exists` (which runs these hooks, not the get hooks, as HBase's `preExists`).
+    /// May change the get; bypassable: the caller then gets `exists` as this hook left it.
+    async fn pre_exists(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _get: &mut Get,
+        _exists: &mut bool,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After `exists`; may change the answer. Not bypassable.
+    async fn post_exists(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _get: &Get,
+        _exists: &mut bool,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before an increment, outside the row lock. May change it; bypassable: nothing is
+    /// written and the caller gets `result` as this hook left it. Increments run no batch
+    /// hooks.
+    async fn pre_increment(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _inc: &mut Increment,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After an increment is visible and its row lock released; may change the result (the
+    /// new values). Not bypassable.
+    async fn post_increment(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _inc: &Increment,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before an append, outside the row lock. May change it; bypassable as
+    /// `pre_increment`.
+    async fn pre_append(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _append: &mut Append,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After an append is visible; may change the result. Not bypassable.
+    async fn post_append(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _append: &Append,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before a check-and-mutate, outside the row lock. May change it; bypassable: nothing
+    /// is checked or written and the caller gets `passed` as this hook left it. When the
+    /// check passes, its mutations run the batch hooks.
+    async fn pre_check_and_mutate(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _cam: &mut CheckAndMutate,
+        _passed: &mut bool,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After a check-and-mutate (its write visible if it passed); may change the answer.
+    /// Not bypassable.
+    async fn post_check_and_mutate(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _cam: &CheckAndMutate,
+        _passed: &mut bool,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After one region's share of a write (`ops`, vetoed ones left out) is in the MemStore
+    /// and before it is visible: no reader, this hook's own `ctx.get` included, sees it yet.
+    /// The row locks are held and the engine-wide read point waits for this hook: keep it
+    /// short and never write through the engine here (the write would wait for this one
+    /// until the timeout). An error fails the call, but the write stays committed (it is in
+    /// the WAL). Not bypassable.
+    async fn post_batch_mutate(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _ops: &[&Mutation],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Always called once per region after a write whose `pre_batch_mutate` ran (HBase's
+    /// `postBatchMutateIndicatingFailure`), with `Ok` once it is visible or the error it
+    /// failed with (a hook's, a veto, an invalid added write, a lock timeout, a WAL
+    /// failure). `ops` are the operations it tried. Row locks are still held. An error fails
+    /// a successful call (the write stays committed) and is dropped after a failed one. Not
+    /// bypassable.
+    async fn post_batch(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _ops: &[&Mutation],
+        _outcome: &Result<()>,
     ) -> Result<()> {
         Ok(())
     }

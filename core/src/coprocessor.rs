@@ -12,11 +12,29 @@
 //! - `pre_put` / `pre_delete`: before validation and before any row lock; may change the
 //!   mutation or bypass it (the operation then succeeds without writing it).
 //! - `pre_batch_mutate`: once per region of a write, under the rows' locks, before the
-//!   sequence id and the WAL append; may veto single operations and add mutations to the
-//!   same table that commit in the same atomic unit (one WAL record, one MVCC transaction).
+//!   sequence id and the WAL append; may veto single operations and add mutations to this
+//!   or other tables that commit in the same atomic unit (one WAL record, one MVCC
+//!   transaction): see [`MiniBatch`].
+//! - `post_batch_mutate`: once per region of a write, after the MemStore insert and before
+//!   the write becomes visible (the MVCC read point has not passed it; the row locks are
+//!   held).
+//! - `post_batch`: once per region of a write whose `pre_batch_mutate` ran, always, with the
+//!   outcome (`Ok`, or the error the write failed with), after the write is visible and
+//!   before the row locks are released.
 //! - `post_put` / `post_delete`: after the write is visible and the row locks are released.
-//! - `pre_get` / `post_get`: around a get (and `exists`, and a batch's gets); `pre_get` may
-//!   supply the result and bypass the read, `post_get` may change the result.
+//! - `pre_get` / `post_get`: around a get (and a batch's gets); `pre_get` may supply the
+//!   result and bypass the read, `post_get` may change the result.
+//! - `pre_exists` / `post_exists`: around `exists` (which does not run the get hooks, as
+//!   HBase's `preExists`/`postExists`); `pre_exists` may supply the answer and bypass the
+//!   read, `post_exists` may change it.
+//! - `pre_increment` / `pre_append` / `pre_check_and_mutate`: before validation and before
+//!   the row lock; may change the operation, or supply the result and bypass it.
+//!   `post_increment` / `post_append` / `post_check_and_mutate`: after the write is visible
+//!   and the row lock released; may change the result. Increments and appends do not run the
+//!   batch hooks; a check-and-mutate whose condition passes runs them for its mutations.
+//!
+//! Mutations a batch hook adds never run hooks themselves, in any table (no pre/post hooks
+//! of the target table, no recursion): they are part of the batch that added them.
 //!
 //! Invariants: a table with no coprocessors has no hooks object, and the engine checks that
 //! `Option` first, so its operations allocate nothing for hooks; the engine holds row locks
@@ -24,7 +42,9 @@
 //! Implementations must not panic through these methods if they want the failure policy
 //! applied: the engine itself does not catch panics (the host in `basalt-coprocessors` does).
 
-use crate::client::ops::{Delete, Get, Mutation, Put, RowResult};
+use crate::client::ops::{
+    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult,
+};
 use crate::error::{Error, Result};
 use crate::region::{Region, RegionInfo};
 use crate::schema::{TableDescriptor, TableName};
@@ -109,6 +129,29 @@ pub struct MiniBatch<'a> {
     ops: &'a [&'a Mutation],
     vetoes: Vec<Option<Error>>,
     extra: Vec<Mutation>,
+    elsewhere: Vec<(TableName, AddedOp)>,
+}
+
+/// A write a batch hook adds to a table by name ([`MiniBatch::add_mutation_to`],
+/// [`MiniBatch::add_increment_to`]).
+#[derive(Debug, Clone)]
+pub enum AddedOp {
+    /// A put or a delete, written as given.
+    Mutation(Mutation),
+    /// Adds to 8-byte big-endian counters, resolved under the row's lock when the batch
+    /// commits: the new value is the latest committed value plus the amount (an absent
+    /// counter counts as 0). Increments of one counter added in one batch are summed.
+    Increment(Increment),
+}
+
+impl AddedOp {
+    /// The row written.
+    pub fn row(&self) -> &Bytes {
+        match self {
+            AddedOp::Mutation(m) => m.row(),
+            AddedOp::Increment(i) => i.row(),
+        }
+    }
 }
 
 impl<'a> MiniBatch<'a> {
@@ -117,6 +160,7 @@ impl<'a> MiniBatch<'a> {
             ops,
             vetoes: ops.iter().map(|_| None).collect(),
             extra: Vec::new(),
+            elsewhere: Vec::new(),
         }
     }
 
@@ -155,16 +199,46 @@ impl<'a> MiniBatch<'a> {
     }
 
     /// Adds a mutation of any row of this table that commits atomically with the batch
-    /// (both visible or neither, after a crash too). Rows the batch did not lock are not
-    /// locked for it: a concurrent writer of such a row commits before or after the batch.
-    /// An invalid added mutation fails the whole batch.
+    /// (both visible or neither, after a crash too). The row is locked for the batch as
+    /// [`MiniBatch::add_mutation_to`] says. An invalid added mutation fails the whole batch
+    /// with [`Error::InvalidAddedMutation`], writing nothing.
     pub fn add_mutation(&mut self, m: Mutation) {
         self.extra.push(m);
     }
 
-    /// The mutations added so far.
+    /// The mutations added so far to this table by [`MiniBatch::add_mutation`].
     pub fn added(&self) -> &[Mutation] {
         &self.extra
+    }
+
+    /// Adds a put or delete of a row of `table` (another table, or this one) that commits
+    /// atomically with the batch: one WAL record and one MVCC sequence id for everything,
+    /// so after a crash either all of it is there or none. It is checked against `table`'s
+    /// schema before anything is written: an unknown or disabled table, an unknown family,
+    /// a bad row or a too large value fails the whole batch with
+    /// [`Error::InvalidAddedMutation`]. It does not run `table`'s own coprocessors.
+    ///
+    /// Row locks: after every hook of the batch ran, the batch also locks the rows it adds
+    /// to (it keeps the rows it holds). A lock that would be taken out of the engine's lock
+    /// order is waited for at most `Config::row_lock_wait_ms`, after which the batch fails
+    /// with [`Error::RowLockTimeout`] having written nothing, so two batches adding to each
+    /// other's rows never deadlock.
+    pub fn add_mutation_to(&mut self, table: TableName, m: Mutation) {
+        self.elsewhere.push((table, AddedOp::Mutation(m)));
+    }
+
+    /// Adds counter increments of a row of `table` (another table, or this one) that commit
+    /// atomically with the batch, resolved under that row's lock (see [`AddedOp::Increment`]
+    /// and [`MiniBatch::add_mutation_to`] for validation and locking). A cell that is not an
+    /// 8-byte counter fails the batch with [`Error::InvalidAddedMutation`].
+    pub fn add_increment_to(&mut self, table: TableName, inc: Increment) {
+        self.elsewhere.push((table, AddedOp::Increment(inc)));
+    }
+
+    /// The writes added so far by [`MiniBatch::add_mutation_to`] and
+    /// [`MiniBatch::add_increment_to`], in order.
+    pub fn added_elsewhere(&self) -> &[(TableName, AddedOp)] {
+        &self.elsewhere
     }
 
     /// Marks the current state, so that [`MiniBatch::rollback`] can undo what one
@@ -172,6 +246,7 @@ impl<'a> MiniBatch<'a> {
     pub fn savepoint(&self) -> Savepoint {
         Savepoint {
             added: self.extra.len(),
+            elsewhere: self.elsewhere.len(),
             vetoed: self.vetoes.iter().map(Option::is_some).collect(),
         }
     }
@@ -179,6 +254,7 @@ impl<'a> MiniBatch<'a> {
     /// Undoes every veto and addition made since `sp`.
     pub fn rollback(&mut self, sp: Savepoint) {
         self.extra.truncate(sp.added);
+        self.elsewhere.truncate(sp.elsewhere);
         for (slot, was) in self.vetoes.iter_mut().zip(sp.vetoed) {
             if !was {
                 *slot = None;
@@ -186,15 +262,19 @@ impl<'a> MiniBatch<'a> {
         }
     }
 
-    pub(crate) fn into_parts(self) -> (Vec<Option<Error>>, Vec<Mutation>) {
-        (self.vetoes, self.extra)
+    pub(crate) fn into_parts(self) -> MiniBatchParts {
+        (self.vetoes, self.extra, self.elsewhere)
     }
 }
+
+/// What a [`MiniBatch`] ends with: vetoes, writes added to its table, writes added by name.
+pub(crate) type MiniBatchParts = (Vec<Option<Error>>, Vec<Mutation>, Vec<(TableName, AddedOp)>);
 
 /// A mark in a [`MiniBatch`]'s history (see [`MiniBatch::savepoint`]).
 #[derive(Debug, Clone)]
 pub struct Savepoint {
     added: usize,
+    elsewhere: usize,
     vetoed: Vec<bool>,
 }
 
@@ -240,6 +320,104 @@ pub trait RegionHooks: Send + Sync + std::fmt::Debug {
     /// Under the row locks, before the WAL append; may veto operations and add mutations.
     /// An error fails every operation of the batch and writes nothing.
     async fn pre_batch_mutate(&self, _env: &HookEnv<'_>, _batch: &mut MiniBatch<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    // Exists, increment, append, check-and-mutate and the later batch hooks.
+
+    /// Before `exists` (instead of the get hooks); may change the get, or set `exists` and
+    /// bypass the read.
+    async fn pre_exists(
+        &self,
+        _env: &HookEnv<'_>,
+        _get: &mut Get,
+        _exists: &mut bool,
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After `exists`; may change the answer.
+    async fn post_exists(&self, _env: &HookEnv<'_>, _get: &Get, _exists: &mut bool) -> Result<()> {
+        Ok(())
+    }
+    /// Before an increment, outside the row lock; may change it, or fill `result` and bypass
+    /// it (nothing is written; the caller gets `result`).
+    async fn pre_increment(
+        &self,
+        _env: &HookEnv<'_>,
+        _inc: &mut Increment,
+        _result: &mut RowResult,
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After an increment is visible; may change the result.
+    async fn post_increment(
+        &self,
+        _env: &HookEnv<'_>,
+        _inc: &Increment,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// Before an append, outside the row lock; may change it, or fill `result` and bypass it.
+    async fn pre_append(
+        &self,
+        _env: &HookEnv<'_>,
+        _append: &mut Append,
+        _result: &mut RowResult,
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After an append is visible; may change the result.
+    async fn post_append(
+        &self,
+        _env: &HookEnv<'_>,
+        _append: &Append,
+        _result: &mut RowResult,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// Before a check-and-mutate, outside the row lock; may change it, or set `passed` and
+    /// bypass it (nothing is checked or written; the caller gets `passed`).
+    async fn pre_check_and_mutate(
+        &self,
+        _env: &HookEnv<'_>,
+        _cam: &mut CheckAndMutate,
+        _passed: &mut bool,
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After a check-and-mutate (its write visible if the check passed); may change the
+    /// answer.
+    async fn post_check_and_mutate(
+        &self,
+        _env: &HookEnv<'_>,
+        _cam: &CheckAndMutate,
+        _passed: &mut bool,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// After the region's share of a write (`ops`, vetoed ones left out) is in the MemStore,
+    /// before it is visible: readers, this hook's own included, do not see it yet; the row
+    /// locks are held and the engine-wide read point waits for this hook, so keep it short
+    /// and never write through the engine here (that write would wait for this one). An
+    /// error is returned to the caller, but the write stays committed (it is in the WAL).
+    async fn post_batch_mutate(&self, _env: &HookEnv<'_>, _ops: &[&Mutation]) -> Result<()> {
+        Ok(())
+    }
+    /// Always called, once per region, after a write whose `pre_batch_mutate` ran: with
+    /// `Ok` once the write is visible, or with the error it failed with (from
+    /// `pre_batch_mutate`, a veto, an invalid added mutation, a lock timeout, the WAL ...).
+    /// `ops` are the operations the write tried (after vetoes; a batch whose operations were
+    /// all vetoed writes nothing, its added writes included, and has no call). Row locks are
+    /// still held.
+    /// An error from this hook fails a successful call (the write stays committed) and is
+    /// dropped after a failed one.
+    async fn post_batch(
+        &self,
+        _env: &HookEnv<'_>,
+        _ops: &[&Mutation],
+        _outcome: &Result<()>,
+    ) -> Result<()> {
         Ok(())
     }
 }

@@ -105,6 +105,28 @@ pub enum Error {
         /// What went wrong.
         msg: String,
     },
+    /// A mutation a coprocessor added to a batch (`MiniBatch::add_mutation_to` and friends)
+    /// is invalid for its table (unknown or disabled table, unknown family, bad row, value
+    /// too large, not a counter): the whole batch fails and nothing is written.
+    #[error("a mutation a coprocessor added to table {table} is invalid: {reason}")]
+    InvalidAddedMutation {
+        /// The table the mutation was added to.
+        table: String,
+        /// Why it is invalid.
+        reason: Box<Error>,
+    },
+    /// A batch could not take the row lock of a row a coprocessor added a mutation to within
+    /// the engine's `row_lock_wait_ms` (it waited out of lock order, so it may have been a
+    /// deadlock): the batch fails, nothing is written, and the caller may retry.
+    #[error("row lock of {row} in table {table} not acquired within {waited_ms} ms")]
+    RowLockTimeout {
+        /// The table of the row.
+        table: String,
+        /// The row, lossily decoded as UTF-8.
+        row: String,
+        /// How long the batch waited.
+        waited_ms: u64,
+    },
     /// A filter string is malformed (see [`crate::filter::parse`]).
     #[error("bad filter at byte {pos}: {msg}")]
     FilterParse {

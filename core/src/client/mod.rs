@@ -283,7 +283,7 @@ impl Table {
 
     /// True when the get would return at least one cell.
     pub async fn exists(&self, g: Get) -> Result<bool> {
-        Ok(!self.engine.get_hooked(&*self.state()?, g).await?.is_empty())
+        self.engine.exists_hooked(&*self.state()?, g).await
     }
 
     /// Writes delete markers.

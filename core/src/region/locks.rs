@@ -4,9 +4,17 @@
 //! after its write is visible. Invariant: a holder of many rows locks their stripes in
 //! ascending stripe order, each stripe once, so two writers can never deadlock. Unrelated rows
 //! that share a stripe merely wait for each other.
+//!
+//! A holder may take more rows later ([`RowLocks::lock_more`], for the rows a coprocessor's
+//! batch hook adds mutations to): stripes above every stripe it holds are still waited for in
+//! order, without a limit; a stripe below one it holds breaks the order, so it is waited for
+//! at most a bounded time and the caller gives up (releasing everything) when it runs out.
+//! Every cycle of waiters needs at least one such out-of-order wait, and each of those ends,
+//! so no deadlock lasts longer than that bound.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
+use std::time::Duration;
 use tokio::sync::{Mutex, MutexGuard};
 
 /// Striped row locks.
@@ -55,5 +63,103 @@ impl RowLocks {
             }
         }
         RowLockGuard { _guards: guards }
+    }
+
+    /// Locks the rows `more` while the caller already holds the rows `held` (locked by
+    /// [`RowLocks::lock`]); stripes it already holds are skipped. A stripe above all held ones
+    /// is waited for without a limit, one below is waited for at most `wait` (see the module
+    /// doc). On a timeout, returns the index in `more` of a row it could not lock, having
+    /// released what this call took.
+    pub async fn lock_more<'a>(
+        &'a self,
+        held: impl IntoIterator<Item = (&str, &[u8])>,
+        more: &[(&str, &[u8])],
+        wait: Duration,
+    ) -> Result<RowLockGuard<'a>, usize> {
+        let mut held: Vec<usize> = held.into_iter().map(|(t, r)| self.stripe(t, r)).collect();
+        held.sort_unstable();
+        held.dedup();
+        let mut top = held.last().copied();
+        let mut idx: Vec<(usize, usize)> = more
+            .iter()
+            .enumerate()
+            .map(|(i, (t, r))| (self.stripe(t, r), i))
+            .filter(|(s, _)| held.binary_search(s).is_err())
+            .collect();
+        idx.sort_unstable();
+        idx.dedup_by_key(|(s, _)| *s);
+        let mut guards = Vec::with_capacity(idx.len());
+        for (s, i) in idx {
+            let Some(m) = self.stripes.get(s) else {
+                continue;
+            };
+            let g = match m.try_lock() {
+                Ok(g) => g,
+                Err(_) if top.is_none_or(|t| s > t) => m.lock().await,
+                Err(_) => match tokio::time::timeout(wait, m.lock()).await {
+                    Ok(g) => g,
+                    Err(_) => return Err(i),
+                },
+            };
+            top = Some(top.map_or(s, |t| t.max(s)));
+            guards.push(g);
+        }
+        Ok(RowLockGuard { _guards: guards })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::expect_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn lock_more_skips_held_stripes_and_bounds_out_of_order_waits() {
+        let locks = RowLocks::new(1);
+        let held = locks.lock([("t", b"a".as_slice())]).await;
+        // One stripe: the added row shares the held stripe, which is skipped (no self-wait).
+        let more = locks
+            .lock_more(
+                [("t", b"a".as_slice())],
+                &[("u", b"b")],
+                Duration::from_millis(10),
+            )
+            .await;
+        assert!(more.is_ok());
+        drop(more);
+        drop(held);
+        // Two stripes, both held elsewhere: an out-of-order wait gives up after the bound.
+        let locks = RowLocks::new(64);
+        let rows: Vec<Vec<u8>> = (0u8..=255).map(|i| vec![i]).collect();
+        let mut pair = None;
+        'find: for a in &rows {
+            for b in &rows {
+                if locks.stripe("t", b) < locks.stripe("t", a) {
+                    pair = Some((a.clone(), b.clone()));
+                    break 'find;
+                }
+            }
+        }
+        let (hi, lo) = pair.expect("two rows on different stripes");
+        let mine = locks.lock([("t", hi.as_slice())]).await;
+        let other = locks.lock([("t", lo.as_slice())]).await;
+        let out = locks
+            .lock_more(
+                [("t", hi.as_slice())],
+                &[("t", lo.as_slice())],
+                Duration::from_millis(20),
+            )
+            .await;
+        assert_eq!(out.err(), Some(0));
+        drop(other);
+        let out = locks
+            .lock_more(
+                [("t", hi.as_slice())],
+                &[("t", lo.as_slice())],
+                Duration::from_millis(20),
+            )
+            .await;
+        assert!(out.is_ok());
+        drop(mine);
     }
 }

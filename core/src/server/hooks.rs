@@ -3,21 +3,54 @@
 //!
 //! Order of a hooked write (ARCHITECTURE.md): `pre_put`/`pre_delete` per mutation, outside
 //! any lock -> validation -> row locks -> `pre_batch_mutate` per region under the locks ->
-//! commit (one WAL record, one MVCC transaction, mutations the hooks added included) ->
-//! unlock -> `post_put`/`post_delete`. Invariants: a table without coprocessors never enters
-//! this module's paths (callers check `TableState::hooks` first, which allocates nothing);
-//! row locks are only ever held by guards, so a hook's error, panic or cancellation releases
-//! them; hooks are loaded before a table change is written, so a coprocessor that cannot load
-//! changes nothing.
+//! the added writes are checked against their tables' schemas -> the rows they write are
+//! locked (out-of-order waits bounded, see `region::locks`) -> commit (one WAL record, one
+//! MVCC sequence id across every table written) -> MemStore inserts -> `post_batch_mutate`
+//! per region -> visible -> `post_batch` per region with the outcome (always, once
+//! `pre_batch_mutate` ran) -> unlock -> `post_put`/`post_delete`. Increments, appends,
+//! check-and-mutates and exists have their own pre-hooks before validation and post-hooks
+//! after visibility.
+//!
+//! Invariants: a table without coprocessors never enters this module's paths (callers check
+//! `TableState::hooks` first, which allocates nothing); row locks are only ever held by
+//! guards, so a hook's error, panic or cancellation releases them; an added write that is
+//! invalid, or whose lock cannot be had, fails the batch before its sequence id is taken, so
+//! nothing is written; added writes run no hooks of their table; hooks are loaded before a
+//! table change is written, so a coprocessor that cannot load changes nothing.
 
-use super::{Config, Engine, TableState};
-use crate::client::ops::{BatchOutcome, Get, Mutation, RowResult};
-use crate::coprocessor::{Flow, HookEnv, MiniBatch, RegionHooks};
+use super::write::{mutation_durability, strongest, Delta, PreparedCell};
+use super::{now_ms, Config, Engine, TableState};
+use crate::client::ops::{
+    Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult,
+};
+use crate::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch, RegionHooks};
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::schema::{CoprocessorDescriptor, TableDescriptor, TableName};
+use crate::wal::Durability;
+use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// A write a batch hook added, checked, with its table (`None`: the batch's own table).
+type AddedWrite = (Option<Arc<TableState>>, AddedOp);
+
+/// The summed counter increments added to one row, with the row's table.
+type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a Bytes), i64>);
+
+/// What `pre_batch_mutate` left: each operation's veto and the checked added writes.
+pub(super) struct PreBatch {
+    vetoes: Vec<Option<Error>>,
+    added: Vec<AddedWrite>,
+}
+
+/// The `post_batch_mutate` call a commit makes between its MemStore inserts and visibility.
+pub(crate) struct PostApply<'a> {
+    hooks: &'a Arc<dyn RegionHooks>,
+    table: &'a TableState,
+    ops: &'a [&'a Mutation],
+}
 
 /// One slot of a batch's results.
 type Slot = Option<Result<BatchOutcome>>;
@@ -48,15 +81,47 @@ pub(crate) fn load_hooks(
     }
 }
 
-/// A copy of an error for a second operation of a batch (errors are not `Clone`).
-fn copy_error(e: &Error) -> Error {
+/// A copy of an error for a second operation of a batch (errors are not `Clone`): the
+/// errors hooks and added writes fail batches with keep their variant, others become
+/// [`Error::WritesRefused`] with their message.
+pub(super) fn copy_error(e: &Error) -> Error {
     match e {
         Error::Coprocessor { name, msg } => Error::Coprocessor {
             name: name.clone(),
             msg: msg.clone(),
         },
         Error::BadArgument(m) => Error::BadArgument(m.clone()),
+        Error::InvalidAddedMutation { table, reason } => Error::InvalidAddedMutation {
+            table: table.clone(),
+            reason: Box::new(copy_error(reason)),
+        },
+        Error::RowLockTimeout {
+            table,
+            row,
+            waited_ms,
+        } => Error::RowLockTimeout {
+            table: table.clone(),
+            row: row.clone(),
+            waited_ms: *waited_ms,
+        },
+        Error::FamilyNotFound { table, family } => Error::FamilyNotFound {
+            table: table.clone(),
+            family: family.clone(),
+        },
+        Error::TableNotFound(t) => Error::TableNotFound(t.clone()),
+        Error::TableDisabled(t) => Error::TableDisabled(t.clone()),
+        Error::NotACounter { column, len } => Error::NotACounter {
+            column: column.clone(),
+            len: *len,
+        },
         other => Error::WritesRefused(other.to_string()),
+    }
+}
+
+fn invalid_added(table: &TableName, e: Error) -> Error {
+    Error::InvalidAddedMutation {
+        table: table.to_string(),
+        reason: Box::new(e),
     }
 }
 
@@ -208,15 +273,12 @@ impl Engine {
         first_err.map_or(Ok(()), Err)
     }
 
-    /// Runs `pre_batch_mutate` once per region of `muts` (the caller holds their row locks).
-    /// Returns the veto of each operation and the validated mutations the hooks added; an
-    /// error (a hook's, or an invalid added mutation) fails the whole batch.
-    pub(super) async fn pre_batch(
-        self: &Arc<Self>,
+    /// `muts` grouped by the region each falls in, in region-id order.
+    fn by_region(
+        &self,
         t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
         muts: &[&Mutation],
-    ) -> Result<(Vec<Option<Error>>, Vec<Mutation>)> {
+    ) -> Result<Vec<(Arc<Region>, Vec<usize>)>> {
         let mut by_region: BTreeMap<u64, (Arc<Region>, Vec<usize>)> = BTreeMap::new();
         for (i, m) in muts.iter().enumerate() {
             let r = self.region_for(t, m.row())?;
@@ -226,27 +288,367 @@ impl Engine {
                 .1
                 .push(i);
         }
+        Ok(by_region.into_values().collect())
+    }
+
+    /// Runs `pre_batch_mutate` once per region of `muts` (the caller holds their row locks).
+    /// Returns the veto of each operation and the writes the hooks added, checked against
+    /// their tables; an error (a hook's, or an invalid added write as
+    /// [`Error::InvalidAddedMutation`]) fails the whole batch.
+    pub(super) async fn pre_batch(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        muts: &[&Mutation],
+    ) -> Result<PreBatch> {
         let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
-        let mut extra = Vec::new();
-        for (region, idx) in by_region.into_values() {
+        let mut added: Vec<AddedWrite> = Vec::new();
+        for (region, idx) in self.by_region(t, muts)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| muts.get(*i).copied()).collect();
             let env = HookEnv::new(self, t, region);
             let mut mb = MiniBatch::new(&ops);
             hooks.pre_batch_mutate(&env, &mut mb).await?;
-            let (v, added) = mb.into_parts();
+            let (v, same, elsewhere) = mb.into_parts();
             for (j, veto) in v.into_iter().enumerate() {
                 if let (Some(e), Some(slot)) = (veto, idx.get(j).and_then(|i| vetoes.get_mut(*i))) {
                     *slot = Some(e);
                 }
             }
-            extra.extend(added);
+            added.extend(same.into_iter().map(|m| (None, AddedOp::Mutation(m))));
+            for (name, op) in elsewhere {
+                if name == t.name {
+                    added.push((None, op));
+                } else {
+                    let target = self.table(&name).map_err(|e| invalid_added(&name, e))?;
+                    added.push((Some(target), op));
+                }
+            }
         }
-        for m in &extra {
-            self.validate_mutation(t, m).map_err(|e| {
-                Error::bad_argument(format!("a mutation a coprocessor added is invalid: {e}"))
+        for (target, op) in &added {
+            let target: &TableState = target.as_deref().unwrap_or(t);
+            let checked = target.check_enabled().and_then(|()| match op {
+                AddedOp::Mutation(m) => self.validate_mutation(target, m),
+                AddedOp::Increment(inc) => self.validate_increment(target, inc),
+            });
+            checked.map_err(|e| invalid_added(&target.name, e))?;
+        }
+        Ok(PreBatch { vetoes, added })
+    }
+
+    /// Commits a batch's prepared `cells` (of the operations `written`; the caller holds the
+    /// row locks of `held`, rows of `t`) with the writes its hooks `added`: locks the rows
+    /// those write, prepares them (increments read their counters under the lock) and
+    /// commits everything as one WAL record and one sequence id, running `post_batch_mutate`
+    /// before visibility. Returns that hook's error as `Ok(Some(e))`: the batch committed.
+    #[allow(clippy::too_many_arguments)]
+    async fn commit_with_added(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        held: &[Bytes],
+        written: &[&Mutation],
+        mut cells: Vec<PreparedCell>,
+        durability: Durability,
+        added: Vec<AddedWrite>,
+    ) -> Result<Option<Error>> {
+        let post = PostApply {
+            hooks,
+            table: t,
+            ops: written,
+        };
+        if added.is_empty() {
+            return self
+                .commit_tables(&[t], cells, durability, Some(post))
+                .await;
+        }
+        let own = t.name.to_string();
+        let names: Vec<String> = added
+            .iter()
+            .map(|(target, _)| {
+                target
+                    .as_ref()
+                    .map_or_else(|| own.clone(), |x| x.name.to_string())
+            })
+            .collect();
+        let more: Vec<(&str, &[u8])> = names
+            .iter()
+            .zip(&added)
+            .map(|(n, (_, op))| (n.as_str(), op.row().as_ref()))
+            .collect();
+        let wait = Duration::from_millis(self.config.row_lock_wait_ms);
+        let _extra = self
+            .locks
+            .lock_more(held.iter().map(|r| (own.as_str(), r.as_ref())), &more, wait)
+            .await
+            .map_err(|i| Error::RowLockTimeout {
+                table: names.get(i).cloned().unwrap_or_default(),
+                row: more
+                    .get(i)
+                    .map(|(_, r)| String::from_utf8_lossy(r).into_owned())
+                    .unwrap_or_default(),
+                waited_ms: self.config.row_lock_wait_ms,
             })?;
+        let now = now_ms();
+        let mut durabilities = vec![durability];
+        // Increments of one row are resolved together, amounts of one counter summed, so
+        // that two increments of a counter in one batch do not read the same old value.
+        let mut incs: BTreeMap<(&str, &Bytes), RowIncrements<'_>> = BTreeMap::new();
+        let mut tables: Vec<&TableState> = vec![t];
+        for ((target, op), name) in added.iter().zip(&names) {
+            let target: &TableState = target.as_deref().unwrap_or(t);
+            if !tables.iter().any(|x| x.name == target.name) {
+                tables.push(target);
+            }
+            match op {
+                AddedOp::Mutation(m) => {
+                    durabilities.push(mutation_durability(m));
+                    self.prepare(target, m, now, &mut cells)
+                        .map_err(|e| invalid_added(&target.name, e))?;
+                }
+                AddedOp::Increment(inc) => {
+                    durabilities.push(inc.durability);
+                    let slot = incs
+                        .entry((name.as_str(), &inc.row))
+                        .or_insert_with(|| (target, BTreeMap::new()));
+                    for (f, q, amount) in &inc.columns {
+                        let sum = slot.1.entry((f, q)).or_insert(0);
+                        *sum = sum.wrapping_add(*amount);
+                    }
+                }
+            }
         }
-        Ok((vetoes, extra))
+        for ((_, row), (target, columns)) in incs {
+            let deltas = columns
+                .into_iter()
+                .map(|((f, q), a)| (f, q, Delta::Add(a)))
+                .collect();
+            self.resolve_deltas(target, row, deltas, now, &mut cells)
+                .map_err(|e| invalid_added(&target.name, e))?;
+        }
+        self.commit_tables(&tables, cells, strongest(durabilities), Some(post))
+            .await
+    }
+
+    /// Runs `post_batch_mutate` once per region of a commit's operations (the batch is in
+    /// the MemStore, not yet visible).
+    pub(super) async fn post_apply(self: &Arc<Self>, p: &PostApply<'_>) -> Result<()> {
+        for (region, idx) in self.by_region(p.table, p.ops)? {
+            let ops: Vec<&Mutation> = idx.iter().filter_map(|i| p.ops.get(*i).copied()).collect();
+            let env = HookEnv::new(self, p.table, region);
+            p.hooks.post_batch_mutate(&env, &ops).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs `post_batch` once per region of `ops` with the batch's outcome; returns the
+    /// first hook error.
+    async fn post_batch_all(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        ops: &[&Mutation],
+        outcome: &Result<()>,
+    ) -> Result<()> {
+        let mut first = None;
+        for (region, idx) in self.by_region(t, ops)? {
+            let region_ops: Vec<&Mutation> =
+                idx.iter().filter_map(|i| ops.get(*i).copied()).collect();
+            let env = HookEnv::new(self, t, region);
+            if let Err(e) = hooks.post_batch(&env, &region_ops, outcome).await {
+                first.get_or_insert(e);
+            }
+        }
+        first.map_or(Ok(()), Err)
+    }
+
+    /// The locked part of a hooked atomic write (`mutate`, `mutate_row`, a passed
+    /// check-and-mutate): the caller holds the row locks of `muts`. Any veto fails it all.
+    pub(super) async fn mutate_locked_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        muts: &[Mutation],
+    ) -> Result<()> {
+        let refs: Vec<&Mutation> = muts.iter().collect();
+        let run = async {
+            let pre = self.pre_batch(t, hooks, &refs).await?;
+            if let Some(e) = pre.vetoes.into_iter().flatten().next() {
+                return Err(e);
+            }
+            let now = now_ms();
+            let mut cells = Vec::new();
+            for m in &refs {
+                self.prepare(t, m, now, &mut cells)?;
+            }
+            let durability = strongest(refs.iter().map(|m| mutation_durability(m)));
+            let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
+            self.commit_with_added(t, hooks, &held, &refs, cells, durability, pre.added)
+                .await
+        };
+        let (outcome, late) = match run.await {
+            Ok(late) => (Ok(()), late),
+            Err(e) => (Err(e), None),
+        };
+        let post = self.post_batch_all(t, hooks, &refs, &outcome).await;
+        outcome?;
+        if let Some(e) = late {
+            return Err(e);
+        }
+        post
+    }
+
+    /// The locked part of a hooked batch (the caller holds the row locks of `group`):
+    /// `pre_batch_mutate` (vetoed operations are answered and leave `group`; a hook error
+    /// answers every operation and empties it), prepare, commit with the added writes,
+    /// `post_batch`. Returns the operations committed (their slots still empty unless a
+    /// later hook failed them) and the commit's outcome.
+    pub(super) async fn batch_locked_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        group: &mut Vec<(usize, Mutation)>,
+        results: &mut [Slot],
+    ) -> (Vec<usize>, Result<()>) {
+        let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
+        let refs: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
+        let pre = self.pre_batch(t, hooks, &refs).await;
+        let pre = match pre {
+            Ok(pre) => {
+                drop(refs);
+                pre
+            }
+            Err(e) => {
+                let outcome = Err(e);
+                // A failed batch's post_batch error is dropped: the batch's error stands.
+                let _ = self.post_batch_all(t, hooks, &refs, &outcome).await;
+                drop(refs);
+                if let Err(e) = &outcome {
+                    for (i, _) in group.drain(..) {
+                        set(results, i, Err(copy_error(e)));
+                    }
+                }
+                return (Vec::new(), Ok(()));
+            }
+        };
+        let mut vetoes = pre.vetoes.into_iter();
+        group.retain(|(i, _)| match vetoes.next().flatten() {
+            Some(e) => {
+                set(results, *i, Err(e));
+                false
+            }
+            None => true,
+        });
+        let (cells, ok, durability) = self.prepare_group(t, group, results);
+        let written: Vec<&Mutation> = group
+            .iter()
+            .filter(|(i, _)| ok.binary_search(i).is_ok())
+            .map(|(_, m)| m)
+            .collect();
+        if written.is_empty() {
+            // Nothing of the batch is written: neither are the writes its hooks added.
+            return (ok, Ok(()));
+        }
+        let run = self
+            .commit_with_added(t, hooks, &held, &written, cells, durability, pre.added)
+            .await;
+        let (outcome, late) = match run {
+            Ok(late) => (Ok(()), late),
+            Err(e) => (Err(e), None),
+        };
+        let post = self.post_batch_all(t, hooks, &written, &outcome).await;
+        if outcome.is_ok() {
+            if let Some(e) = late.or(post.err()) {
+                for i in &ok {
+                    set(results, *i, Err(copy_error(&e)));
+                }
+            }
+        }
+        (ok, outcome)
+    }
+
+    /// Answers `exists`, running the table's exists hooks when it has coprocessors (not the
+    /// get hooks).
+    pub async fn exists_hooked(self: &Arc<Self>, t: &TableState, mut g: Get) -> Result<bool> {
+        let Some(hooks) = t.hooks() else {
+            return Ok(!self.get(t, &g)?.is_empty());
+        };
+        self.check_open()?;
+        t.check_enabled()?;
+        let env = self.env_for(t, &g.row)?;
+        let mut exists = false;
+        if hooks.pre_exists(&env, &mut g, &mut exists).await? == Flow::Bypass {
+            return Ok(exists);
+        }
+        let mut exists = !self.get(t, &g)?.is_empty();
+        hooks.post_exists(&env, &g, &mut exists).await?;
+        Ok(exists)
+    }
+
+    /// [`Engine::increment`] for a table with coprocessors.
+    pub(super) async fn increment_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        mut inc: Increment,
+    ) -> Result<RowResult> {
+        self.check_open()?;
+        t.check_enabled()?;
+        let env = self.env_for(t, &inc.row)?;
+        let mut result = RowResult {
+            row: inc.row.clone(),
+            cells: Vec::new(),
+        };
+        if hooks.pre_increment(&env, &mut inc, &mut result).await? == Flow::Bypass {
+            return Ok(result);
+        }
+        let mut result = self.increment_unhooked(t, &inc).await?;
+        hooks.post_increment(&env, &inc, &mut result).await?;
+        Ok(result)
+    }
+
+    /// [`Engine::append`] for a table with coprocessors.
+    pub(super) async fn append_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        mut app: Append,
+    ) -> Result<RowResult> {
+        self.check_open()?;
+        t.check_enabled()?;
+        let env = self.env_for(t, &app.row)?;
+        let mut result = RowResult {
+            row: app.row.clone(),
+            cells: Vec::new(),
+        };
+        if hooks.pre_append(&env, &mut app, &mut result).await? == Flow::Bypass {
+            return Ok(result);
+        }
+        let mut result = self.append_unhooked(t, &app).await?;
+        hooks.post_append(&env, &app, &mut result).await?;
+        Ok(result)
+    }
+
+    /// [`Engine::check_and_mutate`] for a table with coprocessors.
+    pub(super) async fn check_and_mutate_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        mut cam: CheckAndMutate,
+    ) -> Result<bool> {
+        self.check_open()?;
+        t.check_enabled()?;
+        let env = self.env_for(t, &cam.row)?;
+        let mut passed = false;
+        if hooks
+            .pre_check_and_mutate(&env, &mut cam, &mut passed)
+            .await?
+            == Flow::Bypass
+        {
+            return Ok(passed);
+        }
+        let mut passed = self.check_and_mutate_unhooked(t, cam.clone()).await?;
+        hooks.post_check_and_mutate(&env, &cam, &mut passed).await?;
+        Ok(passed)
     }
 
     /// A batch's pre-hooks: returns the mutations to run; bypassed ones are answered
@@ -267,40 +669,6 @@ impl Engine {
             }
         }
         kept
-    }
-
-    /// A batch's `pre_batch_mutate` under its row locks: vetoed operations are answered with
-    /// their veto and leave `group`; returns the added mutations. On a hook error every
-    /// operation is answered with it and `group` is emptied.
-    pub(super) async fn batch_pre_batch(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        group: &mut Vec<(usize, Mutation)>,
-        results: &mut [Slot],
-    ) -> Vec<Mutation> {
-        let refs: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
-        let outcome = self.pre_batch(t, hooks, &refs).await;
-        drop(refs);
-        match outcome {
-            Ok((vetoes, extra)) => {
-                let mut vetoes = vetoes.into_iter();
-                group.retain(|(i, _)| match vetoes.next().flatten() {
-                    Some(e) => {
-                        set(results, *i, Err(e));
-                        false
-                    }
-                    None => true,
-                });
-                extra
-            }
-            Err(e) => {
-                for (i, _) in group.drain(..) {
-                    set(results, i, Err(copy_error(&e)));
-                }
-                Vec::new()
-            }
-        }
     }
 
     /// A batch's post-hooks for the operations in `ok` (committed); a failing hook turns

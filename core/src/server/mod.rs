@@ -90,6 +90,11 @@ pub struct Config {
     /// Turns the coprocessors a table descriptor lists into hooks (default none: a table
     /// that lists coprocessors then fails to open or be created).
     pub coprocessor_loader: Option<Arc<dyn HooksLoader>>,
+    /// The longest a batch waits, out of lock order, for the row lock of a row a
+    /// coprocessor's batch hook added a mutation to (default 5,000 ms); past it the batch
+    /// fails with [`Error::RowLockTimeout`] having written nothing (see
+    /// [`crate::region::locks`]).
+    pub row_lock_wait_ms: u64,
 }
 
 impl Config {
@@ -112,7 +117,13 @@ impl Config {
             split_policy: SplitPolicy::default(),
             max_region_size: 10 << 30,
             coprocessor_loader: None,
+            row_lock_wait_ms: 5000,
         }
+    }
+    /// Sets the longest out-of-order wait for the row lock of a row a batch hook added.
+    pub fn row_lock_wait_ms(mut self, ms: u64) -> Self {
+        self.row_lock_wait_ms = ms;
+        self
     }
     /// Sets the coprocessor loader (e.g. a `basalt_coprocessors::Registry`).
     pub fn coprocessor_loader(mut self, loader: Arc<dyn HooksLoader>) -> Self {

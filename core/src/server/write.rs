@@ -13,6 +13,7 @@
 //! sequence id (its added mutations are prepared and committed with the batch), post-hooks
 //! after unlock. A table without them only pays one `Option` check.
 
+use super::hooks::PostApply;
 use super::{now_ms, Engine, TableState};
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 use crate::client::ops::{
@@ -128,6 +129,19 @@ impl Engine {
                     self.store_of(t, &region, f)?;
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Checks an increment without writing anything.
+    pub(crate) fn validate_increment(&self, t: &TableState, inc: &Increment) -> Result<()> {
+        validate_row(&inc.row)?;
+        if inc.columns.is_empty() {
+            return Err(Error::bad_argument("no column given"));
+        }
+        let region = self.region_of(t, &inc.row)?;
+        for (f, _, _) in &inc.columns {
+            self.store_of(t, &region, f)?;
         }
         Ok(())
     }
@@ -263,18 +277,34 @@ impl Engine {
     pub(crate) async fn commit(
         self: &Arc<Self>,
         t: &TableState,
-        mut cells: Vec<PreparedCell>,
+        cells: Vec<PreparedCell>,
         durability: Durability,
     ) -> Result<()> {
+        self.commit_tables(&[t], cells, durability, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// Commits prepared cells of regions of any of `tables` as one atomic batch: one WAL
+    /// record, one sequence id. The caller holds the rows' locks. With `post`, runs the
+    /// `post_batch_mutate` hooks after the MemStore inserts and before the batch is visible;
+    /// returns their error, if any, as `Ok(Some(e))` (the batch is committed then).
+    pub(crate) async fn commit_tables(
+        self: &Arc<Self>,
+        tables: &[&TableState],
+        mut cells: Vec<PreparedCell>,
+        durability: Durability,
+        post: Option<PostApply<'_>>,
+    ) -> Result<Option<Error>> {
         self.check_open()?;
         if cells.is_empty() {
-            return Ok(());
+            return Ok(None);
         }
         let incoming = cells.iter().map(|c| c.cell.heap_size() as u64).sum();
         self.reserve_memstore(incoming).await?;
         self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
             .await;
-        let gates = self.enter_regions(t, &mut cells).await?;
+        let gates = self.enter_regions(tables, &mut cells).await?;
         let record = (durability != Durability::SkipWal).then(|| WalRecord {
             seq: 0,
             edits: cells
@@ -325,21 +355,28 @@ impl Engine {
             region.apply(cells);
             region.write_requests.fetch_add(1, Ordering::Relaxed);
         }
+        // In the MemStore, not yet visible: the read point waits for `guard`.
+        let hook_err = match post {
+            Some(p) => self.post_apply(&p).await.err(),
+            None => None,
+        };
         drop(guard);
         drop(gates);
         self.mvcc.wait_for(seq).await;
-        let flush_size = t
-            .descriptor
-            .read()
-            .memstore_flush_size
-            .unwrap_or(self.config.memstore_flush_size);
         for (region, _) in by_region.values() {
+            let t = tables
+                .iter()
+                .find(|t| t.name == region.table)
+                .or(tables.first());
+            let flush_size = t
+                .and_then(|t| t.descriptor.read().memstore_flush_size)
+                .unwrap_or(self.config.memstore_flush_size);
             self.maybe_flush(region, flush_size);
         }
         if self.commits.fetch_add(1, Ordering::Relaxed) % 1024 == 1023 {
             self.flush_if_wal_too_long();
         }
-        Ok(())
+        Ok(hook_err)
     }
 
     /// Takes the write gates of the regions `cells` go to, in region-id order, and returns
@@ -348,7 +385,7 @@ impl Engine {
     /// region is still current), and the gates are taken again.
     async fn enter_regions(
         &self,
-        t: &TableState,
+        tables: &[&TableState],
         cells: &mut [PreparedCell],
     ) -> Result<Vec<tokio::sync::OwnedRwLockReadGuard<()>>> {
         loop {
@@ -369,6 +406,10 @@ impl Engine {
             drop(gates);
             for c in cells.iter_mut() {
                 if c.region.is_retired() {
+                    let t = tables
+                        .iter()
+                        .find(|t| t.name == c.region.table)
+                        .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
                     let region = self.region_of(t, &c.cell.key.row)?;
                     c.store = self.store_of(t, &region, &c.store.family)?;
                     c.region = region;
@@ -401,28 +442,15 @@ impl Engine {
         t: &TableState,
         muts: &[Mutation],
     ) -> Result<()> {
-        let with_added: Vec<Mutation>;
-        let mut muts = muts;
         if let Some(hooks) = t.hooks() {
-            let refs: Vec<&Mutation> = muts.iter().collect();
-            let (vetoes, added) = self.pre_batch(t, &hooks, &refs).await?;
-            if let Some(e) = vetoes.into_iter().flatten().next() {
-                return Err(e);
-            }
-            if !added.is_empty() {
-                with_added = muts.iter().cloned().chain(added).collect();
-                muts = &with_added;
-            }
+            return self.mutate_locked_hooked(t, &hooks, muts).await;
         }
         let now = now_ms();
         let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
         for m in muts {
             self.prepare(t, m, now, &mut cells)?;
         }
-        let durability = strongest(muts.iter().map(|m| match m {
-            Mutation::Put(p) => p.durability,
-            Mutation::Delete(d) => d.durability,
-        }));
+        let durability = strongest(muts.iter().map(mutation_durability));
         self.commit(t, cells, durability).await
     }
 
@@ -474,6 +502,18 @@ impl Engine {
 
     /// Atomically adds to 8-byte big-endian counters; returns the new values.
     pub async fn increment(self: &Arc<Self>, t: &TableState, inc: Increment) -> Result<RowResult> {
+        if let Some(hooks) = t.hooks() {
+            return self.increment_hooked(t, &hooks, inc).await;
+        }
+        self.increment_unhooked(t, &inc).await
+    }
+
+    /// [`Engine::increment`] without hooks.
+    pub(super) async fn increment_unhooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        inc: &Increment,
+    ) -> Result<RowResult> {
         self.read_modify_write(
             t,
             &inc.row,
@@ -488,6 +528,18 @@ impl Engine {
 
     /// Atomically appends to cells; returns the new values.
     pub async fn append(self: &Arc<Self>, t: &TableState, app: Append) -> Result<RowResult> {
+        if let Some(hooks) = t.hooks() {
+            return self.append_hooked(t, &hooks, app).await;
+        }
+        self.append_unhooked(t, &app).await
+    }
+
+    /// [`Engine::append`] without hooks.
+    pub(super) async fn append_unhooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        app: &Append,
+    ) -> Result<RowResult> {
         self.read_modify_write(
             t,
             &app.row,
@@ -521,10 +573,27 @@ impl Engine {
         }
         let name = t.name.to_string();
         let _lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        let mut cells = Vec::new();
+        let result = self.resolve_deltas(t, row, deltas, now_ms(), &mut cells)?;
+        self.commit(t, cells, durability).await?;
+        Ok(RowResult {
+            row: row.clone(),
+            cells: result,
+        })
+    }
+
+    /// Reads the latest value of each column under the row lock (the caller holds it) and
+    /// prepares the cells of the new values; returns the new cells, sorted by column.
+    pub(crate) fn resolve_deltas(
+        &self,
+        t: &TableState,
+        row: &Bytes,
+        deltas: Vec<(&Bytes, &Bytes, Delta)>,
+        now: Timestamp,
+        cells: &mut Vec<PreparedCell>,
+    ) -> Result<Vec<crate::cell::Cell>> {
         // Located under the row lock: a split may have moved the row meanwhile.
         let region = self.region_of(t, row)?;
-        let now = now_ms();
-        let mut cells = Vec::new();
         let mut result = Vec::new();
         for (f, q, delta) in deltas {
             let store = self.store_of(t, &region, f)?;
@@ -580,16 +649,25 @@ impl Engine {
                 },
             });
         }
-        self.commit(t, cells, durability).await?;
         result.sort_by(|a, b| (&a.family, &a.qualifier).cmp(&(&b.family, &b.qualifier)));
-        Ok(RowResult {
-            row: row.clone(),
-            cells: result,
-        })
+        Ok(result)
     }
 
     /// Applies the mutations only if the condition holds; returns whether it held.
     pub async fn check_and_mutate(
+        self: &Arc<Self>,
+        t: &TableState,
+        cam: CheckAndMutate,
+    ) -> Result<bool> {
+        if let Some(hooks) = t.hooks() {
+            return self.check_and_mutate_hooked(t, &hooks, cam).await;
+        }
+        self.check_and_mutate_unhooked(t, cam).await
+    }
+
+    /// [`Engine::check_and_mutate`] without the check-and-mutate hooks (the batch hooks of
+    /// its mutations still run).
+    pub(super) async fn check_and_mutate_unhooked(
         self: &Arc<Self>,
         t: &TableState,
         cam: CheckAndMutate,
@@ -676,48 +754,22 @@ impl Engine {
                 .locks
                 .lock(group.iter().map(|(_, m)| (name.as_str(), m.row().clone())))
                 .await;
-            let added = match &hooks {
-                Some(h) => self.batch_pre_batch(t, h, &mut group, &mut results).await,
-                None => Vec::new(),
-            };
-            let now = now_ms();
-            let mut cells = Vec::new();
-            let mut ok = Vec::new();
-            for (i, m) in &group {
-                let mark = cells.len();
-                match self.prepare(t, m, now, &mut cells) {
-                    Ok(()) => ok.push(*i),
-                    Err(e) => {
-                        cells.truncate(mark);
-                        if let Some(slot) = results.get_mut(*i) {
-                            *slot = Some(Err(e));
-                        }
-                    }
+            let (ok, outcome) = match &hooks {
+                None => {
+                    let (cells, ok, durability) = self.prepare_group(t, &group, &mut results);
+                    (ok, self.commit(t, cells, durability).await)
                 }
-            }
-            // Mutations a coprocessor added commit with the batch or fail it.
-            let mut added_err = None;
-            for m in &added {
-                if let Err(e) = self.prepare(t, m, now, &mut cells) {
-                    added_err = Some(e);
-                    break;
+                Some(h) => {
+                    self.batch_locked_hooked(t, h, &mut group, &mut results)
+                        .await
                 }
-            }
-            let durability =
-                strongest(group.iter().map(|(_, m)| m).chain(&added).map(|m| match m {
-                    Mutation::Put(p) => p.durability,
-                    Mutation::Delete(d) => d.durability,
-                }));
-            let outcome = match added_err {
-                Some(e) => Err(e),
-                None => self.commit(t, cells, durability).await,
             };
             for i in &ok {
-                let i = *i;
-                if let Some(slot) = results.get_mut(i) {
+                // A slot already answered holds a later hook's error.
+                if let Some(slot @ None) = results.get_mut(*i) {
                     *slot = Some(match &outcome {
                         Ok(()) => Ok(BatchOutcome::Done),
-                        Err(e) => Err(Error::WritesRefused(e.to_string())),
+                        Err(e) => Err(super::hooks::copy_error(e)),
                     });
                 }
             }
@@ -750,6 +802,49 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Prepares a batch's mutations (the caller holds their row locks): the cells, the
+    /// indexes of the operations prepared (a failed one is answered with its error) and the
+    /// strongest durability among them.
+    pub(super) fn prepare_group(
+        &self,
+        t: &TableState,
+        group: &[(usize, Mutation)],
+        results: &mut [Option<Result<BatchOutcome>>],
+    ) -> (Vec<PreparedCell>, Vec<usize>, Durability) {
+        let now = now_ms();
+        let mut cells = Vec::new();
+        let mut ok = Vec::new();
+        for (i, m) in group {
+            let mark = cells.len();
+            match self.prepare(t, m, now, &mut cells) {
+                Ok(()) => ok.push(*i),
+                Err(e) => {
+                    cells.truncate(mark);
+                    if let Some(slot) = results.get_mut(*i) {
+                        *slot = Some(Err(e));
+                    }
+                }
+            }
+        }
+        let durability = strongest(
+            group
+                .iter()
+                .filter(|(i, _)| ok.binary_search(i).is_ok())
+                .map(|(_, m)| mutation_durability(m)),
+        );
+        (cells, ok, durability)
+    }
+}
+
+/// A mutation's durability.
+pub(crate) fn mutation_durability(m: &Mutation) -> Durability {
+    match m {
+        Mutation::Put(p) => p.durability,
+        Mutation::Delete(d) => d.durability,
+    }
+}
+
 /// About how many cells a mutation writes.
 fn cell_hint(m: &Mutation) -> usize {
     match m {
@@ -758,8 +853,11 @@ fn cell_hint(m: &Mutation) -> usize {
     }
 }
 
-enum Delta {
+/// A read-modify-write change of one column.
+pub(crate) enum Delta {
+    /// Add to an 8-byte big-endian counter.
     Add(i64),
+    /// Append bytes.
     Append(Bytes),
 }
 

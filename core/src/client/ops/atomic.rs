@@ -36,6 +36,22 @@ impl Increment {
         self.durability = d;
         self
     }
+    /// The row.
+    pub fn row(&self) -> &Bytes {
+        &self.row
+    }
+    /// The `(family, qualifier, amount)` of every column, in the order given.
+    pub fn columns(&self) -> &[(Bytes, Bytes, i64)] {
+        &self.columns
+    }
+    /// The columns, for a coprocessor that changes the increment (e.g. an amount).
+    pub fn columns_mut(&mut self) -> &mut Vec<(Bytes, Bytes, i64)> {
+        &mut self.columns
+    }
+    /// The durability.
+    pub fn get_durability(&self) -> Durability {
+        self.durability
+    }
 }
 
 /// Appends bytes to cells.
@@ -69,6 +85,18 @@ impl Append {
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
         self
+    }
+    /// The row.
+    pub fn row(&self) -> &Bytes {
+        &self.row
+    }
+    /// The `(family, qualifier, value)` of every column, in the order given.
+    pub fn columns(&self) -> &[(Bytes, Bytes, Bytes)] {
+        &self.columns
+    }
+    /// The columns, for a coprocessor that changes the append.
+    pub fn columns_mut(&mut self) -> &mut Vec<(Bytes, Bytes, Bytes)> {
+        &mut self.columns
     }
 }
 
@@ -185,5 +213,25 @@ impl CheckAndMutate {
     pub fn then_mutate(mut self, m: RowMutations) -> Self {
         self.action = Some(m);
         self
+    }
+    /// The row checked (and mutated).
+    pub fn row(&self) -> &Bytes {
+        &self.row
+    }
+    /// The checked column's family (unused by a filter condition).
+    pub fn family(&self) -> &Bytes {
+        &self.family
+    }
+    /// The checked column's qualifier (unused by a filter condition).
+    pub fn qualifier(&self) -> &Bytes {
+        &self.qualifier
+    }
+    /// The condition.
+    pub fn condition(&self) -> &Condition {
+        &self.condition
+    }
+    /// The mutations applied when the condition passes, if set.
+    pub fn action(&self) -> Option<&RowMutations> {
+        self.action.as_ref()
     }
 }

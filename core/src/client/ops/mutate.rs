@@ -336,4 +336,12 @@ impl RowMutations {
         self.mutations.push(m.into());
         self
     }
+    /// The row.
+    pub fn row(&self) -> &Bytes {
+        &self.row
+    }
+    /// The mutations, in order.
+    pub fn mutations(&self) -> &[Mutation] {
+        &self.mutations
+    }
 }
