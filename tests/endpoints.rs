@@ -324,7 +324,7 @@ async fn exact_while_regions_split_and_merge() {
                 let regions = conn.admin().regions(&name).await.unwrap();
                 step += 1;
                 // Split the widest-looking region at a row inside it, or merge two neighbours.
-                if regions.len() < 6 && step % 3 != 0 {
+                if regions.len() < 6 && !step.is_multiple_of(3) {
                     let r = &regions[step % regions.len()];
                     let lo = if r.start_key.is_empty() {
                         0

@@ -148,6 +148,9 @@ pub struct RegionResponse<R> {
 /// The per-region answers of one call.
 pub type ResponseStream<R> = Pin<Box<dyn Stream<Item = RegionResponse<R>> + Send>>;
 
+/// The answers of one planned part each (more than one when its region was redone).
+type BatchStream<R> = Pin<Box<dyn Stream<Item = Vec<RegionResponse<R>>> + Send>>;
+
 /// Calls endpoints of an engine's tables.
 #[derive(Debug, Clone)]
 pub struct Endpoints {
@@ -286,12 +289,11 @@ impl Snapshot {
             }
         });
         let n = self.options.concurrency;
-        let answers: Pin<Box<dyn Stream<Item = Vec<RegionResponse<E::Response>>> + Send>> =
-            if self.options.ordered {
-                Box::pin(tasks.buffered(n))
-            } else {
-                Box::pin(tasks.buffer_unordered(n))
-            };
+        let answers: BatchStream<E::Response> = if self.options.ordered {
+            Box::pin(tasks.buffered(n))
+        } else {
+            Box::pin(tasks.buffer_unordered(n))
+        };
         let stream = answers
             .flat_map(futures::stream::iter)
             .scan(false, move |failed, item| {
