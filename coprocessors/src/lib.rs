@@ -16,17 +16,31 @@
 //! engine's dispatch interface is `basalt_core::coprocessor::RegionHooks`, which this crate
 //! implements and core calls, so core never names a coprocessor.
 //!
+//! - Endpoints ([`endpoint`], [`service`]): typed services registered per table in an
+//!   [`EndpointRegistry`], called with [`Endpoints::coprocessor_service`] once per region of a
+//!   key range, in parallel, all regions at one read point; answers stream per region, with
+//!   helpers to fold or merge them in key order. [`aggregate`] holds the built-ins
+//!   (aggregation over a column, fast row count) and [`AggregationClient`].
+//!
 //! Not yet here: scanner, flush, compaction, split and WAL hooks, table and engine
-//! observers, Endpoint services.
+//! observers.
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod aggregate;
+pub mod endpoint;
 pub mod host;
 pub mod observer;
 pub mod registry;
+pub mod service;
 
+pub use aggregate::{AggregationClient, Column, Interpreter, Number};
 pub use basalt_core::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch};
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
+pub use endpoint::{Endpoint, EndpointRegistry};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
+pub use service::{
+    CallOptions, Endpoints, ErrorMode, KeyRange, Partial, RegionResponse, ResponseStream, Snapshot,
+};

@@ -285,6 +285,63 @@ impl RegionScanner {
         self.filter_done
     }
 
+    /// Counts the rows left that have at least one visible cell, building no cell and no
+    /// row: what [`RegionScanner::next_row`] would return, counted. A scanner with a filter
+    /// or a reverse one counts through `next_row` (the filter must see the cells).
+    pub fn count_rows(&mut self) -> Result<u64> {
+        if self.filter.is_some() || self.reverse {
+            let mut n = 0;
+            while self.next_row()?.is_some() {
+                n += 1;
+            }
+            return Ok(n);
+        }
+        let mut n = 0;
+        while !self.done {
+            for f in &mut self.fams {
+                take_error(&mut f.iter)?;
+            }
+            let Some(row) = self
+                .fams
+                .iter()
+                .filter_map(|f| f.iter.peek().map(|c| &c.key.row))
+                .min()
+                .cloned()
+            else {
+                self.done = true;
+                break;
+            };
+            if self.range.past_hi(&row) {
+                self.done = true;
+                break;
+            }
+            let mut visible = !self.range.contains(&row);
+            let skip = visible;
+            for f in &mut self.fams {
+                if !visible {
+                    let mut err = None;
+                    let stream = RowCells {
+                        iter: &mut f.iter,
+                        row: &row,
+                        err: &mut err,
+                        seek: None,
+                    };
+                    match_row_into(stream, &f.rules, &self.spec, f.columns.as_ref(), |_| {
+                        visible = true
+                    });
+                    if let Some(e) = err {
+                        return Err(e);
+                    }
+                }
+                skip_row(&mut f.iter, &row)?;
+            }
+            if visible && !skip {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     /// The next row with at least one visible cell, or `None` at the end of the range.
     pub fn next_row(&mut self) -> Result<Option<RowResult>> {
         if self.rows_out == PIPELINE_AFTER_ROWS && self.filter.is_none() {

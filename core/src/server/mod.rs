@@ -5,13 +5,15 @@
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
 //! [`flush`] (MemStore to store file, WAL purge), [`hooks`] (coprocessor hook calls), [`memory`] (the global MemStore budget),
-//! [`compact`] (minor and major compaction, write throttling), [`split`] (region split and
+//! [`compact`] (minor and major compaction, write throttling), [`endpoint`] (region-local calls
+//! at one pinned read point, for endpoints), [`split`] (region split and
 //! merge, split policy) and [`recovery`] (open and replay). Invariant: a table's regions are
 //! sorted by start key and cover the whole key space without gaps or overlaps.
 
 pub mod admin;
 pub mod check;
 pub mod compact;
+pub mod endpoint;
 pub mod flush;
 pub mod hooks;
 pub mod memory;

@@ -66,7 +66,7 @@ pub(crate) fn resolve(region: &Region, sel: &ColumnSelection) -> Result<Vec<Stor
         .collect()
 }
 
-fn validate_versions(n: u32) -> Result<()> {
+pub(crate) fn validate_versions(n: u32) -> Result<()> {
     if n == 0 {
         return Err(Error::bad_argument("max versions must be at least 1"));
     }
@@ -342,7 +342,7 @@ impl TableScanner {
 }
 
 /// The scan's rows as a range, following HBase's reverse-scan convention.
-fn scan_range(scan: &Scan) -> RowRange {
+pub(crate) fn scan_range(scan: &Scan) -> RowRange {
     if let Some(p) = &scan.prefix {
         let hi = match prefix_successor(p) {
             Some(s) => Bound::Excluded(s),
@@ -381,7 +381,7 @@ pub fn prefix_successor(p: &[u8]) -> Option<Bytes> {
     None
 }
 
-fn overlaps(range: &RowRange, r: &Region) -> bool {
+pub(crate) fn overlaps(range: &RowRange, r: &Region) -> bool {
     // Region [start, end) overlaps the range unless it ends at or before lo, or starts after hi.
     let ends_before = !r.end.is_empty()
         && match &range.lo {

@@ -1,0 +1,324 @@
+//! The `coprocessors` suite: what observers cost on the write path, and what endpoints save
+//! over reading the rows on the client. Basalt against itself; the baseline label says
+//! which side is which.
+//!
+//! - `put_5_noop_observers`: puts per second into a table with 5 no-op observers loaded,
+//!   against the same puts into a table with none (baseline `none`). 8 concurrent writers,
+//!   one row of one 100-byte cell per put, `SyncWal` (handed to the OS, as the core suite).
+//!   The two tables alternate, 3 rounds of `rows / 5` puts each (at most 200,000); the best
+//!   round counts.
+//! - `row_count`: the built-in fast row count endpoint against a client-side scan that
+//!   counts rows (baseline `client_scan`), over `rows` rows (default 1,000,000).
+//! - `sum`: the aggregation endpoint's sum of an 8-byte column against a client-side scan
+//!   of that column that sums it (baseline `client_scan`).
+//!
+//! The read table: rows `r<i:010>` with `f:v` = i as a big-endian i64 and `f:p` a 32-byte
+//! payload, pre-split into 8 regions, flushed and major-compacted before timing. Each read
+//! figure is the best of 3 runs, given as rows per second of the table (higher is better,
+//! ratio = Basalt / baseline, as for the put figure); both sides must give the same answer.
+
+use crate::core::Settings;
+use crate::BenchResult;
+use basalt_coprocessors::{
+    AggregationClient, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange, Number,
+    RegionObserver, Registry,
+};
+use basalt_core::client::{BatchOp, Put, Scan, Table};
+use basalt_core::{
+    ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor, Durability, PreSplit,
+    TableDescriptor, TableName,
+};
+use futures::TryStreamExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The suite's default row count (of the read table).
+pub const DEFAULT_ROWS: u64 = 1_000_000;
+
+/// Observers loaded on the observed table.
+const OBSERVERS: usize = 5;
+/// Concurrent writers of the put figure.
+const WRITERS: u64 = 8;
+/// Regions of the read table.
+const REGIONS: u64 = 8;
+
+/// An observer whose every hook is the default no-op.
+struct Noop;
+impl RegionObserver for Noop {}
+
+/// One figure: Basalt's value against the baseline's.
+struct Figure {
+    name: &'static str,
+    baseline: &'static str,
+    basalt: f64,
+    base: f64,
+    unit: &'static str,
+}
+
+fn key(i: u64) -> String {
+    format!("r{i:010}")
+}
+
+/// `n` puts into `table` by 8 writers; the elapsed time.
+async fn put_round(table: &Table, round: u64, n: u64) -> BenchResult<Duration> {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let table = table.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = w;
+            while i < n {
+                let k = format!("p{round}-{i:010}");
+                table
+                    .put(
+                        Put::new(k)
+                            .add_column("f", "v", [b'x'; 100])
+                            .durability(Durability::SyncWal),
+                    )
+                    .await?;
+                i += WRITERS;
+            }
+            Ok::<_, basalt_core::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(start.elapsed())
+}
+
+async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Figure> {
+    let plain = TableName::parse("plain")?;
+    let observed = TableName::parse("observed")?;
+    let family = || ColumnFamilyDescriptor::new("f");
+    conn.admin()
+        .create_table(TableDescriptor::new(plain.clone()).family(family()))
+        .await?;
+    let mut desc = TableDescriptor::new(observed.clone()).family(family());
+    for i in 0..OBSERVERS {
+        desc = desc.coprocessor(CoprocessorDescriptor::new(format!("noop{i}")));
+    }
+    conn.admin().create_table(desc).await?;
+    let (plain, observed) = (conn.table("plain")?, conn.table("observed")?);
+    let n = (rows / 5).clamp(1_000, 200_000);
+    let (mut best_plain, mut best_observed) = (Duration::MAX, Duration::MAX);
+    for round in 0..3 {
+        best_plain = best_plain.min(put_round(&plain, round, n).await?);
+        best_observed = best_observed.min(put_round(&observed, round, n).await?);
+    }
+    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    println!(
+        "coprocessors: {n} puts x 3 rounds: none {:.0}/s, {OBSERVERS} no-op observers {:.0}/s",
+        rate(best_plain),
+        rate(best_observed)
+    );
+    Ok(Figure {
+        name: "put_5_noop_observers",
+        baseline: "none",
+        basalt: rate(best_observed),
+        base: rate(best_plain),
+        unit: "ops/s",
+    })
+}
+
+async fn load(conn: &Connection, rows: u64) -> BenchResult<Table> {
+    let tn = TableName::parse("reads")?;
+    let splits = (1..REGIONS)
+        .map(|i| key(rows * i / REGIONS).into_bytes())
+        .collect();
+    conn.admin()
+        .create_table_with_splits(
+            TableDescriptor::new(tn.clone())
+                .family(ColumnFamilyDescriptor::new("f").block_size(16 * 1024)),
+            PreSplit::Keys(splits),
+        )
+        .await?;
+    let table = conn.table("reads")?;
+    let mut tasks = Vec::new();
+    for w in 0..4u64 {
+        let table = table.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = w;
+            while i < rows {
+                let mut ops = Vec::with_capacity(256);
+                while i < rows && ops.len() < 256 {
+                    ops.push(BatchOp::Put(
+                        Put::new(key(i))
+                            .add_column("f", "v", (i as i64).to_be_bytes())
+                            .add_column("f", "p", [b'p'; 32])
+                            .durability(Durability::SkipWal),
+                    ));
+                    i += 4;
+                }
+                for r in table.batch(ops).await? {
+                    r?;
+                }
+            }
+            Ok::<_, basalt_core::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    conn.admin().flush(&tn).await?;
+    conn.admin().major_compact(&tn).await?;
+    Ok(table)
+}
+
+/// The best of 3 runs of `f`, and its answer (which must be the same every run).
+async fn best<F, Fut, T>(mut f: F) -> BenchResult<(Duration, T)>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = BenchResult<T>>,
+    T: PartialEq + std::fmt::Debug,
+{
+    let mut best = Duration::MAX;
+    let mut answer = None;
+    for _ in 0..3 {
+        let start = Instant::now();
+        let a = f().await?;
+        best = best.min(start.elapsed());
+        if let Some(prev) = &answer {
+            if *prev != a {
+                return Err(format!("answers differ between runs: {prev:?} vs {a:?}").into());
+            }
+        }
+        answer = Some(a);
+    }
+    let answer = answer.ok_or("no run")?;
+    Ok((best, answer))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+async fn read_figures(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
+    let start = Instant::now();
+    let table = load(conn, rows).await?;
+    println!(
+        "coprocessors: loaded {rows} rows in {:.1} s",
+        start.elapsed().as_secs_f64()
+    );
+    let registry = Arc::new(EndpointRegistry::with_builtins());
+    let agg = AggregationClient::new(Endpoints::new(conn, registry));
+    let (ep_count, count) =
+        best(|| async { Ok(agg.fast_row_count("reads", KeyRange::all()).await?) }).await?;
+    let (scan_count, client_count) = best(|| async {
+        let mut s = table.scan(Scan::new())?;
+        let mut n = 0u64;
+        while s.try_next().await?.is_some() {
+            n += 1;
+        }
+        Ok(n)
+    })
+    .await?;
+    if count != rows || client_count != rows {
+        return Err(
+            format!("row count: endpoint {count}, client {client_count}, expected {rows}").into(),
+        );
+    }
+    let column = Column::new("f", "v", Interpreter::I64);
+    let (ep_sum, sum) =
+        best(|| async { Ok(agg.sum("reads", KeyRange::all(), &column).await?) }).await?;
+    let (scan_sum, client_sum) = best(|| async {
+        let mut s = table.scan(Scan::new().add_column("f", "v"))?;
+        let mut total = 0i64;
+        while let Some(r) = s.try_next().await? {
+            if let Some(v) = r.value("f", "v") {
+                let b: [u8; 8] = v.as_ref().try_into()?;
+                total += i64::from_be_bytes(b);
+            }
+        }
+        Ok(total)
+    })
+    .await?;
+    let want = (rows as i64) * (rows as i64 - 1) / 2;
+    if sum != Some(Number::I64(want)) || client_sum != want {
+        return Err(format!("sum: endpoint {sum:?}, client {client_sum}, expected {want}").into());
+    }
+    println!(
+        "coprocessors: row count endpoint {:.1} ms, client scan {:.1} ms; sum endpoint {:.1} ms, client scan {:.1} ms",
+        ms(ep_count),
+        ms(scan_count),
+        ms(ep_sum),
+        ms(scan_sum)
+    );
+    let rate = |d: Duration| rows as f64 / d.as_secs_f64().max(1e-9);
+    Ok(vec![
+        Figure {
+            name: "row_count",
+            baseline: "client_scan",
+            basalt: rate(ep_count),
+            base: rate(scan_count),
+            unit: "rows/s",
+        },
+        Figure {
+            name: "sum",
+            baseline: "client_scan",
+            basalt: rate(ep_sum),
+            base: rate(scan_sum),
+            unit: "rows/s",
+        },
+    ])
+}
+
+async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
+    let dir = tempfile::Builder::new()
+        .prefix("basalt-coprocessors")
+        .tempdir_in(&s.dir)?;
+    let observers = Arc::new(Registry::new());
+    for i in 0..OBSERVERS {
+        observers.register(format!("noop{i}"), |_| {
+            Ok(Arc::new(Noop) as Arc<dyn RegionObserver>)
+        })?;
+    }
+    let conn = Connection::open_with(
+        Config::new(dir.path())
+            .block_cache_size(s.cache_bytes)
+            .coprocessor_loader(observers),
+    )
+    .await?;
+    let mut out = vec![put_figure(&conn, s.rows).await?];
+    out.extend(read_figures(&conn, s.rows).await?);
+    conn.close().await?;
+    Ok(out)
+}
+
+/// Runs the suite and prints its table and `RESULT` lines.
+pub fn run(s: &Settings) -> BenchResult<()> {
+    println!(
+        "coprocessors suite: {} rows in the read table ({REGIONS} regions, flushed and \
+         major-compacted, {} MiB block cache); puts by {WRITERS} writers; best of 3 runs",
+        s.rows,
+        s.cache_bytes >> 20
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let figures = rt.block_on(run_async(s))?;
+    println!();
+    println!(
+        "{:<22} {:>14} {:>14} {:>12} {:>7}",
+        "figure", "basalt", "baseline", "baseline", "unit"
+    );
+    for f in &figures {
+        println!(
+            "{:<22} {:>14.0} {:>14.0} {:>12} {:>7}",
+            f.name, f.basalt, f.base, f.baseline, f.unit
+        );
+    }
+    println!();
+    for f in &figures {
+        println!(
+            "RESULT coprocessors/{} basalt={:.0} {}={:.0} ratio={:.3} unit={}",
+            f.name,
+            f.basalt,
+            f.baseline,
+            f.base,
+            f.basalt / f.base,
+            f.unit,
+        );
+    }
+    Ok(())
+}
