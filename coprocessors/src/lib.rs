@@ -16,17 +16,30 @@
 //! engine's dispatch interface is `basalt_core::coprocessor::RegionHooks`, which this crate
 //! implements and core calls, so core never names a coprocessor.
 //!
-//! Not yet here: scanner, flush, compaction, split and WAL hooks, increment/append and
-//! check-and-mutate hooks, table and engine observers, Endpoint services.
+//! - Lifecycle hooks of [`RegionObserver`]: region open and close, scanners, flush,
+//!   compaction (selection and a [`CellTransform`] over the cells written), split (with
+//!   veto) and WAL replay; `basalt_core::server::lifecycle` says where each is called.
+//! - System-wide region coprocessors: `Config::system_coprocessor` lists registered names
+//!   that every user table loads ahead of its own list (system first on equal priorities).
+//! - [`EngineObserverHost`]: engine-wide [`TableObserver`]s (create, delete, enable, disable,
+//!   modify table, with veto) and [`WalObserver`]s (append and roll), set with
+//!   `Config::observer`, isolated and counted like region observers.
+//!
+//! Not yet here: increment/append and check-and-mutate hooks, Endpoint services.
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod engine;
 pub mod host;
 pub mod observer;
 pub mod registry;
 
-pub use basalt_core::coprocessor::{Flow, HookEnv, MiniBatch};
+pub use basalt_core::coprocessor::{
+    CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch,
+    StoreFileSummary,
+};
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
+pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
