@@ -627,12 +627,13 @@ async fn failure_case(fault: Fault, policy: FailurePolicy) {
     let out = t.put(Put::new("r").add_column("f", "boom", "1")).await;
     assert!(started.elapsed() < Duration::from_secs(10));
     let m = reg.metrics(&tn("t")).remove(0);
-    // pre_put (its no-op default, counted too), the failed pre_batch_mutate and, under
-    // FailOperation, post_batch with the failure; under Unload the coprocessor is gone.
+    // post_open at create and pre_put (no-op defaults, counted too), the failed
+    // pre_batch_mutate and, under FailOperation, post_batch with the failure; under Unload
+    // the coprocessor is gone.
     let calls = if policy == FailurePolicy::FailOperation {
-        3
+        4
     } else {
-        2
+        3
     };
     assert_eq!((m.calls, m.errors), (calls, 1), "{m:?}");
     match fault {
@@ -832,12 +833,12 @@ async fn metrics_count_calls_errors_and_latency() {
     assert_eq!(m.len(), 2);
     assert_eq!(m[0].name, "flaky");
     // flaky: 4 pre_puts (one failed); the other hooks are its no-op defaults, also counted:
-    // 3 pre_batch_mutate, 3 post_batch_mutate, 3 post_batch, 3 post_put, 1 pre_exists +
-    // 1 post_exists for the exists.
-    assert_eq!((m[0].calls, m[0].errors), (18, 1), "{:?}", m[0]);
+    // 1 post_open at create, 3 pre_batch_mutate, 3 post_batch_mutate, 3 post_batch, 3
+    // post_put, 1 pre_exists + 1 post_exists for the exists.
+    assert_eq!((m[0].calls, m[0].errors), (19, 1), "{:?}", m[0]);
     assert!(m[0].loaded);
     // rec never saw the failed put.
-    assert_eq!((m[1].calls, m[1].errors), (17, 0), "{:?}", m[1]);
+    assert_eq!((m[1].calls, m[1].errors), (18, 0), "{:?}", m[1]);
     assert!(m[1].total_latency > Duration::ZERO);
     conn.close().await.unwrap();
 }

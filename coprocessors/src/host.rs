@@ -16,10 +16,15 @@
 use crate::observer::{ObserverContext, RegionObserver};
 use async_trait::async_trait;
 use basalt_core::client::{
-    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult,
+    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
 };
-use basalt_core::coprocessor::{Flow, HookEnv, MiniBatch, RegionHooks};
-use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, Result, TableName};
+use basalt_core::coprocessor::{
+    CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch, RegionHooks,
+};
+use basalt_core::server::compact::CompactionOutcome;
+use basalt_core::wal::WalEdit;
+use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, RegionInfo, Result, TableName};
+use bytes::Bytes;
 use futures::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -92,7 +97,7 @@ enum Failure {
     TimedOut(Duration),
 }
 
-fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
     if let Some(s) = p.downcast_ref::<&str>() {
         (*s).to_string()
     } else if let Some(s) = p.downcast_ref::<String>() {
@@ -229,6 +234,22 @@ impl CoprocessorHost {
             }
         }
     }
+}
+
+/// Runs a hook that cannot be bypassed over the whole chain, each call isolated and its
+/// failure settled under the coprocessor's policy.
+macro_rules! notify {
+    ($host:ident, $env:ident, $hook:literal, |$cp:ident, $ctx:ident| $call:expr) => {{
+        for $cp in $host.active() {
+            #[allow(unused_mut)]
+            let mut $ctx = ObserverContext::new($env, &$cp.name);
+            let out = Self::guarded($cp, $call).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&$ctx, $hook)) {
+                $host.settle($cp, f)?;
+            }
+        }
+        Ok(())
+    }};
 }
 
 #[async_trait]
@@ -481,5 +502,153 @@ impl RegionHooks for CoprocessorHost {
             }
         }
         first.map_or(Ok(()), Err)
+    }
+
+    // Region lifecycle, scanner, flush, compaction, split and WAL-replay hooks.
+    async fn post_open(&self, env: &HookEnv<'_>) -> Result<()> {
+        notify!(self, env, "post_open", |cp, ctx| cp
+            .observer
+            .post_open(&mut ctx))
+    }
+
+    async fn pre_close(&self, env: &HookEnv<'_>) -> Result<()> {
+        notify!(self, env, "pre_close", |cp, ctx| cp
+            .observer
+            .pre_close(&mut ctx))
+    }
+
+    async fn post_close(&self, env: &HookEnv<'_>) -> Result<()> {
+        notify!(self, env, "post_close", |cp, ctx| cp
+            .observer
+            .post_close(&mut ctx))
+    }
+
+    async fn pre_scanner_open(&self, env: &HookEnv<'_>, scan: &mut Scan) -> Result<()> {
+        notify!(self, env, "pre_scanner_open", |cp, ctx| cp
+            .observer
+            .pre_scanner_open(&mut ctx, scan))
+    }
+
+    async fn post_scanner_next(&self, env: &HookEnv<'_>, rows: &mut Vec<RowResult>) -> Result<()> {
+        notify!(self, env, "post_scanner_next", |cp, ctx| cp
+            .observer
+            .post_scanner_next(&mut ctx, rows))
+    }
+
+    async fn post_scanner_close(&self, env: &HookEnv<'_>) -> Result<()> {
+        notify!(self, env, "post_scanner_close", |cp, ctx| cp
+            .observer
+            .post_scanner_close(&mut ctx))
+    }
+
+    async fn pre_flush(&self, env: &HookEnv<'_>, family: &Bytes) -> Result<()> {
+        notify!(self, env, "pre_flush", |cp, ctx| cp
+            .observer
+            .pre_flush(&mut ctx, family))
+    }
+
+    async fn post_flush(&self, env: &HookEnv<'_>, family: &Bytes) -> Result<()> {
+        notify!(self, env, "post_flush", |cp, ctx| cp
+            .observer
+            .post_flush(&mut ctx, family))
+    }
+
+    async fn pre_compact_selection(
+        &self,
+        env: &HookEnv<'_>,
+        selection: &mut CompactionSelection,
+    ) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let saved = selection.files.clone();
+            let out =
+                Self::guarded(cp, cp.observer.pre_compact_selection(&mut ctx, selection)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "pre_compact_selection")) {
+                // A failed coprocessor's change to the selection does not stay.
+                selection.files = saved;
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_compact_selection(
+        &self,
+        env: &HookEnv<'_>,
+        selection: &CompactionSelection,
+    ) -> Result<()> {
+        notify!(self, env, "post_compact_selection", |cp, ctx| cp
+            .observer
+            .post_compact_selection(&mut ctx, selection))
+    }
+
+    async fn pre_compact(&self, env: &HookEnv<'_>, request: &mut CompactionRequest) -> Result<()> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            let before = request.transform_count();
+            let out = Self::guarded(cp, cp.observer.pre_compact(&mut ctx, request)).await;
+            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "pre_compact")) {
+                request.truncate_transforms(before);
+                self.settle(cp, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn post_compact(
+        &self,
+        env: &HookEnv<'_>,
+        family: &Bytes,
+        outcome: &CompactionOutcome,
+    ) -> Result<()> {
+        notify!(self, env, "post_compact", |cp, ctx| cp
+            .observer
+            .post_compact(&mut ctx, family, outcome))
+    }
+
+    async fn pre_split(&self, env: &HookEnv<'_>, split_row: &Bytes) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_split(&mut ctx, split_row)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_split(
+        &self,
+        env: &HookEnv<'_>,
+        lower: &RegionInfo,
+        upper: &RegionInfo,
+    ) -> Result<()> {
+        notify!(self, env, "post_split", |cp, ctx| cp
+            .observer
+            .post_split(&mut ctx, lower, upper))
+    }
+
+    async fn pre_wal_restore(
+        &self,
+        env: &HookEnv<'_>,
+        seq: u64,
+        edits: &[WalEdit],
+    ) -> Result<Flow> {
+        for cp in self.active() {
+            let mut ctx = ObserverContext::new(env, &cp.name);
+            match Self::guarded(cp, cp.observer.pre_wal_restore(&mut ctx, seq, edits)).await {
+                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
+                Ok(()) => {}
+                Err(f) => self.settle(cp, f)?,
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    async fn post_wal_restore(&self, env: &HookEnv<'_>, seq: u64, edits: &[WalEdit]) -> Result<()> {
+        notify!(self, env, "post_wal_restore", |cp, ctx| cp
+            .observer
+            .post_wal_restore(&mut ctx, seq, edits))
     }
 }

@@ -22,22 +22,33 @@
 //!   helpers to fold or merge them in key order. [`aggregate`] holds the built-ins
 //!   (aggregation over a column, fast row count) and [`AggregationClient`].
 //!
-//! Not yet here: scanner, flush, compaction, split and WAL hooks, table and engine
-//! observers.
+//! - Lifecycle hooks of [`RegionObserver`]: region open and close, scanners, flush,
+//!   compaction (selection and a [`CellTransform`] over the cells written), split (with
+//!   veto) and WAL replay; `basalt_core::server::lifecycle` says where each is called.
+//! - System-wide region coprocessors: `Config::system_coprocessor` lists registered names
+//!   that every user table loads ahead of its own list (system first on equal priorities).
+//! - [`EngineObserverHost`]: engine-wide [`TableObserver`]s (create, delete, enable, disable,
+//!   modify table, with veto) and [`WalObserver`]s (append and roll), set with
+//!   `Config::observer`, isolated and counted like region observers.
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod aggregate;
 pub mod endpoint;
+pub mod engine;
 pub mod host;
 pub mod observer;
 pub mod registry;
 pub mod service;
 
 pub use aggregate::{AggregationClient, Column, Interpreter, Number};
-pub use basalt_core::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch};
+pub use basalt_core::coprocessor::{
+    AddedOp, CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch,
+    StoreFileSummary,
+};
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
 pub use endpoint::{Endpoint, EndpointRegistry};
+pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};

@@ -9,9 +9,11 @@
 
 use async_trait::async_trait;
 use basalt_core::client::{
-    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult,
+    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
 };
-use basalt_core::coprocessor::{HookEnv, MiniBatch};
+use basalt_core::coprocessor::{CompactionRequest, CompactionSelection, HookEnv, MiniBatch};
+use basalt_core::server::compact::CompactionOutcome;
+use basalt_core::wal::WalEdit;
 use basalt_core::{RegionInfo, Result, TableName};
 use bytes::Bytes;
 
@@ -70,8 +72,9 @@ impl<'a> ObserverContext<'a> {
 
     /// Skips the operation and the coprocessors after this one in the chain. Only hooks
     /// documented as bypassable (`pre_put`, `pre_delete`, `pre_get`, `pre_exists`,
-    /// `pre_increment`, `pre_append`, `pre_check_and_mutate`) support it; elsewhere the call
-    /// is handled as a failure of this coprocessor.
+    /// `pre_increment`, `pre_append`, `pre_check_and_mutate`, `pre_split`,
+    /// `pre_wal_restore`) support it; elsewhere the call is handled as a failure of this
+    /// coprocessor.
     pub fn bypass(&mut self) {
         self.bypassed = true;
     }
@@ -262,6 +265,140 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _ops: &[&Mutation],
         _outcome: &Result<()>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    // Region lifecycle, scanner, flush, compaction, split and WAL-replay hooks. Where the
+    // engine calls each: `basalt_core::server::lifecycle`. Not bypassable unless said so.
+    // The engine logs the errors of notifications (open, close, flush and `post_*` hooks)
+    // and goes on; the failure policy still counts and applies them.
+    /// After a region is open and readable (engine open, table create or enable, split
+    /// daughters, merge result).
+    async fn post_open(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before a region closes (engine close, table disable, split or merge).
+    async fn pre_close(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// After a region closed.
+    async fn post_close(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Once per scan, before it plans its regions (`ctx` is the region it starts in); may
+    /// change the scan. An error fails the scan.
+    async fn pre_scanner_open(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _scan: &mut Scan,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Per batch of rows (all of `ctx`'s region), before the caller sees them; may change,
+    /// drop or add rows. An error fails the scan.
+    async fn post_scanner_next(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _rows: &mut Vec<RowResult>,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Exactly once per scan whose `pre_scanner_open` chain succeeded: at its end, error, or
+    /// when the caller drops the stream early.
+    async fn post_scanner_close(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before a store with cells in its MemStore is flushed.
+    async fn pre_flush(&self, _ctx: &mut ObserverContext<'_>, _family: &Bytes) -> Result<()> {
+        Ok(())
+    }
+
+    /// After a store's flush committed.
+    async fn post_flush(&self, _ctx: &mut ObserverContext<'_>, _family: &Bytes) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the engine chose a compaction's input files; may remove some (a contiguous run
+    /// must remain; none left cancels the compaction). An error fails the compaction.
+    async fn pre_compact_selection(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _selection: &mut CompactionSelection,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After the selection is final.
+    async fn post_compact_selection(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _selection: &CompactionSelection,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before the inputs are merged; may add a [`basalt_core::coprocessor::CellTransform`] that sees, changes or drops
+    /// each cell written. An error fails the compaction.
+    async fn pre_compact(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _request: &mut CompactionRequest,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// After a compaction committed.
+    async fn post_compact(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _family: &Bytes,
+        _outcome: &CompactionOutcome,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// Before the region splits at `split_row`, under the split's locks (writes to the
+    /// region wait: be quick). Bypassable: [`ObserverContext::bypass`] vetoes the split and
+    /// the region stays whole. An error fails the split.
+    async fn pre_split(&self, _ctx: &mut ObserverContext<'_>, _split_row: &Bytes) -> Result<()> {
+        Ok(())
+    }
+
+    /// After a split; `ctx` is the retired parent.
+    async fn post_split(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _lower: &RegionInfo,
+        _upper: &RegionInfo,
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// At engine open, before one replayed WAL record's edits of `ctx`'s region are
+    /// applied. Bypassable: the edits are skipped. An error is logged and the edits are
+    /// applied (recovery never loses an acknowledged write for a hook).
+    async fn pre_wal_restore(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _seq: u64,
+        _edits: &[WalEdit],
+    ) -> Result<()> {
+        Ok(())
+    }
+
+    /// At engine open, after one replayed WAL record's edits were applied.
+    async fn post_wal_restore(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _seq: u64,
+        _edits: &[WalEdit],
     ) -> Result<()> {
         Ok(())
     }

@@ -35,6 +35,12 @@
 //!
 //! Mutations a batch hook adds never run hooks themselves, in any table (no pre/post hooks
 //! of the target table, no recursion): they are part of the batch that added them.
+//! - Lifecycle hooks (region open and close, scanners, flush, compaction, split, WAL
+//!   replay): [`crate::server::lifecycle`] lists where each is called.
+//!
+//! Engine-wide hooks on table operations and the WAL are a separate interface,
+//! [`EngineHooks`] (`Config::observer`); system-wide region coprocessors
+//! (`Config::system_coprocessors`) join every user table's chain.
 //!
 //! Invariants: a table with no coprocessors has no hooks object, and the engine checks that
 //! `Option` first, so its operations allocate nothing for hooks; the engine holds row locks
@@ -43,12 +49,14 @@
 //! applied: the engine itself does not catch panics (the host in `basalt-coprocessors` does).
 
 use crate::client::ops::{
-    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult,
+    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
 };
 use crate::error::{Error, Result};
 use crate::region::{Region, RegionInfo};
 use crate::schema::{TableDescriptor, TableName};
+use crate::server::compact::CompactionOutcome;
 use crate::server::{Engine, TableState};
+use crate::wal::WalEdit;
 use async_trait::async_trait;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -420,6 +428,117 @@ pub trait RegionHooks: Send + Sync + std::fmt::Debug {
     ) -> Result<()> {
         Ok(())
     }
+
+    // Region lifecycle, scanner, flush, compaction, split and WAL-replay hooks (the module
+    // doc says where each is called). Notifications (`post_open`, the close,
+    // flush and `post_*` hooks) cannot stop what they report: the engine logs their errors.
+    /// After a region is open and readable (engine open, table create or enable, split
+    /// daughters, merge result).
+    async fn post_open(&self, _env: &HookEnv<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// Before a region closes (engine close, table disable, split or merge parent).
+    async fn pre_close(&self, _env: &HookEnv<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// After a region closed.
+    async fn post_close(&self, _env: &HookEnv<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// Before a scan plans its regions; may change the scan. An error fails the scan.
+    async fn pre_scanner_open(&self, _env: &HookEnv<'_>, _scan: &mut Scan) -> Result<()> {
+        Ok(())
+    }
+    /// After a batch of rows (all of one region, `env`'s) is read and before the caller
+    /// sees it; may change, drop or add rows. An error fails the scan.
+    async fn post_scanner_next(
+        &self,
+        _env: &HookEnv<'_>,
+        _rows: &mut Vec<RowResult>,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// When a scan opened with `pre_scanner_open` ends: at its end, on its error, or when
+    /// the stream is dropped early (then on a background task).
+    async fn post_scanner_close(&self, _env: &HookEnv<'_>) -> Result<()> {
+        Ok(())
+    }
+    /// Before a store's MemStore is flushed.
+    async fn pre_flush(&self, _env: &HookEnv<'_>, _family: &Bytes) -> Result<()> {
+        Ok(())
+    }
+    /// After a store's MemStore was flushed (its cells are in a store file).
+    async fn post_flush(&self, _env: &HookEnv<'_>, _family: &Bytes) -> Result<()> {
+        Ok(())
+    }
+    /// After the engine chose a compaction's input files; may remove files (what is left
+    /// must be a contiguous run of the candidates). An error fails the compaction.
+    async fn pre_compact_selection(
+        &self,
+        _env: &HookEnv<'_>,
+        _selection: &mut CompactionSelection,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// After the selection is final.
+    async fn post_compact_selection(
+        &self,
+        _env: &HookEnv<'_>,
+        _selection: &CompactionSelection,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// Before the inputs are merged; may add cell transforms that see, change or drop every
+    /// cell written. An error fails the compaction (the files stay as they were).
+    async fn pre_compact(
+        &self,
+        _env: &HookEnv<'_>,
+        _request: &mut CompactionRequest,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// After a compaction committed.
+    async fn post_compact(
+        &self,
+        _env: &HookEnv<'_>,
+        _family: &Bytes,
+        _outcome: &CompactionOutcome,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// Before a region splits at `split_row` (the parent is flushed and takes no write).
+    /// `Bypass` vetoes the split (the region stays whole); an error fails it.
+    async fn pre_split(&self, _env: &HookEnv<'_>, _split_row: &Bytes) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// After a split: `env` is the retired parent, `lower` and `upper` the daughters.
+    async fn post_split(
+        &self,
+        _env: &HookEnv<'_>,
+        _lower: &RegionInfo,
+        _upper: &RegionInfo,
+    ) -> Result<()> {
+        Ok(())
+    }
+    /// At recovery, before one replayed WAL record's edits of `env`'s region are applied;
+    /// `Bypass` skips them.
+    async fn pre_wal_restore(
+        &self,
+        _env: &HookEnv<'_>,
+        _seq: u64,
+        _edits: &[WalEdit],
+    ) -> Result<Flow> {
+        Ok(Flow::Continue)
+    }
+    /// At recovery, after one replayed WAL record's edits of `env`'s region were applied.
+    async fn post_wal_restore(
+        &self,
+        _env: &HookEnv<'_>,
+        _seq: u64,
+        _edits: &[WalEdit],
+    ) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// A table's hooks, swapped whole when its coprocessor list changes. Reading it when the
@@ -461,3 +580,8 @@ pub trait HooksLoader: Send + Sync + std::fmt::Debug {
     /// listed coprocessor cannot be loaded (the table change, or the open, then fails).
     fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>>;
 }
+
+// Types of the lifecycle hooks: compaction selection and cell transforms, and the engine
+// observer interface.
+pub use lifecycle_types::*;
+mod lifecycle_types;

@@ -95,7 +95,7 @@ pub struct Admin {
 impl Admin {
     /// Creates a table with one region.
     pub async fn create_table(&self, desc: TableDescriptor) -> Result<()> {
-        self.engine.create_table(desc, PreSplit::None)
+        self.engine.create_table(desc, PreSplit::None).await
     }
     /// Creates a table pre-split into regions.
     pub async fn create_table_with_splits(
@@ -103,15 +103,15 @@ impl Admin {
         desc: TableDescriptor,
         split: PreSplit,
     ) -> Result<()> {
-        self.engine.create_table(desc, split)
+        self.engine.create_table(desc, split).await
     }
     /// Deletes a disabled table.
     pub async fn delete_table(&self, name: &TableName) -> Result<()> {
-        self.engine.delete_table(name)
+        self.engine.delete_table(name).await
     }
     /// Enables a table.
     pub async fn enable_table(&self, name: &TableName) -> Result<()> {
-        self.engine.enable_table(name)
+        self.engine.enable_table(name).await
     }
     /// Disables a table (flushing it first).
     pub async fn disable_table(&self, name: &TableName) -> Result<()> {
@@ -139,7 +139,18 @@ impl Admin {
         name: &TableName,
         cf: ColumnFamilyDescriptor,
     ) -> Result<()> {
-        self.engine.add_family(name, cf)
+        let added = cf.clone();
+        self.engine
+            .observed_modify(
+                name,
+                |d| {
+                    let mut d = d.clone();
+                    d.families.push(added);
+                    d
+                },
+                async { self.engine.add_family(name, cf) },
+            )
+            .await
     }
     /// Changes a column family's settings.
     pub async fn modify_column_family(
@@ -147,7 +158,20 @@ impl Admin {
         name: &TableName,
         cf: ColumnFamilyDescriptor,
     ) -> Result<()> {
-        self.engine.modify_family(name, cf)
+        let changed = cf.clone();
+        self.engine
+            .observed_modify(
+                name,
+                |d| {
+                    let mut d = d.clone();
+                    for f in d.families.iter_mut().filter(|f| f.name == changed.name) {
+                        *f = changed.clone();
+                    }
+                    d
+                },
+                async { self.engine.modify_family(name, cf) },
+            )
+            .await
     }
     /// Removes a column family and its data.
     pub async fn delete_column_family(
@@ -158,8 +182,17 @@ impl Admin {
         // Flush first, as HBase's region reopen does: the family's edits must be below every
         // region's flushed sequence id, or WAL replay after a crash would hand them to a
         // family later re-added under the same name.
-        self.engine.flush_table(name).await?;
-        self.engine.remove_family(name, family.as_ref())
+        let family = family.as_ref();
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            d.families.retain(|f| f.name.as_ref() != family);
+            d
+        };
+        let change = async {
+            self.engine.flush_table(name).await?;
+            self.engine.remove_family(name, family)
+        };
+        self.engine.observed_modify(name, proposed, change).await
     }
     /// Flushes every region of a table.
     pub async fn flush(&self, name: &TableName) -> Result<()> {
@@ -214,11 +247,32 @@ impl Admin {
     /// Adds a coprocessor to a table; it serves the next operation (no restart) and is
     /// persisted in the catalog, so reopening the engine reloads it.
     pub async fn add_coprocessor(&self, name: &TableName, cp: CoprocessorDescriptor) -> Result<()> {
-        self.engine.add_coprocessor(name, cp)
+        let added = cp.clone();
+        self.engine
+            .observed_modify(
+                name,
+                |d| {
+                    let mut d = d.clone();
+                    d.coprocessors.push(added);
+                    d
+                },
+                async { self.engine.add_coprocessor(name, cp) },
+            )
+            .await
     }
     /// Removes a table's coprocessor by name (no restart).
     pub async fn remove_coprocessor(&self, name: &TableName, cp_name: &str) -> Result<()> {
-        self.engine.remove_coprocessor(name, cp_name)
+        self.engine
+            .observed_modify(
+                name,
+                |d| {
+                    let mut d = d.clone();
+                    d.coprocessors.retain(|c| c.name != cp_name);
+                    d
+                },
+                async { self.engine.remove_coprocessor(name, cp_name) },
+            )
+            .await
     }
     /// Replaces a table's whole coprocessor list (no restart).
     pub async fn set_coprocessors(
@@ -226,7 +280,18 @@ impl Admin {
         name: &TableName,
         coprocessors: Vec<CoprocessorDescriptor>,
     ) -> Result<()> {
-        self.engine.set_coprocessors(name, coprocessors)
+        let list = coprocessors.clone();
+        self.engine
+            .observed_modify(
+                name,
+                |d| {
+                    let mut d = d.clone();
+                    d.coprocessors = list;
+                    d
+                },
+                async { self.engine.set_coprocessors(name, coprocessors) },
+            )
+            .await
     }
     /// Creates a namespace.
     pub async fn create_namespace(&self, ns: &str) -> Result<()> {

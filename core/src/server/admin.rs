@@ -2,6 +2,10 @@
 //!
 //! Every change is validated first, then written to the catalog in one atomic update, then
 //! applied to the open regions; a failed validation or catalog write changes nothing.
+//!
+//! The engine observer (`Config::observer`) sees create, delete, enable and disable here
+//! (`pre_*` before anything changes, able to veto; `post_*` after); table modifications go
+//! through [`Engine::observed_modify`] (the `Admin` calls do).
 
 use super::recovery::open_region;
 use super::{Engine, TableState};
@@ -72,10 +76,33 @@ impl Engine {
         self.catalog.snapshot().namespaces.into_iter().collect()
     }
 
-    /// Creates a table, optionally pre-split.
-    pub fn create_table(&self, desc: TableDescriptor, split: PreSplit) -> Result<()> {
+    /// Creates a table, optionally pre-split: the engine observer's `pre_create_table` (which
+    /// may veto it), the change, the regions' `post_open`, then `post_create_table`.
+    pub async fn create_table(
+        self: &Arc<Self>,
+        desc: TableDescriptor,
+        split: PreSplit,
+    ) -> Result<()> {
         self.check_open()?;
         desc.validate()?;
+        let observer = self.config.observer.clone();
+        if let Some(o) = &observer {
+            o.pre_create_table(&desc).await?;
+        }
+        self.create_table_unobserved(desc.clone(), split)?;
+        if let Ok(t) = self.table(&desc.name) {
+            if let Some(hooks) = t.hooks() {
+                let regions: Vec<_> = t.regions.read().clone();
+                self.hooks_post_open(&t, &hooks, &regions).await;
+            }
+        }
+        match &observer {
+            Some(o) => o.post_create_table(&desc).await,
+            None => Ok(()),
+        }
+    }
+
+    fn create_table_unobserved(&self, desc: TableDescriptor, split: PreSplit) -> Result<()> {
         let keys = match split {
             PreSplit::None => Vec::new(),
             PreSplit::Keys(k) => validate_split_keys(k)?,
@@ -182,19 +209,46 @@ impl Engine {
         Ok(())
     }
 
-    /// Disables a table: flushes it, then refuses reads and writes until enabled.
+    /// Disables a table: flushes it, then refuses reads and writes until enabled. Its
+    /// regions' close hooks run around the flush.
     pub async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         require_enabled(&t, true)?;
+        if let Some(o) = &self.config.observer {
+            o.pre_disable_table(name).await?;
+        }
+        let hooks = t.hooks();
+        let regions: Vec<_> = t.regions.read().clone();
+        if let Some(h) = &hooks {
+            self.hooks_close(&t, h, &regions, false).await;
+        }
         self.flush_table(name).await?;
-        self.set_enabled(&t, false)
+        self.set_enabled(&t, false)?;
+        if let Some(h) = &hooks {
+            self.hooks_close(&t, h, &regions, true).await;
+        }
+        match &self.config.observer {
+            Some(o) => o.post_disable_table(name).await,
+            None => Ok(()),
+        }
     }
 
-    /// Enables a disabled table.
-    pub fn enable_table(&self, name: &TableName) -> Result<()> {
+    /// Enables a disabled table; its regions' `post_open` follows.
+    pub async fn enable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         require_enabled(&t, false)?;
-        self.set_enabled(&t, true)
+        if let Some(o) = &self.config.observer {
+            o.pre_enable_table(name).await?;
+        }
+        self.set_enabled(&t, true)?;
+        if let Some(h) = t.hooks() {
+            let regions: Vec<_> = t.regions.read().clone();
+            self.hooks_post_open(&t, &h, &regions).await;
+        }
+        match &self.config.observer {
+            Some(o) => o.post_enable_table(name).await,
+            None => Ok(()),
+        }
     }
 
     fn set_enabled(&self, t: &TableState, enabled: bool) -> Result<()> {
@@ -208,10 +262,21 @@ impl Engine {
         Ok(())
     }
 
-    /// Deletes a disabled table and its files.
-    pub fn delete_table(&self, name: &TableName) -> Result<()> {
+    /// Deletes a disabled table and its files (its regions were closed at disable).
+    pub async fn delete_table(&self, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         require_enabled(&t, false)?;
+        if let Some(o) = &self.config.observer {
+            o.pre_delete_table(name).await?;
+        }
+        self.delete_table_unobserved(name)?;
+        match &self.config.observer {
+            Some(o) => o.post_delete_table(name).await,
+            None => Ok(()),
+        }
+    }
+
+    fn delete_table_unobserved(&self, name: &TableName) -> Result<()> {
         let key = name.to_string();
         let removed = self.catalog.update(|s| {
             s.tables

@@ -39,6 +39,10 @@
 //! "stuck" for the policy: it compacts even a window out of ratio or smaller than the
 //! table's `min_files` (but at least 2 files, so open refuses a blocking count below 2).
 //!
+//! Coprocessors: after step 1, a table's hooks may shrink the selection and add cell
+//! transforms that see, change or drop every cell written in step 2; `post_compact` follows
+//! step 3 ([`super::lifecycle`]).
+//!
 //! Admin: `compact` / `major_compact` of a table or one region return once the compaction
 //! finished. A major compaction does not flush first (as HBase): cells in the MemStore are
 //! not part of it.
@@ -184,6 +188,18 @@ impl Engine {
         if inputs.is_empty() {
             return Ok(None);
         }
+        let (kind, inputs, transforms) = match self.region_hooks(region) {
+            None => (kind, inputs, Vec::new()),
+            Some((t, hooks)) => {
+                match self
+                    .hooks_pre_compact(&t, &hooks, region, store, kind, inputs)
+                    .await?
+                {
+                    Some(run) => run,
+                    None => return Ok(None),
+                }
+            }
+        };
         let rules = CompactionRules {
             kind,
             family: store.rules(),
@@ -198,6 +214,7 @@ impl Engine {
         let fs = self.config.fs.clone();
         let files = inputs.clone();
         let (start, end) = (region.start.clone(), region.end.clone());
+        let family = store.family.clone();
         let (output, outcome) = tokio::task::spawn_blocking(move || -> Result<_> {
             // Clipped to the region: a reference contributes only the region's rows.
             let first = crate::cell::StoreKey::first_on_row(start);
@@ -211,13 +228,28 @@ impl Engine {
             });
             let mut iter = CompactionIter::new(clipped, rules);
             let mut w = StoreFileWriter::create(&fs, &path, opts)?;
-            for cell in iter.by_ref() {
-                w.append(&cell?)?;
+            let mut hook_dropped = 0u64;
+            if transforms.is_empty() {
+                for cell in iter.by_ref() {
+                    w.append(&cell?)?;
+                }
+            } else {
+                for cell in iter.by_ref() {
+                    let mut cell = cell?;
+                    let keep = transforms
+                        .iter()
+                        .all(|t| t.transform(&family, &cell.key, &mut cell.value));
+                    if keep {
+                        w.append(&cell)?;
+                    } else {
+                        hook_dropped += 1;
+                    }
+                }
             }
             let outcome = CompactionOutcome {
                 files_in: files.len(),
                 cells_in: iter.cells_in,
-                cells_dropped: iter.cells_dropped,
+                cells_dropped: iter.cells_dropped + hook_dropped,
             };
             let info = w.finish()?;
             if info.entry_count == 0 {
@@ -242,6 +274,8 @@ impl Engine {
         }
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
             ?kind, files = outcome.files_in, dropped = outcome.cells_dropped, "compacted");
+        self.hooks_post_compact(region, &store.family, &outcome)
+            .await;
         self.maybe_split(region);
         Ok(Some(outcome))
     }

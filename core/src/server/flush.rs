@@ -17,6 +17,9 @@
 //! same snapshot (without keep-deleted-cells), an older write of the same version and, in a
 //! family without min versions, a put past its TTL are not written; no read result changes.
 //! A successful flush then checks the region's stores for a background minor compaction.
+//!
+//! Coprocessors: `pre_flush` runs per store with cells to flush before the snapshot is
+//! taken, `post_flush` after the flush committed ([`super::lifecycle`]); neither can stop it.
 
 use super::Engine;
 use crate::catalog::FileEntry;
@@ -33,6 +36,19 @@ impl Engine {
     pub async fn flush_region(self: &Arc<Self>, region: &Arc<Region>) -> Result<()> {
         let _serial = region.flush_lock.lock().await;
         let stores = region.all_stores();
+        // Flush hooks run for the stores with cells to flush (writes meanwhile may add one
+        // whose MemStore was empty: it is flushed without them).
+        let hooked: Vec<bytes::Bytes> = if self.region_hooks(region).is_some() {
+            let fams: Vec<_> = stores
+                .iter()
+                .filter(|s| !s.state.read().active.is_empty())
+                .map(|s| s.family.clone())
+                .collect();
+            self.hooks_flush(region, &fams, false).await;
+            fams
+        } else {
+            Vec::new()
+        };
         let (read_point, snapshots) = {
             let _w = region.update_lock.write();
             let s = self.mvcc.read_point();
@@ -76,6 +92,9 @@ impl Engine {
             region.snapshot_oldest.store(u64::MAX, Ordering::Relaxed);
         }
         result?;
+        if !hooked.is_empty() {
+            self.hooks_flush(region, &hooked, true).await;
+        }
         self.purge_wal();
         self.maybe_compact(region);
         self.maybe_split(region);

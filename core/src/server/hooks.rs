@@ -61,6 +61,8 @@ pub(crate) fn load_hooks(
     config: &Config,
     desc: &TableDescriptor,
 ) -> Result<Option<Arc<dyn RegionHooks>>> {
+    let desc = super::lifecycle::effective_descriptor(config, desc);
+    let desc = desc.as_ref();
     if desc.coprocessors.is_empty() {
         return Ok(None);
     }

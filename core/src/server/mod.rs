@@ -4,7 +4,8 @@
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
 //! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
-//! [`flush`] (MemStore to store file, WAL purge), [`hooks`] (coprocessor hook calls), [`memory`] (the global MemStore budget),
+//! [`flush`] (MemStore to store file, WAL purge), [`hooks`] (coprocessor hook calls), [`lifecycle`]
+//! (lifecycle, scanner and engine-wide hook calls), [`memory`] (the global MemStore budget),
 //! [`compact`] (minor and major compaction, write throttling), [`endpoint`] (region-local calls
 //! at one pinned read point, for endpoints), [`split`] (region split and
 //! merge, split policy) and [`recovery`] (open and replay). Invariant: a table's regions are
@@ -16,6 +17,7 @@ pub mod compact;
 pub mod endpoint;
 pub mod flush;
 pub mod hooks;
+pub mod lifecycle;
 pub mod memory;
 pub mod read;
 pub mod recovery;
@@ -23,13 +25,13 @@ pub mod split;
 pub mod write;
 
 use crate::catalog::Catalog;
-use crate::coprocessor::{HookSlot, HooksLoader, RegionHooks};
+use crate::coprocessor::{EngineHooks, HookSlot, HooksLoader, RegionHooks};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, StdFs};
 use crate::mvcc::Mvcc;
 use crate::region::locks::RowLocks;
 use crate::region::Region;
-use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+use crate::schema::{ColumnFamilyDescriptor, CoprocessorDescriptor, TableDescriptor, TableName};
 use crate::storage::storefile::{BlockCache, WriterOptions};
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock};
@@ -97,6 +99,11 @@ pub struct Config {
     /// fails with [`Error::RowLockTimeout`] having written nothing (see
     /// [`crate::region::locks`]).
     pub row_lock_wait_ms: u64,
+    /// System-wide region coprocessors: loaded (through `coprocessor_loader`) for every user
+    /// table, ahead of the table's own list (see [`lifecycle`]).
+    pub system_coprocessors: Vec<CoprocessorDescriptor>,
+    /// The engine-wide observer of table operations and the WAL (default none).
+    pub observer: Option<Arc<dyn EngineHooks>>,
 }
 
 impl Config {
@@ -120,11 +127,25 @@ impl Config {
             max_region_size: 10 << 30,
             coprocessor_loader: None,
             row_lock_wait_ms: 5000,
+            system_coprocessors: Vec::new(),
+            observer: None,
         }
     }
     /// Sets the longest out-of-order wait for the row lock of a row a batch hook added.
     pub fn row_lock_wait_ms(mut self, ms: u64) -> Self {
         self.row_lock_wait_ms = ms;
+        self
+    }
+    /// Adds a system-wide region coprocessor, loaded for every user table (after those
+    /// added before it, among equal priorities).
+    pub fn system_coprocessor(mut self, cp: CoprocessorDescriptor) -> Self {
+        self.system_coprocessors.push(cp);
+        self
+    }
+    /// Sets the engine-wide observer of table operations and the WAL (e.g. a
+    /// `basalt_coprocessors::EngineObserverHost`).
+    pub fn observer(mut self, observer: Arc<dyn EngineHooks>) -> Self {
+        self.observer = Some(observer);
         self
     }
     /// Sets the coprocessor loader (e.g. a `basalt_coprocessors::Registry`).
@@ -322,6 +343,7 @@ impl Engine {
         if self.closed.load(Ordering::Acquire) {
             return Ok(());
         }
+        self.hooks_close_all(false).await;
         let tables: Vec<_> = self.tables.read().values().cloned().collect();
         for t in tables {
             let regions: Vec<_> = t.regions.read().clone();
@@ -329,6 +351,7 @@ impl Engine {
                 self.flush_region(&r).await?;
             }
         }
+        self.hooks_close_all(true).await;
         self.closed.store(true, Ordering::Release);
         // A running split or merge ends (or, seeing `closed`, gives up) first.
         drop(self.region_ops.lock().await);

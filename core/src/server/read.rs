@@ -127,13 +127,10 @@ impl Engine {
     /// read on a blocking thread while the caller handles the one before, so at most two
     /// chunks are held. Dropping the stream abandons a chunk being read.
     pub fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
-        let prefetch = scan.prefetch;
-        let scanner = TableScanner::new(self.clone(), t, scan)?;
-        let state = ScanStream {
-            ahead: Ahead::Idle(Box::new(scanner)),
-            buf: VecDeque::new(),
-            prefetch,
-        };
+        if let Some(hooks) = t.hooks() {
+            return Ok(super::lifecycle::scan::hooked(self.clone(), t, hooks, scan));
+        }
+        let state = ScanStream::new(self.clone(), t, scan, false)?;
         let stream = futures::stream::unfold(state, |mut s| async move {
             if s.buf.is_empty() {
                 match s.next_chunk().await {
@@ -151,29 +148,55 @@ impl Engine {
     }
 }
 
+/// A chunk of rows and the region they came from (the last one read, when a chunk spans
+/// regions).
+type Chunk = (VecDeque<RowResult>, Option<Arc<Region>>);
+
 /// What a scan stream's reader is doing.
 enum Ahead {
     /// Waiting for the caller (or not started).
     Idle(Box<TableScanner>),
     /// Reading the next chunk on a blocking thread.
-    Reading(tokio::task::JoinHandle<(Box<TableScanner>, Result<VecDeque<RowResult>>)>),
+    Reading(tokio::task::JoinHandle<(Box<TableScanner>, Result<Chunk>)>),
     /// Every row has been read, or reading failed.
     Done,
 }
 
 /// The state of a scan stream: the rows read and not yet taken, and the reader.
-struct ScanStream {
+pub(crate) struct ScanStream {
     ahead: Ahead,
     buf: VecDeque<RowResult>,
     prefetch: bool,
 }
 
 impl ScanStream {
-    /// The next chunk of rows (empty at the end); starts reading the one after it when
-    /// prefetching.
+    /// A stream over `scan` of `t`; with `per_region`, no chunk holds rows of two regions.
+    pub(crate) fn new(
+        engine: Arc<Engine>,
+        t: Arc<TableState>,
+        scan: Scan,
+        per_region: bool,
+    ) -> Result<Self> {
+        let prefetch = scan.prefetch;
+        let mut scanner = TableScanner::new(engine, t, scan)?;
+        scanner.per_region = per_region;
+        Ok(ScanStream {
+            ahead: Ahead::Idle(Box::new(scanner)),
+            buf: VecDeque::new(),
+            prefetch,
+        })
+    }
+
+    /// The next chunk of rows (empty at the end).
     async fn next_chunk(&mut self) -> Result<VecDeque<RowResult>> {
+        self.next_chunk_from().await.map(|(rows, _)| rows)
+    }
+
+    /// The next chunk of rows (empty at the end) and its region; starts reading the one
+    /// after it when prefetching.
+    pub(crate) async fn next_chunk_from(&mut self) -> Result<Chunk> {
         let (mut scanner, chunk) = match std::mem::replace(&mut self.ahead, Ahead::Done) {
-            Ahead::Done => return Ok(VecDeque::new()),
+            Ahead::Done => return Ok((VecDeque::new(), None)),
             Ahead::Idle(mut scanner) => {
                 // Reading is synchronous; yield first so a long scan shares its worker thread
                 // with other tasks instead of holding it to the end.
@@ -206,6 +229,10 @@ struct TableScanner {
     engine: Arc<Engine>,
     regions: VecDeque<Arc<Region>>,
     current: Option<RegionScanner>,
+    /// The region `current` reads.
+    current_region: Option<Arc<Region>>,
+    /// End a chunk where a region ends (for the scanner hooks, which see one region's rows).
+    per_region: bool,
     scan: Scan,
     range: RowRange,
     read_point: u64,
@@ -257,6 +284,8 @@ impl TableScanner {
             engine,
             regions,
             current: None,
+            current_region: None,
+            per_region: false,
             rows_left: scan.limit.filter(|n| *n > 0),
             range,
             scan,
@@ -266,13 +295,13 @@ impl TableScanner {
     }
 
     /// Reads the next chunk of rows; an error ends the scan.
-    fn read_chunk(&mut self) -> Result<VecDeque<RowResult>> {
+    fn read_chunk(&mut self) -> Result<Chunk> {
         let mut buf = VecDeque::with_capacity(SCAN_CHUNK);
         let r = self.fill(&mut buf);
         if r.is_err() {
             self.finished = true;
         }
-        r.map(|()| buf)
+        r.map(|()| (buf, self.current_region.clone()))
     }
 
     fn fill(&mut self, buf: &mut VecDeque<RowResult>) -> Result<()> {
@@ -306,6 +335,7 @@ impl TableScanner {
                 )?;
                 scanner.set_filter(self.filter.take());
                 self.current = Some(scanner);
+                self.current_region = Some(region);
             }
             let next = match self.current.as_mut() {
                 Some(s) => s.next_row()?,
@@ -317,6 +347,9 @@ impl TableScanner {
                     if done.filter_done() {
                         self.finished = true;
                     }
+                }
+                if self.per_region && rows > 0 {
+                    break;
                 }
                 continue;
             };

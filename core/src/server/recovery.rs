@@ -1,13 +1,16 @@
 //! Opening the engine: load the catalog, open every region's store files, delete orphans,
 //! and replay the WAL records each region had not flushed.
 //!
+//! Tables' coprocessor hooks are loaded before the WAL is replayed, so their
+//! `pre_wal_restore` / `post_wal_restore` see the replayed edits; `post_open` follows for
+//! every region of every enabled table with coprocessors ([`super::lifecycle`]).
+//!
 //! Invariants after open: every acknowledged write is in a MemStore or a store file; the
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed
 //! before its catalog update) are gone.
 
 use super::{store_file_path, Config, Engine, TableState};
 use crate::catalog::{Catalog, RegionEntry, TableEntry};
-use crate::cell::StoreCell;
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
 use crate::region::locks::RowLocks;
@@ -17,7 +20,7 @@ use crate::storage::storefile::{BlockCache, StoreFileReader};
 use crate::wal::{Wal, WalOptions};
 
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
@@ -67,12 +70,8 @@ impl Engine {
         let mut live_files = HashSet::new();
         let mut max_seq = 0u64;
         let mut tables = BTreeMap::new();
-        let mut by_id: HashMap<u64, Arc<Region>> = HashMap::new();
         for entry in state.tables.values() {
             let t = open_table(&config, entry, &cache, &mut live_files, &mut max_seq)?;
-            for r in t.regions.read().iter() {
-                by_id.insert(r.id, r.clone());
-            }
             tables.insert(t.name.clone(), t);
         }
         remove_orphans(&config, &live_files)?;
@@ -84,43 +83,16 @@ impl Engine {
                 segment_size: config.wal_segment_size,
             },
         )?;
-        let mut replayed = 0usize;
-        for rec in records {
-            max_seq = max_seq.max(rec.seq);
-            let mut per_region: HashMap<u64, Vec<(Arc<Store>, StoreCell)>> = HashMap::new();
-            for edit in rec.edits {
-                let Some(region) = by_id.get(&edit.region_id) else {
-                    // The table was deleted, or a split or merge retired the region: it
-                    // flushed every write it took before the catalog dropped it, so the
-                    // edit is in the files its successors list.
-                    continue;
-                };
-                if rec.seq
-                    <= region
-                        .flushed_seq
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    continue;
-                }
-                let Some(store) = region.store(&edit.family) else {
-                    continue; // the family was removed
-                };
-                let mut cell = edit.cell;
-                cell.key.seq = rec.seq;
-                per_region.entry(region.id).or_default().push((store, cell));
-            }
-            for (id, cells) in per_region {
-                if let Some(region) = by_id.get(&id) {
-                    replayed += cells.len();
-                    region.apply(&cells);
-                }
-            }
+        if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
+            wal.on_roll(Box::new(move |closed, opened| {
+                o.post_wal_roll(closed, opened)
+            }));
         }
-        if replayed > 0 {
-            tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
+        for rec in &records {
+            max_seq = max_seq.max(rec.seq);
         }
         let next_file_id = state.next_file_id;
-        Ok(Arc::new(Engine {
+        let engine = Arc::new(Engine {
             mvcc: Mvcc::new(max_seq),
             locks: RowLocks::new(4096),
             catalog,
@@ -138,7 +110,14 @@ impl Engine {
             scan_points: Mutex::new(BTreeMap::new()),
             region_ops: Arc::new(tokio::sync::Mutex::new(())),
             config,
-        }))
+        });
+        // After the engine exists: the WAL-restore and open hooks of tables with
+        // coprocessors receive it.
+        let replayed = engine.replay_wal(records)?;
+        if replayed > 0 {
+            tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
+        }
+        Ok(engine)
     }
 }
 

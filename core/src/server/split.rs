@@ -48,14 +48,20 @@
 //! at the computed row (when there is one), once it gets `region_ops` (the policy is checked
 //! again then).
 //!
+//! Coprocessors: once the split row is known, under the locks, `pre_split` may veto the
+//! split (the region stays whole, `None` is returned); the parent's close hooks, the
+//! successors' `post_open` and `post_split` follow ([`super::lifecycle`] gives the order).
+//!
 //! Reads need nothing here: they take their read point before they locate regions, and a
 //! retired region keeps answering exactly at any read point taken before it was retired
 //! ([`crate::region`]). A family added, changed or removed during a split or merge reaches
 //! the new regions because the table's region list stays write-locked from the catalog
 //! update to the swap.
 
+use super::lifecycle::logged;
 use super::{Engine, TableState};
 use crate::catalog::{FileEntry, RegionEntry};
+use crate::coprocessor::{Flow, HookEnv};
 use crate::error::{Error, Result};
 use crate::region::{Region, Store};
 use crate::schema::TableName;
@@ -243,6 +249,16 @@ impl Engine {
                 None => return Ok(None),
             },
         };
+        let hooks = t.hooks();
+        if let Some(h) = &hooks {
+            let env = HookEnv::new(self, t, parent.clone());
+            if h.pre_split(&env, &row).await? == Flow::Bypass {
+                tracing::info!(region = %parent.name(), "a coprocessor vetoed the split");
+                return Ok(None);
+            }
+            self.hooks_close(t, h, std::slice::from_ref(parent), false)
+                .await;
+        }
         let readers: BTreeMap<u64, Arc<StoreFileReader>> = stores
             .iter()
             .flat_map(|s| s.state.read().files.clone())
@@ -254,47 +270,61 @@ impl Engine {
         // The table's region list stays locked from the catalog update to the swap, so a
         // family added, changed or removed meanwhile (catalog first, then every listed
         // region) reaches the parent before it is copied or the daughters after.
-        let mut regions = t.regions.write();
-        let (lo_id, hi_id) = self.catalog.update(|s| {
-            let lo_id = s.next_region_id;
-            let hi_id = lo_id + 1;
-            s.next_region_id += 2;
-            let entry = s.table_mut(&key)?;
-            let pos = entry
-                .regions
-                .iter()
-                .position(|r| r.id == parent_id)
-                .ok_or_else(|| Error::bad_argument("region vanished during its split"))?;
-            let p = entry.regions[pos].clone();
-            let lo = RegionEntry {
-                id: lo_id,
-                start: p.start.clone(),
-                end: row.clone(),
-                flushed_seq: p.flushed_seq,
-                files: entry_files(&p, &readers, &p.start, &row),
-            };
-            let hi = RegionEntry {
-                id: hi_id,
-                start: row.clone(),
-                end: p.end.clone(),
-                flushed_seq: p.flushed_seq,
-                files: entry_files(&p, &readers, &row, &p.end),
-            };
-            entry.regions.splice(pos..=pos, [lo, hi]);
-            Ok((lo_id, hi_id))
-        })?;
-        let lo = Arc::new(daughter(parent, lo_id, parent.start.clone(), row.clone()));
-        let hi = Arc::new(daughter(parent, hi_id, row.clone(), parent.end.clone()));
-        if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, parent)) {
-            regions.splice(pos..=pos, [lo.clone(), hi.clone()]);
-        }
-        parent.retired.store(true, Ordering::Release);
-        drop(regions);
+        let (lo_id, hi_id, lo, hi) = {
+            let mut regions = t.regions.write();
+            let (lo_id, hi_id) = self.catalog.update(|s| {
+                let lo_id = s.next_region_id;
+                let hi_id = lo_id + 1;
+                s.next_region_id += 2;
+                let entry = s.table_mut(&key)?;
+                let pos = entry
+                    .regions
+                    .iter()
+                    .position(|r| r.id == parent_id)
+                    .ok_or_else(|| Error::bad_argument("region vanished during its split"))?;
+                let p = entry.regions[pos].clone();
+                let lo = RegionEntry {
+                    id: lo_id,
+                    start: p.start.clone(),
+                    end: row.clone(),
+                    flushed_seq: p.flushed_seq,
+                    files: entry_files(&p, &readers, &p.start, &row),
+                };
+                let hi = RegionEntry {
+                    id: hi_id,
+                    start: row.clone(),
+                    end: p.end.clone(),
+                    flushed_seq: p.flushed_seq,
+                    files: entry_files(&p, &readers, &row, &p.end),
+                };
+                entry.regions.splice(pos..=pos, [lo, hi]);
+                Ok((lo_id, hi_id))
+            })?;
+            let lo = Arc::new(daughter(parent, lo_id, parent.start.clone(), row.clone()));
+            let hi = Arc::new(daughter(parent, hi_id, row.clone(), parent.end.clone()));
+            if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, parent)) {
+                regions.splice(pos..=pos, [lo.clone(), hi.clone()]);
+            }
+            parent.retired.store(true, Ordering::Release);
+            drop(regions);
+            (lo_id, hi_id, lo, hi)
+        };
         drop(flush_guard);
         drop(gate);
         drop(compaction_locks);
         tracing::info!(parent = %parent.name(), row = %String::from_utf8_lossy(&row),
             lower = lo_id, upper = hi_id, "split region");
+        if let Some(h) = &hooks {
+            self.hooks_close(t, h, std::slice::from_ref(parent), true)
+                .await;
+            self.hooks_post_open(t, h, &[lo.clone(), hi.clone()]).await;
+            let env = HookEnv::new(self, t, parent.clone());
+            logged(
+                "post_split",
+                parent,
+                h.post_split(&env, &lo.info(), &hi.info()).await,
+            );
+        }
         for d in [lo, hi] {
             self.spawn_reference_compaction(d);
         }
@@ -357,79 +387,94 @@ impl Engine {
                 "regions took writes during their merge",
             ));
         }
+        let hooks = t.hooks();
+        if let Some(h) = &hooks {
+            self.hooks_close(&t, h, &[first.clone(), second.clone()], false)
+                .await;
+        }
         self.check_open()?;
         let key = t.name.to_string();
         let (first_id, second_id) = (first.id, second.id);
         // Locked from the catalog update to the swap, as in a split.
-        let mut regions = t.regions.write();
-        let merged_id = self.catalog.update(|s| {
-            let id = s.next_region_id;
-            s.next_region_id += 1;
-            let entry = s.table_mut(&key)?;
-            let pos = entry
-                .regions
-                .iter()
-                .position(|r| r.id == first_id)
-                .ok_or_else(|| Error::bad_argument("region vanished during its merge"))?;
-            let (x, y) = match (entry.regions.get(pos), entry.regions.get(pos + 1)) {
-                (Some(x), Some(y)) if y.id == second_id => (x.clone(), y.clone()),
-                _ => return Err(Error::bad_argument("regions vanished during their merge")),
-            };
-            let mut files = x.files.clone();
-            for (fam, list) in &y.files {
-                let all = files.entry(fam.clone()).or_default();
-                all.extend(list.iter().cloned());
-                all.sort_by_key(|f| std::cmp::Reverse(f.max_seq));
-            }
-            let merged = RegionEntry {
-                id,
-                start: x.start.clone(),
-                end: y.end.clone(),
-                flushed_seq: x.flushed_seq.max(y.flushed_seq),
-                files,
-            };
-            entry.regions.splice(pos..=pos + 1, [merged]);
-            Ok(id)
-        })?;
-        let stores = first
-            .all_stores()
-            .iter()
-            .map(|s| {
-                let mut files = s.state.read().files.clone();
-                if let Some(other) = second.store(&s.family) {
-                    files.extend(other.state.read().files.iter().cloned());
+        let merged = {
+            let mut regions = t.regions.write();
+            let merged_id = self.catalog.update(|s| {
+                let id = s.next_region_id;
+                s.next_region_id += 1;
+                let entry = s.table_mut(&key)?;
+                let pos = entry
+                    .regions
+                    .iter()
+                    .position(|r| r.id == first_id)
+                    .ok_or_else(|| Error::bad_argument("region vanished during its merge"))?;
+                let (x, y) = match (entry.regions.get(pos), entry.regions.get(pos + 1)) {
+                    (Some(x), Some(y)) if y.id == second_id => (x.clone(), y.clone()),
+                    _ => return Err(Error::bad_argument("regions vanished during their merge")),
+                };
+                let mut files = x.files.clone();
+                for (fam, list) in &y.files {
+                    let all = files.entry(fam.clone()).or_default();
+                    all.extend(list.iter().cloned());
+                    all.sort_by_key(|f| std::cmp::Reverse(f.max_seq));
                 }
-                files.sort_by_key(|f| std::cmp::Reverse(f.info().max_seq));
-                (
-                    s.family.clone(),
-                    Arc::new(Store::new(s.descriptor(), files)),
-                )
-            })
-            .collect();
-        let flushed = first
-            .flushed_seq
-            .load(Ordering::Acquire)
-            .max(second.flushed_seq.load(Ordering::Acquire));
-        let merged = Arc::new(Region::new(
-            merged_id,
-            t.name.clone(),
-            first.start.clone(),
-            second.end.clone(),
-            flushed,
-            stores,
-        ));
-        if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
-            regions.splice(pos..=pos + 1, [merged.clone()]);
-        }
-        for r in &by_id {
-            r.retired.store(true, Ordering::Release);
-        }
-        drop(regions);
+                let merged = RegionEntry {
+                    id,
+                    start: x.start.clone(),
+                    end: y.end.clone(),
+                    flushed_seq: x.flushed_seq.max(y.flushed_seq),
+                    files,
+                };
+                entry.regions.splice(pos..=pos + 1, [merged]);
+                Ok(id)
+            })?;
+            let stores = first
+                .all_stores()
+                .iter()
+                .map(|s| {
+                    let mut files = s.state.read().files.clone();
+                    if let Some(other) = second.store(&s.family) {
+                        files.extend(other.state.read().files.iter().cloned());
+                    }
+                    files.sort_by_key(|f| std::cmp::Reverse(f.info().max_seq));
+                    (
+                        s.family.clone(),
+                        Arc::new(Store::new(s.descriptor(), files)),
+                    )
+                })
+                .collect();
+            let flushed = first
+                .flushed_seq
+                .load(Ordering::Acquire)
+                .max(second.flushed_seq.load(Ordering::Acquire));
+            let merged = Arc::new(Region::new(
+                merged_id,
+                t.name.clone(),
+                first.start.clone(),
+                second.end.clone(),
+                flushed,
+                stores,
+            ));
+            if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
+                regions.splice(pos..=pos + 1, [merged.clone()]);
+            }
+            for r in &by_id {
+                r.retired.store(true, Ordering::Release);
+            }
+            drop(regions);
+            merged
+        };
+        let merged_id = merged.id;
         drop(flush_guards);
         drop(gates);
         drop(compaction_locks);
         tracing::info!(first = %first.name(), second = %second.name(), merged = merged_id,
             "merged regions");
+        if let Some(h) = &hooks {
+            self.hooks_close(&t, h, &[first.clone(), second.clone()], true)
+                .await;
+            self.hooks_post_open(&t, h, std::slice::from_ref(&merged))
+                .await;
+        }
         self.maybe_compact(&merged);
         Ok(merged_id)
     }

@@ -329,7 +329,7 @@ impl Engine {
                     for e in &mut rec.edits {
                         e.cell.key.seq = seq;
                     }
-                    Some(self.wal.append(rec, durability)?)
+                    Some(self.observed_wal_append(rec, |rec| self.wal.append(rec, durability))?)
                 }
                 None => None,
             };

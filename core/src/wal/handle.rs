@@ -203,6 +203,13 @@ impl Wal {
         self.shared.requested_roll()
     }
 
+    /// Sets the function told of every segment roll (closed id, new id); only the first
+    /// call takes effect. It runs under the writer lock: it must be quick and must not
+    /// append to this WAL.
+    pub fn on_roll(&self, listener: super::RollListener) {
+        let _ = self.shared.roll_listener.set(listener);
+    }
+
     /// All live segments, oldest first, the current one last.
     pub fn segments(&self) -> Vec<SegmentInfo> {
         self.shared.segments.lock().clone()

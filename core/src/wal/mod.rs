@@ -65,6 +65,10 @@ pub struct WalRecord {
     pub edits: Vec<WalEdit>,
 }
 
+/// A function told of every segment roll: `(closed id, new id)`. It runs under the WAL's
+/// writer lock and must not append to the WAL.
+pub type RollListener = Box<dyn Fn(u64, u64) + Send + Sync>;
+
 /// WAL settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalOptions {

@@ -146,6 +146,8 @@ pub(crate) struct Shared {
     closing: AtomicBool,
     /// Set once by the first failed write, fsync or roll.
     failure: OnceLock<Failure>,
+    /// Called after each roll with the closed and the new segment's ids.
+    pub roll_listener: OnceLock<super::RollListener>,
     /// Test hook: the next write fails with an injected I/O error.
     #[cfg(test)]
     pub inject_failure: AtomicBool,
@@ -169,6 +171,7 @@ impl Shared {
             sync_lock: tokio::sync::Mutex::new(()),
             closing: AtomicBool::new(false),
             failure: OnceLock::new(),
+            roll_listener: OnceLock::new(),
             #[cfg(test)]
             inject_failure: AtomicBool::new(false),
             #[cfg(test)]
@@ -267,6 +270,9 @@ impl Shared {
             size: cur.size,
         });
         tracing::debug!(segment = id, "rolled WAL segment");
+        if let Some(listener) = self.roll_listener.get() {
+            listener(id - 1, id);
+        }
         Ok(())
     }
 

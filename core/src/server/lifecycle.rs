@@ -1,0 +1,610 @@
+//! Calling the lifecycle hooks of [`crate::coprocessor::RegionHooks`] (region open and
+//! close, scanners, flush, compaction, split, WAL replay), the engine-wide
+//! [`crate::coprocessor::EngineHooks`], and building system-wide coprocessor chains.
+//!
+//! Where each region hook is called:
+//! - `post_open`: once a region is open and readable: at engine open (after WAL replay, for
+//!   regions of enabled tables), table create and enable, for split daughters and a merge's
+//!   result.
+//! - `pre_close` / `post_close`: around a region's close: engine close (around its final
+//!   flush), table disable (around its flush), the parent of a split and both inputs of a
+//!   merge (pre before the catalog change, post after the swap). A table is deleted only
+//!   when disabled, so its regions are already closed then: delete calls no close hook.
+//!   Split order: `pre_split`, `pre_close(parent)`, `post_close(parent)`,
+//!   `post_open(lower)`, `post_open(upper)`, `post_split`. Merge order: `pre_close` of both
+//!   (lower first), `post_close` of both, `post_open(merged)`.
+//! - Scanner hooks are per scan, not per region: `pre_scanner_open` once, with the region the
+//!   scan starts in, before the scan plans its regions (so it may change the scan);
+//!   `post_scanner_next` once per batch of rows (a hooked scan never mixes regions in one
+//!   batch; batches hold up to 256 rows); `post_scanner_close` exactly once for every scan
+//!   whose open hook succeeded: when the stream ends, fails, or is dropped early (then on a
+//!   background task of the current runtime). A hooked scan reports bad arguments as the
+//!   stream's first item rather than from `scan` itself.
+//! - `pre_flush` / `post_flush`: per store with cells to flush, before the snapshot is taken
+//!   and after the flush committed.
+//! - `pre_compact_selection` / `post_compact_selection` / `pre_compact` / `post_compact`: per
+//!   store compaction, after the engine's selection; a store holding split references must
+//!   compact every file, so a hook may not shrink its selection (that fails the compaction).
+//! - `pre_split` / `post_split`: under the split's locks once the split row is known.
+//! - `pre_wal_restore` / `post_wal_restore`: at engine open, per replayed WAL record and
+//!   region, for tables with coprocessors (their hooks are loaded before replay).
+//!
+//! System-wide coprocessors (`Config::system_coprocessors`) join the chain of every table
+//! outside the system namespace (`basalt:`, which serves the engine itself), ahead of the
+//! table's own list: the chain runs by priority, ties in load order, so on equal priorities
+//! system coprocessors run first. A table listing a coprocessor of the same name replaces
+//! the system entry (its own priority, arguments and policy win).
+//!
+//! Invariants: a table without coprocessors pays one atomic load per flush, compaction,
+//! split or scan and nothing per row; hooks are awaited outside every sync lock; a
+//! notification hook's error is logged and never stops the engine's work.
+
+use super::compact::CompactionOutcome;
+use super::{Config, Engine, TableState};
+use crate::client::ops::{RowResult, Scan};
+use crate::coprocessor::{
+    CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, RegionHooks,
+    StoreFileSummary,
+};
+use crate::error::{Error, Result};
+use crate::region::{Region, Store};
+use crate::schema::{TableDescriptor, TableName, SYSTEM_NAMESPACE};
+use crate::storage::compaction::CompactionKind;
+use crate::storage::storefile::StoreFileReader;
+use crate::wal::{WalEdit, WalRecord};
+use bytes::Bytes;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+/// The descriptor whose coprocessor list is loaded for `desc`: the system-wide
+/// coprocessors first (those the table does not list itself), then the table's own.
+pub(crate) fn effective_descriptor<'a>(
+    config: &Config,
+    desc: &'a TableDescriptor,
+) -> Cow<'a, TableDescriptor> {
+    if config.system_coprocessors.is_empty() || desc.name.namespace() == SYSTEM_NAMESPACE {
+        return Cow::Borrowed(desc);
+    }
+    let mut eff = desc.clone();
+    eff.coprocessors = config
+        .system_coprocessors
+        .iter()
+        .filter(|s| !desc.coprocessors.iter().any(|c| c.name == s.name))
+        .chain(desc.coprocessors.iter())
+        .cloned()
+        .collect();
+    Cow::Owned(eff)
+}
+
+/// Runs hook futures to completion from synchronous code (engine open): on a fresh thread
+/// blocking on the current runtime, or on a one-off runtime when there is none. A panic that
+/// escapes the hooks becomes an error.
+pub(crate) fn block_on_hooks<F, T>(fut: F) -> Result<T>
+where
+    F: Future<Output = Result<T>> + Send,
+    T: Send,
+{
+    let panicked = |_| Error::Coprocessor {
+        name: "(hooks)".into(),
+        msg: "a hook panicked during engine open".into(),
+    };
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => std::thread::scope(|s| {
+            s.spawn(move || handle.block_on(fut))
+                .join()
+                .map_err(panicked)?
+        }),
+        Err(_) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            rt.block_on(fut)
+        }
+    }
+}
+
+/// Logs the error of a notification hook.
+pub(crate) fn logged(hook: &str, region: &Region, r: Result<()>) {
+    if let Err(e) = r {
+        tracing::warn!(region = %region.name(), hook, error = %e, "coprocessor hook failed");
+    }
+}
+
+fn summary(f: &StoreFileReader) -> StoreFileSummary {
+    let info = f.info();
+    StoreFileSummary {
+        id: f.file_id(),
+        size: info.file_size,
+        entries: info.entry_count,
+        max_seq: info.max_seq,
+    }
+}
+
+/// What a compaction runs after its hooks: the kind, the inputs and the cell transforms.
+pub(crate) type HookedCompaction = (
+    CompactionKind,
+    Vec<Arc<StoreFileReader>>,
+    Vec<Arc<dyn CellTransform>>,
+);
+
+impl Engine {
+    /// The table of `region` and its hooks, when it has coprocessors.
+    pub(crate) fn region_hooks(
+        &self,
+        region: &Region,
+    ) -> Option<(Arc<TableState>, Arc<dyn RegionHooks>)> {
+        let t = self.tables.read().get(&region.table).cloned()?;
+        let hooks = t.hooks()?;
+        Some((t, hooks))
+    }
+
+    /// `post_open` for each region.
+    pub(crate) async fn hooks_post_open(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        regions: &[Arc<Region>],
+    ) {
+        for r in regions {
+            let env = HookEnv::new(self, t, r.clone());
+            logged("post_open", r, hooks.post_open(&env).await);
+        }
+    }
+
+    /// `pre_close` (or `post_close` when `post`) for each region.
+    pub(crate) async fn hooks_close(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        regions: &[Arc<Region>],
+        post: bool,
+    ) {
+        for r in regions {
+            let env = HookEnv::new(self, t, r.clone());
+            if post {
+                logged("post_close", r, hooks.post_close(&env).await);
+            } else {
+                logged("pre_close", r, hooks.pre_close(&env).await);
+            }
+        }
+    }
+
+    /// `pre_close` of every region of every table with coprocessors (engine close).
+    pub(crate) async fn hooks_close_all(self: &Arc<Self>, post: bool) {
+        let tables: Vec<_> = self.tables.read().values().cloned().collect();
+        for t in tables {
+            if !t.enabled.load(std::sync::atomic::Ordering::Acquire) {
+                continue; // closed at disable
+            }
+            if let Some(hooks) = t.hooks() {
+                let regions: Vec<_> = t.regions.read().clone();
+                self.hooks_close(&t, &hooks, &regions, post).await;
+            }
+        }
+    }
+
+    /// `pre_flush` (or `post_flush`) for the given families of `region`.
+    pub(crate) async fn hooks_flush(
+        self: &Arc<Self>,
+        region: &Arc<Region>,
+        families: &[Bytes],
+        post: bool,
+    ) {
+        let Some((t, hooks)) = self.region_hooks(region) else {
+            return;
+        };
+        let env = HookEnv::new(self, &t, region.clone());
+        for f in families {
+            if post {
+                logged("post_flush", region, hooks.post_flush(&env, f).await);
+            } else {
+                logged("pre_flush", region, hooks.pre_flush(&env, f).await);
+            }
+        }
+    }
+
+    /// The selection and pre-compaction hooks of one store's compaction. Returns what to
+    /// run (`None`: a hook emptied the selection), or the error that fails it.
+    pub(crate) async fn hooks_pre_compact(
+        self: &Arc<Self>,
+        t: &TableState,
+        hooks: &Arc<dyn RegionHooks>,
+        region: &Arc<Region>,
+        store: &Store,
+        kind: CompactionKind,
+        inputs: Vec<Arc<StoreFileReader>>,
+    ) -> Result<Option<HookedCompaction>> {
+        let env = HookEnv::new(self, t, region.clone());
+        let original: Vec<StoreFileSummary> = inputs.iter().map(|f| summary(f)).collect();
+        let mut selection = CompactionSelection {
+            family: store.family.clone(),
+            kind,
+            files: original.clone(),
+        };
+        hooks.pre_compact_selection(&env, &mut selection).await?;
+        let kept: Vec<usize> = selection
+            .files
+            .iter()
+            .map(|f| original.iter().position(|o| o.id == f.id))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| Error::bad_argument("a compaction selection hook added a file"))?;
+        let contiguous = kept.windows(2).all(|w| w[1] == w[0] + 1);
+        if !contiguous {
+            return Err(Error::bad_argument(
+                "a compaction selection must stay a contiguous run of the candidates",
+            ));
+        }
+        let references = inputs.iter().any(|f| region.is_reference(f));
+        if references && kept.len() != inputs.len() {
+            return Err(Error::bad_argument(
+                "a store holding split references compacts all its files",
+            ));
+        }
+        if kept.is_empty() {
+            logged(
+                "post_compact_selection",
+                region,
+                hooks.post_compact_selection(&env, &selection).await,
+            );
+            return Ok(None);
+        }
+        if kept.len() != inputs.len() {
+            // A major compaction of part of the files could drop markers still needed.
+            selection.kind = CompactionKind::Minor;
+        }
+        let inputs: Vec<_> = kept
+            .iter()
+            .filter_map(|i| inputs.get(*i).cloned())
+            .collect();
+        logged(
+            "post_compact_selection",
+            region,
+            hooks.post_compact_selection(&env, &selection).await,
+        );
+        let kind = selection.kind;
+        let mut request = CompactionRequest::new(selection);
+        hooks.pre_compact(&env, &mut request).await?;
+        Ok(Some((kind, inputs, request.into_transforms())))
+    }
+
+    /// `post_compact` of one store's compaction.
+    pub(crate) async fn hooks_post_compact(
+        self: &Arc<Self>,
+        region: &Arc<Region>,
+        family: &Bytes,
+        outcome: &CompactionOutcome,
+    ) {
+        let Some((t, hooks)) = self.region_hooks(region) else {
+            return;
+        };
+        let env = HookEnv::new(self, &t, region.clone());
+        logged(
+            "post_compact",
+            region,
+            hooks.post_compact(&env, family, outcome).await,
+        );
+    }
+
+    /// Replays the WAL records `records` into the open regions, running the WAL-restore hooks
+    /// of tables with coprocessors, then `post_open` for every region of every enabled table
+    /// with coprocessors. Returns how many cells were replayed.
+    pub(crate) fn replay_wal(self: &Arc<Self>, records: Vec<WalRecord>) -> Result<usize> {
+        let tables: Vec<Arc<TableState>> = self.tables.read().values().cloned().collect();
+        let mut by_id: HashMap<u64, (Arc<Region>, usize)> = HashMap::new();
+        for (i, t) in tables.iter().enumerate() {
+            for r in t.regions.read().iter() {
+                by_id.insert(r.id, (r.clone(), i));
+            }
+        }
+        let mut replayed = 0usize;
+        // Edits of tables with hooks, in record order: (table, region, seq, edits).
+        let mut hooked: Vec<(usize, Arc<Region>, u64, Vec<WalEdit>)> = Vec::new();
+        for rec in records {
+            let mut per_region: HashMap<u64, Vec<WalEdit>> = HashMap::new();
+            for edit in rec.edits {
+                let Some((region, _)) = by_id.get(&edit.region_id) else {
+                    // The table was deleted, or a split or merge retired the region: it
+                    // flushed every write it took before the catalog dropped it, so the
+                    // edit is in the files its successors list.
+                    continue;
+                };
+                if rec.seq
+                    <= region
+                        .flushed_seq
+                        .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    continue;
+                }
+                if region.store(&edit.family).is_none() {
+                    continue; // the family was removed
+                }
+                let mut edit = edit;
+                edit.cell.key.seq = rec.seq;
+                per_region.entry(edit.region_id).or_default().push(edit);
+            }
+            let mut ids: Vec<u64> = per_region.keys().copied().collect();
+            ids.sort_unstable();
+            for id in ids {
+                let (Some(edits), Some((region, ti))) = (per_region.remove(&id), by_id.get(&id))
+                else {
+                    continue;
+                };
+                if tables.get(*ti).is_some_and(|t| t.hooks().is_some()) {
+                    hooked.push((*ti, region.clone(), rec.seq, edits));
+                } else {
+                    replayed += edits.len();
+                    apply_edits(region, &edits);
+                }
+            }
+        }
+        let opened: Vec<(Arc<TableState>, Arc<dyn RegionHooks>)> = tables
+            .iter()
+            .filter(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire))
+            .filter_map(|t| t.hooks().map(|h| (t.clone(), h)))
+            .collect();
+        if hooked.is_empty() && opened.is_empty() {
+            return Ok(replayed);
+        }
+        let engine = self.clone();
+        let hooked_cells = block_on_hooks(async move {
+            let mut cells = 0usize;
+            for (ti, region, seq, edits) in hooked {
+                let Some(t) = tables.get(ti) else { continue };
+                let Some(hooks) = t.hooks() else { continue };
+                let env = HookEnv::new(&engine, t, region.clone());
+                match hooks.pre_wal_restore(&env, seq, &edits).await {
+                    Ok(Flow::Bypass) => continue,
+                    Ok(Flow::Continue) => {}
+                    Err(e) => {
+                        // Recovery never drops an acknowledged write for a hook's error.
+                        logged("pre_wal_restore", &region, Err(e));
+                    }
+                }
+                cells += edits.len();
+                apply_edits(&region, &edits);
+                logged(
+                    "post_wal_restore",
+                    &region,
+                    hooks.post_wal_restore(&env, seq, &edits).await,
+                );
+            }
+            for (t, hooks) in opened {
+                let regions: Vec<_> = t.regions.read().clone();
+                engine.hooks_post_open(&t, &hooks, &regions).await;
+            }
+            Ok(cells)
+        })?;
+        Ok(replayed + hooked_cells)
+    }
+
+    /// Calls the engine observer's WAL hooks around `append` (the caller holds the commit
+    /// lock). Without an observer of the WAL this is `append` alone.
+    pub(crate) fn observed_wal_append<T>(
+        &self,
+        record: WalRecord,
+        append: impl FnOnce(WalRecord) -> Result<T>,
+    ) -> Result<T> {
+        match self.config.observer.as_ref().filter(|o| o.observes_wal()) {
+            None => append(record),
+            Some(o) => {
+                o.pre_wal_append(&record)?;
+                let copy = record.clone();
+                let out = append(record)?;
+                o.post_wal_append(&copy);
+                Ok(out)
+            }
+        }
+    }
+
+    /// Runs a table change with the engine observer's `pre_modify_table` before it and
+    /// `post_modify_table` after it; `proposed` says what the descriptor becomes. `change` is a
+    /// future, so nothing of it runs before the pre-hook.
+    pub async fn observed_modify(
+        &self,
+        name: &TableName,
+        proposed: impl FnOnce(&TableDescriptor) -> TableDescriptor,
+        change: impl Future<Output = Result<()>>,
+    ) -> Result<()> {
+        let Some(o) = self.config.observer.clone() else {
+            return change.await;
+        };
+        let old = self.describe(name)?;
+        let new = proposed(&old);
+        o.pre_modify_table(&old, &new).await?;
+        change.await?;
+        let now = self.describe(name)?;
+        o.post_modify_table(&old, &now).await
+    }
+}
+
+/// Inserts replayed edits into their region's MemStores.
+fn apply_edits(region: &Region, edits: &[WalEdit]) {
+    let cells: Vec<(Arc<Store>, crate::cell::StoreCell)> = edits
+        .iter()
+        .filter_map(|e| region.store(&e.family).map(|s| (s, e.cell.clone())))
+        .collect();
+    region.apply(&cells);
+}
+
+/// The scan of a table with coprocessors: the scanner hooks around the plain scan.
+pub(crate) mod scan {
+    use super::*;
+    use crate::server::read::{ResultStream, ScanStream};
+    use std::collections::VecDeque;
+
+    /// The state of a hooked scan stream. Until `closed`, dropping it runs
+    /// `post_scanner_close` on a background task.
+    struct HookedScan {
+        engine: Arc<Engine>,
+        table: Arc<TableState>,
+        hooks: Arc<dyn RegionHooks>,
+        /// The scan until it is opened.
+        scan: Option<Scan>,
+        inner: Option<ScanStream>,
+        /// The region the scan was opened on (the close hook's region).
+        region: Option<Arc<Region>>,
+        buf: VecDeque<RowResult>,
+        closed: bool,
+        ended: bool,
+    }
+
+    impl HookedScan {
+        async fn close(&mut self) {
+            if self.closed {
+                return;
+            }
+            self.closed = true;
+            self.inner = None;
+            if let Some(region) = self.region.clone() {
+                let env = HookEnv::new(&self.engine, &self.table, region.clone());
+                logged(
+                    "post_scanner_close",
+                    &region,
+                    self.hooks.post_scanner_close(&env).await,
+                );
+            }
+        }
+
+        async fn open(&mut self) -> Result<()> {
+            let Some(mut scan) = self.scan.take() else {
+                return Ok(());
+            };
+            let region = first_region(&self.table, &scan)
+                .ok_or_else(|| Error::TableNotFound(self.table.name.to_string()))?;
+            let env = HookEnv::new(&self.engine, &self.table, region.clone());
+            self.hooks.pre_scanner_open(&env, &mut scan).await?;
+            // From here on the close hook is owed.
+            self.region = Some(region);
+            self.inner = Some(ScanStream::new(
+                self.engine.clone(),
+                self.table.clone(),
+                scan,
+                true,
+            )?);
+            Ok(())
+        }
+
+        /// The next row, running hooks as batches arrive; `None` at the end.
+        async fn next(&mut self) -> Option<Result<RowResult>> {
+            if self.ended {
+                return None;
+            }
+            if self.scan.is_some() {
+                if let Err(e) = self.open().await {
+                    self.ended = true;
+                    self.close().await;
+                    return Some(Err(e));
+                }
+            }
+            loop {
+                if let Some(row) = self.buf.pop_front() {
+                    return Some(Ok(row));
+                }
+                let Some(inner) = self.inner.as_mut() else {
+                    self.ended = true;
+                    self.close().await;
+                    return None;
+                };
+                let (chunk, region) = match inner.next_chunk_from().await {
+                    Ok(c) => c,
+                    Err(e) => {
+                        self.ended = true;
+                        self.close().await;
+                        return Some(Err(e));
+                    }
+                };
+                let Some(region) = region.filter(|_| !chunk.is_empty()) else {
+                    self.ended = true;
+                    self.close().await;
+                    return None;
+                };
+                let mut rows = Vec::from(chunk);
+                let env = HookEnv::new(&self.engine, &self.table, region);
+                if let Err(e) = self.hooks.post_scanner_next(&env, &mut rows).await {
+                    self.ended = true;
+                    self.close().await;
+                    return Some(Err(e));
+                }
+                self.buf = rows.into();
+            }
+        }
+    }
+
+    impl Drop for HookedScan {
+        fn drop(&mut self) {
+            if self.closed {
+                return;
+            }
+            let Some(region) = self.region.take() else {
+                return;
+            };
+            // Dropped early: the reader goes now, the close hook runs in the background.
+            self.inner = None;
+            let engine = self.engine.clone();
+            let table = self.table.clone();
+            let hooks = self.hooks.clone();
+            let fut = async move {
+                let env = HookEnv::new(&engine, &table, region.clone());
+                logged(
+                    "post_scanner_close",
+                    &region,
+                    hooks.post_scanner_close(&env).await,
+                );
+            };
+            match tokio::runtime::Handle::try_current() {
+                Ok(h) => {
+                    h.spawn(fut);
+                }
+                Err(_) => {
+                    let r = block_on_hooks(async move {
+                        fut.await;
+                        Ok(())
+                    });
+                    if let Err(e) = r {
+                        tracing::warn!(error = %e, "scanner close hook failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The region a scan starts in, in its direction.
+    fn first_region(t: &TableState, scan: &Scan) -> Option<Arc<Region>> {
+        let start = scan
+            .prefix
+            .clone()
+            .or_else(|| scan.start_row.clone())
+            .filter(|r| !r.is_empty());
+        match start {
+            Some(row) => t.locate(&row),
+            None if scan.reverse => t.regions.read().last().cloned(),
+            None => t.regions.read().first().cloned(),
+        }
+    }
+
+    /// A scan stream running `hooks`' scanner hooks.
+    pub(crate) fn hooked(
+        engine: Arc<Engine>,
+        table: Arc<TableState>,
+        hooks: Arc<dyn RegionHooks>,
+        scan: Scan,
+    ) -> ResultStream {
+        let state = HookedScan {
+            engine,
+            table,
+            hooks,
+            scan: Some(scan),
+            inner: None,
+            region: None,
+            buf: VecDeque::new(),
+            closed: false,
+            ended: false,
+        };
+        Box::pin(futures::stream::unfold(state, |mut s| async move {
+            let item = s.next().await?;
+            Some((item, s))
+        }))
+    }
+}
