@@ -110,8 +110,13 @@ async fn main() -> Res<()> {
             let gen = Snowflake::new(worker)?;
             let mut sent = Vec::with_capacity(MESSAGES_PER_SENDER);
             for i in 0..MESSAGES_PER_SENDER {
-                let conv =
-                    conversations[(i * 7919 + usize::from(worker) * 104_729) % CONVERSATIONS];
+                // Every sender first posts 10 messages to one busy group chat.
+                let pick = if i < 10 {
+                    0
+                } else {
+                    (i * 7919 + usize::from(worker) * 104_729) % CONVERSATIONS
+                };
+                let conv = conversations[pick];
                 let id = gen.next_id()?;
                 let ts = Snowflake::time_ms_of(id, basalt::keys::snowflake::TWITTER_EPOCH_MS);
                 let k = key(conv, id)?;
