@@ -1,9 +1,11 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, all (`core`, `storage` and `filters` exist so far;
-//! `all` runs them; the others say so and exit non-zero). The `filters` suite compares
-//! Basalt with itself: a filtered scan against a client-side-filtered one (`client_filter`). Each suite prints its settings, a readable table, then one line per
+//! filters, coprocessors, salting, index, all (`core`, `storage`, `filters` and `salting`
+//! exist so far; `all` runs them; the others say so and exit non-zero). The `filters` suite
+//! compares Basalt with itself: a filtered scan against a client-side-filtered one
+//! (`client_filter`); the `salting` suite a salted table against an unsalted one
+//! (`unsalted`). Each suite prints its settings, a readable table, then one line per
 //! figure for scripts:
 //!
 //! `RESULT <suite>/<figure> basalt=<x> fjall=<y> ratio=<x/y> unit=<unit>[ better=lower]`
@@ -12,6 +14,7 @@ mod basalt_side;
 mod core;
 mod filters;
 mod fjall_side;
+mod salting;
 mod storage;
 mod storage_basalt;
 mod storage_fjall;
@@ -154,9 +157,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | all
-            (`core`, `storage` and `filters` so far; `all` runs them)
+            (`core`, `storage`, `filters` and `salting` so far; `all` runs them)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
-            filters 1000000)
+            filters 1000000, salting 1000000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)
   --compression C Basalt's block compression in the core suite: none | lz4 | zstd | snappy
@@ -238,13 +241,14 @@ fn main() -> ExitCode {
         }
     };
     let suites: &[&str] = match args.suite.as_str() {
-        "all" => &["core", "storage", "filters"],
+        "all" => &["core", "storage", "filters", "salting"],
         "core" => &["core"],
         "storage" => &["storage"],
         "filters" => &["filters"],
+        "salting" => &["salting"],
         other => {
             eprintln!(
-                "suite {other} is not implemented yet (only `core`, `storage` and `filters` exist)"
+                "suite {other} is not implemented yet (only `core`, `storage`, `filters` and `salting` exist)"
             );
             return ExitCode::from(3);
         }
@@ -253,13 +257,19 @@ fn main() -> ExitCode {
         let default_rows = match suite {
             "core" => 1_000_000,
             "filters" => filters::DEFAULT_ROWS,
+            "salting" => salting::DEFAULT_ROWS,
             _ => storage::DEFAULT_ROWS,
         };
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
         settings.compression = args.compression;
-        if suite == "filters" {
-            if let Err(e) = filters::run(&settings) {
+        if suite == "filters" || suite == "salting" {
+            let r = if suite == "filters" {
+                filters::run(&settings)
+            } else {
+                salting::run(&settings)
+            };
+            if let Err(e) = r {
                 eprintln!("error: suite {suite} failed: {e}");
                 return ExitCode::FAILURE;
             }

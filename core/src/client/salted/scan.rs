@@ -13,9 +13,10 @@
 //! the merge); an empty one suspends the merge until rows arrive (no polling). Dropping the
 //! stream closes the channels, and every task stops at its next send.
 //!
-//! Merge (ordered): a binary heap holds the head row of every bucket that has one, keyed by
-//! logical row (max-first for reverse scans); the stream pops the smallest, and refills that
-//! bucket's head from its buffer or channel. A logical key lives in exactly one bucket, so
+//! Merge (ordered): a binary heap holds every bucket that has a head row, keyed by that row
+//! (max-first for reverse scans); the stream takes the top bucket's head, and refills that
+//! bucket's head from its buffer or channel. A scan of one bucket skips the task, channel
+//! and merge and reads the bucket's stream directly. A logical key lives in exactly one bucket, so
 //! equal keys in the heap only happen for the parts of one row split by a scan batch size,
 //! which come from one bucket in order. Unordered mode shares one channel among all tasks.
 //!
@@ -31,7 +32,7 @@ use crate::server::read::{prefix_successor, ResultStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::cmp::Ordering;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -39,9 +40,9 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 /// Rows per chunk a bucket task sends.
-pub const CHUNK_ROWS: usize = 128;
+pub const CHUNK_ROWS: usize = 256;
 /// Chunks a bucket's channel holds before its task waits.
-pub const CHANNEL_CHUNKS: usize = 2;
+pub const CHANNEL_CHUNKS: usize = 4;
 
 type Chunk = Result<Vec<RowResult>>;
 
@@ -169,7 +170,15 @@ pub(super) fn salted_scan(
     });
     let width = spec.width();
     let limit = s.limit.filter(|n| *n > 0);
-    let inner: Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>> = if ordered {
+    let inner: Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>> = if streams.len() == 1 {
+        // One bucket (a narrowed scan, or one bucket in all): its stream is already in
+        // order and limited; no task, channel or merge is needed.
+        let counted = stats.clone();
+        Box::pin(futures::stream::iter(streams).flatten().map(move |r| {
+            counted.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
+            r.map(|row| strip_row(width, row))
+        }))
+    } else if ordered {
         let mut receivers = Vec::with_capacity(streams.len());
         for stream in streams {
             let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
@@ -179,9 +188,10 @@ pub(super) fn salted_scan(
         let merge = Merge {
             heads: receivers.iter().map(|_| VecDeque::new()).collect(),
             receivers,
-            heap: BinaryHeap::new(),
+            heap: Vec::with_capacity(buckets.len()),
             started: false,
             reverse: s.reverse,
+            batched: s.batch.is_some(),
             left: limit,
             last_row: None,
             failed: false,
@@ -199,6 +209,7 @@ pub(super) fn salted_scan(
         let state = Unordered {
             rx,
             buf: VecDeque::new(),
+            batched: s.batch.is_some(),
             left: limit,
             last_row: None,
             failed: false,
@@ -243,87 +254,96 @@ async fn pump(
     }
 }
 
-/// A bucket's head row in the merge heap.
-struct Head {
-    row: Bytes,
-    bucket: usize,
-    reverse: bool,
-}
-
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Head {}
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Head {
-    /// The max-heap's top is the row to emit next: the smallest row (largest when reverse),
-    /// ties by bucket.
-    fn cmp(&self, other: &Self) -> Ordering {
-        let by_row = self.row.cmp(&other.row);
-        let by_row = if self.reverse {
-            by_row
-        } else {
-            by_row.reverse()
-        };
-        by_row.then_with(|| other.bucket.cmp(&self.bucket))
-    }
-}
-
-/// Counts rows against a limit; parts of one row (a scan batch size) count once.
-fn take_row(left: &mut Option<usize>, last_row: &mut Option<Bytes>, row: &Bytes) -> bool {
-    if last_row.as_ref() == Some(row) {
+/// Counts rows against a limit. With a scan batch size a row may come in parts, which count
+/// once (`last_row` is only tracked then, to keep reference-count traffic off the hot path).
+fn take_row(
+    left: &mut Option<usize>,
+    last_row: &mut Option<Bytes>,
+    batched: bool,
+    row: &Bytes,
+) -> bool {
+    if batched && last_row.as_ref() == Some(row) {
         return true;
     }
     match left {
-        Some(0) => false,
-        Some(n) => {
-            *n -= 1;
-            *last_row = Some(row.clone());
-            true
-        }
-        None => {
-            *last_row = Some(row.clone());
-            true
-        }
+        Some(0) => return false,
+        Some(n) => *n -= 1,
+        None => {}
     }
+    if batched {
+        *last_row = Some(row.clone());
+    }
+    true
 }
 
+/// The ordered merge. `heap` is a binary heap of bucket indexes ordered by each bucket's
+/// head row (`heads[i].front()`), smallest first (largest for reverse scans), ties by
+/// bucket; only buckets with a head row are in it. Rows are compared where they lie, never
+/// cloned, so the merge does no reference counting per row.
 struct Merge {
     receivers: Vec<mpsc::Receiver<Chunk>>,
     heads: Vec<VecDeque<RowResult>>,
-    heap: BinaryHeap<Head>,
+    heap: Vec<usize>,
     started: bool,
     reverse: bool,
+    batched: bool,
     left: Option<usize>,
     last_row: Option<Bytes>,
     failed: bool,
 }
 
 impl Merge {
-    /// Waits for bucket `i`'s next chunk and puts its head on the heap (nothing when the
-    /// bucket is done).
-    async fn refill(&mut self, i: usize) -> Result<()> {
-        let Some(rx) = self.receivers.get_mut(i) else {
-            return Ok(());
+    /// True when bucket `a`'s head goes out before bucket `b`'s.
+    fn before(&self, a: usize, b: usize) -> bool {
+        let (Some(x), Some(y)) = (self.heads[a].front(), self.heads[b].front()) else {
+            return a < b;
         };
-        if let Some(chunk) = rx.recv().await {
-            let rows: VecDeque<RowResult> = chunk?.into();
-            if let Some(first) = rows.front() {
-                self.heap.push(Head {
-                    row: first.row.clone(),
-                    bucket: i,
-                    reverse: self.reverse,
-                });
+        let o = x.row.cmp(&y.row);
+        let o = if self.reverse { o.reverse() } else { o };
+        o.then(a.cmp(&b)) == Ordering::Less
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        loop {
+            let (l, r) = (2 * i + 1, 2 * i + 2);
+            let mut best = i;
+            if l < self.heap.len() && self.before(self.heap[l], self.heap[best]) {
+                best = l;
             }
-            self.heads[i] = rows;
+            if r < self.heap.len() && self.before(self.heap[r], self.heap[best]) {
+                best = r;
+            }
+            if best == i {
+                return;
+            }
+            self.heap.swap(i, best);
+            i = best;
         }
-        Ok(())
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        while i > 0 {
+            let parent = (i - 1) / 2;
+            if !self.before(self.heap[i], self.heap[parent]) {
+                return;
+            }
+            self.heap.swap(i, parent);
+            i = parent;
+        }
+    }
+
+    /// Waits for bucket `i`'s next chunk; false when the bucket is done.
+    async fn refill(&mut self, i: usize) -> Result<bool> {
+        let Some(rx) = self.receivers.get_mut(i) else {
+            return Ok(false);
+        };
+        match rx.recv().await {
+            Some(chunk) => {
+                self.heads[i] = chunk?.into();
+                Ok(!self.heads[i].is_empty())
+            }
+            None => Ok(false),
+        }
     }
 
     async fn next(&mut self) -> Option<Result<RowResult>> {
@@ -333,32 +353,43 @@ impl Merge {
         if !self.started {
             self.started = true;
             for i in 0..self.receivers.len() {
-                if let Err(e) = self.refill(i).await {
-                    self.failed = true;
-                    return Some(Err(e));
+                match self.refill(i).await {
+                    Ok(true) => {
+                        self.heap.push(i);
+                        let last = self.heap.len() - 1;
+                        self.sift_up(last);
+                    }
+                    Ok(false) => {}
+                    Err(e) => {
+                        self.failed = true;
+                        return Some(Err(e));
+                    }
                 }
             }
         }
-        let top = self.heap.peek()?;
-        if !take_row(&mut self.left, &mut self.last_row, &top.row) {
+        let i = *self.heap.first()?;
+        let head = self.heads[i].front()?;
+        if !take_row(&mut self.left, &mut self.last_row, self.batched, &head.row) {
             return None;
         }
-        let top = self.heap.pop()?;
-        let i = top.bucket;
-        let row = self.heads.get_mut(i)?.pop_front()?;
-        match self.heads[i].front() {
-            Some(next) => self.heap.push(Head {
-                row: next.row.clone(),
-                bucket: i,
-                reverse: self.reverse,
-            }),
-            None => {
-                if let Err(e) = self.refill(i).await {
+        let row = self.heads[i].pop_front()?;
+        let more = if self.heads[i].is_empty() {
+            match self.refill(i).await {
+                Ok(more) => more,
+                Err(e) => {
                     self.failed = true;
                     return Some(Err(e));
                 }
             }
+        } else {
+            true
+        };
+        if !more {
+            let last = self.heap.len() - 1;
+            self.heap.swap(0, last);
+            self.heap.pop();
         }
+        self.sift_down(0);
         Some(Ok(row))
     }
 }
@@ -366,6 +397,7 @@ impl Merge {
 struct Unordered {
     rx: mpsc::Receiver<Chunk>,
     buf: VecDeque<RowResult>,
+    batched: bool,
     left: Option<usize>,
     last_row: Option<Bytes>,
     failed: bool,
@@ -386,7 +418,7 @@ impl Unordered {
             }
         }
         let front = self.buf.front()?;
-        if !take_row(&mut self.left, &mut self.last_row, &front.row) {
+        if !take_row(&mut self.left, &mut self.last_row, self.batched, &front.row) {
             return None;
         }
         self.buf.pop_front().map(Ok)
