@@ -40,7 +40,7 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 /// Rows per chunk a bucket task sends.
-pub const CHUNK_ROWS: usize = 256;
+pub const CHUNK_ROWS: usize = 128;
 /// Chunks a bucket's channel holds before its task waits.
 pub const CHANNEL_CHUNKS: usize = 4;
 
@@ -161,8 +161,14 @@ pub(super) fn salted_scan(
     let buckets = plan_buckets(spec, &s);
     let mut streams = Vec::with_capacity(buckets.len());
     for b in &buckets {
+        let mut one = bucket_scan(spec, *b, &s);
+        if buckets.len() > 1 {
+            // The bucket's task and channel already read ahead of the merge; the engine's
+            // own prefetch would only add a hop through a blocking thread per chunk.
+            one.prefetch = false;
+        }
         // Opening validates the scan (families, versions, batch) before any task starts.
-        streams.push(table.scan(bucket_scan(spec, *b, &s))?);
+        streams.push(table.scan(one)?);
     }
     let stats = Arc::new(SaltedScanStats {
         buckets: buckets.len(),
