@@ -139,7 +139,7 @@ async fn main() -> Res<()> {
         }
     }
     for v in model.values_mut() {
-        v.sort_unstable_by(|a, b| b.0.cmp(&a.0));
+        v.sort_unstable_by_key(|m| std::cmp::Reverse(m.0));
     }
     println!(
         "wrote {} messages in {:.2}s",

@@ -70,7 +70,7 @@ async fn main() -> Res<()> {
         .filter(|(u, _, _)| *u == user)
         .map(|(_, ts, p)| (*ts, *p))
         .collect();
-    mine.sort_unstable_by(|a, b| b.cmp(a));
+    mine.sort_unstable_by_key(|x| std::cmp::Reverse(*x));
 
     // The latest 10: a prefix scan from the user's newest row.
     let rows: Vec<RowResult> = t

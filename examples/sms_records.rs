@@ -77,7 +77,7 @@ async fn main() -> Res<()> {
         .filter(|(m, _)| m == mobile)
         .map(|(_, t)| *t)
         .collect();
-    want.sort_unstable_by(|a, b| b.cmp(a));
+    want.sort_unstable_by_key(|x| std::cmp::Reverse(*x));
     let rows: Vec<RowResult> = sms
         .scan(Scan::new().with_prefix(reverse_str(mobile)))?
         .try_collect()

@@ -289,11 +289,13 @@ fn scan_of(c: &Case) -> Scan {
 async fn check_case(conn: &Connection, c: &Case) {
     let n = TABLES.fetch_add(1, Ordering::Relaxed);
     let format = [SaltFormat::Binary, SaltFormat::Decimal, SaltFormat::Hex][c.format as usize];
-    let spec = SaltSpec::new(c.buckets).format(format).hash(if n % 2 == 0 {
-        SaltHash::Xxh3
-    } else {
-        SaltHash::Md5
-    });
+    let spec = SaltSpec::new(c.buckets)
+        .format(format)
+        .hash(if n.is_multiple_of(2) {
+            SaltHash::Xxh3
+        } else {
+            SaltHash::Md5
+        });
     let (plain_name, salted_name) = (format!("p{n}"), format!("s{n}"));
     conn.admin().create_table(desc(&plain_name)).await.unwrap();
     conn.admin()
