@@ -1,11 +1,13 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, all (`core`, `storage`, `filters` and
-//! `coprocessors` exist so far; `all` runs them; the others say so and exit non-zero). The `filters` suite compares
-//! Basalt with itself: a filtered scan against a client-side-filtered one (`client_filter`); the
-//! `coprocessors` suite compares puts with 5 no-op observers against none (`none`) and the
-//! built-in endpoints against client-side scans (`client_scan`). Each suite prints its settings, a readable table, then one line per
+//! filters, coprocessors, salting, index, all (`core`, `storage`, `filters`, `coprocessors`
+//! and `salting` exist so far; `all` runs them; the others say so and exit non-zero). The
+//! `filters` suite compares Basalt with itself: a filtered scan against a client-side-filtered
+//! one (`client_filter`); the `coprocessors` suite compares puts with 5 no-op observers against
+//! none (`none`) and the built-in endpoints against client-side scans (`client_scan`); the
+//! `salting` suite a salted table against an unsalted one (`unsalted`). Each suite prints its
+//! settings, a readable table, then one line per
 //! figure for scripts:
 //!
 //! `RESULT <suite>/<figure> basalt=<x> fjall=<y> ratio=<x/y> unit=<unit>[ better=lower]`
@@ -15,6 +17,7 @@ mod coprocessors;
 mod core;
 mod filters;
 mod fjall_side;
+mod salting;
 mod storage;
 mod storage_basalt;
 mod storage_fjall;
@@ -157,9 +160,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | all
-            (`core`, `storage`, `filters` and `coprocessors` so far; `all` runs them)
+            (`core`, `storage`, `filters`, `coprocessors` and `salting` so far; `all` runs them)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
-            filters 1000000, coprocessors 1000000)
+            filters 1000000, coprocessors 1000000, salting 1000000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)
   --compression C Basalt's block compression in the core suite: none | lz4 | zstd | snappy
@@ -241,14 +244,15 @@ fn main() -> ExitCode {
         }
     };
     let suites: &[&str] = match args.suite.as_str() {
-        "all" => &["core", "storage", "filters", "coprocessors"],
+        "all" => &["core", "storage", "filters", "coprocessors", "salting"],
         "core" => &["core"],
         "storage" => &["storage"],
         "filters" => &["filters"],
         "coprocessors" => &["coprocessors"],
+        "salting" => &["salting"],
         other => {
             eprintln!(
-                "suite {other} is not implemented yet (only `core`, `storage`, `filters` and `coprocessors` exist)"
+                "suite {other} is not implemented yet (only `core`, `storage`, `filters`, `coprocessors` and `salting` exist)"
             );
             return ExitCode::from(3);
         }
@@ -258,18 +262,19 @@ fn main() -> ExitCode {
             "core" => 1_000_000,
             "filters" => filters::DEFAULT_ROWS,
             "coprocessors" => coprocessors::DEFAULT_ROWS,
+            "salting" => salting::DEFAULT_ROWS,
             _ => storage::DEFAULT_ROWS,
         };
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
         settings.compression = args.compression;
-        if suite == "filters" || suite == "coprocessors" {
-            let run = if suite == "filters" {
-                filters::run
-            } else {
-                coprocessors::run
+        if suite == "filters" || suite == "coprocessors" || suite == "salting" {
+            let r = match suite {
+                "filters" => filters::run(&settings),
+                "coprocessors" => coprocessors::run(&settings),
+                _ => salting::run(&settings),
             };
-            if let Err(e) = run(&settings) {
+            if let Err(e) = r {
                 eprintln!("error: suite {suite} failed: {e}");
                 return ExitCode::FAILURE;
             }

@@ -10,7 +10,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 3 (1 and 2 are still read, see below) |
+//! | 8 | 4 | format version: 4 (1 to 3 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of the payload |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -39,7 +39,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
-const VERSION: u32 = 3;
+const VERSION: u32 = 4;
 const HEADER: usize = 20;
 
 /// One store file of a region's family.
@@ -213,6 +213,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
     let decoded = match version {
         1 => postcard::from_bytes::<v1::CatalogState>(payload).map(CatalogState::from),
         2 => postcard::from_bytes::<v2::CatalogState>(payload).map(CatalogState::from),
+        3 => postcard::from_bytes::<v3::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
@@ -287,6 +288,7 @@ pub(crate) mod v1 {
                 memstore_flush_size: d.memstore_flush_size,
                 compaction: CompactionSettings::default(),
                 coprocessors: Vec::new(),
+                salt: None,
             }
         }
     }
@@ -320,6 +322,7 @@ pub(crate) mod v2 {
                 memstore_flush_size: d.memstore_flush_size,
                 compaction: d.compaction,
                 coprocessors: Vec::new(),
+                salt: None,
             }
         }
     }
@@ -328,6 +331,43 @@ pub(crate) mod v2 {
     #[cfg(test)]
     pub type TableEntry = super::old::TableEntry<TableDescriptor>;
     /// A version-2 catalog.
+    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
+}
+
+/// Catalog format version 3: table descriptors without a salt.
+pub(crate) mod v3 {
+    use crate::schema::{
+        ColumnFamilyDescriptor, CompactionSettings, CoprocessorDescriptor, TableName,
+    };
+    use serde::{Deserialize, Serialize};
+
+    /// A version-3 table descriptor: no salt.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableDescriptor {
+        pub name: TableName,
+        pub families: Vec<ColumnFamilyDescriptor>,
+        pub memstore_flush_size: Option<u64>,
+        pub compaction: CompactionSettings,
+        pub coprocessors: Vec<CoprocessorDescriptor>,
+    }
+
+    impl From<TableDescriptor> for crate::schema::TableDescriptor {
+        fn from(d: TableDescriptor) -> Self {
+            crate::schema::TableDescriptor {
+                name: d.name,
+                families: d.families,
+                memstore_flush_size: d.memstore_flush_size,
+                compaction: d.compaction,
+                coprocessors: d.coprocessors,
+                salt: None,
+            }
+        }
+    }
+
+    /// A version-3 table entry (tests write old catalogs with it).
+    #[cfg(test)]
+    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
+    /// A version-3 catalog.
     pub type CatalogState = super::old::CatalogState<TableDescriptor>;
 }
 
@@ -430,6 +470,61 @@ mod tests {
             .coprocessors
             .is_empty());
         c.update(|_| Ok(())).unwrap();
+        drop(c);
+        let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        assert_eq!(again.snapshot(), s);
+    }
+
+    #[test]
+    fn version_3_catalogs_are_read_as_unsalted() {
+        use crate::schema::{
+            ColumnFamilyDescriptor, CompactionSettings, CoprocessorDescriptor, TableName,
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let name = TableName::parse("t").unwrap();
+        let old = v3::CatalogState {
+            next_region_id: 2,
+            next_file_id: 3,
+            namespaces: ["default".to_string()].into(),
+            tables: [(
+                name.to_string(),
+                v3::TableEntry {
+                    descriptor: v3::TableDescriptor {
+                        name: name.clone(),
+                        families: vec![ColumnFamilyDescriptor::new("f")],
+                        memstore_flush_size: None,
+                        compaction: CompactionSettings::default(),
+                        coprocessors: vec![CoprocessorDescriptor::new("audit")],
+                    },
+                    enabled: true,
+                    regions: Vec::new(),
+                },
+            )]
+            .into(),
+        };
+        let payload = postcard::to_stdvec(&old).unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&3u32.to_be_bytes());
+        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        buf.extend_from_slice(&payload);
+        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        let mut s = c.snapshot();
+        let d = &s.tables[&name.to_string()].descriptor;
+        assert_eq!(d.salt, None);
+        assert_eq!(d.coprocessors[0].name, "audit");
+        // A salted descriptor survives the current version's round trip.
+        let salt = crate::schema::salt::SaltSpec::new(128)
+            .format(crate::schema::salt::SaltFormat::Hex)
+            .hash_prefix(8);
+        c.update(|st| {
+            st.table_mut(&name.to_string())?.descriptor.salt = Some(salt.clone());
+            Ok(())
+        })
+        .unwrap();
+        s.table_mut(&name.to_string()).unwrap().descriptor.salt = Some(salt);
         drop(c);
         let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         assert_eq!(again.snapshot(), s);

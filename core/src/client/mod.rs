@@ -24,11 +24,15 @@
 //! ```
 
 pub mod ops;
+pub mod report;
+pub mod salted;
 
 pub use crate::server::admin::PreSplit;
 pub use crate::server::read::ResultStream;
 pub use crate::server::Config;
 pub use ops::*;
+pub use report::{RegionLoad, RegionReport};
+pub use salted::{SaltedScanStats, SaltedScanStream, SaltedTable};
 
 use crate::error::{Error, Result};
 use crate::region::RegionInfo;
@@ -73,6 +77,12 @@ impl Connection {
             engine: self.engine.clone(),
             name: TableName::parse(name)?,
         })
+    }
+
+    /// A handle on salted table `name` that reads and writes by logical row key; fails
+    /// when the table does not exist or is not salted.
+    pub fn salted_table(&self, name: &str) -> Result<SaltedTable> {
+        SaltedTable::open(self.table(name)?)
     }
 
     /// The engine behind this connection.
@@ -309,6 +319,14 @@ impl Admin {
     pub async fn regions(&self, name: &TableName) -> Result<Vec<RegionInfo>> {
         self.engine.regions(name)
     }
+    /// The region report of a table: name, start and end key, read and write requests and
+    /// size of every region, printable as a table (`Display`).
+    pub async fn region_report(&self, name: &TableName) -> Result<RegionReport> {
+        Ok(RegionReport::from_regions(
+            name.to_string(),
+            &self.engine.regions(name)?,
+        ))
+    }
     /// Checks every store file of every region and family of a table - checksums, block
     /// framing, key order, index and file-info consistency, bloom filters - and reports what
     /// is wrong, file by file, including files the catalog lists that are missing on disk.
@@ -389,5 +407,13 @@ impl Table {
     /// Facts about every region, in key order.
     pub async fn regions(&self) -> Result<Vec<RegionInfo>> {
         self.engine.regions(&self.name)
+    }
+
+    /// The region report (reads, writes and size per region).
+    pub async fn region_report(&self) -> Result<RegionReport> {
+        Ok(RegionReport::from_regions(
+            self.name.to_string(),
+            &self.engine.regions(&self.name)?,
+        ))
     }
 }

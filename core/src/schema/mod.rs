@@ -4,6 +4,7 @@
 //! holds legal names and settings. Descriptors are plain data (serde) so that the catalog
 //! can persist them.
 
+pub mod salt;
 pub mod split;
 
 use crate::error::{Error, Result};
@@ -317,6 +318,10 @@ pub struct TableDescriptor {
     /// Coprocessors loaded on this table, in load order (appended in catalog format
     /// version 3). Chains run in priority order, ties in this order.
     pub coprocessors: Vec<CoprocessorDescriptor>,
+    /// The salt of a salted table (appended in catalog format version 4): its rows are
+    /// written as salt + logical key through [`crate::client::SaltedTable`], and the table
+    /// is pre-split at the bucket boundaries, which no split or merge ever crosses.
+    pub salt: Option<salt::SaltSpec>,
 }
 
 /// What a coprocessor's failure (an error, a panic or a timeout in one of its hooks) does.
@@ -484,7 +489,14 @@ impl TableDescriptor {
             memstore_flush_size: None,
             compaction: CompactionSettings::default(),
             coprocessors: Vec::new(),
+            salt: None,
         }
+    }
+
+    /// Makes the table salted (see [`salt::SaltSpec`]).
+    pub fn salt(mut self, spec: salt::SaltSpec) -> Self {
+        self.salt = Some(spec);
+        self
     }
 
     /// Adds a coprocessor (loaded after those already listed).
@@ -559,6 +571,9 @@ impl TableDescriptor {
                     self.name, cp.name
                 )));
             }
+        }
+        if let Some(salt) = &self.salt {
+            salt.validate()?;
         }
         self.compaction.validate()
     }

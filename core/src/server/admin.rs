@@ -103,11 +103,18 @@ impl Engine {
     }
 
     fn create_table_unobserved(&self, desc: TableDescriptor, split: PreSplit) -> Result<()> {
-        let keys = match split {
+        let mut keys = match split {
             PreSplit::None => Vec::new(),
             PreSplit::Keys(k) => validate_split_keys(k)?,
             PreSplit::Algorithm(alg, n) => alg.split(n)?,
         };
+        // A salted table starts with (at least) one region per bucket; the caller's keys
+        // split buckets further.
+        if let Some(salt) = &desc.salt {
+            keys.extend(salt.split_keys());
+            keys.sort_unstable();
+            keys.dedup();
+        }
         let name = desc.name.to_string();
         // Loaded before anything is written: a coprocessor that cannot load fails the create.
         let hooks = super::hooks::load_hooks(&self.config, &desc)?;

@@ -43,6 +43,10 @@
 //! and then only when the last reader holding it (a scan of a retired region included)
 //! drops it ([`crate::storage::storefile::StoreFileReader::mark_compacted_away`]).
 //!
+//! Salted tables: no split or merge makes a region span two salt buckets. Regions start at
+//! the bucket boundaries, a split row lies strictly inside its region, and a merge of two
+//! regions of different buckets is refused ([`crate::schema::salt`]).
+//!
 //! Automatic splits: after each flush and compaction, a region without references whose
 //! largest store's files pass the [`SplitPolicy`] threshold splits itself in the background
 //! at the computed row (when there is one), once it gets `region_ops` (the policy is checked
@@ -174,6 +178,23 @@ fn daughter(parent: &Region, id: u64, lo: Bytes, hi: Bytes) -> Region {
     )
 }
 
+/// Refuses a split of `[start, end)` at `row` whose daughters would span two salt buckets
+/// of a salted table. A region of a salted table lies inside one bucket (it is created so
+/// and merges never cross a boundary), so any row strictly inside it keeps both daughters
+/// inside that bucket; this guard keeps the invariant even if that ever stops holding.
+fn check_buckets(t: &TableState, start: &[u8], row: &[u8], end: &[u8]) -> Result<()> {
+    if let Some(salt) = &t.descriptor.read().salt {
+        if !salt.within_one_bucket(start, row) || !salt.within_one_bucket(row, end) {
+            return Err(Error::bad_argument(format!(
+                "split row {:?} of table {} would make a region span two salt buckets",
+                String::from_utf8_lossy(row),
+                t.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn region_not_found(name: &TableName, id: u64) -> Error {
     Error::RegionNotFound {
         table: name.to_string(),
@@ -224,6 +245,9 @@ impl Engine {
                 )));
             }
         }
+        if let Some(row) = &split_row {
+            check_buckets(t, &parent.start, row, &parent.end)?;
+        }
         self.compact_references(parent).await?;
         let stores = parent.all_stores();
         let mut compaction_locks = Vec::with_capacity(stores.len());
@@ -249,6 +273,7 @@ impl Engine {
                 None => return Ok(None),
             },
         };
+        check_buckets(t, &parent.start, &row, &parent.end)?;
         let hooks = t.hooks();
         if let Some(h) = &hooks {
             let env = HookEnv::new(self, t, parent.clone());
@@ -355,6 +380,14 @@ impl Engine {
                 "regions {region_a} and {region_b} of {name} are not adjacent"
             )));
         };
+        if let Some(salt) = &t.descriptor.read().salt {
+            if !salt.within_one_bucket(&first.start, &second.end) {
+                return Err(Error::bad_argument(format!(
+                    "regions {region_a} and {region_b} of salted table {name} lie in different \
+                     salt buckets; a region never spans two buckets"
+                )));
+            }
+        }
         self.compact_references(&first).await?;
         self.compact_references(&second).await?;
         // Locks in region-id order, as commits take gates.
