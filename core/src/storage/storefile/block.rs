@@ -93,6 +93,14 @@ impl Framer {
 ///
 /// An uncompressed payload is a zero-copy slice of `raw`.
 pub(crate) fn unframe(raw: Vec<u8>) -> Dec<Bytes> {
+    unframe_shared(Bytes::from(raw), false)
+}
+
+/// [`unframe`] for a block that is a slice of a larger buffer (a scanner's read-ahead run).
+/// An uncompressed payload is a zero-copy slice of that buffer unless `copy_raw` is set
+/// (for a block that will be cached: a slice would keep the whole run in memory while the
+/// cache counts only the block).
+pub(crate) fn unframe_shared(raw: Bytes, copy_raw: bool) -> Dec<Bytes> {
     if raw.len() < FRAME_OVERHEAD {
         return Err(format!("block of {} bytes is shorter than its framing", raw.len()).into());
     }
@@ -124,7 +132,8 @@ pub(crate) fn unframe(raw: Vec<u8>) -> Dec<Bytes> {
     }
     let stored = &body[HEADER_LEN..];
     let payload = match code {
-        CODE_NONE => return Ok(Bytes::from(raw).slice(HEADER_LEN..body_end)),
+        CODE_NONE if copy_raw => return Ok(Bytes::copy_from_slice(stored)),
+        CODE_NONE => return Ok(raw.slice(HEADER_LEN..body_end)),
         CODE_LZ4 => decompress_lz4(stored)?,
         CODE_ZSTD => decompress_zstd(stored)?,
         CODE_SNAPPY => decompress_snappy(stored)?,
@@ -271,6 +280,34 @@ mod tests {
                 proptest::prop_assert_eq!(out.len(), size as usize);
             }
         }
+    }
+
+    #[test]
+    fn a_raw_block_cut_from_a_run_is_copied_only_when_asked() {
+        let payload = vec![7u8; 300];
+        let mut framed = Vec::new();
+        Framer::new(Compression::None)
+            .unwrap()
+            .frame(&payload, Compression::None, &mut framed)
+            .unwrap();
+        let run = Bytes::from([framed.clone(), framed].concat());
+        let inside = |b: &Bytes| {
+            let (start, end) = (run.as_ptr() as usize, run.as_ptr() as usize + run.len());
+            (start..end).contains(&(b.as_ptr() as usize))
+        };
+        let half = run.len() / 2;
+        let shared = unframe_shared(run.slice(half..), false).unwrap();
+        assert_eq!(&shared[..], &payload[..]);
+        assert!(
+            inside(&shared),
+            "a scan-only block is a zero-copy slice of the run"
+        );
+        let copied = unframe_shared(run.slice(half..), true).unwrap();
+        assert_eq!(&copied[..], &payload[..]);
+        assert!(
+            !inside(&copied),
+            "a block bound for the cache must not pin the run"
+        );
     }
 
     #[test]

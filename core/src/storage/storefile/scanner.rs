@@ -8,7 +8,7 @@
 
 use super::cache::CacheMode;
 use super::data::DataBlock;
-use super::reader::StoreFileReader;
+use super::reader::{ReadAhead, StoreFileReader};
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::Result;
 use std::sync::Arc;
@@ -56,6 +56,8 @@ pub struct StoreFileScanner {
     pos: usize,
     /// How blocks read from the file use the block cache.
     mode: CacheMode,
+    /// Runs of blocks read ahead for moves to the next block.
+    ahead: ReadAhead,
 }
 
 impl StoreFileScanner {
@@ -67,6 +69,7 @@ impl StoreFileScanner {
             idx: 0,
             pos: 0,
             mode: CacheMode::Normal,
+            ahead: ReadAhead::default(),
         }
     }
 
@@ -119,7 +122,7 @@ impl StoreFileScanner {
             let next = self.idx + 1;
             self.block = None;
             if next < self.reader.block_count() {
-                self.block = Some(self.reader.block(next, self.mode)?);
+                self.block = Some(self.reader.next_block(next, self.mode, &mut self.ahead)?);
                 self.idx = next;
                 self.pos = 0;
             }

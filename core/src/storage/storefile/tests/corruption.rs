@@ -171,3 +171,35 @@ proptest! {
         }
     }
 }
+
+/// A flipped byte deep inside a read-ahead run is reported at its own block's offset, and
+/// the cells before it are returned intact.
+#[test]
+fn a_flip_inside_a_read_ahead_run_is_reported_at_its_block() {
+    for c in [Compression::None, Compression::Lz4] {
+        let (_dir, path) = tmp();
+        let model = sample_model(2000);
+        write(&path, &model, 256, c).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let data = blocks(&good);
+        let (victim, victim_len) = data[700];
+        let mut bad = good.clone();
+        bad[victim + victim_len / 2] ^= 0x10;
+        std::fs::write(&path, &bad).unwrap();
+        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let mut scan = r.scan_from(&min_key());
+        let mut seen = 0usize;
+        let err = loop {
+            match scan.next().expect("the scan must fail before its end") {
+                Ok(_) => seen += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(expect_corruption(&err, &path), victim as u64, "{c:?}");
+        assert!(
+            seen > 0 && seen < model.len(),
+            "{c:?}: {seen} cells before the error"
+        );
+        assert!(scan.next().is_none());
+    }
+}

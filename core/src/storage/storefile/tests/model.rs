@@ -281,3 +281,38 @@ fn middle_key_is_the_first_key_of_the_middle_block() {
     assert!(model.contains_key(&mid));
     assert!(Some(&mid) > r.info().first_key.as_ref());
 }
+
+/// Long forward scans read runs of blocks ahead (one read per run); whatever the cache mode
+/// and codec, they return exactly the file's cells, also when they start mid-file, and a
+/// run never lets a cached block keep the whole run alive (cached blocks weigh what they
+/// hold).
+#[test]
+fn read_ahead_runs_return_every_cell_in_every_cache_mode() {
+    use super::super::CacheMode;
+    let model = sample_model(3000);
+    let all: Vec<_> = model.clone().into_iter().collect();
+    for c in COMPRESSIONS {
+        let (_dir, path) = tmp();
+        write(&path, &model, 256, c).unwrap();
+        for mode in [None, Some(CacheMode::Normal), Some(CacheMode::Bypass)] {
+            let cache = mode.map(|_| Arc::new(BlockCache::new(64 << 20)));
+            let fs = crate::fs::StdFs::shared();
+            let r = StoreFileReader::open(&fs, &path, 9, cache.clone()).unwrap();
+            assert!(r.block_count() > 1000, "{c:?}: runs must span many blocks");
+            let scan = |from: &StoreKey| {
+                let scan = r.scan_from(from);
+                match mode {
+                    Some(m) => scan.cache_mode(m),
+                    None => scan,
+                }
+            };
+            assert_eq!(collect(scan(&min_key())).unwrap(), all, "{c:?} {mode:?}");
+            let mid = &all[all.len() / 3].0;
+            let from_mid = collect(scan(mid)).unwrap();
+            assert_eq!(from_mid, all[all.len() / 3..].to_vec(), "{c:?} {mode:?}");
+            if mode == Some(CacheMode::Bypass) {
+                assert_eq!(cache.as_ref().unwrap().used_bytes(), 0);
+            }
+        }
+    }
+}
