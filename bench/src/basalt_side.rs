@@ -90,57 +90,67 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
         bytes as f64 / (1 << 20) as f64
     );
 
-    // Random reads: every reader gets its slice of the shared read order.
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for part in 0..s.readers {
-        let (w, table, readers) = (w.clone(), table.clone(), s.readers);
-        tasks.push(tokio::spawn(async move {
-            let (mut misses, mut wrong) = (0u64, 0u64);
-            for &i in w.read_shares(readers)[part] {
-                let row = table.get(Get::new(w.keys[i as usize])).await?;
-                if row.is_empty() {
-                    misses += 1;
-                } else if !w.check_row(
-                    i as u64,
-                    row.cells
-                        .iter()
-                        .map(|c| (c.qualifier.as_ref(), c.value.as_ref())),
-                ) {
-                    wrong += 1;
+    let mut reads = Vec::new();
+    for _ in 0..s.rounds.max(1) {
+        // Random reads: every reader gets its slice of the shared read order.
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for part in 0..s.readers {
+            let (w, table, readers) = (w.clone(), table.clone(), s.readers);
+            tasks.push(tokio::spawn(async move {
+                let (mut misses, mut wrong) = (0u64, 0u64);
+                for &i in w.read_shares(readers)[part] {
+                    let row = table.get(Get::new(w.keys[i as usize])).await?;
+                    if row.is_empty() {
+                        misses += 1;
+                    } else if !w.check_row(
+                        i as u64,
+                        row.cells
+                            .iter()
+                            .map(|c| (c.qualifier.as_ref(), c.value.as_ref())),
+                    ) {
+                        wrong += 1;
+                    }
                 }
-            }
-            Ok::<_, basalt_core::Error>((misses, wrong))
-        }));
-    }
-    let (mut misses, mut wrong) = (0, 0);
-    for t in tasks {
-        let (m, x) = t.await??;
-        misses += m;
-        wrong += x;
-    }
-    let read = Phase::new(w.read_order.len() as u64, start.elapsed());
-    crate::core::progress("basalt", "read", &read);
-    crate::core::check_reads("basalt", misses, wrong)?;
-
-    // Full scan: one scanner, every row, every value touched.
-    let start = Instant::now();
-    // A full scan reads past the cache: as HBase advises for full-table scans, it does not
-    // fill the block cache (it still uses blocks already there).
-    let scan = Scan::new().cache_blocks(false);
-    let mut stream = table.scan(scan)?;
-    let (mut rows, mut cells, mut value_bytes, mut acc) = (0u64, 0u64, 0u64, 0u64);
-    while let Some(row) = stream.try_next().await? {
-        rows += 1;
-        for c in &row.cells {
-            cells += 1;
-            value_bytes += c.value.len() as u64;
-            acc = touch(acc, &c.value);
+                Ok::<_, basalt_core::Error>((misses, wrong))
+            }));
         }
+        let (mut misses, mut wrong) = (0, 0);
+        for t in tasks {
+            let (m, x) = t.await??;
+            misses += m;
+            wrong += x;
+        }
+        let read = Phase::new(w.read_order.len() as u64, start.elapsed());
+        crate::core::progress("basalt", "read", &read);
+        reads.push(read);
+        crate::core::check_reads("basalt", misses, wrong)?;
     }
-    let scan = Phase::new(rows, start.elapsed());
-    crate::core::progress("basalt", "scan", &scan);
-    crate::core::check_scan("basalt", w.rows, rows, cells, value_bytes, acc)?;
+    let read = crate::core::median(reads).ok_or("no read round")?;
+
+    let mut scans = Vec::new();
+    for _ in 0..s.rounds.max(1) {
+        // Full scan: one scanner, every row, every value touched.
+        let start = Instant::now();
+        // A full scan reads past the cache: as HBase advises for full-table scans, it does not
+        // fill the block cache (it still uses blocks already there).
+        let scan = Scan::new().cache_blocks(false);
+        let mut stream = table.scan(scan)?;
+        let (mut rows, mut cells, mut value_bytes, mut acc) = (0u64, 0u64, 0u64, 0u64);
+        while let Some(row) = stream.try_next().await? {
+            rows += 1;
+            for c in &row.cells {
+                cells += 1;
+                value_bytes += c.value.len() as u64;
+                acc = touch(acc, &c.value);
+            }
+        }
+        let scan = Phase::new(rows, start.elapsed());
+        crate::core::progress("basalt", "scan", &scan);
+        scans.push(scan);
+        crate::core::check_scan("basalt", w.rows, rows, cells, value_bytes, acc)?;
+    }
+    let scan = crate::core::median(scans).ok_or("no scan round")?;
 
     conn.close().await?;
     Ok(Measured {

@@ -33,6 +33,8 @@ pub struct Settings {
     /// Basalt's block compression for the family in the core suite (default LZ4, as fjall
     /// compresses the last level, which holds the data once compaction settles).
     pub compression: basalt_core::Compression,
+    /// Rounds of the random reads and of the full scan; the median round is the figure.
+    pub rounds: usize,
     /// Where the temporary data directories go.
     pub dir: PathBuf,
 }
@@ -48,6 +50,7 @@ impl Settings {
             cache_bytes: 256 << 20,
             block_size: 16 * 1024,
             compression: basalt_core::Compression::Lz4,
+            rounds: 3,
             dir,
         }
     }
@@ -86,6 +89,12 @@ pub struct Measured {
     pub flush: Duration,
     /// On-disk state after the flush, in words.
     pub state: String,
+}
+
+/// The round with the median time (the upper median of an even count); `None` if empty.
+pub fn median(mut rounds: Vec<Phase>) -> Option<Phase> {
+    rounds.sort_by_key(|p| p.elapsed);
+    rounds.get(rounds.len() / 2).copied()
 }
 
 /// Prints a finished phase.
@@ -158,6 +167,11 @@ fn print_settings(s: &Settings) {
         s.rows, s.readers
     );
     println!("scan       : one full scan, every row counted and every value touched (Basalt: Scan::cache_blocks(false), as HBase advises for full scans)");
+    println!(
+        "rounds     : the reads, then the scan, run {} times each per engine; the figure is the \
+         median round (both engines vary 20-40% from run to run on a shared VM)",
+        s.rounds
+    );
     println!(
         "machine    : {cores} CPUs; tokio multi-thread runtime with {cores} workers; data under {}",
         s.dir.display()

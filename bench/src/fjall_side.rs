@@ -60,38 +60,48 @@ pub fn run(w: &Workload, dir: &Path, s: &Settings) -> BenchResult<Measured> {
         ks.disk_space() as f64 / (1 << 20) as f64
     );
 
-    let start = Instant::now();
-    let counts = std::thread::scope(|scope| {
-        let handles: Vec<_> = w
-            .read_shares(s.readers)
-            .into_iter()
-            .map(|part| {
-                let ks = ks.clone();
-                scope.spawn(move || read_part(w, &ks, part))
-            })
-            .collect();
-        join_all(handles)
-    })?;
-    let read = Phase::new(w.read_order.len() as u64, start.elapsed());
-    crate::core::progress("fjall", "read", &read);
-    let misses = counts.iter().map(|c| c.0).sum();
-    let wrong = counts.iter().map(|c| c.1).sum();
-    crate::core::check_reads("fjall", misses, wrong)?;
-
-    let start = Instant::now();
-    let (mut rows, mut cells, mut value_bytes, mut acc) = (0u64, 0u64, 0u64, 0u64);
-    for guard in ks.iter() {
-        let (_key, value) = guard.into_inner()?;
-        rows += 1;
-        for (_name, v) in decode_row(&value).ok_or("fjall: malformed row in scan")? {
-            cells += 1;
-            value_bytes += v.len() as u64;
-            acc = touch(acc, v);
-        }
+    let mut reads = Vec::new();
+    for _ in 0..s.rounds.max(1) {
+        let start = Instant::now();
+        let counts = std::thread::scope(|scope| {
+            let handles: Vec<_> = w
+                .read_shares(s.readers)
+                .into_iter()
+                .map(|part| {
+                    let ks = ks.clone();
+                    scope.spawn(move || read_part(w, &ks, part))
+                })
+                .collect();
+            join_all(handles)
+        })?;
+        let read = Phase::new(w.read_order.len() as u64, start.elapsed());
+        crate::core::progress("fjall", "read", &read);
+        reads.push(read);
+        let misses = counts.iter().map(|c| c.0).sum();
+        let wrong = counts.iter().map(|c| c.1).sum();
+        crate::core::check_reads("fjall", misses, wrong)?;
     }
-    let scan = Phase::new(rows, start.elapsed());
-    crate::core::progress("fjall", "scan", &scan);
-    crate::core::check_scan("fjall", w.rows, rows, cells, value_bytes, acc)?;
+    let read = crate::core::median(reads).ok_or("no read round")?;
+
+    let mut scans = Vec::new();
+    for _ in 0..s.rounds.max(1) {
+        let start = Instant::now();
+        let (mut rows, mut cells, mut value_bytes, mut acc) = (0u64, 0u64, 0u64, 0u64);
+        for guard in ks.iter() {
+            let (_key, value) = guard.into_inner()?;
+            rows += 1;
+            for (_name, v) in decode_row(&value).ok_or("fjall: malformed row in scan")? {
+                cells += 1;
+                value_bytes += v.len() as u64;
+                acc = touch(acc, v);
+            }
+        }
+        let scan = Phase::new(rows, start.elapsed());
+        crate::core::progress("fjall", "scan", &scan);
+        scans.push(scan);
+        crate::core::check_scan("fjall", w.rows, rows, cells, value_bytes, acc)?;
+    }
+    let scan = crate::core::median(scans).ok_or("no scan round")?;
 
     drop(ks);
     drop(db);

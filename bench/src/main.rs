@@ -167,6 +167,8 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
   --block-size B  Basalt's data block size for the bench family (default 16384)
   --compression C Basalt's block compression in the core suite: none | lz4 | zstd | snappy
                   (default lz4, as fjall's last level)
+  --rounds N      core suite: rounds of reads and of the scan per engine, median reported
+                  (default 3)
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
   BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)";
@@ -177,6 +179,7 @@ struct Args {
     dir: PathBuf,
     block_size: u32,
     compression: basalt_core::Compression,
+    rounds: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -186,6 +189,7 @@ fn parse_args() -> Result<Args, String> {
     let mut dir = std::env::temp_dir();
     let mut block_size = 16 * 1024;
     let mut compression = basalt_core::Compression::Lz4;
+    let mut rounds = 3;
     while let Some(a) = args.next() {
         match a.as_str() {
             "-h" | "--help" => return Err(String::new()),
@@ -203,6 +207,14 @@ fn parse_args() -> Result<Args, String> {
                 block_size = v
                     .parse()
                     .map_err(|_| format!("--block-size: not a number: {v}"))?;
+            }
+            "--rounds" => {
+                let v = args.next().ok_or("--rounds needs a value")?;
+                rounds = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| format!("--rounds: not a positive number: {v}"))?;
             }
             "--compression" => {
                 compression = match args.next().ok_or("--compression needs a value")?.as_str() {
@@ -228,6 +240,7 @@ fn parse_args() -> Result<Args, String> {
         dir,
         block_size,
         compression,
+        rounds,
     })
 }
 
@@ -268,6 +281,7 @@ fn main() -> ExitCode {
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
         settings.compression = args.compression;
+        settings.rounds = args.rounds;
         if suite == "filters" || suite == "coprocessors" || suite == "salting" {
             let r = match suite {
                 "filters" => filters::run(&settings),

@@ -7,8 +7,9 @@
 //!
 //! Search is cache friendly: the block keeps each entry's row head (see [`search`]), so a
 //! binary search mostly touches a compact `u64` array and parses an entry only on a tie. The
-//! heads are built on the block's first search, so a scan that only walks a block never
-//! builds them.
+//! heads are built on the block's second search (the first is a plain binary search over
+//! the entries: a block read for one point lookup never pays for them), so a scan that only
+//! walks a block never builds them.
 //!
 //! [`search`]: super::search
 //!
@@ -19,6 +20,7 @@ use super::search::{head_after, partition, shared_prefix};
 use crate::cell::{StoreCell, StoreKey};
 use bytes::Bytes;
 use std::cmp::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::OnceLock;
 
 /// Fixed per-block bookkeeping counted in the cache weight, in bytes.
@@ -35,6 +37,9 @@ pub(crate) struct DataBlock {
     /// The search heads, built on the first search: a scan that enters a block at its first
     /// entry never searches it, so it never pays for them.
     search: OnceLock<SearchHeads>,
+    /// Set by the first search: a block read for one point lookup is searched once, and a
+    /// plain binary search costs fewer entry parses than building the heads for it.
+    searched: AtomicBool,
     weight: u64,
 }
 
@@ -78,6 +83,7 @@ impl DataBlock {
             buf,
             offsets,
             search: OnceLock::new(),
+            searched: AtomicBool::new(false),
             weight,
         })
     }
@@ -144,6 +150,19 @@ impl DataBlock {
     /// The number of leading entries for which `pred(entry key vs key)` holds; `pred` must
     /// hold for a prefix of the block only.
     fn partition(&self, key: &StoreKey, pred: impl Fn(Ordering) -> bool) -> Dec<usize> {
+        if self.search.get().is_none() && !self.searched.swap(true, AtomicOrdering::Relaxed) {
+            // The first search: a binary search that parses log2(len) entries.
+            let (mut lo, mut hi) = (0, self.len());
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if pred(self.cmp_at(mid, key)?) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return Ok(lo);
+        }
         let s = self.search_heads()?;
         let prefix = match &s.prefix_inline {
             Some((bytes, len)) => &bytes[..*len as usize],
@@ -245,10 +264,14 @@ mod tests {
             for k in &keys {
                 put_entry(&mut buf, &StoreCell { key: k.clone(), value: Bytes::new() });
             }
-            let b = DataBlock::decode(Bytes::from(buf), 0).unwrap();
+            let buf = Bytes::from(buf);
+            let b = DataBlock::decode(buf.clone(), 0).unwrap();
+            // The block's first search is a plain binary search, later ones use the heads.
             for p in probes.iter().chain(&keys) {
                 prop_assert_eq!(b.lower_bound(p).unwrap(), keys.iter().filter(|k| *k < p).count());
                 prop_assert_eq!(b.upper_bound(p).unwrap(), keys.iter().filter(|k| *k <= p).count());
+                let fresh = DataBlock::decode(buf.clone(), 0).unwrap();
+                prop_assert_eq!(fresh.upper_bound(p).unwrap(), keys.iter().filter(|k| *k <= p).count());
             }
         }
     }
