@@ -20,7 +20,7 @@ use crate::cell::StoreKey;
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, ReadFile};
 use crate::schema::BloomType;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use std::cmp::Ordering;
 use std::convert::Infallible;
 use std::path::{Path, PathBuf};
@@ -312,10 +312,19 @@ impl ReadAhead {
                     format!("absurd block length {}", entry.len),
                 ));
             }
-            let mut raw = vec![0u8; len];
-            read_exact(&*r.file, &r.path, &mut raw, entry.offset)?;
+            // The last run's buffer is reused when no block cut from it is still alive (the
+            // usual case for compressed blocks): no fresh allocation, no zeroing.
+            let mut raw = match std::mem::take(&mut self.buf).try_into_mut() {
+                Ok(mut old) => {
+                    old.truncate(len);
+                    old.resize(len, 0);
+                    old
+                }
+                Err(_) => BytesMut::zeroed(len),
+            };
+            read_exact(&*r.file, &r.path, &mut raw[..], entry.offset)?;
             self.offset = entry.offset;
-            self.buf = Bytes::from(raw);
+            self.buf = raw.freeze();
         }
         let from = (entry.offset - self.offset) as usize;
         Ok(self.buf.slice(from..from + entry.len as usize))
