@@ -265,7 +265,7 @@ impl CoprocessorHost {
         F: Future<Output = Result<()>>,
     {
         let n = cp.calls.fetch_add(1, Ordering::Relaxed);
-        let sampled = (n % LATENCY_SAMPLE == 0).then(Instant::now);
+        let sampled = n.is_multiple_of(LATENCY_SAMPLE).then(Instant::now);
         let mut fut = std::pin::pin!(AssertUnwindSafe(fut).catch_unwind());
         let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
         let out = match first {

@@ -24,6 +24,13 @@
 //! a retired region holds every write at or below the pinned read point and keeps its files
 //! while the call holds it. So a busy table slows a call down but never fails it.
 //!
+//! In-place reads: [`RegionView::count_rows`] and [`RegionView::fold_column`] answer from a
+//! store file's blocks without building cells when a store's whole content at the read
+//! point is one file (empty MemStores, every cell at or below the read point, no TTL) and
+//! the range holds no delete marker: every put there is then visible, and the first entry of
+//! a row (or column) is its newest cell. A walk that meets a delete marker starts over
+//! through the scanner, so the answer is always the scanner's.
+//!
 //! Invariants: a function sees only rows of its part's range, at the pinned read point; each
 //! row of the range is counted in exactly one part's answer.
 
