@@ -832,13 +832,17 @@ async fn metrics_count_calls_errors_and_latency() {
     let m = reg.metrics(&tn("t"));
     assert_eq!(m.len(), 2);
     assert_eq!(m[0].name, "flaky");
-    // flaky: 4 pre_puts (one failed); the other hooks are its no-op defaults, also counted:
-    // 1 post_open at create, 3 pre_batch_mutate, 3 post_batch_mutate, 3 post_batch, 3
-    // post_put, 1 pre_exists + 1 post_exists for the exists.
-    assert_eq!((m[0].calls, m[0].errors), (19, 1), "{:?}", m[0]);
+    // flaky: 4 pre_puts (one failed); the other hooks are its no-op defaults, each called
+    // (and counted) once, then learnt and skipped: post_open at create, pre_batch_mutate,
+    // post_batch_mutate, post_batch and post_put at the first put, pre_exists and
+    // post_exists at the exists.
+    assert_eq!((m[0].calls, m[0].errors), (11, 1), "{:?}", m[0]);
     assert!(m[0].loaded);
     // rec never saw the failed put.
-    assert_eq!((m[1].calls, m[1].errors), (18, 0), "{:?}", m[1]);
+    // rec: post_open, 3 each of pre_put, pre_batch_mutate and post_put, pre_exists and
+    // post_exists (it implements them), and its default post_batch_mutate and post_batch
+    // once each (learnt at the first put).
+    assert_eq!((m[1].calls, m[1].errors), (14, 0), "{:?}", m[1]);
     assert!(m[1].total_latency > Duration::ZERO);
     conn.close().await.unwrap();
 }
@@ -941,4 +945,81 @@ async fn unknown_or_unloadable_coprocessors_are_refused() {
     // Reopening without a loader refuses to run the table without its observers.
     let err = Connection::open(dir.path()).await.unwrap_err();
     assert!(matches!(err, Error::Coprocessor { .. }), "{err:?}");
+}
+
+/// Counts its post_puts, after waiting once (so its hook goes through the host's timer
+/// path); every other hook is the trait's default.
+struct CountsPostPuts {
+    seen: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[async_trait]
+impl RegionObserver for CountsPostPuts {
+    async fn post_put(&self, _: &mut ObserverContext<'_>, _: &Put) -> basalt::Result<()> {
+        tokio::task::yield_now().await;
+        self.seen.fetch_add(1, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// An observer with only default hooks.
+struct NoHooks;
+impl RegionObserver for NoHooks {}
+
+/// Hooks an observer leaves at the trait's no-op default are called once, learnt and then
+/// skipped (with every hook of a put skipped the write takes the unhooked path), while an
+/// implemented hook, even one that waits, runs on every call; writes and reads are as
+/// without the observers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn default_hooks_are_learnt_and_skipped() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let s = seen.clone();
+    reg.register("counts", move |_| {
+        Ok(Arc::new(CountsPostPuts { seen: s.clone() }) as Arc<dyn RegionObserver>)
+    })
+    .unwrap();
+    reg.register("none", |_| Ok(Arc::new(NoHooks) as Arc<dyn RegionObserver>))
+        .unwrap();
+    let conn = open(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(desc("a").coprocessor(CoprocessorDescriptor::new("counts")))
+        .await
+        .unwrap();
+    conn.admin()
+        .create_table(desc("b").coprocessor(CoprocessorDescriptor::new("none")))
+        .await
+        .unwrap();
+    let (a, b) = (conn.table("a").unwrap(), conn.table("b").unwrap());
+    for i in 0..50 {
+        for t in [&a, &b] {
+            t.put(Put::new(format!("r{i:02}")).add_column("f", "q", format!("v{i}")))
+                .await
+                .unwrap();
+        }
+    }
+    assert_eq!(seen.load(Ordering::SeqCst), 50);
+    for t in [&a, &b] {
+        let rows: Vec<RowResult> = t.scan(Scan::new()).unwrap().try_collect().await.unwrap();
+        assert_eq!(rows.len(), 50);
+        assert_eq!(val(&rows[7], "q").as_deref(), Some("v7"));
+    }
+    // counts: post_open, then the first put's pre_put, pre_batch_mutate,
+    // post_batch_mutate and post_batch (defaults, once each), 50 post_puts, and the scan's
+    // three scanner hooks (defaults, once each).
+    let m = reg.metrics(&tn("a")).remove(0);
+    assert_eq!((m.calls, m.errors), (5 + 50 + 3, 0), "{m:?}");
+    // none: post_open, the five hooks of the first put and the three of the scan, once
+    // each; the other 49 puts call nothing.
+    let m = reg.metrics(&tn("b")).remove(0);
+    assert_eq!((m.calls, m.errors), (9, 0), "{m:?}");
+    // A delete runs the delete hooks once (learnt), then they are skipped too.
+    for i in 0..3 {
+        b.delete(Delete::new(format!("r{i:02}"))).await.unwrap();
+    }
+    let m = reg.metrics(&tn("b")).remove(0);
+    assert_eq!(m.calls, 9 + 2, "{m:?}");
+    assert!(!b.exists(Get::new("r01")).await.unwrap());
+    conn.close().await.unwrap();
 }

@@ -2,8 +2,11 @@
 //! client-side computation over the same rows (a scan) gives, for random rows, pre-splits
 //! and ranges; still exactly while another task splits and merges the regions during the
 //! calls; fail-fast and partial results with an endpoint that fails on one region; a
-//! panicking endpoint fails its region only; and a call reads one snapshot, not the writes
-//! made while it runs.
+//! panicking endpoint fails its region only; a call reads one snapshot, not the writes
+//! made while it runs; the in-place row count and column fold equal the client's
+//! computation over deletes, versions, TTL, several files and families, MemStore data and
+//! splits, and read in place where that is exact; and a hanging region times out under the
+//! call's error mode.
 
 use basalt::client::{Delete, Put, Scan};
 use basalt::coprocessors::aggregate::AGGREGATE;
@@ -699,4 +702,284 @@ async fn merged_in_key_order() {
         assert_eq!(spans[0].region_start.as_ref(), key(50).as_bytes());
     }
     conn.close().await.unwrap();
+}
+
+/// Counts rows and sums f:v (as i64) through the region view's in-place capable paths
+/// ([`RegionView::count_rows`], [`RegionView::fold_column`]), and says how many of the two
+/// answers were read in place.
+struct Probe;
+
+impl Endpoint for Probe {
+    type Request = ();
+    type Response = (u64, u64, i64, u64);
+    fn call(&self, region: &RegionView<'_>, _: &()) -> basalt::Result<(u64, u64, i64, u64)> {
+        let before = region.in_place_reads();
+        let count = region.count_rows()?;
+        let (rows, sum) = region.fold_column(
+            b"f",
+            b"v",
+            || 0i64,
+            |s, v| {
+                if let Ok(b) = <[u8; 8]>::try_from(v) {
+                    *s += i64::from_be_bytes(b);
+                }
+                Ok(())
+            },
+        )?;
+        Ok((count, rows, sum, region.in_place_reads() - before))
+    }
+}
+
+/// What is done to the table before the in-place reads are checked.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Flushed and major-compacted: one file per region, no delete marker.
+    Compacted,
+    /// Deletes flushed into a second file, then a major compaction that keeps delete
+    /// markers (KEEP_DELETED_CELLS): one file per region that holds them.
+    MarkersInOneFile,
+    /// Deletes left in the MemStore.
+    MemStoreDeletes,
+    /// Two flushed files (the second one re-writes rows with newer versions).
+    TwoFiles,
+    /// Compacted, then every region split: the daughters read the parent's file as a
+    /// reference (through their range).
+    Split,
+}
+
+fn shape_strategy() -> impl Strategy<Value = Shape> {
+    prop_oneof![
+        Just(Shape::Compacted),
+        Just(Shape::MarkersInOneFile),
+        Just(Shape::MemStoreDeletes),
+        Just(Shape::TwoFiles),
+        Just(Shape::Split),
+    ]
+}
+
+/// How a generated row is deleted (if it is).
+#[derive(Debug, Clone, Copy)]
+enum Del {
+    None,
+    /// The newest version of f:v.
+    Newest,
+    /// Every version of f:v.
+    Column,
+    /// Family f.
+    Family,
+    /// The whole row.
+    Row,
+}
+
+fn del_strategy() -> impl Strategy<Value = Del> {
+    prop_oneof![
+        6 => Just(Del::None),
+        1 => Just(Del::Newest),
+        1 => Just(Del::Column),
+        1 => Just(Del::Family),
+        1 => Just(Del::Row),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(12),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// The in-place row count and column fold (and every aggregate built on them) equal
+    /// the client's computation over scanned rows, for tables with several versions,
+    /// delete markers (in the MemStore or in the one compacted file), two files, MemStore
+    /// data, a TTL with expired cells, a second family with data, and split regions; and
+    /// they do read in place where that is exact (one clean file per region).
+    #[test]
+    fn in_place_reads_equal_client_side(
+        rows in proptest::collection::btree_map(0usize..300, (1usize..4, del_strategy(), proptest::bool::weighted(0.2)), 1..120),
+        splits in proptest::collection::btree_set(0usize..300, 0..4),
+        shape in shape_strategy(),
+        ttl in proptest::bool::weighted(0.25),
+        other_family in proptest::bool::weighted(0.25),
+        lo in proptest::option::of(0usize..300),
+        len in proptest::option::of(0usize..300),
+    ) {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        rt.block_on(async {
+            let dir = tempfile::tempdir().unwrap();
+            let conn = Connection::open_with(Config::new(dir.path()).split_policy(SplitPolicy::Disabled))
+                .await
+                .unwrap();
+            let mut f = ColumnFamilyDescriptor::new("f").block_size(1024).max_versions(3);
+            if ttl {
+                f = f.ttl_secs(3600);
+            }
+            if matches!(shape, Shape::MarkersInOneFile) {
+                // A major compaction keeps the markers: one file per region that holds them.
+                f = f.keep_deleted_cells(true);
+            }
+            let desc = TableDescriptor::new(TableName::parse("t").unwrap())
+                .family(f)
+                .family(ColumnFamilyDescriptor::new("g"));
+            let split = if splits.is_empty() {
+                PreSplit::None
+            } else {
+                PreSplit::Keys(splits.iter().map(|i| key(*i).into_bytes()).collect())
+            };
+            conn.admin().create_table_with_splits(desc, split).await.unwrap();
+            let t = conn.table("t").unwrap();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_millis() as u64;
+            for (i, (versions, _, expired)) in &rows {
+                for v in 0..*versions {
+                    // With a TTL of an hour, an expired row's cells are two hours old.
+                    let ts = if *expired { now - 7_200_000 + v as u64 } else { now - 1000 + v as u64 };
+                    let value = (*i as i64) * 10 + v as i64;
+                    let mut p = Put::new(key(*i))
+                        .add_column_ts("f", "v", ts, value.to_be_bytes())
+                        .add_column_ts("f", "o", ts, "x");
+                    if other_family && i % 3 == 0 {
+                        p = p.add_column("g", "q", "y");
+                    }
+                    t.put(p).await.unwrap();
+                }
+            }
+            conn.admin().flush(t.name()).await.unwrap();
+            let deletes = |t: basalt::client::Table| {
+                let rows = rows.clone();
+                async move {
+                    for (i, (_, del, _)) in &rows {
+                        let d = Delete::new(key(*i));
+                        let d = match del {
+                            Del::None => continue,
+                            Del::Newest => d.add_column("f", "v"),
+                            Del::Column => d.add_columns("f", "v"),
+                            Del::Family => d.add_family("f"),
+                            Del::Row => d,
+                        };
+                        t.delete(d).await.unwrap();
+                    }
+                }
+            };
+            match shape {
+                Shape::Compacted => conn.admin().major_compact(t.name()).await.unwrap(),
+                Shape::MarkersInOneFile => {
+                    deletes(t.clone()).await;
+                    conn.admin().flush(t.name()).await.unwrap();
+                    conn.admin().major_compact(t.name()).await.unwrap();
+                }
+                Shape::MemStoreDeletes => deletes(t.clone()).await,
+                Shape::TwoFiles => {
+                    for i in rows.keys().step_by(2) {
+                        t.put(Put::new(key(*i)).add_column("f", "v", (-(*i as i64)).to_be_bytes()))
+                            .await
+                            .unwrap();
+                    }
+                    conn.admin().flush(t.name()).await.unwrap();
+                }
+                Shape::Split => {
+                    conn.admin().major_compact(t.name()).await.unwrap();
+                    for r in conn.admin().regions(t.name()).await.unwrap() {
+                        // The middle row of the region, or nothing to split at.
+                        let _ = conn.admin().split_region(t.name(), r.id, None).await;
+                    }
+                }
+            }
+            let range = KeyRange {
+                start: lo.map(|l| key(l).into()),
+                stop: len.map(|n| key(lo.unwrap_or(0) + n).into()),
+            };
+            check_aggregates(&conn, range.clone(), Interpreter::I64).await;
+            // The probe answers as the client does, and reads in place where it is exact.
+            let client = client_rows(&conn, &range).await;
+            let want_rows = client.len() as u64;
+            let with_v: Vec<i64> = client
+                .iter()
+                .filter_map(|(_, v)| v.as_ref())
+                .map(|v| i64::from_be_bytes(v.as_slice().try_into().unwrap()))
+                .collect();
+            let registry = Arc::new(EndpointRegistry::with_builtins());
+            registry.register(t.name(), "probe", Probe).unwrap();
+            let eps = Endpoints::new(&conn, registry);
+            let s = eps.coprocessor_service::<Probe>("t", "probe", range, &()).unwrap();
+            let (count, rows_v, sum, in_place) =
+                fold(s, (0, 0, 0, 0), |a, r| (a.0 + r.0, a.1 + r.1, a.2 + r.2, a.3 + r.3))
+                    .await
+                    .unwrap();
+            assert_eq!(count, want_rows);
+            assert_eq!(rows_v, with_v.len() as u64);
+            assert_eq!(sum, with_v.iter().sum::<i64>());
+            let clean = matches!(shape, Shape::Compacted | Shape::Split) && !ttl && !other_family;
+            if clean && want_rows > 0 {
+                assert!(in_place > 0, "a compacted table without TTL read nothing in place");
+            }
+            if ttl {
+                assert_eq!(in_place, 0, "a family with a TTL must not be read in place");
+            }
+            conn.close().await.unwrap();
+        });
+    }
+}
+
+/// Hangs for a second in the table's first region, answers 1 at once elsewhere.
+struct HangsInFirst;
+
+impl Endpoint for HangsInFirst {
+    type Request = ();
+    type Response = u64;
+    fn call(&self, region: &RegionView<'_>, _: &()) -> basalt::Result<u64> {
+        if region.region_start().is_empty() {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        Ok(1)
+    }
+}
+
+/// A region that runs past the call's per-region timeout answers an error in its place,
+/// handled under the call's error mode: the other regions' answers with `Partial`, the
+/// call's error with `FailFast`; neither waits for the hanging region.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_region_times_out_under_the_error_mode() {
+    let (_dir, conn) = table_with_splits(&[key(100), key(200)]).await;
+    let registry = Arc::new(EndpointRegistry::with_builtins());
+    registry
+        .register(&TableName::parse("t").unwrap(), "hangs", HangsInFirst)
+        .unwrap();
+    let limit = Duration::from_millis(100);
+    let is_timeout = |r: &basalt::Result<u64>| matches!(r, Err(Error::Coprocessor { name, msg }) if name == "hangs" && msg.contains("timeout of 100 ms"));
+    let partial = Endpoints::new(&conn, registry.clone()).with_options(
+        CallOptions::default()
+            .timeout(limit)
+            .mode(ErrorMode::Partial),
+    );
+    let started = std::time::Instant::now();
+    let all = collect_ordered(
+        partial
+            .coprocessor_service::<HangsInFirst>("t", "hangs", KeyRange::all(), &())
+            .unwrap(),
+    )
+    .await;
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(all.len(), 3);
+    assert!(is_timeout(&all[0].result), "{:?}", all[0].result);
+    assert!(all[1..].iter().all(|r| matches!(r.result, Ok(1))));
+    // Without the slow region, the same options answer in full.
+    let rest = partial
+        .coprocessor_service::<HangsInFirst>("t", "hangs", KeyRange::from(key(100)), &())
+        .unwrap();
+    assert_eq!(fold(rest, 0, |a, n| a + n).await.unwrap(), 2);
+    let fail_fast =
+        Endpoints::new(&conn, registry).with_options(CallOptions::default().timeout(limit));
+    let started = std::time::Instant::now();
+    let s = fail_fast
+        .coprocessor_service::<HangsInFirst>("t", "hangs", KeyRange::all(), &())
+        .unwrap();
+    let err = fold(s, 0, |a, n| a + n).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_millis(900));
+    assert!(is_timeout(&Err(err)));
 }

@@ -26,7 +26,6 @@
 
 use crate::endpoint::{Endpoint, EndpointRegistry};
 use crate::service::{fold, Endpoints, KeyRange, Snapshot};
-use basalt_core::client::Scan;
 use basalt_core::server::endpoint::RegionView;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
@@ -215,23 +214,69 @@ pub struct RegionStats {
     pub m2: f64,
 }
 
-impl RegionStats {
-    fn add(&mut self, n: Number, key: u64) -> Result<()> {
-        self.values += 1;
-        match n {
-            Number::I64(v) => self.int_sum = checked(self.int_sum.checked_add(i128::from(v)))?,
-            Number::U64(v) => self.int_sum = checked(self.int_sum.checked_add(i128::from(v)))?,
-            Number::F64(v) => self.float_sum += v,
+/// Values whose mean and squared deviations are computed together, in two passes over the
+/// chunk (one division per chunk instead of one per value), then merged into the running
+/// statistics with Chan's pairwise update.
+const STATS_CHUNK: usize = 256;
+
+/// Builds one region's [`RegionStats`] value by value.
+struct StatsBuilder {
+    stats: RegionStats,
+    /// Values already merged into `stats.mean` and `stats.m2`.
+    merged: u64,
+    chunk: Vec<f64>,
+}
+
+impl StatsBuilder {
+    fn new() -> Self {
+        StatsBuilder {
+            stats: RegionStats::default(),
+            merged: 0,
+            chunk: Vec::with_capacity(STATS_CHUNK),
         }
-        self.min_key = Some(self.min_key.map_or(key, |m| m.min(key)));
-        self.max_key = Some(self.max_key.map_or(key, |m| m.max(key)));
-        let x = n.as_f64();
-        let delta = x - self.mean;
-        self.mean += delta / self.values as f64;
-        self.m2 += delta * (x - self.mean);
+    }
+
+    fn add(&mut self, n: Number, key: u64) -> Result<()> {
+        let s = &mut self.stats;
+        s.values += 1;
+        match n {
+            Number::I64(v) => s.int_sum = checked(s.int_sum.checked_add(i128::from(v)))?,
+            Number::U64(v) => s.int_sum = checked(s.int_sum.checked_add(i128::from(v)))?,
+            Number::F64(v) => s.float_sum += v,
+        }
+        s.min_key = Some(s.min_key.map_or(key, |m| m.min(key)));
+        s.max_key = Some(s.max_key.map_or(key, |m| m.max(key)));
+        self.chunk.push(n.as_f64());
+        if self.chunk.len() == STATS_CHUNK {
+            self.merge_chunk();
+        }
         Ok(())
     }
 
+    /// Folds the chunk's mean and squared deviations into the statistics.
+    fn merge_chunk(&mut self) {
+        if self.chunk.is_empty() {
+            return;
+        }
+        let k = self.chunk.len() as f64;
+        let mean = self.chunk.iter().sum::<f64>() / k;
+        let m2: f64 = self.chunk.iter().map(|x| (x - mean) * (x - mean)).sum();
+        let na = self.merged as f64;
+        let n = na + k;
+        let delta = mean - self.stats.mean;
+        self.stats.mean += delta * k / n;
+        self.stats.m2 += m2 + delta * delta * na * k / n;
+        self.merged += self.chunk.len() as u64;
+        self.chunk.clear();
+    }
+
+    fn finish(mut self) -> RegionStats {
+        self.merge_chunk();
+        self.stats
+    }
+}
+
+impl RegionStats {
     /// The statistics of both regions' values together.
     pub fn merge(self, o: RegionStats) -> Result<RegionStats> {
         let n = self.values + o.values;
@@ -297,25 +342,25 @@ pub struct Aggregate;
 
 impl Aggregate {
     /// Calls `f` with the value and order key of every readable cell of the column, and
-    /// returns the rows having the column.
-    fn each_value(
+    /// returns the rows having the column. Reads in place where it can
+    /// ([`RegionView::fold_column`]); `f` is an accumulator's step, and `init` makes the
+    /// accumulator (again, when the in-place read has to start over).
+    fn each_value<A>(
         region: &RegionView<'_>,
         column: &Column,
-        mut f: impl FnMut(Number, u64) -> Result<()>,
-    ) -> Result<u64> {
-        let scan = Scan::new().add_column(&column.family, &column.qualifier);
-        let mut rows = 0;
-        let mut scanner = region.scan(&scan)?;
-        while let Some(row) = scanner.next_row()? {
-            rows += 1;
-            let Some(cell) = row.cells.first() else {
-                continue;
-            };
-            if let Some(n) = column.interpreter.read(&cell.value) {
-                f(n, column.interpreter.key(n))?;
-            }
-        }
-        Ok(rows)
+        init: impl Fn() -> A,
+        mut f: impl FnMut(&mut A, Number, u64) -> Result<()>,
+    ) -> Result<(u64, A)> {
+        let interpreter = column.interpreter;
+        region.fold_column(
+            &column.family,
+            &column.qualifier,
+            init,
+            |acc, value| match interpreter.read(value) {
+                Some(n) => f(acc, n, interpreter.key(n)),
+                None => Ok(()),
+            },
+        )
     }
 }
 
@@ -326,8 +371,12 @@ impl Endpoint for Aggregate {
     fn call(&self, region: &RegionView<'_>, req: &AggregateRequest) -> Result<AggregateResponse> {
         match req.op {
             AggregateOp::Stats => {
-                let mut stats = RegionStats::default();
-                stats.rows = Self::each_value(region, &req.column, |n, k| stats.add(n, k))?;
+                let (rows, builder) =
+                    Self::each_value(region, &req.column, StatsBuilder::new, |s, n, k| {
+                        s.add(n, k)
+                    })?;
+                let mut stats = builder.finish();
+                stats.rows = rows;
                 Ok(AggregateResponse::Stats(stats))
             }
             AggregateOp::Histogram {
@@ -340,32 +389,38 @@ impl Endpoint for Aggregate {
                     return Err(Error::bad_argument("bad histogram window"));
                 }
                 let width = bucket_width(lo, hi, buckets);
-                let mut h = RegionHistogram {
-                    below: 0,
-                    buckets: vec![0; buckets as usize],
-                    keys: None,
+                let init = || {
+                    let h = RegionHistogram {
+                        below: 0,
+                        buckets: vec![0; buckets as usize],
+                        keys: None,
+                    };
+                    // The window's keys while there are at most `ship_limit` of them.
+                    (h, Some(Vec::new()))
                 };
-                let mut keys = Vec::new();
-                let mut shipping = true;
-                Self::each_value(region, &req.column, |_, k| {
-                    if k < lo {
-                        h.below += 1;
-                    } else if k <= hi {
-                        let b = (u128::from(k - lo) / width) as usize;
-                        if let Some(slot) = h.buckets.get_mut(b) {
-                            *slot += 1;
-                        }
-                        if shipping {
-                            keys.push(k);
-                            if keys.len() > ship_limit as usize {
-                                shipping = false;
-                                keys = Vec::new();
+                let (_, (mut h, keys)) = Self::each_value(
+                    region,
+                    &req.column,
+                    init,
+                    |(h, keys): &mut (RegionHistogram, Option<Vec<u64>>), _, k| {
+                        if k < lo {
+                            h.below += 1;
+                        } else if k <= hi {
+                            let b = (u128::from(k - lo) / width) as usize;
+                            if let Some(slot) = h.buckets.get_mut(b) {
+                                *slot += 1;
+                            }
+                            if let Some(list) = keys {
+                                list.push(k);
+                                if list.len() > ship_limit as usize {
+                                    *keys = None;
+                                }
                             }
                         }
-                    }
-                    Ok(())
-                })?;
-                if shipping {
+                        Ok(())
+                    },
+                )?;
+                if let Some(mut keys) = keys {
                     keys.sort_unstable();
                     h.keys = Some(keys);
                 }
@@ -376,8 +431,10 @@ impl Endpoint for Aggregate {
 }
 
 /// The fast row count endpoint ([`ROW_COUNT`]): rows with at least one visible cell,
-/// counted region-locally by a scan that stops matching a row at its first visible cell
-/// and builds no cell or row ([`basalt_core::server::endpoint::LocalScanner::count_rows`]).
+/// counted region-locally without building cells or rows: in place from the store file's
+/// blocks when the region's data is all in one file with no delete marker in the range,
+/// else by a scan that stops matching a row at its first visible cell
+/// ([`RegionView::count_rows`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct RowCount;
 
@@ -386,7 +443,7 @@ impl Endpoint for RowCount {
     type Response = u64;
 
     fn call(&self, region: &RegionView<'_>, _req: &()) -> Result<u64> {
-        region.scan(&Scan::new())?.count_rows()
+        region.count_rows()
     }
 }
 

@@ -24,6 +24,9 @@ pub struct ObserverContext<'a> {
     env: &'a HookEnv<'a>,
     name: &'a str,
     bypassed: bool,
+    /// Set by the trait's default (no-op) hook bodies: the host then skips that hook of
+    /// this coprocessor from then on.
+    default_body: bool,
 }
 
 impl<'a> ObserverContext<'a> {
@@ -32,7 +35,19 @@ impl<'a> ObserverContext<'a> {
             env,
             name,
             bypassed: false,
+            default_body: false,
         }
+    }
+
+    /// Called by every default (no-op) hook body of [`RegionObserver`]: tells the host
+    /// that this coprocessor does not implement the hook.
+    fn ran_default(&mut self) {
+        self.default_body = true;
+    }
+
+    /// True when the hook just called was the trait's default body.
+    pub(crate) fn was_default(&self) -> bool {
+        self.default_body
     }
 
     /// The table the operation is on.
@@ -95,22 +110,26 @@ pub trait RegionObserver: Send + Sync {
     /// Before a put, outside any lock. May change the put; bypassable (the put then
     /// succeeds without writing).
     async fn pre_put(&self, _ctx: &mut ObserverContext<'_>, _put: &mut Put) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// After a put is visible and its row lock released. An error fails the call although
     /// the put is written. Not bypassable.
     async fn post_put(&self, _ctx: &mut ObserverContext<'_>, _put: &Put) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// Before a delete, outside any lock. May change the delete; bypassable.
     async fn pre_delete(&self, _ctx: &mut ObserverContext<'_>, _delete: &mut Delete) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// After a delete is visible. Not bypassable.
     async fn post_delete(&self, _ctx: &mut ObserverContext<'_>, _delete: &Delete) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -122,6 +141,7 @@ pub trait RegionObserver: Send + Sync {
         _get: &mut Get,
         _result: &mut RowResult,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -132,6 +152,7 @@ pub trait RegionObserver: Send + Sync {
         _get: &Get,
         _result: &mut RowResult,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -147,6 +168,7 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _batch: &mut MiniBatch<'_>,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -160,6 +182,7 @@ pub trait RegionObserver: Send + Sync {
         _get: &mut Get,
         _exists: &mut bool,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -170,6 +193,7 @@ pub trait RegionObserver: Send + Sync {
         _get: &Get,
         _exists: &mut bool,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -182,6 +206,7 @@ pub trait RegionObserver: Send + Sync {
         _inc: &mut Increment,
         _result: &mut RowResult,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -193,6 +218,7 @@ pub trait RegionObserver: Send + Sync {
         _inc: &Increment,
         _result: &mut RowResult,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -204,6 +230,7 @@ pub trait RegionObserver: Send + Sync {
         _append: &mut Append,
         _result: &mut RowResult,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -214,6 +241,7 @@ pub trait RegionObserver: Send + Sync {
         _append: &Append,
         _result: &mut RowResult,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -226,6 +254,7 @@ pub trait RegionObserver: Send + Sync {
         _cam: &mut CheckAndMutate,
         _passed: &mut bool,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -237,6 +266,7 @@ pub trait RegionObserver: Send + Sync {
         _cam: &CheckAndMutate,
         _passed: &mut bool,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -251,6 +281,7 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _ops: &[&Mutation],
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -266,6 +297,7 @@ pub trait RegionObserver: Send + Sync {
         _ops: &[&Mutation],
         _outcome: &Result<()>,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -276,16 +308,19 @@ pub trait RegionObserver: Send + Sync {
     /// After a region is open and readable (engine open, table create or enable, split
     /// daughters, merge result).
     async fn post_open(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// Before a region closes (engine close, table disable, split or merge).
     async fn pre_close(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// After a region closed.
     async fn post_close(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -296,6 +331,7 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _scan: &mut Scan,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -306,22 +342,26 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _rows: &mut Vec<RowResult>,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// Exactly once per scan whose `pre_scanner_open` chain succeeded: at its end, error, or
     /// when the caller drops the stream early.
     async fn post_scanner_close(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// Before a store with cells in its MemStore is flushed.
     async fn pre_flush(&self, _ctx: &mut ObserverContext<'_>, _family: &Bytes) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
     /// After a store's flush committed.
     async fn post_flush(&self, _ctx: &mut ObserverContext<'_>, _family: &Bytes) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -332,6 +372,7 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _selection: &mut CompactionSelection,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -341,6 +382,7 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _selection: &CompactionSelection,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -351,6 +393,7 @@ pub trait RegionObserver: Send + Sync {
         _ctx: &mut ObserverContext<'_>,
         _request: &mut CompactionRequest,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -361,6 +404,7 @@ pub trait RegionObserver: Send + Sync {
         _family: &Bytes,
         _outcome: &CompactionOutcome,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -368,6 +412,7 @@ pub trait RegionObserver: Send + Sync {
     /// region wait: be quick). Bypassable: [`ObserverContext::bypass`] vetoes the split and
     /// the region stays whole. An error fails the split.
     async fn pre_split(&self, _ctx: &mut ObserverContext<'_>, _split_row: &Bytes) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -378,6 +423,7 @@ pub trait RegionObserver: Send + Sync {
         _lower: &RegionInfo,
         _upper: &RegionInfo,
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -390,6 +436,7 @@ pub trait RegionObserver: Send + Sync {
         _seq: u64,
         _edits: &[WalEdit],
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 
@@ -400,6 +447,7 @@ pub trait RegionObserver: Send + Sync {
         _seq: u64,
         _edits: &[WalEdit],
     ) -> Result<()> {
+        _ctx.ran_default();
         Ok(())
     }
 }

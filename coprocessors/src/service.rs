@@ -9,7 +9,8 @@
 //! range, and the successors' answers are streamed in its place: no row is skipped or
 //! counted twice.
 //!
-//! Errors are per region: each [`RegionResponse`] carries its own `Result`. With
+//! Errors are per region: each [`RegionResponse`] carries its own `Result` (a region that
+//! runs past [`CallOptions::timeout`] answers an error too). With
 //! [`ErrorMode::FailFast`] (the default) the stream ends right after the first failed
 //! region, and regions not yet started are not run; with [`ErrorMode::Partial`] every
 //! region answers. Helpers fold the answers ([`fold`], [`fold_partial`]), or collect them
@@ -27,6 +28,7 @@ use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Rows `[start, stop)` of a call (`None` or empty: unbounded), as HBase's scan start and
 /// stop rows.
@@ -106,6 +108,12 @@ pub struct CallOptions {
     /// Stream the answers in key order (a region's answer waits for the ones before it);
     /// off by default: answers come as regions finish.
     pub ordered: bool,
+    /// How long one region's part may run (its redos on successors included); past it the
+    /// region answers [`Error::Coprocessor`] ("ran past its timeout"), handled as any
+    /// failed region under [`CallOptions::mode`]. The endpoint function itself is not
+    /// interrupted (it is synchronous code on a blocking thread): it runs to its end in the
+    /// background and its answer is dropped. `None` (the default): no limit.
+    pub timeout: Option<Duration>,
 }
 
 impl Default for CallOptions {
@@ -114,6 +122,7 @@ impl Default for CallOptions {
             concurrency: std::thread::available_parallelism().map_or(4, |n| n.get()),
             mode: ErrorMode::FailFast,
             ordered: false,
+            timeout: None,
         }
     }
 }
@@ -132,6 +141,11 @@ impl CallOptions {
     /// Sets whether answers stream in key order.
     pub fn ordered(mut self, on: bool) -> Self {
         self.ordered = on;
+        self
+    }
+    /// Sets the per-region timeout.
+    pub fn timeout(mut self, limit: Duration) -> Self {
+        self.timeout = Some(limit);
         self
     }
 }
@@ -245,6 +259,7 @@ impl Snapshot {
         let stop = Arc::new(AtomicBool::new(false));
         let call = self.call.clone();
         let name: Arc<str> = Arc::from(service);
+        let limit = self.options.timeout;
         let tasks = futures::stream::iter(parts).map(move |part| {
             let (call, endpoint, request, name, stop) = (
                 call.clone(),
@@ -258,12 +273,30 @@ impl Snapshot {
                     return Vec::new();
                 }
                 let span = part.span();
+                let name_in = name.clone();
                 let job = tokio::task::spawn_blocking(move || {
                     call.run(&part, |view| {
-                        call_isolated(&name, &*endpoint, view, &request)
+                        call_isolated(&name_in, &*endpoint, view, &request)
                     })
                 });
-                let answers: Vec<RegionResponse<E::Response>> = match job.await {
+                let outcome = match limit {
+                    Some(limit) => match tokio::time::timeout(limit, job).await {
+                        Ok(out) => out,
+                        Err(_) => {
+                            let err = Error::Coprocessor {
+                                name: name.to_string(),
+                                msg: format!(
+                                    "endpoint ran past its timeout of {} ms in region {}",
+                                    limit.as_millis(),
+                                    span.region_id
+                                ),
+                            };
+                            Ok(Err(err))
+                        }
+                    },
+                    None => job.await,
+                };
+                let answers: Vec<RegionResponse<E::Response>> = match outcome {
                     Ok(Ok(answers)) => answers
                         .into_iter()
                         .map(|(span, r)| RegionResponse {

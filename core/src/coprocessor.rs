@@ -291,6 +291,14 @@ pub struct Savepoint {
 /// fails the operation with that error (a post-hook's error after the write committed).
 #[async_trait]
 pub trait RegionHooks: Send + Sync + std::fmt::Debug {
+    /// True when a write of puts (`puts`) and/or deletes (`deletes`) would run nothing in
+    /// any of its hooks (`pre_put`/`post_put`, `pre_delete`/`post_delete` as asked, and
+    /// `pre_batch_mutate`, `post_batch_mutate`, `post_batch`): the engine then writes as for
+    /// a table without coprocessors. Must only answer true when skipping every one of those
+    /// calls changes nothing. Defaults to false.
+    fn skips_mutation_hooks(&self, _puts: bool, _deletes: bool) -> bool {
+        false
+    }
     /// Before a put; may change it or bypass it.
     async fn pre_put(&self, _env: &HookEnv<'_>, _put: &mut Put) -> Result<Flow> {
         Ok(Flow::Continue)

@@ -55,6 +55,9 @@ pub struct Region {
     pub snapshot_oldest: AtomicU64,
     /// Reads served.
     pub read_requests: AtomicU64,
+    /// Endpoint answers (row counts, column folds) read in place from a store file's blocks
+    /// (see `server::endpoint::RegionView::count_rows`).
+    pub in_place_reads: AtomicU64,
     /// Writes served.
     pub write_requests: AtomicU64,
     /// Serializes flushes of this region.
@@ -89,6 +92,7 @@ impl Region {
             oldest_unflushed: AtomicU64::new(u64::MAX),
             snapshot_oldest: AtomicU64::new(u64::MAX),
             read_requests: AtomicU64::new(0),
+            in_place_reads: AtomicU64::new(0),
             write_requests: AtomicU64::new(0),
             flush_lock: tokio::sync::Mutex::new(()),
             flush_requested: AtomicBool::new(false),

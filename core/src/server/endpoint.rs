@@ -24,18 +24,27 @@
 //! a retired region holds every write at or below the pinned read point and keeps its files
 //! while the call holds it. So a busy table slows a call down but never fails it.
 //!
+//! In-place reads: [`RegionView::count_rows`] and [`RegionView::fold_column`] answer from a
+//! store file's blocks without building cells when a store's whole content at the read
+//! point is one file (empty MemStores, every cell at or below the read point, no TTL) and
+//! the range holds no delete marker: every put there is then visible, and the first entry of
+//! a row (or column) is its newest cell. A walk that meets a delete marker starts over
+//! through the scanner, so the answer is always the scanner's.
+//!
 //! Invariants: a function sees only rows of its part's range, at the pinned read point; each
 //! row of the range is counted in exactly one part's answer.
 
 use super::compact::ScanPoint;
 use super::read::{overlaps, resolve, scan_range, validate_versions};
 use super::{now_ms, Engine, TableState};
+use crate::cell::CellType;
 use crate::client::ops::{Get, RowResult, Scan};
 use crate::error::Result;
 use crate::region::scanner::{RegionScanner, RowRange};
-use crate::region::Region;
+use crate::region::{Region, Store};
 use crate::schema::TableName;
 use crate::storage::matcher::ReadSpec;
+use crate::storage::storefile::{CacheMode, StoreFileReader};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -329,6 +338,158 @@ impl RegionView<'_> {
         }
         validate_versions(g.max_versions)?;
         self.engine.read_row_in(self.region, g, self.read_point)
+    }
+}
+
+/// Where one store's data at a read point can be read in place (see [`RegionView`]).
+enum InPlace {
+    /// The store holds nothing at all: no file, empty MemStores.
+    Empty,
+    /// Everything the store holds is in this one file, all of it at or below the read point,
+    /// and the family has no TTL.
+    File(Arc<StoreFileReader>, CacheMode),
+    /// Anything else: read through the merging scanner.
+    No,
+}
+
+/// How `store` can be read in place at `read_point`. The MemStores and the file list are
+/// looked at under one lock: writes at or below a pinned read point are all in a MemStore
+/// or a listed file, so an empty MemStore pair and one file of cells at or below the read
+/// point hold every cell the read point sees (a file held stays readable after a
+/// compaction replaces it).
+fn in_place(store: &Store, read_point: u64) -> InPlace {
+    let ttl = store.descriptor().ttl_secs.is_some();
+    let mode = store.cache_mode(true);
+    let st = store.state.read();
+    if !st.active.is_empty() || st.snapshot.as_ref().is_some_and(|m| !m.is_empty()) {
+        return InPlace::No;
+    }
+    match st.files.as_slice() {
+        [] => InPlace::Empty,
+        [f] if !ttl && f.info().max_seq <= read_point => InPlace::File(f.clone(), mode),
+        _ => InPlace::No,
+    }
+}
+
+impl RegionView<'_> {
+    /// How many endpoint answers of this region were read in place so far (all calls).
+    pub fn in_place_reads(&self) -> u64 {
+        self.region.in_place_reads.load(Ordering::Relaxed)
+    }
+
+    /// Counts the rows of the call's range with at least one visible cell, as
+    /// `scan(&Scan::new())?.count_rows()` would, but in place when it can: when the only
+    /// store holding data has it all in one file at or below the read point, the family has
+    /// no TTL and the file holds no delete marker in the range, the distinct rows of the
+    /// file's entries in the range are counted straight from its blocks (every put there is
+    /// visible: nothing deletes or expires it). Otherwise (a delete marker met, MemStore
+    /// data, several files or stores, a TTL) it counts through the scanner.
+    pub fn count_rows(&self) -> Result<u64> {
+        self.engine.check_open()?;
+        let stores: Vec<Arc<Store>> = self.region.stores.read().values().cloned().collect();
+        let mut source = None;
+        for store in &stores {
+            match in_place(store, self.read_point) {
+                InPlace::Empty => {}
+                InPlace::File(f, mode) if source.is_none() => source = Some((f, mode)),
+                _ => return self.scan(&Scan::new())?.count_rows(),
+            }
+        }
+        let Some((file, mode)) = source else {
+            return Ok(0);
+        };
+        let mut rows = 0u64;
+        let mut last: Vec<u8> = Vec::new();
+        let mut clean = true;
+        file.walk_range(self.range, mode, |e| {
+            if e.kind != CellType::Put {
+                clean = false;
+                return false;
+            }
+            if rows == 0 || e.row != last.as_slice() {
+                rows += 1;
+                last.clear();
+                last.extend_from_slice(e.row);
+            }
+            true
+        })?;
+        if clean {
+            self.region.in_place_reads.fetch_add(1, Ordering::Relaxed);
+            Ok(rows)
+        } else {
+            self.scan(&Scan::new())?.count_rows()
+        }
+    }
+
+    /// Folds the newest visible value of column `family:qualifier` of every row of the
+    /// call's range, in row order, into `init()` with `step`; returns the number of rows
+    /// having the column and the folded value. The same as scanning the column and folding
+    /// each row's cell, but in place when it can (the family's store holds everything in
+    /// one file at or below the read point, no TTL, no delete marker in the range): the
+    /// first entry of the column in each row of the file is its newest version. When the
+    /// in-place walk meets a delete marker it starts over through the scanner, with a fresh
+    /// `init()`.
+    pub fn fold_column<A>(
+        &self,
+        family: &[u8],
+        qualifier: &[u8],
+        init: impl Fn() -> A,
+        mut step: impl FnMut(&mut A, &[u8]) -> Result<()>,
+    ) -> Result<(u64, A)> {
+        self.engine.check_open()?;
+        let store = self.region.stores.read().get(family).cloned();
+        let source = match &store {
+            // A family the table lacks: the scan reports it.
+            None => InPlace::No,
+            Some(store) => in_place(store, self.read_point),
+        };
+        match source {
+            InPlace::Empty => return Ok((0, init())),
+            InPlace::File(file, mode) => {
+                let mut acc = init();
+                let mut rows = 0u64;
+                let mut last: Vec<u8> = Vec::new();
+                let mut clean = true;
+                let mut failed = None;
+                file.walk_range(self.range, mode, |e| {
+                    if e.kind != CellType::Put {
+                        clean = false;
+                        return false;
+                    }
+                    if e.qualifier != qualifier || (rows > 0 && e.row == last.as_slice()) {
+                        return true;
+                    }
+                    rows += 1;
+                    last.clear();
+                    last.extend_from_slice(e.row);
+                    match step(&mut acc, e.value) {
+                        Ok(()) => true,
+                        Err(err) => {
+                            failed = Some(err);
+                            false
+                        }
+                    }
+                })?;
+                if let Some(err) = failed {
+                    return Err(err);
+                }
+                if clean {
+                    self.region.in_place_reads.fetch_add(1, Ordering::Relaxed);
+                    return Ok((rows, acc));
+                }
+            }
+            InPlace::No => {}
+        }
+        let mut acc = init();
+        let mut rows = 0u64;
+        let mut scanner = self.scan(&Scan::new().add_column(family, qualifier))?;
+        while let Some(row) = scanner.next_row()? {
+            rows += 1;
+            if let Some(cell) = row.cells.first() {
+                step(&mut acc, &cell.value)?;
+            }
+        }
+        Ok((rows, acc))
     }
 }
 

@@ -422,7 +422,9 @@ impl Engine {
     pub async fn mutate(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
         t.check_enabled()?;
         if let Some(hooks) = t.hooks() {
-            return self.mutate_hooked(t, &hooks, muts.to_vec()).await;
+            if !skips_hooks(&*hooks, muts) {
+                return self.mutate_hooked(t, &hooks, muts.to_vec()).await;
+            }
         }
         for m in muts {
             self.validate_mutation(t, m)?;
@@ -443,7 +445,9 @@ impl Engine {
         muts: &[Mutation],
     ) -> Result<()> {
         if let Some(hooks) = t.hooks() {
-            return self.mutate_locked_hooked(t, &hooks, muts).await;
+            if !skips_hooks(&*hooks, muts) {
+                return self.mutate_locked_hooked(t, &hooks, muts).await;
+            }
         }
         let now = now_ms();
         let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
@@ -873,4 +877,12 @@ fn check_same_row(rm: &RowMutations) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// True when `hooks` are known to do nothing for a write of `muts` (see
+/// [`RegionHooks::skips_mutation_hooks`]): the write then takes the unhooked path.
+fn skips_hooks(hooks: &dyn crate::coprocessor::RegionHooks, muts: &[Mutation]) -> bool {
+    let puts = muts.iter().any(|m| matches!(m, Mutation::Put(_)));
+    let deletes = muts.iter().any(|m| matches!(m, Mutation::Delete(_)));
+    hooks.skips_mutation_hooks(puts, deletes)
 }

@@ -116,6 +116,11 @@ impl DataBlock {
         }))
     }
 
+    /// The decoded payload: entries back to back, every one checked by `decode`.
+    pub(crate) fn payload(&self) -> &Bytes {
+        &self.buf
+    }
+
     /// The number of entries (at least 1).
     pub(crate) fn len(&self) -> usize {
         self.offsets.len()

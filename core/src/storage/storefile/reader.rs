@@ -10,22 +10,40 @@
 use super::block::{unframe, unframe_shared, FRAME_OVERHEAD};
 use super::bloom::{self, Bloom};
 use super::cache::{BlockCache, CacheMode};
-use super::codec::Dec;
+use super::codec::{parse_entry, Dec};
 use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
 use super::scanner::{StoreFileRevScanner, StoreFileScanner};
 use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
-use crate::cell::StoreKey;
+use crate::cell::{CellType, StoreKey};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, ReadFile};
+use crate::region::scanner::RowRange;
 use crate::schema::BloomType;
 use bytes::{Bytes, BytesMut};
 use std::cmp::Ordering;
 use std::convert::Infallible;
+use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
+
+/// One entry of a store file as [`StoreFileReader::walk_range`] passes it: slices of its
+/// decoded block.
+#[derive(Debug, Clone, Copy)]
+pub struct RawEntry<'a> {
+    /// The row.
+    pub row: &'a [u8],
+    /// The qualifier.
+    pub qualifier: &'a [u8],
+    /// The cell type (a put or a kind of delete marker).
+    pub kind: CellType,
+    /// The sequence id.
+    pub seq: u64,
+    /// The value.
+    pub value: &'a [u8],
+}
 
 /// An open, checked store file. `Send + Sync`; share it behind the `Arc` that
 /// [`open`](Self::open) returns.
@@ -190,6 +208,57 @@ impl StoreFileReader {
             o != Ordering::Greater
         });
         n.checked_sub(1)
+    }
+
+    /// Walks the entries of the rows inside `range`, in key order and in place: `f` sees
+    /// each entry's row, qualifier, type and value as slices of its block (no cell is
+    /// built) and returns false to stop the walk. Blocks come from the cache or are read as
+    /// `mode` says. Entries of every sequence id and type are passed: deciding what is
+    /// visible is the caller's job.
+    pub fn walk_range(
+        &self,
+        range: &RowRange,
+        mode: CacheMode,
+        mut f: impl FnMut(&RawEntry<'_>) -> bool,
+    ) -> Result<()> {
+        let first = match &range.lo {
+            Bound::Unbounded => 0,
+            Bound::Included(k) | Bound::Excluded(k) => self
+                .block_at_or_before(&StoreKey::first_on_row(k.clone()))
+                .unwrap_or(0),
+        };
+        for i in first..self.block_count() {
+            let block = self.block(i, mode)?;
+            let buf = block.payload().as_ref();
+            let mut at = 0;
+            while at < buf.len() {
+                let (key, value, end) = parse_entry(buf, at)
+                    .ok_or_else(|| self.block_corruption(i, "malformed entry".into()))?;
+                at = end;
+                let (Some(row), Some(qualifier), Some(value)) =
+                    (buf.get(key.row), buf.get(key.qualifier), buf.get(value))
+                else {
+                    return Err(self.block_corruption(i, "entry out of bounds".into()));
+                };
+                if range.past_hi(row) {
+                    return Ok(());
+                }
+                if !range.contains(row) {
+                    continue;
+                }
+                let entry = RawEntry {
+                    row,
+                    qualifier,
+                    kind: key.kind,
+                    seq: key.seq,
+                    value,
+                };
+                if !f(&entry) {
+                    return Ok(());
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Data block `i`, from the cache or read, checked and decoded from the file; a block read
