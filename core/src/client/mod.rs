@@ -379,6 +379,21 @@ impl Table {
         self.engine.scan(self.state()?, s)
     }
 
+    /// Registers the current read point for scans that must read one snapshot together
+    /// (a salted scan's buckets); it stays registered while any holder lives.
+    pub(crate) fn pin_read_point(&self) -> Arc<crate::server::compact::ScanPoint> {
+        Arc::new(self.engine.register_scan())
+    }
+
+    /// [`scan`](Self::scan) at a read point pinned by [`pin_read_point`](Self::pin_read_point).
+    pub(crate) fn scan_pinned(
+        &self,
+        s: Scan,
+        point: &Arc<crate::server::compact::ScanPoint>,
+    ) -> Result<ResultStream> {
+        self.engine.scan_at(self.state()?, s, Some(point.clone()))
+    }
+
     /// Adds to counters atomically; returns the new values.
     pub async fn increment(&self, inc: Increment) -> Result<RowResult> {
         self.engine.increment(&*self.state()?, inc).await

@@ -8,8 +8,8 @@
 //! What a caller should know: filters run inside each bucket's scan, on physical rows, so a
 //! filter that looks at row keys (a row, prefix or fuzzy-row filter) sees the salt in front
 //! of the key; value, column and family filters behave as on an unsalted table. A
-//! PageFilter's page applies per bucket (use the scan's limit for a global one). Each
-//! bucket's scan reads its own snapshot.
+//! PageFilter's page applies per bucket (use the scan's limit for a global one). All the
+//! bucket scans of one salted scan read one snapshot (one read point).
 
 mod scan;
 

@@ -5,7 +5,10 @@
 //! own key range where a bound is open. When a prefix (or a start and stop row sharing the
 //! bytes up to the end of the hashed part) fixes the hashed part, only its bucket is planned.
 //! Every bucket scan keeps the caller's filter, columns, time range, versions and limit (the
-//! limit pushed down: no bucket reads more rows than the whole scan returns).
+//! limit pushed down: no bucket reads more rows than the whole scan returns). Every bucket
+//! scan reads at one read point, registered before any of them lists its regions, so the
+//! merged scan is one snapshot: a batch that wrote rows in several buckets is seen whole or
+//! not at all, as in a plain scan across regions.
 //!
 //! Run: each bucket scan is driven by its own tokio task that sends chunks of rows (salt
 //! stripped) into a bounded channel of [`CHANNEL_CHUNKS`] chunks of at most [`CHUNK_ROWS`]
@@ -50,6 +53,7 @@ type Chunk = Result<Vec<RowResult>>;
 #[derive(Debug, Default)]
 pub struct SaltedScanStats {
     buckets: usize,
+    read_point: u64,
     rows_read: AtomicU64,
 }
 
@@ -57,6 +61,10 @@ impl SaltedScanStats {
     /// How many buckets the scan reads (1 when narrowed to one bucket).
     pub fn buckets_scanned(&self) -> usize {
         self.buckets
+    }
+    /// The read point every bucket scan reads at (the scan's one snapshot).
+    pub fn read_point(&self) -> u64 {
+        self.read_point
     }
     /// Rows the bucket scans have read from the engine so far (returned or buffered).
     pub fn rows_read(&self) -> u64 {
@@ -159,6 +167,9 @@ pub(super) fn salted_scan(
     let rt = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::bad_argument("a salted scan needs a tokio runtime"))?;
     let buckets = plan_buckets(spec, &s);
+    // One read point for every bucket, taken before any bucket lists its regions: the
+    // whole salted scan is one snapshot, as a plain scan across regions is.
+    let point = table.pin_read_point();
     let mut streams = Vec::with_capacity(buckets.len());
     for b in &buckets {
         let mut one = bucket_scan(spec, *b, &s);
@@ -168,10 +179,11 @@ pub(super) fn salted_scan(
             one.prefetch = false;
         }
         // Opening validates the scan (families, versions, batch) before any task starts.
-        streams.push(table.scan(one)?);
+        streams.push(table.scan_pinned(one, &point)?);
     }
     let stats = Arc::new(SaltedScanStats {
         buckets: buckets.len(),
+        read_point: point.point(),
         rows_read: AtomicU64::new(0),
     });
     let width = spec.width();
