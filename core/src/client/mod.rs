@@ -32,7 +32,7 @@ pub use crate::server::read::ResultStream;
 pub use crate::server::Config;
 pub use ops::*;
 pub use report::{RegionLoad, RegionReport};
-pub use salted::{SaltedScanStats, SaltedScanStream, SaltedTable};
+pub use salted::{BucketRange, SaltedScanStats, SaltedScanStream, SaltedTable};
 
 use crate::error::{Error, Result};
 use crate::region::RegionInfo;

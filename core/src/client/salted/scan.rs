@@ -31,7 +31,7 @@ use crate::client::ops::{RowResult, Scan};
 use crate::client::Table;
 use crate::error::{Error, Result};
 use crate::schema::salt::SaltSpec;
-use crate::server::read::{prefix_successor, ResultStream};
+use crate::server::read::{prefix_successor, scan_range, ResultStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::cmp::Ordering;
@@ -131,6 +131,52 @@ fn bucket_scan(spec: &SaltSpec, b: u32, s: &Scan) -> Scan {
     out.start_row = Some(start);
     out.stop_row = Some(stop);
     out
+}
+
+/// One bucket's share of a logical range: the physical rows `[start, stop)` of bucket
+/// `bucket` (`stop` empty: unbounded, only for the last bucket of an all-`0xff` salt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketRange {
+    /// The bucket.
+    pub bucket: u32,
+    /// Inclusive physical start row.
+    pub start: Bytes,
+    /// Exclusive physical stop row (empty: unbounded).
+    pub stop: Bytes,
+}
+
+/// The smallest key above `k`.
+fn successor(k: &Bytes) -> Bytes {
+    let mut v = Vec::with_capacity(k.len() + 1);
+    v.extend_from_slice(k);
+    v.push(0);
+    v.into()
+}
+
+/// The physical ranges, one per bucket that may hold rows of `s`, in bucket order.
+pub(super) fn bucket_ranges(spec: &SaltSpec, s: &Scan) -> Vec<BucketRange> {
+    use std::ops::Bound;
+    plan_buckets(spec, s)
+        .into_iter()
+        .filter_map(|b| {
+            let r = scan_range(&bucket_scan(spec, b, s));
+            let start = match r.lo {
+                Bound::Included(k) => k,
+                Bound::Excluded(k) => successor(&k),
+                Bound::Unbounded => Bytes::from(spec.salt(b)),
+            };
+            let stop = match r.hi {
+                Bound::Excluded(k) => k,
+                Bound::Included(k) => successor(&k),
+                Bound::Unbounded => Bytes::new(),
+            };
+            (stop.is_empty() || start < stop).then_some(BucketRange {
+                bucket: b,
+                start,
+                stop,
+            })
+        })
+        .collect()
 }
 
 /// The buckets a logical scan must read.
