@@ -361,6 +361,7 @@ impl TableScanner {
                     self.scan.cache_blocks,
                 )?;
                 scanner.set_filter(self.filter.take());
+                scanner.set_pipelining(self.scan.pipeline_merges);
                 self.current = Some(scanner);
                 self.current_region = Some(region);
             }

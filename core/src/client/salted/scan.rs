@@ -11,7 +11,7 @@
 //! not at all, as in a plain scan across regions.
 //!
 //! Run: each bucket scan is driven by its own tokio task that sends chunks of rows (salt
-//! stripped) into a bounded channel of [`CHANNEL_CHUNKS`] chunks of at most [`CHUNK_ROWS`]
+//! stripped) into a bounded channel of [`channel_chunks`] chunks of at most [`CHUNK_ROWS`]
 //! rows. A full channel suspends the task (backpressure: a bucket never reads far ahead of
 //! the merge); an empty one suspends the merge until rows arrive (no polling). Dropping the
 //! stream closes the channels, and every task stops at its next send.
@@ -43,9 +43,20 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 /// Rows per chunk a bucket task sends.
-pub const CHUNK_ROWS: usize = 128;
-/// Chunks a bucket's channel holds before its task waits.
-pub const CHANNEL_CHUNKS: usize = 4;
+pub const CHUNK_ROWS: usize = 256;
+/// Rows all the bucket channels of one ordered scan may hold together (read ahead of the
+/// merge), before each bucket's share is bounded below by [`MIN_CHANNEL_CHUNKS`].
+pub const READ_AHEAD_ROWS: usize = 64 * 1024;
+/// Chunks a bucket's channel holds at least.
+pub const MIN_CHANNEL_CHUNKS: usize = 2;
+
+/// Chunks a bucket's channel holds before its task waits, for a scan of `buckets` buckets:
+/// an ordered merge needs each bucket's next rows in turn, so every bucket reads ahead as
+/// far as the shared budget allows (16 buckets: 16 chunks each; 128 buckets: 2), which
+/// rides out a bucket task's scheduling delays on a busy machine.
+pub fn channel_chunks(buckets: usize) -> usize {
+    (READ_AHEAD_ROWS / (CHUNK_ROWS * buckets.max(1))).max(MIN_CHANNEL_CHUNKS)
+}
 
 type Chunk = Result<Vec<RowResult>>;
 
@@ -66,7 +77,9 @@ impl SaltedScanStats {
     pub fn read_point(&self) -> u64 {
         self.read_point
     }
-    /// Rows the bucket scans have read from the engine so far (returned or buffered).
+    /// Rows the bucket scans have read from the engine so far (returned or buffered; a
+    /// bucket's rows are counted as its task hands them to the merge, all of them by the
+    /// time the stream ends).
     pub fn rows_read(&self) -> u64 {
         self.rows_read.load(AtomicOrdering::Relaxed)
     }
@@ -223,6 +236,9 @@ pub(super) fn salted_scan(
             // The bucket's task and channel already read ahead of the merge; the engine's
             // own prefetch would only add a hop through a blocking thread per chunk.
             one.prefetch = false;
+            // The buckets already read in parallel, one task each: a merge helper thread
+            // per bucket on top would only oversubscribe the cores.
+            one.pipeline_merges = false;
         }
         // Opening validates the scan (families, versions, batch) before any task starts.
         streams.push(table.scan_pinned(one, &point)?);
@@ -234,6 +250,7 @@ pub(super) fn salted_scan(
     });
     let width = spec.width();
     let limit = s.limit.filter(|n| *n > 0);
+    let depth = channel_chunks(streams.len());
     let inner: Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>> = if streams.len() == 1 {
         // One bucket (a narrowed scan, or one bucket in all): its stream is already in
         // order and limited; no task, channel or merge is needed.
@@ -245,7 +262,7 @@ pub(super) fn salted_scan(
     } else if ordered {
         let mut receivers = Vec::with_capacity(streams.len());
         for stream in streams {
-            let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+            let (tx, rx) = mpsc::channel(depth);
             rt.spawn(pump(stream, tx, width, stats.clone()));
             receivers.push(rx);
         }
@@ -265,7 +282,7 @@ pub(super) fn salted_scan(
             Some((item, m))
         }))
     } else {
-        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS * streams.len().max(1));
+        let (tx, rx) = mpsc::channel(depth * streams.len().max(1));
         for stream in streams {
             rt.spawn(pump(stream, tx.clone(), width, stats.clone()));
         }
@@ -294,13 +311,17 @@ async fn pump(
     width: usize,
     stats: Arc<SaltedScanStats>,
 ) {
+    // Rows are counted a chunk at a time: one shared counter bumped per row by every bucket
+    // task would bounce its cache line between the cores on every row.
     let mut buf = Vec::with_capacity(CHUNK_ROWS);
     while let Some(r) = stream.next().await {
         match r {
             Ok(row) => {
-                stats.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
                 buf.push(strip_row(width, row));
                 if buf.len() >= CHUNK_ROWS {
+                    stats
+                        .rows_read
+                        .fetch_add(buf.len() as u64, AtomicOrdering::Relaxed);
                     let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS));
                     if tx.send(Ok(full)).await.is_err() {
                         return;
@@ -314,6 +335,9 @@ async fn pump(
         }
     }
     if !buf.is_empty() {
+        stats
+            .rows_read
+            .fetch_add(buf.len() as u64, AtomicOrdering::Relaxed);
         let _ = tx.send(Ok(buf)).await;
     }
 }
