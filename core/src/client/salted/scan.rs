@@ -17,8 +17,9 @@
 //! stream closes the channels, and every task stops at its next send.
 //!
 //! Merge (ordered): a binary heap holds every bucket that has a head row, keyed by that row
-//! (max-first for reverse scans); the stream takes the top bucket's head, and refills that
-//! bucket's head from its buffer or channel. A scan of one bucket skips the task, channel
+//! (max-first for reverse scans); the merge takes the top bucket's head, and refills that
+//! bucket's head from its buffer or channel. The merge runs as its own task and sends the
+//! merged rows to the stream in chunks, through one more bounded channel. A scan of one bucket skips the task, channel
 //! and merge and reads the bucket's stream directly. A logical key lives in exactly one bucket, so
 //! equal keys in the heap only happen for the parts of one row split by a scan batch size,
 //! which come from one bucket in order. Unordered mode shares one channel among all tasks.
@@ -277,9 +278,23 @@ pub(super) fn salted_scan(
             last_row: None,
             failed: false,
         };
-        Box::pin(futures::stream::unfold(merge, |mut m| async move {
-            let item = m.next().await?;
-            Some((item, m))
+        // The merge runs as a task beside the bucket tasks, so its waits for a bucket's
+        // next chunk are wake-ups inside the runtime, and hands merged chunks to the
+        // caller's stream: the caller's thread is woken once per chunk, not per bucket
+        // refill. The merge applies the limit; the caller's side only passes rows on.
+        let (tx, rx) = mpsc::channel(MERGED_CHUNKS);
+        rt.spawn(merge_task(merge, tx));
+        let state = Unordered {
+            rx,
+            buf: VecDeque::new(),
+            batched: false,
+            left: None,
+            last_row: None,
+            failed: false,
+        };
+        Box::pin(futures::stream::unfold(state, |mut u| async move {
+            let item = u.next().await?;
+            Some((item, u))
         }))
     } else {
         let (tx, rx) = mpsc::channel(depth * streams.len().max(1));
@@ -339,6 +354,37 @@ async fn pump(
             .rows_read
             .fetch_add(buf.len() as u64, AtomicOrdering::Relaxed);
         let _ = tx.send(Ok(buf)).await;
+    }
+}
+
+/// Merged chunks the merge task may hold ready before the caller takes them.
+const MERGED_CHUNKS: usize = 4;
+
+/// Runs the ordered merge, sending its rows in chunks of up to [`CHUNK_ROWS`], until the
+/// merge ends or fails (the error goes after the rows before it), or the caller is gone.
+async fn merge_task(mut m: Merge, tx: mpsc::Sender<Chunk>) {
+    let mut buf = Vec::with_capacity(CHUNK_ROWS);
+    loop {
+        match m.next().await {
+            Some(Ok(row)) => {
+                buf.push(row);
+                if buf.len() >= CHUNK_ROWS {
+                    let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS));
+                    if tx.send(Ok(full)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            end => {
+                if !buf.is_empty() && tx.send(Ok(buf)).await.is_err() {
+                    return;
+                }
+                if let Some(Err(e)) = end {
+                    let _ = tx.send(Err(e)).await;
+                }
+                return;
+            }
+        }
     }
 }
 
