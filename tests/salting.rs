@@ -520,7 +520,7 @@ async fn a_salted_scan_reads_one_snapshot_across_buckets() {
                     r.unwrap();
                 }
                 transfers += 1;
-                if transfers % 64 == 0 {
+                if transfers.is_multiple_of(64) {
                     tokio::task::yield_now().await;
                 }
             }
