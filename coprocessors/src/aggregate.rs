@@ -25,7 +25,8 @@
 //!   without building rows (as FirstKeyOnlyFilter would, cheaper), one number per region.
 
 use crate::endpoint::{Endpoint, EndpointRegistry};
-use crate::service::{fold, Endpoints, KeyRange, Snapshot};
+use crate::service::{fold, Endpoints, KeyRange, ResponseStream, Snapshot};
+use basalt_core::client::Scan;
 use basalt_core::server::endpoint::RegionView;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
@@ -307,6 +308,45 @@ impl RegionStats {
     }
 }
 
+impl RegionStats {
+    /// The exact sum as `column`'s type (`None` when no value was read); an error when it
+    /// overflows that type.
+    pub fn sum(&self, interpreter: Interpreter) -> Result<Option<Number>> {
+        if self.values == 0 {
+            return Ok(None);
+        }
+        let overflow = || Error::bad_argument("aggregation sum overflows the column's type");
+        Ok(Some(match interpreter {
+            Interpreter::I64 => Number::I64(i64::try_from(self.int_sum).map_err(|_| overflow())?),
+            Interpreter::U64 => Number::U64(u64::try_from(self.int_sum).map_err(|_| overflow())?),
+            Interpreter::F64 => Number::F64(self.float_sum),
+        }))
+    }
+
+    /// The smallest value.
+    pub fn min(&self, interpreter: Interpreter) -> Option<Number> {
+        self.min_key.map(|k| interpreter.unkey(k))
+    }
+
+    /// The largest value.
+    pub fn max(&self, interpreter: Interpreter) -> Option<Number> {
+        self.max_key.map(|k| interpreter.unkey(k))
+    }
+
+    /// The mean.
+    pub fn avg(&self, interpreter: Interpreter) -> Option<f64> {
+        (self.values > 0).then(|| match interpreter {
+            Interpreter::F64 => self.float_sum / self.values as f64,
+            _ => self.int_sum as f64 / self.values as f64,
+        })
+    }
+
+    /// The population standard deviation.
+    pub fn std(&self) -> Option<f64> {
+        (self.values > 0).then(|| (self.m2 / self.values as f64).max(0.0).sqrt())
+    }
+}
+
 fn checked(v: Option<i128>) -> Result<i128> {
     v.ok_or_else(|| Error::bad_argument("aggregation sum overflows"))
 }
@@ -492,16 +532,9 @@ impl AggregationClient {
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
-        let s = self.stats(table, range, column).await?;
-        if s.values == 0 {
-            return Ok(None);
-        }
-        let overflow = || Error::bad_argument("aggregation sum overflows the column's type");
-        Ok(Some(match column.interpreter {
-            Interpreter::I64 => Number::I64(i64::try_from(s.int_sum).map_err(|_| overflow())?),
-            Interpreter::U64 => Number::U64(u64::try_from(s.int_sum).map_err(|_| overflow())?),
-            Interpreter::F64 => Number::F64(s.float_sum),
-        }))
+        self.stats(table, range, column)
+            .await?
+            .sum(column.interpreter)
     }
 
     /// The smallest value.
@@ -511,8 +544,10 @@ impl AggregationClient {
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
-        let s = self.stats(table, range, column).await?;
-        Ok(s.min_key.map(|k| column.interpreter.unkey(k)))
+        Ok(self
+            .stats(table, range, column)
+            .await?
+            .min(column.interpreter))
     }
 
     /// The largest value.
@@ -522,23 +557,23 @@ impl AggregationClient {
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
-        let s = self.stats(table, range, column).await?;
-        Ok(s.max_key.map(|k| column.interpreter.unkey(k)))
+        Ok(self
+            .stats(table, range, column)
+            .await?
+            .max(column.interpreter))
     }
 
     /// The mean.
     pub async fn avg(&self, table: &str, range: KeyRange, column: &Column) -> Result<Option<f64>> {
-        let s = self.stats(table, range, column).await?;
-        Ok((s.values > 0).then(|| match column.interpreter {
-            Interpreter::F64 => s.float_sum / s.values as f64,
-            _ => s.int_sum as f64 / s.values as f64,
-        }))
+        Ok(self
+            .stats(table, range, column)
+            .await?
+            .avg(column.interpreter))
     }
 
     /// The population standard deviation.
     pub async fn std(&self, table: &str, range: KeyRange, column: &Column) -> Result<Option<f64>> {
-        let s = self.stats(table, range, column).await?;
-        Ok((s.values > 0).then(|| (s.m2 / s.values as f64).max(0.0).sqrt()))
+        Ok(self.stats(table, range, column).await?.std())
     }
 
     /// The lower median: the value at rank `(n - 1) / 2` of the sorted values.
@@ -549,85 +584,29 @@ impl AggregationClient {
         column: &Column,
     ) -> Result<Option<Number>> {
         let snap = self.endpoints.snapshot(table)?;
-        let s = stats_at(&snap, range.clone(), column).await?;
-        let (Some(mut lo), Some(mut hi)) = (s.min_key, s.max_key) else {
-            return Ok(None);
-        };
-        let rank = (s.values - 1) / 2;
-        loop {
-            if lo == hi {
-                return Ok(Some(column.interpreter.unkey(lo)));
-            }
-            let req = AggregateRequest {
-                column: column.clone(),
-                op: AggregateOp::Histogram {
-                    lo,
-                    hi,
-                    buckets: MEDIAN_BUCKETS,
-                    ship_limit: MEDIAN_SHIP_LIMIT,
-                },
-            };
-            let stream = snap.coprocessor_service::<Aggregate>(AGGREGATE, range.clone(), &req)?;
-            let hists: Vec<RegionHistogram> = fold(stream, Vec::new(), |mut v, r| {
-                if let AggregateResponse::Histogram(h) = r {
-                    v.push(h);
-                }
-                v
-            })
-            .await?;
-            let below: u64 = hists.iter().map(|h| h.below).sum();
-            let Some(in_window) = rank.checked_sub(below) else {
-                return Err(Error::bad_argument(
-                    "median: regions disagree (snapshot broken)",
-                ));
-            };
-            if hists.iter().all(|h| h.keys.is_some()) {
-                let mut keys: Vec<u64> = hists
-                    .into_iter()
-                    .flat_map(|h| h.keys.unwrap_or_default())
-                    .collect();
-                keys.sort_unstable();
-                return keys
-                    .get(in_window as usize)
-                    .map(|k| Some(column.interpreter.unkey(*k)))
-                    .ok_or_else(|| {
-                        Error::bad_argument("median: regions disagree (snapshot broken)")
-                    });
-            }
-            let width = bucket_width(lo, hi, MEDIAN_BUCKETS);
-            let mut seen = 0u64;
-            let mut found = None;
-            for b in 0..MEDIAN_BUCKETS as usize {
-                let n: u64 = hists
-                    .iter()
-                    .map(|h| h.buckets.get(b).copied().unwrap_or(0))
-                    .sum();
-                if in_window < seen + n {
-                    found = Some(b);
-                    break;
-                }
-                seen += n;
-            }
-            let Some(b) = found else {
-                return Err(Error::bad_argument(
-                    "median: regions disagree (snapshot broken)",
-                ));
-            };
-            let start = u128::from(lo) + b as u128 * width;
-            let end = (start + width - 1).min(u128::from(hi));
-            // Both lie inside [lo, hi], so they fit in u64.
-            (lo, hi) = (start as u64, end as u64);
-        }
+        median_with(
+            &|req: &AggregateRequest| {
+                snap.coprocessor_service::<Aggregate>(AGGREGATE, range.clone(), req)
+            },
+            column,
+        )
+        .await
     }
 }
 
-/// The merged statistics of `column` over `range` at `snap`.
-async fn stats_at(snap: &Snapshot, range: KeyRange, column: &Column) -> Result<RegionStats> {
+/// Runs one aggregation request over a call's whole range at one read point and streams the
+/// per-region answers: a plain table's snapshot, or a salted table's per-bucket fan-out
+/// ([`crate::salted`]).
+pub(crate) type AggregateCall<'a> =
+    dyn Fn(&AggregateRequest) -> Result<ResponseStream<AggregateResponse>> + Send + Sync + 'a;
+
+/// The merged statistics of `column` through `call`.
+pub(crate) async fn stats_with(call: &AggregateCall<'_>, column: &Column) -> Result<RegionStats> {
     let req = AggregateRequest {
         column: column.clone(),
         op: AggregateOp::Stats,
     };
-    let mut stream = snap.coprocessor_service::<Aggregate>(AGGREGATE, range, &req)?;
+    let mut stream = call(&req)?;
     let mut total = RegionStats::default();
     while let Some(r) = stream.next().await {
         if let AggregateResponse::Stats(s) = r.result? {
@@ -635,4 +614,89 @@ async fn stats_at(snap: &Snapshot, range: KeyRange, column: &Column) -> Result<R
         }
     }
     Ok(total)
+}
+
+/// The lower median of `column` through `call` (every pass at the call's one read point).
+pub(crate) async fn median_with(
+    call: &AggregateCall<'_>,
+    column: &Column,
+) -> Result<Option<Number>> {
+    let s = stats_with(call, column).await?;
+    let (Some(mut lo), Some(mut hi)) = (s.min_key, s.max_key) else {
+        return Ok(None);
+    };
+    let rank = (s.values - 1) / 2;
+    loop {
+        if lo == hi {
+            return Ok(Some(column.interpreter.unkey(lo)));
+        }
+        let req = AggregateRequest {
+            column: column.clone(),
+            op: AggregateOp::Histogram {
+                lo,
+                hi,
+                buckets: MEDIAN_BUCKETS,
+                ship_limit: MEDIAN_SHIP_LIMIT,
+            },
+        };
+        let stream = call(&req)?;
+        let hists: Vec<RegionHistogram> = fold(stream, Vec::new(), |mut v, r| {
+            if let AggregateResponse::Histogram(h) = r {
+                v.push(h);
+            }
+            v
+        })
+        .await?;
+        let below: u64 = hists.iter().map(|h| h.below).sum();
+        let Some(in_window) = rank.checked_sub(below) else {
+            return Err(Error::bad_argument(
+                "median: regions disagree (snapshot broken)",
+            ));
+        };
+        if hists.iter().all(|h| h.keys.is_some()) {
+            let mut keys: Vec<u64> = hists
+                .into_iter()
+                .flat_map(|h| h.keys.unwrap_or_default())
+                .collect();
+            keys.sort_unstable();
+            return keys
+                .get(in_window as usize)
+                .map(|k| Some(column.interpreter.unkey(*k)))
+                .ok_or_else(|| Error::bad_argument("median: regions disagree (snapshot broken)"));
+        }
+        let width = bucket_width(lo, hi, MEDIAN_BUCKETS);
+        let mut seen = 0u64;
+        let mut found = None;
+        for b in 0..MEDIAN_BUCKETS as usize {
+            let n: u64 = hists
+                .iter()
+                .map(|h| h.buckets.get(b).copied().unwrap_or(0))
+                .sum();
+            if in_window < seen + n {
+                found = Some(b);
+                break;
+            }
+            seen += n;
+        }
+        let Some(b) = found else {
+            return Err(Error::bad_argument(
+                "median: regions disagree (snapshot broken)",
+            ));
+        };
+        let start = u128::from(lo) + b as u128 * width;
+        let end = (start + width - 1).min(u128::from(hi));
+        // Both lie inside [lo, hi], so they fit in u64.
+        (lo, hi) = (start as u64, end as u64);
+    }
+}
+
+/// The merged statistics of `column` over `range` at `snap`.
+async fn stats_at(snap: &Snapshot, range: KeyRange, column: &Column) -> Result<RegionStats> {
+    stats_with(
+        &|req: &AggregateRequest| {
+            snap.coprocessor_service::<Aggregate>(AGGREGATE, range.clone(), req)
+        },
+        column,
+    )
+    .await
 }

@@ -21,6 +21,9 @@
 //!   key range, in parallel, all regions at one read point; answers stream per region, with
 //!   helpers to fold or merge them in key order. [`aggregate`] holds the built-ins
 //!   (aggregation over a column, fast row count) and [`AggregationClient`].
+//! - Salted tables ([`salted`]): [`SaltedEndpoints`] calls an endpoint over a *logical* key
+//!   range, one call per bucket range and region, all at one read point, folded or merged
+//!   in logical key order; [`SaltedAggregationClient`] aggregates over logical ranges.
 //!
 //! - Lifecycle hooks of [`RegionObserver`]: region open and close, scanners, flush,
 //!   compaction (selection and a [`CellTransform`] over the cells written), split (with
@@ -39,6 +42,7 @@ pub mod engine;
 pub mod host;
 pub mod observer;
 pub mod registry;
+pub mod salted;
 pub mod service;
 
 pub use aggregate::{AggregationClient, Column, Interpreter, Number};
@@ -52,6 +56,7 @@ pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
+pub use salted::{SaltedAggregationClient, SaltedEndpoints, SaltedSnapshot};
 pub use service::{
     CallOptions, Endpoints, ErrorMode, KeyRange, Partial, RegionResponse, ResponseStream, Snapshot,
 };

@@ -32,7 +32,7 @@ pub use crate::server::read::ResultStream;
 pub use crate::server::Config;
 pub use ops::*;
 pub use report::{RegionLoad, RegionReport};
-pub use salted::{SaltedScanStats, SaltedScanStream, SaltedTable};
+pub use salted::{BucketRange, SaltedScanStats, SaltedScanStream, SaltedTable};
 
 use crate::error::{Error, Result};
 use crate::region::RegionInfo;
@@ -377,6 +377,21 @@ impl Table {
     /// Scans rows as a stream, at one snapshot of the whole table.
     pub fn scan(&self, s: Scan) -> Result<ResultStream> {
         self.engine.scan(self.state()?, s)
+    }
+
+    /// Registers the current read point for scans that must read one snapshot together
+    /// (a salted scan's buckets); it stays registered while any holder lives.
+    pub(crate) fn pin_read_point(&self) -> Arc<crate::server::compact::ScanPoint> {
+        Arc::new(self.engine.register_scan())
+    }
+
+    /// [`scan`](Self::scan) at a read point pinned by [`pin_read_point`](Self::pin_read_point).
+    pub(crate) fn scan_pinned(
+        &self,
+        s: Scan,
+        point: &Arc<crate::server::compact::ScanPoint>,
+    ) -> Result<ResultStream> {
+        self.engine.scan_at(self.state()?, s, Some(point.clone()))
     }
 
     /// Adds to counters atomically; returns the new values.

@@ -195,6 +195,8 @@ pub struct RegionScanner {
     filter_done: bool,
     /// Rows returned so far, until the merges are pipelined.
     rows_out: usize,
+    /// Whether the merges may move to helper threads after [`PIPELINE_AFTER_ROWS`] rows.
+    pipeline: bool,
 }
 
 /// Rows a scan without a filter returns before it moves its families' merges to helper
@@ -265,7 +267,14 @@ impl RegionScanner {
             filter: None,
             filter_done: false,
             rows_out: 0,
+            pipeline: true,
         })
+    }
+
+    /// With `on` false, keeps every family's merge on the reading thread (no helper
+    /// threads), for scans that already run many at once in parallel.
+    pub fn set_pipelining(&mut self, on: bool) {
+        self.pipeline = on;
     }
 
     /// Sets the filter the rows pass through (the scan's one filter, handed from region to
@@ -344,7 +353,7 @@ impl RegionScanner {
 
     /// The next row with at least one visible cell, or `None` at the end of the range.
     pub fn next_row(&mut self) -> Result<Option<RowResult>> {
-        if self.rows_out == PIPELINE_AFTER_ROWS && self.filter.is_none() {
+        if self.pipeline && self.rows_out == PIPELINE_AFTER_ROWS && self.filter.is_none() {
             for f in &mut self.fams {
                 f.iter.pipeline();
             }

@@ -431,6 +431,7 @@ fn apply_edits(region: &Region, edits: &[WalEdit]) {
 /// The scan of a table with coprocessors: the scanner hooks around the plain scan.
 pub(crate) mod scan {
     use super::*;
+    use crate::server::compact::ScanPoint;
     use crate::server::read::{ResultStream, ScanStream};
     use std::collections::VecDeque;
 
@@ -445,6 +446,8 @@ pub(crate) mod scan {
         inner: Option<ScanStream>,
         /// The region the scan was opened on (the close hook's region).
         region: Option<Arc<Region>>,
+        /// A read point shared with other scans, if the scan reads at one.
+        point: Option<Arc<ScanPoint>>,
         buf: VecDeque<RowResult>,
         closed: bool,
         ended: bool,
@@ -482,6 +485,7 @@ pub(crate) mod scan {
                 self.table.clone(),
                 scan,
                 true,
+                self.point.take(),
             )?);
             Ok(())
         }
@@ -584,12 +588,14 @@ pub(crate) mod scan {
         }
     }
 
-    /// A scan stream running `hooks`' scanner hooks.
+    /// A scan stream running `hooks`' scanner hooks, at `point` when given (else at a read
+    /// point taken when it opens).
     pub(crate) fn hooked(
         engine: Arc<Engine>,
         table: Arc<TableState>,
         hooks: Arc<dyn RegionHooks>,
         scan: Scan,
+        point: Option<Arc<ScanPoint>>,
     ) -> ResultStream {
         let state = HookedScan {
             engine,
@@ -598,6 +604,7 @@ pub(crate) mod scan {
             scan: Some(scan),
             inner: None,
             region: None,
+            point,
             buf: VecDeque::new(),
             closed: false,
             ended: false,

@@ -6,6 +6,7 @@
 //! a time. Reads take the read point before they locate regions, so a region a split or
 //! merge retires meanwhile still answers them exactly (see [`crate::region`]).
 
+use super::compact::ScanPoint;
 use super::{now_ms, Engine, TableState};
 use crate::client::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::error::{Error, Result};
@@ -127,10 +128,27 @@ impl Engine {
     /// read on a blocking thread while the caller handles the one before, so at most two
     /// chunks are held. Dropping the stream abandons a chunk being read.
     pub fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
+        self.scan_at(t, scan, None)
+    }
+
+    /// [`Engine::scan`] at `point` when given (a read point already registered, shared by
+    /// several scans that must read one snapshot), else at a read point of its own.
+    pub(crate) fn scan_at(
+        self: &Arc<Self>,
+        t: Arc<TableState>,
+        scan: Scan,
+        point: Option<Arc<ScanPoint>>,
+    ) -> Result<ResultStream> {
         if let Some(hooks) = t.hooks() {
-            return Ok(super::lifecycle::scan::hooked(self.clone(), t, hooks, scan));
+            return Ok(super::lifecycle::scan::hooked(
+                self.clone(),
+                t,
+                hooks,
+                scan,
+                point,
+            ));
         }
-        let state = ScanStream::new(self.clone(), t, scan, false)?;
+        let state = ScanStream::new(self.clone(), t, scan, false, point)?;
         let stream = futures::stream::unfold(state, |mut s| async move {
             if s.buf.is_empty() {
                 match s.next_chunk().await {
@@ -171,14 +189,16 @@ pub(crate) struct ScanStream {
 
 impl ScanStream {
     /// A stream over `scan` of `t`; with `per_region`, no chunk holds rows of two regions.
+    /// It reads at `point` when given, else at a read point taken now.
     pub(crate) fn new(
         engine: Arc<Engine>,
         t: Arc<TableState>,
         scan: Scan,
         per_region: bool,
+        point: Option<Arc<ScanPoint>>,
     ) -> Result<Self> {
         let prefetch = scan.prefetch;
-        let mut scanner = TableScanner::new(engine, t, scan)?;
+        let mut scanner = TableScanner::new(engine, t, scan, point)?;
         scanner.per_region = per_region;
         Ok(ScanStream {
             ahead: Ahead::Idle(Box::new(scanner)),
@@ -236,8 +256,9 @@ struct TableScanner {
     scan: Scan,
     range: RowRange,
     read_point: u64,
-    /// Keeps the read point registered, so compactions keep what this scan may still read.
-    _point: super::compact::ScanPoint,
+    /// Keeps the read point registered, so compactions keep what this scan may still read
+    /// (shared with the other scans of one snapshot, such as a salted scan's buckets).
+    _point: Arc<ScanPoint>,
     rows_left: Option<usize>,
     finished: bool,
     /// The scan's compiled filter, while no region scanner holds it.
@@ -245,7 +266,12 @@ struct TableScanner {
 }
 
 impl TableScanner {
-    fn new(engine: Arc<Engine>, t: Arc<TableState>, scan: Scan) -> Result<Self> {
+    fn new(
+        engine: Arc<Engine>,
+        t: Arc<TableState>,
+        scan: Scan,
+        point: Option<Arc<ScanPoint>>,
+    ) -> Result<Self> {
         engine.check_open()?;
         t.check_enabled()?;
         validate_versions(scan.max_versions)?;
@@ -261,8 +287,9 @@ impl TableScanner {
         // write at or below it, and keeps it even if a split or merge retires the region
         // while the scan runs (a retired region takes no more writes and its files live as
         // long as the scan holds it). So the planned regions are read as they are, and
-        // every row comes once, in order, whatever splits and merges happen meanwhile.
-        let point = engine.register_scan();
+        // every row comes once, in order, whatever splits and merges happen meanwhile. A
+        // shared point was registered before this call, so the same holds for it.
+        let point = point.unwrap_or_else(|| Arc::new(engine.register_scan()));
         let regions: Vec<Arc<Region>> = t
             .regions
             .read()
@@ -334,6 +361,7 @@ impl TableScanner {
                     self.scan.cache_blocks,
                 )?;
                 scanner.set_filter(self.filter.take());
+                scanner.set_pipelining(self.scan.pipeline_merges);
                 self.current = Some(scanner);
                 self.current_region = Some(region);
             }

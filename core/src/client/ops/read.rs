@@ -147,6 +147,9 @@ pub struct Scan {
     pub(crate) limit: Option<usize>,
     pub(crate) batch: Option<usize>,
     pub(crate) prefetch: bool,
+    /// Whether a long region scan may move its merges to helper threads (off for the bucket
+    /// scans of a salted scan, whose buckets already run in parallel).
+    pub(crate) pipeline_merges: bool,
     pub(crate) cache_blocks: bool,
     pub(crate) filter: Option<crate::filter::Filter>,
 }
@@ -171,6 +174,7 @@ impl Scan {
             limit: None,
             batch: None,
             prefetch: true,
+            pipeline_merges: true,
             cache_blocks: true,
             filter: None,
         }

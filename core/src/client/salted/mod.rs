@@ -8,12 +8,12 @@
 //! What a caller should know: filters run inside each bucket's scan, on physical rows, so a
 //! filter that looks at row keys (a row, prefix or fuzzy-row filter) sees the salt in front
 //! of the key; value, column and family filters behave as on an unsalted table. A
-//! PageFilter's page applies per bucket (use the scan's limit for a global one). Each
-//! bucket's scan reads its own snapshot.
+//! PageFilter's page applies per bucket (use the scan's limit for a global one). All the
+//! bucket scans of one salted scan read one snapshot (one read point).
 
 mod scan;
 
-pub use scan::{SaltedScanStats, SaltedScanStream};
+pub use scan::{BucketRange, SaltedScanStats, SaltedScanStream};
 
 use super::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Mutation, Put,
@@ -224,6 +224,15 @@ impl SaltedTable {
     /// key order within a bucket only. Faster when order does not matter.
     pub fn scan_unordered(&self, s: Scan) -> Result<SaltedScanStream> {
         scan::salted_scan(&self.table, &self.spec, s, false)
+    }
+
+    /// The physical row ranges a logical scan reads, one per bucket that may hold its rows,
+    /// in bucket order: the scan's prefix, or its start and stop rows (HBase's convention,
+    /// reversed for a reverse scan), salted per bucket. One bucket when the prefix or range
+    /// fixes the hashed part. This is how calls that run per region (endpoints) cover a
+    /// logical range: one call per bucket range, at one read point.
+    pub fn bucket_ranges(&self, s: &Scan) -> Vec<BucketRange> {
+        scan::bucket_ranges(&self.spec, s)
     }
 
     /// Facts about every region, in physical key order.

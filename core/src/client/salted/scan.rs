@@ -5,17 +5,21 @@
 //! own key range where a bound is open. When a prefix (or a start and stop row sharing the
 //! bytes up to the end of the hashed part) fixes the hashed part, only its bucket is planned.
 //! Every bucket scan keeps the caller's filter, columns, time range, versions and limit (the
-//! limit pushed down: no bucket reads more rows than the whole scan returns).
+//! limit pushed down: no bucket reads more rows than the whole scan returns). Every bucket
+//! scan reads at one read point, registered before any of them lists its regions, so the
+//! merged scan is one snapshot: a batch that wrote rows in several buckets is seen whole or
+//! not at all, as in a plain scan across regions.
 //!
 //! Run: each bucket scan is driven by its own tokio task that sends chunks of rows (salt
-//! stripped) into a bounded channel of [`CHANNEL_CHUNKS`] chunks of at most [`CHUNK_ROWS`]
+//! stripped) into a bounded channel of [`channel_chunks`] chunks of at most [`CHUNK_ROWS`]
 //! rows. A full channel suspends the task (backpressure: a bucket never reads far ahead of
 //! the merge); an empty one suspends the merge until rows arrive (no polling). Dropping the
 //! stream closes the channels, and every task stops at its next send.
 //!
 //! Merge (ordered): a binary heap holds every bucket that has a head row, keyed by that row
-//! (max-first for reverse scans); the stream takes the top bucket's head, and refills that
-//! bucket's head from its buffer or channel. A scan of one bucket skips the task, channel
+//! (max-first for reverse scans); the merge takes the top bucket's head, and refills that
+//! bucket's head from its buffer or channel. The merge runs as its own task and sends the
+//! merged rows to the stream in chunks, through one more bounded channel. A scan of one bucket skips the task, channel
 //! and merge and reads the bucket's stream directly. A logical key lives in exactly one bucket, so
 //! equal keys in the heap only happen for the parts of one row split by a scan batch size,
 //! which come from one bucket in order. Unordered mode shares one channel among all tasks.
@@ -28,7 +32,7 @@ use crate::client::ops::{RowResult, Scan};
 use crate::client::Table;
 use crate::error::{Error, Result};
 use crate::schema::salt::SaltSpec;
-use crate::server::read::{prefix_successor, ResultStream};
+use crate::server::read::{prefix_successor, scan_range, ResultStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::cmp::Ordering;
@@ -40,9 +44,20 @@ use std::task::{Context, Poll};
 use tokio::sync::mpsc;
 
 /// Rows per chunk a bucket task sends.
-pub const CHUNK_ROWS: usize = 128;
-/// Chunks a bucket's channel holds before its task waits.
-pub const CHANNEL_CHUNKS: usize = 4;
+pub const CHUNK_ROWS: usize = 256;
+/// Rows all the bucket channels of one ordered scan may hold together (read ahead of the
+/// merge), before each bucket's share is bounded below by [`MIN_CHANNEL_CHUNKS`].
+pub const READ_AHEAD_ROWS: usize = 64 * 1024;
+/// Chunks a bucket's channel holds at least.
+pub const MIN_CHANNEL_CHUNKS: usize = 2;
+
+/// Chunks a bucket's channel holds before its task waits, for a scan of `buckets` buckets:
+/// an ordered merge needs each bucket's next rows in turn, so every bucket reads ahead as
+/// far as the shared budget allows (16 buckets: 16 chunks each; 128 buckets: 2), which
+/// rides out a bucket task's scheduling delays on a busy machine.
+pub fn channel_chunks(buckets: usize) -> usize {
+    (READ_AHEAD_ROWS / (CHUNK_ROWS * buckets.max(1))).max(MIN_CHANNEL_CHUNKS)
+}
 
 type Chunk = Result<Vec<RowResult>>;
 
@@ -50,6 +65,7 @@ type Chunk = Result<Vec<RowResult>>;
 #[derive(Debug, Default)]
 pub struct SaltedScanStats {
     buckets: usize,
+    read_point: u64,
     rows_read: AtomicU64,
 }
 
@@ -58,7 +74,13 @@ impl SaltedScanStats {
     pub fn buckets_scanned(&self) -> usize {
         self.buckets
     }
-    /// Rows the bucket scans have read from the engine so far (returned or buffered).
+    /// The read point every bucket scan reads at (the scan's one snapshot).
+    pub fn read_point(&self) -> u64 {
+        self.read_point
+    }
+    /// Rows the bucket scans have read from the engine so far (returned or buffered; a
+    /// bucket's rows are counted as its task hands them to the merge, all of them by the
+    /// time the stream ends).
     pub fn rows_read(&self) -> u64 {
         self.rows_read.load(AtomicOrdering::Relaxed)
     }
@@ -125,6 +147,52 @@ fn bucket_scan(spec: &SaltSpec, b: u32, s: &Scan) -> Scan {
     out
 }
 
+/// One bucket's share of a logical range: the physical rows `[start, stop)` of bucket
+/// `bucket` (`stop` empty: unbounded, only for the last bucket of an all-`0xff` salt).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BucketRange {
+    /// The bucket.
+    pub bucket: u32,
+    /// Inclusive physical start row.
+    pub start: Bytes,
+    /// Exclusive physical stop row (empty: unbounded).
+    pub stop: Bytes,
+}
+
+/// The smallest key above `k`.
+fn successor(k: &Bytes) -> Bytes {
+    let mut v = Vec::with_capacity(k.len() + 1);
+    v.extend_from_slice(k);
+    v.push(0);
+    v.into()
+}
+
+/// The physical ranges, one per bucket that may hold rows of `s`, in bucket order.
+pub(super) fn bucket_ranges(spec: &SaltSpec, s: &Scan) -> Vec<BucketRange> {
+    use std::ops::Bound;
+    plan_buckets(spec, s)
+        .into_iter()
+        .filter_map(|b| {
+            let r = scan_range(&bucket_scan(spec, b, s));
+            let start = match r.lo {
+                Bound::Included(k) => k,
+                Bound::Excluded(k) => successor(&k),
+                Bound::Unbounded => Bytes::from(spec.salt(b)),
+            };
+            let stop = match r.hi {
+                Bound::Excluded(k) => k,
+                Bound::Included(k) => successor(&k),
+                Bound::Unbounded => Bytes::new(),
+            };
+            (stop.is_empty() || start < stop).then_some(BucketRange {
+                bucket: b,
+                start,
+                stop,
+            })
+        })
+        .collect()
+}
+
 /// The buckets a logical scan must read.
 fn plan_buckets(spec: &SaltSpec, s: &Scan) -> Vec<u32> {
     let fixed = match &s.prefix {
@@ -159,6 +227,9 @@ pub(super) fn salted_scan(
     let rt = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::bad_argument("a salted scan needs a tokio runtime"))?;
     let buckets = plan_buckets(spec, &s);
+    // One read point for every bucket, taken before any bucket lists its regions: the
+    // whole salted scan is one snapshot, as a plain scan across regions is.
+    let point = table.pin_read_point();
     let mut streams = Vec::with_capacity(buckets.len());
     for b in &buckets {
         let mut one = bucket_scan(spec, *b, &s);
@@ -166,16 +237,21 @@ pub(super) fn salted_scan(
             // The bucket's task and channel already read ahead of the merge; the engine's
             // own prefetch would only add a hop through a blocking thread per chunk.
             one.prefetch = false;
+            // The buckets already read in parallel, one task each: a merge helper thread
+            // per bucket on top would only oversubscribe the cores.
+            one.pipeline_merges = false;
         }
         // Opening validates the scan (families, versions, batch) before any task starts.
-        streams.push(table.scan(one)?);
+        streams.push(table.scan_pinned(one, &point)?);
     }
     let stats = Arc::new(SaltedScanStats {
         buckets: buckets.len(),
+        read_point: point.point(),
         rows_read: AtomicU64::new(0),
     });
     let width = spec.width();
     let limit = s.limit.filter(|n| *n > 0);
+    let depth = channel_chunks(streams.len());
     let inner: Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>> = if streams.len() == 1 {
         // One bucket (a narrowed scan, or one bucket in all): its stream is already in
         // order and limited; no task, channel or merge is needed.
@@ -187,7 +263,7 @@ pub(super) fn salted_scan(
     } else if ordered {
         let mut receivers = Vec::with_capacity(streams.len());
         for stream in streams {
-            let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS);
+            let (tx, rx) = mpsc::channel(depth);
             rt.spawn(pump(stream, tx, width, stats.clone()));
             receivers.push(rx);
         }
@@ -202,12 +278,26 @@ pub(super) fn salted_scan(
             last_row: None,
             failed: false,
         };
-        Box::pin(futures::stream::unfold(merge, |mut m| async move {
-            let item = m.next().await?;
-            Some((item, m))
+        // The merge runs as a task beside the bucket tasks, so its waits for a bucket's
+        // next chunk are wake-ups inside the runtime, and hands merged chunks to the
+        // caller's stream: the caller's thread is woken once per chunk, not per bucket
+        // refill. The merge applies the limit; the caller's side only passes rows on.
+        let (tx, rx) = mpsc::channel(MERGED_CHUNKS);
+        rt.spawn(merge_task(merge, tx));
+        let state = Unordered {
+            rx,
+            buf: VecDeque::new(),
+            batched: false,
+            left: None,
+            last_row: None,
+            failed: false,
+        };
+        Box::pin(futures::stream::unfold(state, |mut u| async move {
+            let item = u.next().await?;
+            Some((item, u))
         }))
     } else {
-        let (tx, rx) = mpsc::channel(CHANNEL_CHUNKS * streams.len().max(1));
+        let (tx, rx) = mpsc::channel(depth * streams.len().max(1));
         for stream in streams {
             rt.spawn(pump(stream, tx.clone(), width, stats.clone()));
         }
@@ -236,13 +326,17 @@ async fn pump(
     width: usize,
     stats: Arc<SaltedScanStats>,
 ) {
+    // Rows are counted a chunk at a time: one shared counter bumped per row by every bucket
+    // task would bounce its cache line between the cores on every row.
     let mut buf = Vec::with_capacity(CHUNK_ROWS);
     while let Some(r) = stream.next().await {
         match r {
             Ok(row) => {
-                stats.rows_read.fetch_add(1, AtomicOrdering::Relaxed);
                 buf.push(strip_row(width, row));
                 if buf.len() >= CHUNK_ROWS {
+                    stats
+                        .rows_read
+                        .fetch_add(buf.len() as u64, AtomicOrdering::Relaxed);
                     let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS));
                     if tx.send(Ok(full)).await.is_err() {
                         return;
@@ -256,7 +350,41 @@ async fn pump(
         }
     }
     if !buf.is_empty() {
+        stats
+            .rows_read
+            .fetch_add(buf.len() as u64, AtomicOrdering::Relaxed);
         let _ = tx.send(Ok(buf)).await;
+    }
+}
+
+/// Merged chunks the merge task may hold ready before the caller takes them.
+const MERGED_CHUNKS: usize = 4;
+
+/// Runs the ordered merge, sending its rows in chunks of up to [`CHUNK_ROWS`], until the
+/// merge ends or fails (the error goes after the rows before it), or the caller is gone.
+async fn merge_task(mut m: Merge, tx: mpsc::Sender<Chunk>) {
+    let mut buf = Vec::with_capacity(CHUNK_ROWS);
+    loop {
+        match m.next().await {
+            Some(Ok(row)) => {
+                buf.push(row);
+                if buf.len() >= CHUNK_ROWS {
+                    let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS));
+                    if tx.send(Ok(full)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            end => {
+                if !buf.is_empty() && tx.send(Ok(buf)).await.is_err() {
+                    return;
+                }
+                if let Some(Err(e)) = end {
+                    let _ = tx.send(Err(e)).await;
+                }
+                return;
+            }
+        }
     }
 }
 
