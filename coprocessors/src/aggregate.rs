@@ -26,7 +26,6 @@
 
 use crate::endpoint::{Endpoint, EndpointRegistry};
 use crate::service::{fold, Endpoints, KeyRange, ResponseStream, Snapshot};
-use basalt_core::client::Scan;
 use basalt_core::server::endpoint::RegionView;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
