@@ -51,6 +51,17 @@ impl Put {
         self.ts = ts;
         self
     }
+    /// The timestamp cells added without one get ([`LATEST_TIMESTAMP`]: the server's time).
+    ///
+    /// ```
+    /// use basalt_core::client::Put;
+    /// use basalt_core::cell::LATEST_TIMESTAMP;
+    /// assert_eq!(Put::new("r").get_timestamp(), LATEST_TIMESTAMP);
+    /// assert_eq!(Put::new("r").timestamp(7).get_timestamp(), 7);
+    /// ```
+    pub fn get_timestamp(&self) -> Timestamp {
+        self.ts
+    }
     /// Adds a cell with the put's timestamp.
     pub fn add_column(
         self,
@@ -198,6 +209,16 @@ impl Delete {
     pub fn timestamp(mut self, ts: Timestamp) -> Self {
         self.ts = ts;
         self
+    }
+    /// The timestamp markers added without one get ([`LATEST_TIMESTAMP`]: the server's time).
+    ///
+    /// ```
+    /// use basalt_core::client::Delete;
+    /// use basalt_core::cell::LATEST_TIMESTAMP;
+    /// assert_eq!(Delete::new("r").get_timestamp(), LATEST_TIMESTAMP);
+    /// ```
+    pub fn get_timestamp(&self) -> Timestamp {
+        self.ts
     }
     /// Deletes the latest version of a column; added n times for one column, the n newest.
     pub fn add_column(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
