@@ -94,6 +94,17 @@ fn register<O: RegionObserver + 'static>(
 /// Records the open, close and split hooks with the region ids.
 struct Life {
     log: Log,
+    /// Prefixes each entry unless it is `life` (two registrations of one observer).
+    tag: String,
+}
+
+impl Life {
+    fn note(&self, entry: String) {
+        match self.tag.as_str() {
+            "life" => note(&self.log, entry),
+            tag => note(&self.log, format!("{tag}:{entry}")),
+        }
+    }
 }
 
 #[async_trait]
@@ -101,22 +112,19 @@ impl RegionObserver for Life {
     async fn post_open(&self, ctx: &mut ObserverContext<'_>) -> basalt::Result<()> {
         // The region is readable when it is announced.
         ctx.get(&Get::new("probe"))?;
-        note(&self.log, format!("post_open({})", ctx.region_id()));
+        self.note(format!("post_open({})", ctx.region_id()));
         Ok(())
     }
     async fn pre_close(&self, ctx: &mut ObserverContext<'_>) -> basalt::Result<()> {
-        note(&self.log, format!("pre_close({})", ctx.region_id()));
+        self.note(format!("pre_close({})", ctx.region_id()));
         Ok(())
     }
     async fn post_close(&self, ctx: &mut ObserverContext<'_>) -> basalt::Result<()> {
-        note(&self.log, format!("post_close({})", ctx.region_id()));
+        self.note(format!("post_close({})", ctx.region_id()));
         Ok(())
     }
     async fn pre_split(&self, ctx: &mut ObserverContext<'_>, row: &Bytes) -> basalt::Result<()> {
-        note(
-            &self.log,
-            format!("pre_split({},{})", ctx.region_id(), s(row)),
-        );
+        self.note(format!("pre_split({},{})", ctx.region_id(), s(row)));
         Ok(())
     }
     async fn post_split(
@@ -126,10 +134,12 @@ impl RegionObserver for Life {
         upper: &RegionInfo,
     ) -> basalt::Result<()> {
         assert_eq!(lower.end_key, upper.start_key);
-        note(
-            &self.log,
-            format!("post_split({},{},{})", ctx.region_id(), lower.id, upper.id),
-        );
+        self.note(format!(
+            "post_split({},{},{})",
+            ctx.region_id(),
+            lower.id,
+            upper.id
+        ));
         Ok(())
     }
 }
@@ -140,7 +150,10 @@ async fn open_and_close_hooks_around_create_split_merge_disable_close_and_reopen
     let reg = Arc::new(Registry::new());
     let log: Log = Arc::default();
     let l = log.clone();
-    register(&reg, "life", move || Life { log: l.clone() });
+    register(&reg, "life", move || Life {
+        log: l.clone(),
+        tag: "life".into(),
+    });
     let conn = open_with(config(dir.path(), &reg)).await;
     let admin = conn.admin();
     admin
@@ -210,6 +223,101 @@ async fn open_and_close_hooks_around_create_split_merge_disable_close_and_reopen
             .len(),
         20
     );
+}
+
+/// Adding, removing or replacing a table's coprocessors reopens its regions as far as the
+/// hooks can tell: the old chain closes every region, the new chain opens every region; a
+/// disabled table's list changes without hooks, and its enable opens the new chain.
+#[tokio::test]
+async fn a_coprocessor_list_change_closes_the_old_chain_and_opens_the_new_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let log: Log = Arc::default();
+    for name in ["life", "life2"] {
+        let l = log.clone();
+        let tag = name.to_string();
+        register(&reg, name, move || Life {
+            log: l.clone(),
+            tag: tag.clone(),
+        });
+    }
+    let conn = open_with(config(dir.path(), &reg)).await;
+    let admin = conn.admin();
+    admin
+        .create_table_with_splits(desc("t"), PreSplit::Keys(vec![b"m".to_vec()]))
+        .await
+        .unwrap();
+    let ids: Vec<u64> = admin
+        .regions(&tn("t"))
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    let each = |what: &str| -> Vec<String> { ids.iter().map(|r| format!("{what}({r})")).collect() };
+    assert!(take(&log).is_empty());
+
+    // Added to a table without coprocessors: only the new chain's opens.
+    admin
+        .add_coprocessor(&tn("t"), CoprocessorDescriptor::new("life"))
+        .await
+        .unwrap();
+    assert_eq!(take(&log), each("post_open"));
+
+    // A second one: the old chain (life) closes, the new one (life, life2) opens.
+    admin
+        .add_coprocessor(&tn("t"), CoprocessorDescriptor::new("life2"))
+        .await
+        .unwrap();
+    let mut want = each("pre_close");
+    want.extend(each("post_close"));
+    for r in &ids {
+        want.push(format!("post_open({r})"));
+        want.push(format!("life2:post_open({r})"));
+    }
+    assert_eq!(take(&log), want);
+
+    // Removed: the old chain (both) closes, the new one (life2) opens.
+    admin.remove_coprocessor(&tn("t"), "life").await.unwrap();
+    let mut want = Vec::new();
+    for r in &ids {
+        want.push(format!("pre_close({r})"));
+        want.push(format!("life2:pre_close({r})"));
+    }
+    for r in &ids {
+        want.push(format!("post_close({r})"));
+        want.push(format!("life2:post_close({r})"));
+    }
+    want.extend(ids.iter().map(|r| format!("life2:post_open({r})")));
+    assert_eq!(take(&log), want);
+
+    // A list that cannot load changes nothing and runs no hook.
+    let err = admin
+        .add_coprocessor(&tn("t"), CoprocessorDescriptor::new("unregistered"))
+        .await;
+    assert!(err.is_err());
+    assert!(take(&log).is_empty());
+
+    // Disabled: the change runs no hook (the regions are closed); enable opens the new chain.
+    admin.disable_table(&tn("t")).await.unwrap();
+    take(&log);
+    admin
+        .set_coprocessors(&tn("t"), vec![CoprocessorDescriptor::new("life")])
+        .await
+        .unwrap();
+    assert!(take(&log).is_empty());
+    admin.enable_table(&tn("t")).await.unwrap();
+    assert_eq!(take(&log), each("post_open"));
+
+    // Cleared: the old chain closes, nothing opens; writes go on without hooks.
+    admin.set_coprocessors(&tn("t"), Vec::new()).await.unwrap();
+    let mut want = each("pre_close");
+    want.extend(each("post_close"));
+    assert_eq!(take(&log), want);
+    let t = conn.table("t").unwrap();
+    t.put(put("a", "v")).await.unwrap();
+    assert!(take(&log).is_empty());
+    conn.close().await.unwrap();
 }
 
 /// Scanner hooks: starts the first scan at r10, drops rows whose number is odd,

@@ -266,7 +266,7 @@ impl Admin {
                     d.coprocessors.push(added);
                     d
                 },
-                async { self.engine.add_coprocessor(name, cp) },
+                async { self.engine.add_coprocessor(name, cp).await },
             )
             .await
     }
@@ -280,7 +280,7 @@ impl Admin {
                     d.coprocessors.retain(|c| c.name != cp_name);
                     d
                 },
-                async { self.engine.remove_coprocessor(name, cp_name) },
+                async { self.engine.remove_coprocessor(name, cp_name).await },
             )
             .await
     }
@@ -299,7 +299,7 @@ impl Admin {
                     d.coprocessors = list;
                     d
                 },
-                async { self.engine.set_coprocessors(name, coprocessors) },
+                async { self.engine.set_coprocessors(name, coprocessors).await },
             )
             .await
     }
