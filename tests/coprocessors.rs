@@ -570,6 +570,8 @@ async fn chains_run_in_priority_order_ties_by_load_order() {
 
 #[derive(Clone, Copy)]
 enum Fault {
+    /// Returns an error.
+    Fail,
     Panic,
     Sleep,
 }
@@ -596,6 +598,7 @@ impl RegionObserver for Faulty {
         ));
         if boom {
             match self.fault {
+                Fault::Fail => return Err(Error::bad_argument("boom refused")),
                 Fault::Panic => panic!("boom in pre_batch_mutate"),
                 Fault::Sleep => tokio::time::sleep(Duration::from_secs(30)).await,
             }
@@ -637,6 +640,7 @@ async fn failure_case(fault: Fault, policy: FailurePolicy) {
     };
     assert_eq!((m.calls, m.errors), (calls, 1), "{m:?}");
     match fault {
+        Fault::Fail => assert_eq!((m.panics, m.timeouts), (0, 0)),
         Fault::Panic => assert_eq!((m.panics, m.timeouts), (1, 0)),
         Fault::Sleep => assert_eq!((m.panics, m.timeouts), (0, 1)),
     }
@@ -646,6 +650,7 @@ async fn failure_case(fault: Fault, policy: FailurePolicy) {
                 Err(Error::Coprocessor { name, msg }) => {
                     assert_eq!(name, "faulty");
                     match fault {
+                        Fault::Fail => assert!(msg.contains("boom refused"), "{msg}"),
                         Fault::Panic => assert!(msg.contains("panicked"), "{msg}"),
                         Fault::Sleep => assert!(msg.contains("timeout"), "{msg}"),
                     }
@@ -687,6 +692,16 @@ async fn failure_case(fault: Fault, policy: FailurePolicy) {
         .await
         .unwrap();
     conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn failing_hook_fails_the_operation_and_frees_the_row_lock() {
+    failure_case(Fault::Fail, FailurePolicy::FailOperation).await;
+}
+
+#[tokio::test]
+async fn failing_hook_is_unloaded_and_the_operation_goes_on() {
+    failure_case(Fault::Fail, FailurePolicy::Unload).await;
 }
 
 #[tokio::test]
