@@ -23,7 +23,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Log = Arc<Mutex<Vec<String>>>;
 
@@ -259,7 +259,8 @@ async fn increment_append_check_and_mutate_and_exists_hooks_change_bypass_and_an
     assert!(!t.exists(Get::new("bypass")).await.unwrap());
     take(&log);
 
-    // Append: post_append saw the stored value and upper-cased the result.
+    // Append: post_append saw the stored value and upper-cased the result; each append ran
+    // the batch hooks as a put of its new value.
     t.append(Append::new("a").add_column("f", "s", "ab"))
         .await
         .unwrap();
@@ -272,8 +273,10 @@ async fn increment_append_check_and_mutate_and_exists_hooks_change_bypass_and_an
         take(&log),
         [
             "pre_append:a",
+            "pre_batch_mutate(1)",
             "post_append:ab",
             "pre_append:a",
+            "pre_batch_mutate(1)",
             "post_append:abcd"
         ]
     );
@@ -380,7 +383,12 @@ async fn increment_append_check_and_mutate_and_exists_hooks_change_bypass_and_an
     assert!(out.iter().all(|r| r.is_ok()), "{out:?}");
     assert_eq!(
         take(&log),
-        ["pre_increment:c", "post_increment:10", "pre_append:bypass"]
+        [
+            "pre_increment:c",
+            "pre_batch_mutate(1)",
+            "post_increment:10",
+            "pre_append:bypass"
+        ]
     );
     conn.close().await.unwrap();
 }

@@ -138,8 +138,7 @@ impl<'a> HookEnv<'a> {
     /// answer is exactly what a reader will see after the commit. Vetoes and the writes
     /// hooks add are not taken into account. The row must lie in this hook's region.
     pub fn get_after(&self, batch: &MiniBatch<'_>, g: &Get) -> Result<RowResult> {
-        self.engine
-            .read_row_after(&self.region, g, batch.pending)
+        self.engine.read_row_after(&self.region, g, batch.pending)
     }
 }
 

@@ -479,7 +479,10 @@ impl Engine {
                 .map_or_else(|| own.clone(), |x| x.name.to_string())
         };
         let names: Vec<String> = added.iter().map(|(target, _)| table_name(target)).collect();
-        let absent_names: Vec<String> = absent.iter().map(|(target, _)| table_name(target)).collect();
+        let absent_names: Vec<String> = absent
+            .iter()
+            .map(|(target, _)| table_name(target))
+            .collect();
         let more: Vec<(&str, &[u8])> = names
             .iter()
             .zip(&added)
@@ -882,7 +885,9 @@ impl Engine {
             for c in &result {
                 put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);
             }
-            let r = self.mutate_locked(t, &[Mutation::Put(put)], &mut plan).await;
+            let r = self
+                .mutate_locked(t, &[Mutation::Put(put)], &mut plan)
+                .await;
             drop(locks);
             if !plan.take_relock() {
                 r?;

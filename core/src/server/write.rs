@@ -731,10 +731,10 @@ impl Engine {
         }
         let mut plan = LockPlan::default();
         loop {
-            let locks = self
-                .lock_planned(t, std::iter::once(&cam.row), &plan)
+            let locks = self.lock_planned(t, std::iter::once(&cam.row), &plan).await;
+            let r = self
+                .check_and_mutate_locked(t, &cam, action, &mut plan)
                 .await;
-            let r = self.check_and_mutate_locked(t, &cam, action, &mut plan).await;
             drop(locks);
             if !plan.take_relock() {
                 return r;
