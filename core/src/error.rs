@@ -140,6 +140,9 @@ pub enum Error {
     /// The index is still being built (BUILDING) and refuses queries until it is built.
     #[error("index {0} is being built and cannot be queried yet")]
     IndexNotReady(String),
+    /// A user write to an index table: only its index maintainer writes it.
+    #[error("index table {0} is written only by its index maintainer")]
+    IndexTableWrite(String),
     /// No index of that name exists on the table.
     #[error("index not found: {0}")]
     IndexNotFound(String),

@@ -153,6 +153,7 @@ pub(super) fn copy_error(e: &Error) -> Error {
         },
         Error::IndexNotReady(i) => Error::IndexNotReady(i.clone()),
         Error::IndexNotFound(i) => Error::IndexNotFound(i.clone()),
+        Error::IndexTableWrite(i) => Error::IndexTableWrite(i.clone()),
         other => Error::WritesRefused(other.to_string()),
     }
 }
