@@ -278,10 +278,13 @@ impl<'a> MiniBatch<'a> {
     /// [`Error::InvalidAddedMutation`]. It does not run `table`'s own coprocessors.
     ///
     /// Row locks: after every hook of the batch ran, the batch also locks the rows it adds
-    /// to (it keeps the rows it holds). A lock that would be taken out of the engine's lock
-    /// order is waited for at most `Config::row_lock_wait_ms`, after which the batch fails
-    /// with [`Error::RowLockTimeout`] having written nothing, so two batches adding to each
-    /// other's rows never deadlock.
+    /// to (it keeps the rows it holds). When such a lock would be taken out of the engine's
+    /// lock order and another writer holds it, the batch writes nothing, gives up all its
+    /// locks, locks its own rows and the added ones together in order and runs its hooks
+    /// again (they may then add other writes); so two batches adding to each other's rows
+    /// both commit, without waiting for a timeout. After 16 such retries it waits out of
+    /// order for at most `Config::row_lock_wait_ms` and then fails with
+    /// [`Error::RowLockTimeout`], having written nothing.
     pub fn add_mutation_to(&mut self, table: TableName, m: Mutation) {
         self.elsewhere.push((table, AddedOp::Mutation(m)));
     }
