@@ -16,8 +16,11 @@ use basalt_core::{Error, Result};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
-/// Why a relation observer refuses a write. It reaches the caller as
-/// [`Error::BadArgument`] with this text (see [`Refusal::into_error`]).
+/// Why a relation observer refuses a write. A write of a batch (put, delete, row
+/// mutations, check-and-mutate, batch) is vetoed and its caller gets [`Error::BadArgument`]
+/// with this text ([`Refusal::into_error`]); an increment or append is refused in its
+/// pre-hook, which the coprocessor host reports as [`Error::Coprocessor`] carrying the same
+/// text. [`Refusal::is`] recognises both.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     /// A cell or marker of a relation family with an explicit timestamp: it may sit under
@@ -77,7 +80,10 @@ impl std::fmt::Display for Refusal {
                 "family {family} is derived by a relation observer: write the other side"
             ),
             Refusal::EmptyLink { family } => {
-                write!(f, "relation family {family}: a link needs a non-empty qualifier")
+                write!(
+                    f,
+                    "relation family {family}: a link needs a non-empty qualifier"
+                )
             }
             Refusal::ReadModifyWrite { family } => write!(
                 f,
@@ -352,7 +358,11 @@ mod tests {
 
     #[test]
     fn touch_sorts_puts_deletes_and_refusals() {
-        let p = Mutation::Put(Put::new("r").add_column("l", "a", "1").add_column("i", "n", "x"));
+        let p = Mutation::Put(
+            Put::new("r")
+                .add_column("l", "a", "1")
+                .add_column("i", "n", "x"),
+        );
         let t = touch(&p, b"l").unwrap();
         assert_eq!(t.puts.len(), 1);
         assert!(!t.clear);

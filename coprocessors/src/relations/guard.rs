@@ -40,7 +40,9 @@ impl RelationGuard {
     /// From the argument `families` (comma-separated).
     pub fn from_args(args: &Args) -> Result<Self> {
         let list = required(args, super::RELATION_GUARD, "families")?;
-        Ok(Self::new(list.split(',').map(str::trim).filter(|f| !f.is_empty())))
+        Ok(Self::new(
+            list.split(',').map(str::trim).filter(|f| !f.is_empty()),
+        ))
     }
 
     /// Vetoes the operations of `batch` that write a guarded family.

@@ -29,7 +29,11 @@ pub struct InverseRelation {
 
 impl InverseRelation {
     /// Links in `family` are mirrored into `target_family` of `target`.
-    pub fn new(family: impl AsRef<[u8]>, target: TableName, target_family: impl AsRef<[u8]>) -> Self {
+    pub fn new(
+        family: impl AsRef<[u8]>,
+        target: TableName,
+        target_family: impl AsRef<[u8]>,
+    ) -> Self {
         InverseRelation {
             family: Bytes::copy_from_slice(family.as_ref()),
             target,
@@ -65,11 +69,9 @@ impl RegionObserver for InverseRelation {
         for p in &plans {
             for (linked, value) in p.edits() {
                 let m = match value {
-                    Some(v) => Mutation::Put(Put::new(&linked).add_column(
-                        &self.target_family,
-                        &p.row,
-                        v,
-                    )),
+                    Some(v) => {
+                        Mutation::Put(Put::new(&linked).add_column(&self.target_family, &p.row, v))
+                    }
                     None => Mutation::Delete(
                         Delete::new(&linked).add_columns(&self.target_family, &p.row),
                     ),

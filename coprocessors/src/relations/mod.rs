@@ -44,6 +44,9 @@ mod guard;
 mod inverse;
 mod tree;
 
+#[cfg(test)]
+mod tests;
+
 pub use changes::Refusal;
 pub use clock::RowClock;
 pub use guard::RelationGuard;

@@ -156,7 +156,9 @@ impl RegionObserver for TreeLinks {
         for (i, r) in refused {
             batch.veto(i, r.into_error());
         }
-        self.clock.wait_past(kept.iter().map(|p| p.row.as_ref())).await;
+        self.clock
+            .wait_past(kept.iter().map(|p| p.row.as_ref()))
+            .await;
         for p in &kept {
             for old in replaced.get(&p.row).into_iter().flatten() {
                 batch.add_mutation(Mutation::Delete(
