@@ -536,3 +536,116 @@ async fn readers_never_see_part_of_a_write() {
     check_scan(&rows, "after reopen");
     conn.close().await.unwrap();
 }
+
+// ---------------------------------------------------------------------------------------
+// Scans at one Snapshot.
+// ---------------------------------------------------------------------------------------
+
+/// Sum of the 8-byte balances `scan` returns, and the rows it saw.
+async fn balances(table: &Table, scan: Scan, snap: &basalt::client::Snapshot) -> (i64, usize) {
+    let rows: Vec<basalt::client::RowResult> = table
+        .scan_at(scan, snap)
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    let sum = rows
+        .iter()
+        .map(|r| {
+            let v = r.value(FAMILY, "c").expect("balance");
+            i64::from_be_bytes(v.as_ref().try_into().unwrap())
+        })
+        .sum();
+    (sum, rows.len())
+}
+
+/// Transfers move amounts between a row of the first half and a row of the second half of
+/// a table (two regions), one atomic batch of two puts each, while readers scan the two halves in two
+/// separate scans at one `Snapshot`, some time apart: the two halves always add up to the
+/// starting total, and a scan started before a later commit does not see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn separate_scans_at_one_snapshot_read_one_state() {
+    const ROWS: u64 = 8;
+    const START: i64 = 1_000;
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open_with(config(dir.path(), ATOMIC_FLUSH))
+        .await
+        .unwrap();
+    let t = create(&conn, "snap", &["m"]).await;
+    let row = |half: u64, i: u64| format!("{}{i}", if half == 0 { "a" } else { "n" });
+    for half in 0..2 {
+        for i in 0..ROWS {
+            t.put(Put::new(row(half, i)).add_column(FAMILY, "c", START.to_be_bytes()))
+                .await
+                .unwrap();
+        }
+    }
+    let total = 2 * ROWS as i64 * START;
+    let stop = Arc::new(AtomicBool::new(false));
+    let transfers = Arc::new(AtomicU64::new(0));
+    let mut rng = StdRng::seed_from_u64(seed());
+    let writer = {
+        let (t, stop, transfers) = (t.clone(), stop.clone(), transfers.clone());
+        let mut rng = StdRng::seed_from_u64(rng.random());
+        tokio::spawn(async move {
+            // The only writer: it knows every balance, and writes both new balances of a
+            // transfer as two puts of one batch (one atomic commit across the regions).
+            let mut bal = [[START; ROWS as usize]; 2];
+            while !stop.load(Ordering::SeqCst) {
+                let (i, j, amount) = (
+                    rng.random_range(0..ROWS) as usize,
+                    rng.random_range(0..ROWS) as usize,
+                    rng.random_range(1..50i64),
+                );
+                bal[0][i] -= amount;
+                bal[1][j] += amount;
+                let put = |half: u64, k: usize, v: i64| {
+                    BatchOp::Put(Put::new(row(half, k as u64)).add_column(
+                        FAMILY,
+                        "c",
+                        v.to_be_bytes(),
+                    ))
+                };
+                let out = t
+                    .batch(vec![put(0, i, bal[0][i]), put(1, j, bal[1][j])])
+                    .await
+                    .unwrap();
+                for o in out {
+                    o.unwrap();
+                }
+                transfers.fetch_add(1, Ordering::SeqCst);
+            }
+        })
+    };
+    let mut checks = 0;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline || transfers.load(Ordering::SeqCst) < 100 {
+        let snap = conn.snapshot();
+        let (first, n1) = balances(&t, Scan::new().stop_row("m"), &snap).await;
+        // Let commits land between the two scans of the snapshot.
+        tokio::time::sleep(Duration::from_millis(rng.random_range(0..5))).await;
+        let (second, n2) = balances(&t, Scan::new().start_row("m"), &snap).await;
+        assert_eq!((n1, n2), (ROWS as usize, ROWS as usize));
+        assert_eq!(
+            first + second,
+            total,
+            "halves {first} + {second} at read point {}",
+            snap.read_point()
+        );
+        checks += 1;
+    }
+    stop.store(true, Ordering::SeqCst);
+    writer.await.unwrap();
+    // A snapshot taken now, then a commit: scans at the snapshot do not see the commit.
+    let snap = t.snapshot();
+    let before = balances(&t, Scan::new().stop_row("m"), &snap).await.0;
+    t.put(Put::new(row(0, 0)).add_column(FAMILY, "c", 7i64.to_be_bytes()))
+        .await
+        .unwrap();
+    assert_eq!(
+        balances(&t, Scan::new().stop_row("m"), &snap).await.0,
+        before
+    );
+    assert!(checks > 0 && transfers.load(Ordering::SeqCst) >= 100);
+    conn.close().await.unwrap();
+}

@@ -667,12 +667,50 @@ async fn an_online_build_under_concurrent_writes_ends_with_zero_differences() {
     conn.close().await.unwrap();
 }
 
-/// Runs rounds of concurrent writers; between rounds every index must equal what the data
-/// table gives (queries and verify).
+/// Every index, queried at one snapshot, equals what the data table gives at that snapshot
+/// (the full range, as hits: values, data row and covered columns).
+async fn check_at_snapshot(conn: &Connection, admin: &IndexAdmin) -> Result<(), String> {
+    let snap = conn.snapshot();
+    let rows: Vec<RowResult> = conn
+        .table("t")
+        .map_err(|e| e.to_string())?
+        .scan_at(Scan::new(), &snap)
+        .map_err(|e| e.to_string())?
+        .try_collect()
+        .await
+        .map_err(|e| e.to_string())?;
+    for spec in ALL {
+        let idx = admin
+            .index("t", spec.name)
+            .await
+            .map_err(|e| e.to_string())?;
+        let got: Vec<Answer> = idx
+            .hits(&Query::range(None, None).at(&snap))
+            .await
+            .map_err(|e| e.to_string())?
+            .into_iter()
+            .map(|h| (h.values, h.row, h.covered))
+            .collect();
+        let want = expected(spec, &rows);
+        if got != want {
+            return Err(format!(
+                "{} at read point {}: index {got:?}\n data {want:?}",
+                spec.name,
+                snap.read_point()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Runs rounds of concurrent writers. While they write, a reader compares every index with
+/// the data table at one snapshot after another; between rounds every index must equal what
+/// the data table gives (queries and verify).
 async fn concurrent_rounds(rounds: Vec<Vec<Vec<Op>>>) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let (conn, admin) = setup(dir.path()).await;
     let t = conn.table("t").map_err(|e| e.to_string())?;
+    let mut snapshot_checks = 0u64;
     for round in rounds {
         let tasks: Vec<_> = round
             .into_iter()
@@ -686,10 +724,21 @@ async fn concurrent_rounds(rounds: Vec<Vec<Vec<Op>>>) -> Result<(), String> {
                 })
             })
             .collect();
+        // The reader runs while any writer does (and at least once).
+        loop {
+            check_at_snapshot(&conn, &admin).await?;
+            snapshot_checks += 1;
+            if tasks.iter().all(|t| t.is_finished()) {
+                break;
+            }
+        }
         for task in tasks {
             task.await.map_err(|e| e.to_string())??;
         }
         check_all(&conn, &admin).await?;
+    }
+    if snapshot_checks == 0 {
+        return Err("no snapshot check ran".into());
     }
     conn.close().await.map_err(|e| e.to_string())
 }

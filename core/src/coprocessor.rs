@@ -204,7 +204,10 @@ impl<'a> MiniBatch<'a> {
     }
 
     /// The batch's commit time in milliseconds: what its cells written without a timestamp
-    /// get.
+    /// get, and the writes hooks add without one too. It is strictly above the commit time of
+    /// every earlier write that ran batch hooks in this engine (it may run ahead of the wall
+    /// clock under more than a thousand such writes a second), so a derived row deleted by
+    /// one batch and written again by the next is never masked by the delete.
     pub fn now(&self) -> crate::cell::Timestamp {
         self.now
     }

@@ -2,6 +2,11 @@
 //! forward or reverse, with a limit; answered as data row keys, as covered "hits" read from
 //! the index alone, or as whole data rows fetched in batches.
 //!
+//! A query given a [`Snapshot`] ([`Query::at`]) reads the index (and, for whole rows, the data
+//! table) at that engine-wide read point: the index rows and data rows of one commit are
+//! seen together or not at all, so its answer equals what the data table gives at the
+//! same snapshot.
+//!
 //! A salted index table is read through the salted API ([`basalt_core::SaltedTable`]): one
 //! scan per bucket, merged in logical key order. An index row whose indexed value has
 //! expired under its data family's TTL is never returned (the row's timestamps are stored
@@ -9,7 +14,7 @@
 //! ([`basalt_core::Error::IndexNotReady`], when the handle is made).
 
 use crate::layout::{covered_qualifier, IndexValue, Layout, FAMILY, ROW};
-use basalt_core::client::{BatchOp, BatchOutcome, Get, RowResult, Scan};
+use basalt_core::client::{BatchOp, BatchOutcome, Get, RowResult, Scan, Snapshot};
 use basalt_core::{Error, Result, SaltedTable, Table};
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
@@ -30,6 +35,7 @@ pub struct Query {
     kind: Kind,
     reverse: bool,
     limit: Option<usize>,
+    snapshot: Option<Snapshot>,
 }
 
 #[derive(Debug, Clone)]
@@ -45,6 +51,7 @@ impl Query {
             kind: Kind::Prefix(values),
             reverse: false,
             limit: None,
+            snapshot: None,
         }
     }
     /// Rows whose leading indexed values equal `values` (fewer than the columns).
@@ -58,6 +65,7 @@ impl Query {
             kind: Kind::Range(lo, hi),
             reverse: false,
             limit: None,
+            snapshot: None,
         }
     }
     /// Highest index order first.
@@ -68,6 +76,11 @@ impl Query {
     /// At most `n` answers.
     pub fn limit(mut self, n: usize) -> Self {
         self.limit = Some(n);
+        self
+    }
+    /// Reads at `snapshot` (see the module doc) instead of the latest state.
+    pub fn at(mut self, snapshot: &Snapshot) -> Self {
+        self.snapshot = Some(snapshot.clone());
         self
     }
 }
@@ -108,10 +121,12 @@ impl Index {
         &self.layout
     }
 
-    fn scan(&self, s: Scan) -> Result<RowStream> {
-        Ok(match &self.table {
-            IndexTable::Plain(t) => Box::pin(t.scan(s)?),
-            IndexTable::Salted(t) => Box::pin(t.scan(s)?),
+    fn scan(&self, s: Scan, snapshot: Option<&Snapshot>) -> Result<RowStream> {
+        Ok(match (&self.table, snapshot) {
+            (IndexTable::Plain(t), None) => Box::pin(t.scan(s)?),
+            (IndexTable::Plain(t), Some(snap)) => Box::pin(t.scan_at(s, snap)?),
+            (IndexTable::Salted(t), None) => Box::pin(t.scan(s)?),
+            (IndexTable::Salted(t), Some(snap)) => Box::pin(t.scan_at(s, snap)?),
         })
     }
 
@@ -141,7 +156,7 @@ impl Index {
                 (s, lo, hi)
             }
         };
-        let mut stream = self.scan(scan.reversed(q.reverse))?;
+        let mut stream = self.scan(scan.reversed(q.reverse), q.snapshot.as_ref())?;
         let now = now_ms();
         let ttl = |f: &[u8]| self.ttls.get(f).copied();
         let mut out = Vec::new();
@@ -207,10 +222,22 @@ impl Index {
     }
 
     /// The data rows answering `q`, in index order, fetched [`FETCH_BATCH`] at a time. A
-    /// row deleted between the index read and the fetch is left out.
+    /// row deleted between the index read and the fetch is left out. At a snapshot, each row
+    /// is read at that snapshot (one single-row scan each) and none is ever left out.
     pub async fn rows(&self, q: &Query) -> Result<Vec<RowResult>> {
         let keys = self.keys(q).await?;
         let mut out = Vec::with_capacity(keys.len());
+        if let Some(snap) = &q.snapshot {
+            for k in &keys {
+                let mut stop = k.to_vec();
+                stop.push(0);
+                let one = Scan::new().start_row(k).stop_row(stop).limit(1);
+                if let Some(row) = self.data.scan_at(one, snap)?.try_next().await? {
+                    out.push(row);
+                }
+            }
+            return Ok(out);
+        }
         for chunk in keys.chunks(FETCH_BATCH) {
             let ops = chunk.iter().map(|k| BatchOp::Get(Get::new(k))).collect();
             for r in self.data.batch(ops).await? {

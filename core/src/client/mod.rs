@@ -26,6 +26,7 @@
 pub mod ops;
 pub mod report;
 pub mod salted;
+pub mod snapshot;
 
 pub use crate::server::admin::PreSplit;
 pub use crate::server::read::ResultStream;
@@ -33,6 +34,7 @@ pub use crate::server::Config;
 pub use ops::*;
 pub use report::{RegionLoad, RegionReport};
 pub use salted::{BucketRange, SaltedScanStats, SaltedScanStream, SaltedTable};
+pub use snapshot::Snapshot;
 
 use crate::error::{Error, Result};
 use crate::region::RegionInfo;
@@ -83,6 +85,13 @@ impl Connection {
     /// when the table does not exist or is not salted.
     pub fn salted_table(&self, name: &str) -> Result<SaltedTable> {
         SaltedTable::open(self.table(name)?)
+    }
+
+    /// Pins the current engine-wide read point: scans given the [`Snapshot`]
+    /// ([`Table::scan_at`], [`SaltedTable::scan_at`]) read the same committed state of every
+    /// table, however long they run and whatever commits meanwhile.
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(Arc::new(self.engine.register_scan()))
     }
 
     /// The engine behind this connection.
@@ -391,6 +400,17 @@ impl Table {
     /// (a salted scan's buckets); it stays registered while any holder lives.
     pub(crate) fn pin_read_point(&self) -> Arc<crate::server::compact::ScanPoint> {
         Arc::new(self.engine.register_scan())
+    }
+
+    /// Pins the current engine-wide read point (as [`Connection::snapshot`]).
+    pub fn snapshot(&self) -> Snapshot {
+        Snapshot::new(self.pin_read_point())
+    }
+
+    /// [`scan`](Self::scan) at `snapshot`: the rows as they were when it was taken (see
+    /// [`Snapshot`]).
+    pub fn scan_at(&self, s: Scan, snapshot: &Snapshot) -> Result<ResultStream> {
+        self.scan_pinned(s, snapshot.scan_point())
     }
 
     /// [`scan`](Self::scan) at a read point pinned by [`pin_read_point`](Self::pin_read_point).

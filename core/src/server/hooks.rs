@@ -19,7 +19,7 @@
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
 use super::write::{mutation_durability, strongest, Delta, PreparedCell};
-use super::{now_ms, Config, Engine, TableState};
+use super::{Config, Engine, TableState};
 use crate::client::ops::{
     Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult,
 };
@@ -461,6 +461,7 @@ impl Engine {
         durability: Durability,
         added: Vec<AddedWrite>,
         absent: Vec<(Option<Arc<TableState>>, Bytes)>,
+        now: crate::cell::Timestamp,
         plan: &mut LockPlan,
     ) -> Result<Option<Error>> {
         let post = PostApply {
@@ -545,7 +546,6 @@ impl Engine {
                 });
             }
         }
-        let now = self.added_now();
         let mut durabilities = vec![durability];
         // Increments of one row are resolved together, amounts of one counter summed, so
         // that two increments of a counter in one batch do not read the same old value.
@@ -631,7 +631,7 @@ impl Engine {
     ) -> Result<()> {
         let refs: Vec<&Mutation> = muts.iter().collect();
         let run = async {
-            let now = now_ms();
+            let now = self.added_now();
             let mut cells = Vec::new();
             for m in &refs {
                 self.prepare(t, m, now, &mut cells)?;
@@ -643,7 +643,7 @@ impl Engine {
             let durability = strongest(refs.iter().map(|m| mutation_durability(m)));
             let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
             self.commit_with_added(
-                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, plan,
+                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, now, plan,
             )
             .await
         };
@@ -678,7 +678,7 @@ impl Engine {
         plan: &mut LockPlan,
     ) -> (Vec<usize>, Result<()>) {
         let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
-        let now = now_ms();
+        let now = self.added_now();
         let mut cells = Vec::new();
         let mut spans = Vec::with_capacity(group.len());
         for (i, m) in group.iter() {
@@ -746,7 +746,7 @@ impl Engine {
         }
         let run = self
             .commit_with_added(
-                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, plan,
+                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, now, plan,
             )
             .await;
         if plan.relock {
@@ -881,7 +881,8 @@ impl Engine {
         loop {
             let locks = self.lock_planned(t, std::iter::once(row), &plan).await;
             let mut cells = Vec::new();
-            let result = self.resolve_deltas(t, row, deltas.clone(), now_ms(), &mut cells)?;
+            let result =
+                self.resolve_deltas(t, row, deltas.clone(), self.added_now(), &mut cells)?;
             let mut put = crate::client::ops::Put::new(row).durability(durability);
             for c in &result {
                 put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);

@@ -604,11 +604,13 @@ impl Engine {
         Ok(())
     }
 
-    /// A timestamp for the writes batch hooks added, taken under their rows' locks: the
-    /// wall clock, but strictly above every such timestamp taken before by this engine, so
-    /// that a row a batch deletes and a later batch writes again (an index row) is never
-    /// masked by a delete marker of the same millisecond. Under more than a thousand such
-    /// commits a second it runs ahead of the wall clock.
+    /// The commit time of a write that runs batch hooks, taken under its row locks and used
+    /// both for its own cells and for the writes its hooks add (so a derived cell - an index
+    /// row, a reverse link - carries its source's timestamp): the wall clock, but strictly
+    /// above every such timestamp taken before by this engine, so that a row a batch deletes
+    /// and a later batch writes again (an index row, a link) is never masked by a delete
+    /// marker of the same millisecond. Under more than a thousand hooked commits a second it
+    /// runs ahead of the wall clock.
     pub(super) fn added_now(&self) -> Timestamp {
         let wall = now_ms();
         let prev = self

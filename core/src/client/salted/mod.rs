@@ -217,13 +217,28 @@ impl SaltedTable {
     /// limit and feeding a bounded buffer, and a heap merges them; when the scan's prefix
     /// (or both its start and stop row) fixes the hashed part, only that bucket is read.
     pub fn scan(&self, s: Scan) -> Result<SaltedScanStream> {
-        scan::salted_scan(&self.table, &self.spec, s, true)
+        scan::salted_scan(&self.table, &self.spec, s, true, None)
     }
 
     /// [`scan`](Self::scan) without the merge: rows come as the buckets produce them, in
     /// key order within a bucket only. Faster when order does not matter.
     pub fn scan_unordered(&self, s: Scan) -> Result<SaltedScanStream> {
-        scan::salted_scan(&self.table, &self.spec, s, false)
+        scan::salted_scan(&self.table, &self.spec, s, false, None)
+    }
+
+    /// [`scan`](Self::scan) at `snapshot`: every bucket reads the state it pinned (see
+    /// [`Snapshot`](crate::client::Snapshot)).
+    pub fn scan_at(&self, s: Scan, snapshot: &crate::client::Snapshot) -> Result<SaltedScanStream> {
+        scan::salted_scan(&self.table, &self.spec, s, true, Some(snapshot))
+    }
+
+    /// [`scan_unordered`](Self::scan_unordered) at `snapshot`.
+    pub fn scan_unordered_at(
+        &self,
+        s: Scan,
+        snapshot: &crate::client::Snapshot,
+    ) -> Result<SaltedScanStream> {
+        scan::salted_scan(&self.table, &self.spec, s, false, Some(snapshot))
     }
 
     /// The physical row ranges a logical scan reads, one per bucket that may hold its rows,

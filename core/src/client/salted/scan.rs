@@ -223,13 +223,17 @@ pub(super) fn salted_scan(
     spec: &SaltSpec,
     s: Scan,
     ordered: bool,
+    snapshot: Option<&crate::client::Snapshot>,
 ) -> Result<SaltedScanStream> {
     let rt = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::bad_argument("a salted scan needs a tokio runtime"))?;
     let buckets = plan_buckets(spec, &s);
     // One read point for every bucket, taken before any bucket lists its regions: the
     // whole salted scan is one snapshot, as a plain scan across regions is.
-    let point = table.pin_read_point();
+    let point = match snapshot {
+        Some(snap) => snap.scan_point().clone(),
+        None => table.pin_read_point(),
+    };
     let mut streams = Vec::with_capacity(buckets.len());
     for b in &buckets {
         let mut one = bucket_scan(spec, *b, &s);
