@@ -7,10 +7,14 @@
 //! [`RowClock::record`] in `post_batch` (row lock still held, the batch's timestamps all
 //! taken). Invariant: every timestamp of a row's next batch is above every timestamp of
 //! its previous one. Rows share slots by hash: a shared slot can cost a wait, never a miss.
+//! The relation observers use one process-wide clock ([`RowClock::shared`]), so that new
+//! instances (a coprocessor list change reloads a table's chain) still know the last
+//! writes of the old ones.
 
 use basalt_core::server::now_ms;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Per row (hashed into a fixed number of slots), an upper bound of the timestamps of its
@@ -32,6 +36,12 @@ impl RowClock {
         RowClock {
             slots: (0..slots.max(1)).map(|_| AtomicU64::new(0)).collect(),
         }
+    }
+
+    /// The process-wide clock of the relation observers (65,536 slots).
+    pub fn shared() -> &'static RowClock {
+        static SHARED: OnceLock<RowClock> = OnceLock::new();
+        SHARED.get_or_init(|| RowClock::new(1 << 16))
     }
 
     fn slot(&self, row: &[u8]) -> &AtomicU64 {
@@ -79,5 +89,6 @@ mod tests {
         clock.wait_past([b"a".as_slice()]).await;
         assert!(now_ms() > recorded);
         assert_eq!(RowClock::new(8).last([b"b".as_slice()]), 0);
+        assert!(std::ptr::eq(RowClock::shared(), RowClock::shared()));
     }
 }

@@ -24,7 +24,7 @@ pub struct InverseRelation {
     family: Bytes,
     target: TableName,
     target_family: Bytes,
-    clock: RowClock,
+    clock: &'static RowClock,
 }
 
 impl InverseRelation {
@@ -38,7 +38,7 @@ impl InverseRelation {
             family: Bytes::copy_from_slice(family.as_ref()),
             target,
             target_family: Bytes::copy_from_slice(target_family.as_ref()),
-            clock: RowClock::default(),
+            clock: RowClock::shared(),
         }
     }
 

@@ -446,3 +446,27 @@ async fn bad_arguments_are_clear_errors() {
     let t = TreeLinks::from_args(&Args::new()).unwrap();
     assert!(format!("{t:?}").contains("parent"));
 }
+
+#[tokio::test]
+async fn an_invalid_operation_of_a_batch_writes_neither_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    let (shops, items) = shops_items(&conn).await;
+    let out = shops
+        .batch(vec![
+            BatchOp::Put(
+                Put::new("s1")
+                    .add_column("item", "i1", "1")
+                    .add_column("nosuch", "x", "1"),
+            ),
+            BatchOp::Put(Put::new("s2").add_column("item", "i2", "1")),
+        ])
+        .await
+        .unwrap();
+    assert!(matches!(out[0], Err(Error::FamilyNotFound { .. })));
+    assert!(out[1].is_ok());
+    assert!(links(&shops, "s1", "item").await.is_empty());
+    assert!(links(&items, "i1", "shop").await.is_empty());
+    assert_eq!(links(&items, "i2", "shop").await, map(&[("s2", "1")]));
+    conn.close().await.unwrap();
+}

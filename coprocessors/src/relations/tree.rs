@@ -36,7 +36,7 @@ const MAX_DEPTH: usize = 10_000;
 pub struct TreeLinks {
     parent: Bytes,
     child: Bytes,
-    clock: RowClock,
+    clock: &'static RowClock,
 }
 
 impl TreeLinks {
@@ -45,7 +45,7 @@ impl TreeLinks {
         TreeLinks {
             parent: Bytes::copy_from_slice(parent.as_ref()),
             child: Bytes::copy_from_slice(child.as_ref()),
-            clock: RowClock::default(),
+            clock: RowClock::shared(),
         }
     }
 
