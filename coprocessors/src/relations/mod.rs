@@ -84,8 +84,12 @@ pub fn register_relations(registry: &Registry) -> Result<()> {
     registry.register(INVERSE_RELATION, |args| {
         Ok(Arc::new(InverseRelation::from_args(args)?) as Arc<dyn RegionObserver>)
     })?;
-    registry.register(TREE_LINKS, |args| {
-        Ok(Arc::new(TreeLinks::from_args(args)?) as Arc<dyn RegionObserver>)
+    // One registry of moves in flight for every tree this registry builds: a chain
+    // reloaded while moves are in flight still sees them.
+    let in_flight = tree::InFlight::default();
+    registry.register(TREE_LINKS, move |args| {
+        let tree = TreeLinks::from_args(args)?.sharing(in_flight.clone());
+        Ok(Arc::new(tree) as Arc<dyn RegionObserver>)
     })?;
     registry.register(RELATION_GUARD, |args| {
         Ok(Arc::new(RelationGuard::from_args(args)?) as Arc<dyn RegionObserver>)

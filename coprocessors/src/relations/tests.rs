@@ -470,3 +470,82 @@ async fn an_invalid_operation_of_a_batch_writes_neither_side() {
     assert_eq!(links(&items, "i2", "shop").await, map(&[("s2", "1")]));
     conn.close().await.unwrap();
 }
+
+/// Holds a batch that moves row `a` inside its `pre_batch_mutate` (after [`TreeLinks`] ran)
+/// until released: a move in flight.
+#[derive(Debug, Default)]
+struct Gate {
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl RegionObserver for Gate {
+    async fn pre_batch_mutate(
+        &self,
+        _ctx: &mut crate::ObserverContext<'_>,
+        batch: &mut crate::MiniBatch<'_>,
+    ) -> Result<()> {
+        if batch.operations().any(|m| m.row().as_ref() == b"a") {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_in_flight_counts_in_the_cycle_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new());
+    register_relations(&registry).unwrap();
+    let gate = Arc::new(Gate::default());
+    let g = gate.clone();
+    registry
+        .register("gate", move |_| Ok(g.clone() as Arc<dyn RegionObserver>))
+        .unwrap();
+    let conn = Connection::open_with(
+        Config::new(dir.path())
+            .coprocessor_loader(registry)
+            .row_lock_wait_ms(200),
+    )
+    .await
+    .unwrap();
+    conn.admin()
+        .create_table(
+            table("cat", &["parent", "child"])
+                .coprocessor(tree_links("parent", "child"))
+                .coprocessor(
+                    basalt_core::CoprocessorDescriptor::new("gate")
+                        .priority(MAINTAINER_PRIORITY + 1),
+                ),
+        )
+        .await
+        .unwrap();
+    let cat = conn.table("cat").unwrap();
+    // a under b, held in flight: checked and registered, not yet visible.
+    let mover = cat.clone();
+    let first =
+        tokio::spawn(async move { mover.put(Put::new("a").add_column("parent", "b", "")).await });
+    gate.entered.notified().await;
+    // b under a: the committed tree has no edge yet, the move in flight closes the cycle.
+    let e = cat
+        .put(Put::new("b").add_column("parent", "a", ""))
+        .await
+        .unwrap_err();
+    assert!(is_refusal(&e, "cycle"), "{e}");
+    gate.release.notify_one();
+    first.await.unwrap().unwrap();
+    assert_eq!(links(&cat, "b", "child").await, map(&[("a", "")]));
+    assert!(links(&cat, "a", "child").await.is_empty());
+    // Once visible, the edge counts as committed; the registry is empty again.
+    let e = cat
+        .put(Put::new("b").add_column("parent", "a", ""))
+        .await
+        .unwrap_err();
+    assert!(is_refusal(&e, "cycle"), "{e}");
+    cat.put(Put::new("c").add_column("parent", "a", ""))
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+}
