@@ -56,7 +56,10 @@ pub struct TreeLinks {
 }
 
 impl TreeLinks {
-    /// A tree whose parent links live in `parent` and child links in `child`.
+    /// A tree whose parent links live in `parent` and child links in `child`. The instance
+    /// has its own registry of moves in flight: build instances through
+    /// [`super::register_relations`] so that every instance of one engine shares one (an
+    /// instance alone only sees its own moves in flight).
     pub fn new(parent: impl AsRef<[u8]>, child: impl AsRef<[u8]>) -> Self {
         TreeLinks {
             parent: Bytes::copy_from_slice(parent.as_ref()),
