@@ -5,16 +5,26 @@
 //! number's newest records come first.
 //!
 //! Queries: all records of one number (newest first) and one number's records in a time
-//! range, each a single range scan; the region report shows the spread. Every answer is
-//! checked against what was written; a wrong one exits non-zero.
+//! range, each a single range scan; the region report shows the spread.
+//!
+//! The seed also keeps a second, hand-maintained table indexing the records by date and
+//! account, written by the client next to each record (and out of step after any crash or
+//! failed second write). Here it is a secondary index instead: `by_day` on `d:day` (the
+//! record's UTC date) then `d:account` (the number), covering `d:text`, kept by the index
+//! maintainer in the same atomic batch as the record. "All records of a day, by account"
+//! and "one account's records of a day" are index queries answered from the index alone.
+//! Every answer is checked against what was written; a wrong one exits non-zero.
 //!
 //! Run with `cargo run --release --example sms_records`.
 
 use basalt::client::{Put, RowResult, Scan};
+use basalt::index::query::val;
+use basalt::index::{IndexAdmin, IndexDef, Query};
 use basalt::keys::{reverse_decimal, reverse_str};
-use basalt::{ColumnFamilyDescriptor, Connection, PreSplit, TableDescriptor, TableName};
+use basalt::{ColumnFamilyDescriptor, Config, Connection, PreSplit, TableDescriptor, TableName};
 use futures::TryStreamExt;
 use rand::{Rng, SeedableRng};
+use std::sync::Arc;
 
 type Res<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
@@ -27,6 +37,21 @@ fn check(ok: bool, what: &str) -> Res<()> {
     }
 }
 
+/// The UTC date (`YYYY-MM-DD`) of a time in milliseconds (days to civil date, H. Hinnant's
+/// algorithm).
+fn day(ts_ms: u64) -> String {
+    let z = (ts_ms / 86_400_000) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
 fn row_key(mobile: &str, ts: u64) -> Res<String> {
     Ok(format!("{}{}", reverse_str(mobile), reverse_decimal(ts)?))
 }
@@ -34,7 +59,9 @@ fn row_key(mobile: &str, ts: u64) -> Res<String> {
 #[tokio::main]
 async fn main() -> Res<()> {
     let dir = tempfile::tempdir()?;
-    let conn = Connection::open(dir.path()).await?;
+    let registry = Arc::new(basalt::coprocessors::Registry::new());
+    let runtime = basalt::index::register(&registry)?;
+    let conn = Connection::open_with(Config::new(dir.path()).coprocessor_loader(registry)).await?;
     let admin = conn.admin();
     let name = TableName::parse("sms")?;
     // SPLITS => ['05','10','15',...,'95'] from the seed.
@@ -47,6 +74,15 @@ async fn main() -> Res<()> {
             PreSplit::Keys(splits),
         )
         .await?;
+    let indexes = IndexAdmin::new(&conn, runtime);
+    indexes
+        .create(
+            IndexDef::new("by_day", "sms")
+                .column("d", "day")
+                .column("d", "account")
+                .cover("d", "text"),
+        )
+        .await?;
     let sms = conn.table("sms")?;
     let mut rng = rand::rngs::StdRng::seed_from_u64(1);
     let mobiles: Vec<String> = (0..500)
@@ -56,11 +92,14 @@ async fn main() -> Res<()> {
     let mut written: Vec<(String, u64)> = Vec::new();
     for i in 0..20_000u64 {
         let mobile = &mobiles[rng.random_range(0..mobiles.len())];
-        let ts = base + i * 1_000 + rng.random_range(0..1_000);
+        // One record every 30 s or so: a week of records.
+        let ts = base + i * 30_000 + rng.random_range(0..1_000);
         sms.put(
             Put::new(row_key(mobile, ts)?)
                 .add_column("d", "to", "10086")
-                .add_column("d", "text", format!("message {i}")),
+                .add_column("d", "text", format!("message {i}"))
+                .add_column("d", "day", day(ts))
+                .add_column("d", "account", mobile),
         )
         .await?;
         written.push((mobile.clone(), ts));
@@ -102,7 +141,7 @@ async fn main() -> Res<()> {
 
     // Records in [t1, t2): start at the reverse of the newest time wanted, stop before the
     // reverse of the time just older than the range, as the seed describes.
-    let (t1, t2) = (base + 5_000_000, base + 15_000_000);
+    let (t1, t2) = (base + 2 * 86_400_000, base + 4 * 86_400_000);
     let scan = Scan::new()
         .start_row(row_key(mobile, t2 - 1)?)
         .stop_row(row_key(mobile, t1 - 1)?);
@@ -116,6 +155,59 @@ async fn main() -> Res<()> {
     check(
         times(&rows)? == want_range,
         "one number's records in a time range",
+    )?;
+
+    // The index by date + account.
+    let by_day = indexes.index("sms", "by_day").await?;
+    let date = day(base + 86_400_000);
+    let mut want_day: Vec<(String, String)> = Vec::new();
+    for (m, ts) in &written {
+        if day(*ts) == date {
+            want_day.push((m.clone(), row_key(m, *ts)?));
+        }
+    }
+    want_day.sort();
+    let hits = by_day.hits(&Query::prefix(vec![val(&date)])).await?;
+    let got_day: Vec<(String, String)> = hits
+        .iter()
+        .map(|h| {
+            let account = h.values[1].as_deref().unwrap_or_default();
+            (
+                String::from_utf8_lossy(account).into_owned(),
+                String::from_utf8_lossy(&h.row).into_owned(),
+            )
+        })
+        .collect();
+    println!(
+        "records of {date} (index by_day, by account): {}",
+        hits.len()
+    );
+    check(
+        got_day == want_day,
+        "a day's records, by account then record key, from the index",
+    )?;
+    check(
+        hits.iter().all(|h| h.covered.len() == 1),
+        "each hit carries its covered text without reading the records",
+    )?;
+    let one = &want_day[want_day.len() / 2].0;
+    let keys = by_day.keys(&Query::eq(vec![val(&date), val(one)])).await?;
+    let want_one: Vec<String> = want_day
+        .iter()
+        .filter(|(m, _)| m == one)
+        .map(|(_, k)| k.clone())
+        .collect();
+    println!("records of {one} on {date}: {}", keys.len());
+    check(
+        keys.iter()
+            .map(|k| String::from_utf8_lossy(k).into_owned())
+            .collect::<Vec<_>>()
+            == want_one,
+        "one account's records of a day, from the index",
+    )?;
+    check(
+        indexes.verify("sms", "by_day").await?.is_consistent(),
+        "the index verifies against the records",
     )?;
 
     let report = sms.region_report().await?;

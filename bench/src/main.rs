@@ -1,8 +1,9 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, all (`core`, `storage`, `filters`, `coprocessors`
-//! and `salting` exist so far; `all` runs them; the others say so and exit non-zero). The
+//! filters, coprocessors, salting, index, all (`all` runs them). The `index` suite compares
+//! puts with 1 and 3 secondary indexes against none and an index lookup against a filtered
+//! full scan. The
 //! `filters` suite compares Basalt with itself: a filtered scan against a client-side-filtered
 //! one (`client_filter`); the `coprocessors` suite compares puts with 5 no-op observers against
 //! none (`none`) and the built-in endpoints against client-side scans (`client_scan`); the
@@ -17,6 +18,7 @@ mod coprocessors;
 mod core;
 mod filters;
 mod fjall_side;
+mod index;
 mod salting;
 mod storage;
 mod storage_basalt;
@@ -160,9 +162,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | all
-            (`core`, `storage`, `filters`, `coprocessors` and `salting` so far; `all` runs them)
+            (`all` runs them)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
-            filters 1000000, coprocessors 1000000, salting 1000000)
+            filters 1000000, coprocessors 1000000, salting 1000000, index 1000000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)
   --compression C Basalt's block compression in the core suite: none | lz4 | zstd | snappy
@@ -257,16 +259,22 @@ fn main() -> ExitCode {
         }
     };
     let suites: &[&str] = match args.suite.as_str() {
-        "all" => &["core", "storage", "filters", "coprocessors", "salting"],
+        "all" => &[
+            "core",
+            "storage",
+            "filters",
+            "coprocessors",
+            "salting",
+            "index",
+        ],
         "core" => &["core"],
         "storage" => &["storage"],
         "filters" => &["filters"],
         "coprocessors" => &["coprocessors"],
         "salting" => &["salting"],
+        "index" => &["index"],
         other => {
-            eprintln!(
-                "suite {other} is not implemented yet (only `core`, `storage`, `filters`, `coprocessors` and `salting` exist)"
-            );
+            eprintln!("unknown suite {other}");
             return ExitCode::from(3);
         }
     };
@@ -276,16 +284,18 @@ fn main() -> ExitCode {
             "filters" => filters::DEFAULT_ROWS,
             "coprocessors" => coprocessors::DEFAULT_ROWS,
             "salting" => salting::DEFAULT_ROWS,
+            "index" => index::DEFAULT_ROWS,
             _ => storage::DEFAULT_ROWS,
         };
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
         settings.compression = args.compression;
         settings.rounds = args.rounds;
-        if suite == "filters" || suite == "coprocessors" || suite == "salting" {
+        if ["filters", "coprocessors", "salting", "index"].contains(&suite) {
             let r = match suite {
                 "filters" => filters::run(&settings),
                 "coprocessors" => coprocessors::run(&settings),
+                "index" => index::run(&settings),
                 _ => salting::run(&settings),
             };
             if let Err(e) = r {

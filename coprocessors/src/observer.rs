@@ -85,6 +85,12 @@ impl<'a> ObserverContext<'a> {
         self.env.get(g)
     }
 
+    /// Reads one row as it will be once `batch`'s own operations commit (in
+    /// `pre_batch_mutate`, under the row locks); see [`HookEnv::get_after`].
+    pub fn get_after(&self, batch: &MiniBatch<'_>, g: &Get) -> Result<RowResult> {
+        self.env.get_after(batch, g)
+    }
+
     /// Skips the operation and the coprocessors after this one in the chain. Only hooks
     /// documented as bypassable (`pre_put`, `pre_delete`, `pre_get`, `pre_exists`,
     /// `pre_increment`, `pre_append`, `pre_check_and_mutate`, `pre_split`,

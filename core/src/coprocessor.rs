@@ -30,8 +30,11 @@
 //! - `pre_increment` / `pre_append` / `pre_check_and_mutate`: before validation and before
 //!   the row lock; may change the operation, or supply the result and bypass it.
 //!   `post_increment` / `post_append` / `post_check_and_mutate`: after the write is visible
-//!   and the row lock released; may change the result. Increments and appends do not run the
-//!   batch hooks; a check-and-mutate whose condition passes runs them for its mutations.
+//!   and the row lock released; may change the result. An increment or append, once its new
+//!   values are read under the row lock, runs the batch hooks as a put of those values at
+//!   their resolved timestamps (so an index sees it like any put); a check-and-mutate whose
+//!   condition passes runs them for its mutations. A touch ([`crate::client::Put::touch`])
+//!   writes nothing itself and only runs the batch hooks for its row.
 //!
 //! Mutations a batch hook adds never run hooks themselves, in any table (no pre/post hooks
 //! of the target table, no recursion): they are part of the batch that added them.
@@ -128,6 +131,15 @@ impl<'a> HookEnv<'a> {
     pub fn get(&self, g: &Get) -> Result<RowResult> {
         self.engine.get(self.table, g)
     }
+
+    /// Reads one row of this table as it will be once `batch`'s own operations commit (in
+    /// `pre_batch_mutate`, under the row locks): the committed cells and the batch's cells
+    /// go through the same read rules (delete markers, versions, TTL) as any read, so the
+    /// answer is exactly what a reader will see after the commit. Vetoes and the writes
+    /// hooks add are not taken into account. The row must lie in this hook's region.
+    pub fn get_after(&self, batch: &MiniBatch<'_>, g: &Get) -> Result<RowResult> {
+        self.engine.read_row_after(&self.region, g, batch.pending)
+    }
 }
 
 /// The operations of one region's share of a write, under their row locks, as
@@ -138,6 +150,18 @@ pub struct MiniBatch<'a> {
     vetoes: Vec<Option<Error>>,
     extra: Vec<Mutation>,
     elsewhere: Vec<(TableName, AddedOp)>,
+    absent: Vec<(TableName, Bytes)>,
+    now: crate::cell::Timestamp,
+    pending: &'a [crate::server::write::PreparedCell],
+}
+
+impl std::fmt::Debug for crate::server::write::PreparedCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCell")
+            .field("region", &self.region.id)
+            .field("key", &self.cell.key)
+            .finish()
+    }
 }
 
 /// A write a batch hook adds to a table by name ([`MiniBatch::add_mutation_to`],
@@ -163,13 +187,40 @@ impl AddedOp {
 }
 
 impl<'a> MiniBatch<'a> {
-    pub(crate) fn new(ops: &'a [&'a Mutation]) -> Self {
+    pub(crate) fn new(
+        ops: &'a [&'a Mutation],
+        now: crate::cell::Timestamp,
+        pending: &'a [crate::server::write::PreparedCell],
+    ) -> Self {
         MiniBatch {
             ops,
             vetoes: ops.iter().map(|_| None).collect(),
             extra: Vec::new(),
             elsewhere: Vec::new(),
+            absent: Vec::new(),
+            now,
+            pending,
         }
+    }
+
+    /// The batch's commit time in milliseconds: what its cells written without a timestamp
+    /// get.
+    pub fn now(&self) -> crate::cell::Timestamp {
+        self.now
+    }
+
+    /// Requires `row` of `table` to be absent when the batch commits: the row is locked
+    /// with the added writes' rows and read under that lock; if it has any visible cell the
+    /// whole batch fails with [`Error::UniqueViolation`] and nothing is written (what a
+    /// unique index checks before it writes its row). Writes of the same batch to that row
+    /// do not count.
+    pub fn require_absent_in(&mut self, table: TableName, row: Bytes) {
+        self.absent.push((table, row));
+    }
+
+    /// The rows required absent so far ([`MiniBatch::require_absent_in`]).
+    pub fn required_absent(&self) -> &[(TableName, Bytes)] {
+        &self.absent
     }
 
     /// How many operations the batch holds.
@@ -227,10 +278,13 @@ impl<'a> MiniBatch<'a> {
     /// [`Error::InvalidAddedMutation`]. It does not run `table`'s own coprocessors.
     ///
     /// Row locks: after every hook of the batch ran, the batch also locks the rows it adds
-    /// to (it keeps the rows it holds). A lock that would be taken out of the engine's lock
-    /// order is waited for at most `Config::row_lock_wait_ms`, after which the batch fails
-    /// with [`Error::RowLockTimeout`] having written nothing, so two batches adding to each
-    /// other's rows never deadlock.
+    /// to (it keeps the rows it holds). When such a lock would be taken out of the engine's
+    /// lock order and another writer holds it, the batch writes nothing, gives up all its
+    /// locks, locks its own rows and the added ones together in order and runs its hooks
+    /// again (they may then add other writes); so two batches adding to each other's rows
+    /// both commit, without waiting for a timeout. After 16 such retries it waits out of
+    /// order for at most `Config::row_lock_wait_ms` and then fails with
+    /// [`Error::RowLockTimeout`], having written nothing.
     pub fn add_mutation_to(&mut self, table: TableName, m: Mutation) {
         self.elsewhere.push((table, AddedOp::Mutation(m)));
     }
@@ -255,6 +309,7 @@ impl<'a> MiniBatch<'a> {
         Savepoint {
             added: self.extra.len(),
             elsewhere: self.elsewhere.len(),
+            absent: self.absent.len(),
             vetoed: self.vetoes.iter().map(Option::is_some).collect(),
         }
     }
@@ -263,6 +318,7 @@ impl<'a> MiniBatch<'a> {
     pub fn rollback(&mut self, sp: Savepoint) {
         self.extra.truncate(sp.added);
         self.elsewhere.truncate(sp.elsewhere);
+        self.absent.truncate(sp.absent);
         for (slot, was) in self.vetoes.iter_mut().zip(sp.vetoed) {
             if !was {
                 *slot = None;
@@ -271,18 +327,25 @@ impl<'a> MiniBatch<'a> {
     }
 
     pub(crate) fn into_parts(self) -> MiniBatchParts {
-        (self.vetoes, self.extra, self.elsewhere)
+        (self.vetoes, self.extra, self.elsewhere, self.absent)
     }
 }
 
-/// What a [`MiniBatch`] ends with: vetoes, writes added to its table, writes added by name.
-pub(crate) type MiniBatchParts = (Vec<Option<Error>>, Vec<Mutation>, Vec<(TableName, AddedOp)>);
+/// What a [`MiniBatch`] ends with: vetoes, writes added to its table, writes added by name,
+/// rows required absent.
+pub(crate) type MiniBatchParts = (
+    Vec<Option<Error>>,
+    Vec<Mutation>,
+    Vec<(TableName, AddedOp)>,
+    Vec<(TableName, Bytes)>,
+);
 
 /// A mark in a [`MiniBatch`]'s history (see [`MiniBatch::savepoint`]).
 #[derive(Debug, Clone)]
 pub struct Savepoint {
     added: usize,
     elsewhere: usize,
+    absent: usize,
     vetoed: Vec<bool>,
 }
 

@@ -127,6 +127,25 @@ pub enum Error {
         /// How long the batch waited.
         waited_ms: u64,
     },
+    /// A write would give a unique index a second row with the same indexed values (a batch
+    /// hook required an index row to be absent and found it present under its lock): the
+    /// whole write fails and nothing is written.
+    #[error("unique index violation: row {row} of {table} already exists")]
+    UniqueViolation {
+        /// The index table.
+        table: String,
+        /// The index row, lossily decoded as UTF-8.
+        row: String,
+    },
+    /// The index is still being built (BUILDING) and refuses queries until it is built.
+    #[error("index {0} is being built and cannot be queried yet")]
+    IndexNotReady(String),
+    /// A user write to an index table: only its index maintainer writes it.
+    #[error("index table {0} is written only by its index maintainer")]
+    IndexTableWrite(String),
+    /// No index of that name exists on the table.
+    #[error("index not found: {0}")]
+    IndexNotFound(String),
     /// A filter string is malformed (see [`crate::filter::parse`]).
     #[error("bad filter at byte {pos}: {msg}")]
     FilterParse {

@@ -1,6 +1,58 @@
-//! Basalt's secondary indexes: definitions, the maintaining observer, the index row-key
-//! layout, queries, online build and verify.
+//! Basalt's secondary indexes, kept in sync with their data table by an observer inside one
+//! atomic engine batch: a reader never sees a data row without its index rows or an index
+//! row without its data row, after any crash.
 //!
-//! An index is a table kept in sync with its data table inside one atomic engine batch.
-//! Nothing lives here yet.
+//! - [`def`]: index definitions ([`IndexDef`]).
+//! - [`layout`]: the index row key and cells of a data row.
+//! - [`maintainer`]: the observer that maintains the indexes, and the guard that keeps users
+//!   from writing index tables.
+//! - [`admin`]: create (online build with progress), drop, list, describe, verify, repair.
+//! - [`query`]: queries by equal values, prefix and range, as keys, covered hits or rows.
+//!
+//! Setup: register the coprocessors in the engine's registry ([`register`]) before opening
+//! the connection, then use an [`IndexAdmin`]:
+//!
+//! ```
+//! use basalt_core::{ColumnFamilyDescriptor, Config, Connection, TableDescriptor, TableName};
+//! use basalt_core::client::Put;
+//! use basalt_index::{query::val, IndexAdmin, IndexDef, Query};
+//! use std::sync::Arc;
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> basalt_core::Result<()> {
+//! # let dir = tempfile::tempdir()?;
+//! let registry = Arc::new(basalt_coprocessors::Registry::new());
+//! let runtime = basalt_index::register(&registry)?;
+//! let conn = Connection::open_with(Config::new(dir.path()).coprocessor_loader(registry)).await?;
+//! let users = TableDescriptor::new(TableName::parse("users")?).family(ColumnFamilyDescriptor::new("p"));
+//! conn.admin().create_table(users).await?;
+//! let indexes = IndexAdmin::new(&conn, runtime);
+//! indexes.create(IndexDef::new("by_city", "users").column("p", "city")).await?;
+//! conn.table("users")?.put(Put::new("ada").add_column("p", "city", "Paris")).await?;
+//! let by_city = indexes.index("users", "by_city").await?;
+//! assert_eq!(by_city.keys(&Query::eq(vec![val("Paris")])).await?, vec!["ada"]);
+//! # conn.close().await?;
+//! # Ok(()) }
+//! ```
 #![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod admin;
+pub mod def;
+pub mod layout;
+pub mod maintainer;
+pub mod query;
+
+pub use admin::{IndexAdmin, VerifyReport};
+pub use def::{ColumnRef, IndexDef, IndexState};
+pub use maintainer::{Guard, Maintainer, Runtime};
+pub use query::{Hit, Index, Query};
+
+use std::sync::Arc;
+
+/// Registers the index coprocessors in `registry`; returns the runtime to give every
+/// [`IndexAdmin`] of a connection using that registry.
+pub fn register(registry: &basalt_coprocessors::Registry) -> basalt_core::Result<Arc<Runtime>> {
+    let runtime = Arc::new(Runtime::default());
+    maintainer::register(registry, runtime.clone())?;
+    Ok(runtime)
+}

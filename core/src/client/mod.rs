@@ -359,6 +359,14 @@ impl Table {
         self.engine.put(&*self.state()?, p).await
     }
 
+    /// Touches one row: under the row's lock, runs the table's batch hooks as for a write
+    /// that changes nothing ([`Put::touch`]), so an index rewrites the row's entries from
+    /// its current values (an online index build touches every row). Writes nothing itself;
+    /// on a table without batch hooks it does nothing.
+    pub async fn touch(&self, row: impl AsRef<[u8]>) -> Result<()> {
+        self.engine.put(&*self.state()?, Put::touch(row)).await
+    }
+
     /// Reads one row (an empty result when nothing matches).
     pub async fn get(&self, g: Get) -> Result<RowResult> {
         self.engine.get_hooked(&*self.state()?, g).await

@@ -7,10 +7,12 @@
 //!
 //! A holder may take more rows later ([`RowLocks::lock_more`], for the rows a coprocessor's
 //! batch hook adds mutations to): stripes above every stripe it holds are still waited for in
-//! order, without a limit; a stripe below one it holds breaks the order, so it is waited for
-//! at most a bounded time and the caller gives up (releasing everything) when it runs out.
-//! Every cycle of waiters needs at least one such out-of-order wait, and each of those ends,
-//! so no deadlock lasts longer than that bound.
+//! order, without a limit; a stripe below one it holds breaks the order. Such a stripe is
+//! only taken if it is free at once; otherwise the caller is told (it then releases
+//! everything and locks the union of its rows in ascending order, see
+//! `server::hooks::LockPlan`), or, when it asks for a bound, waited for at most that long.
+//! Every cycle of waiters needs at least one out-of-order wait, and none lasts forever, so
+//! no deadlock forms.
 
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
@@ -45,9 +47,9 @@ impl RowLocks {
     }
 
     /// Locks every `(table, row)` given, in a deadlock-free order.
-    pub async fn lock<'a, I, R>(&'a self, rows: I) -> RowLockGuard<'a>
+    pub async fn lock<'a, 'n, I, R>(&'a self, rows: I) -> RowLockGuard<'a>
     where
-        I: IntoIterator<Item = (&'a str, R)>,
+        I: IntoIterator<Item = (&'n str, R)>,
         R: AsRef<[u8]>,
     {
         let mut idx: Vec<usize> = rows
@@ -67,14 +69,14 @@ impl RowLocks {
 
     /// Locks the rows `more` while the caller already holds the rows `held` (locked by
     /// [`RowLocks::lock`]); stripes it already holds are skipped. A stripe above all held ones
-    /// is waited for without a limit, one below is waited for at most `wait` (see the module
-    /// doc). On a timeout, returns the index in `more` of a row it could not lock, having
-    /// released what this call took.
+    /// is waited for without a limit; one below is taken only when free at once with `wait`
+    /// `None`, else waited for at most `wait` (see the module doc). When it cannot be had,
+    /// returns the index in `more` of that row, having released what this call took.
     pub async fn lock_more<'a>(
         &'a self,
         held: impl IntoIterator<Item = (&str, &[u8])>,
         more: &[(&str, &[u8])],
-        wait: Duration,
+        wait: Option<Duration>,
     ) -> Result<RowLockGuard<'a>, usize> {
         let mut held: Vec<usize> = held.into_iter().map(|(t, r)| self.stripe(t, r)).collect();
         held.sort_unstable();
@@ -96,9 +98,12 @@ impl RowLocks {
             let g = match m.try_lock() {
                 Ok(g) => g,
                 Err(_) if top.is_none_or(|t| s > t) => m.lock().await,
-                Err(_) => match tokio::time::timeout(wait, m.lock()).await {
-                    Ok(g) => g,
-                    Err(_) => return Err(i),
+                Err(_) => match wait {
+                    None => return Err(i),
+                    Some(wait) => match tokio::time::timeout(wait, m.lock()).await {
+                        Ok(g) => g,
+                        Err(_) => return Err(i),
+                    },
                 },
             };
             top = Some(top.map_or(s, |t| t.max(s)));
@@ -122,7 +127,7 @@ mod tests {
             .lock_more(
                 [("t", b"a".as_slice())],
                 &[("u", b"b")],
-                Duration::from_millis(10),
+                Some(Duration::from_millis(10)),
             )
             .await;
         assert!(more.is_ok());
@@ -147,8 +152,13 @@ mod tests {
             .lock_more(
                 [("t", hi.as_slice())],
                 &[("t", lo.as_slice())],
-                Duration::from_millis(20),
+                Some(Duration::from_millis(20)),
             )
+            .await;
+        assert_eq!(out.err(), Some(0));
+        // Without a bound, an out-of-order stripe held elsewhere is refused at once.
+        let out = locks
+            .lock_more([("t", hi.as_slice())], &[("t", lo.as_slice())], None)
             .await;
         assert_eq!(out.err(), Some(0));
         drop(other);
@@ -156,7 +166,7 @@ mod tests {
             .lock_more(
                 [("t", hi.as_slice())],
                 &[("t", lo.as_slice())],
-                Duration::from_millis(20),
+                Some(Duration::from_millis(20)),
             )
             .await;
         assert!(out.is_ok());

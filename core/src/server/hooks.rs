@@ -44,6 +44,36 @@ type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a Bytes), i64>)
 pub(super) struct PreBatch {
     vetoes: Vec<Option<Error>>,
     added: Vec<AddedWrite>,
+    absent: Vec<(Option<Arc<TableState>>, Bytes)>,
+}
+
+/// How many times a write gives up its locks and retakes them in order (when a row a hook
+/// added is held by another writer below a stripe it holds) before it falls back to a
+/// bounded out-of-order wait.
+const RELOCK_ATTEMPTS: u32 = 16;
+
+/// The rows a hooked write locks beyond its own, learnt from its hooks' added writes.
+///
+/// A batch hook adds writes to rows the write did not lock up front. When one of those
+/// rows' lock stripes lies below a stripe the write holds and another writer holds it, the
+/// write does not wait out of order: it notes the rows, gives up every lock (nothing is
+/// written), and its caller locks its own rows together with the noted ones in ascending
+/// stripe order and runs the locked part again (the hooks then read the current rows and
+/// may add other writes). Two writers crossing over thus never wait for each other's
+/// timeout.
+#[derive(Debug, Default)]
+pub(crate) struct LockPlan {
+    /// Rows of any table to lock with the write's own, as (table, row).
+    pub(crate) extra: Vec<(String, Bytes)>,
+    attempts: u32,
+    relock: bool,
+}
+
+impl LockPlan {
+    /// True (once) when the locked part gave up to relock.
+    pub(crate) fn take_relock(&mut self) -> bool {
+        std::mem::take(&mut self.relock)
+    }
 }
 
 /// The `post_batch_mutate` call a commit makes between its MemStore inserts and visibility.
@@ -117,6 +147,13 @@ pub(super) fn copy_error(e: &Error) -> Error {
             column: column.clone(),
             len: *len,
         },
+        Error::UniqueViolation { table, row } => Error::UniqueViolation {
+            table: table.clone(),
+            row: row.clone(),
+        },
+        Error::IndexNotReady(i) => Error::IndexNotReady(i.clone()),
+        Error::IndexNotFound(i) => Error::IndexNotFound(i.clone()),
+        Error::IndexTableWrite(i) => Error::IndexTableWrite(i.clone()),
         other => Error::WritesRefused(other.to_string()),
     }
 }
@@ -138,6 +175,22 @@ impl Engine {
     fn region_for(&self, t: &TableState, row: &[u8]) -> Result<Arc<Region>> {
         t.locate(row)
             .ok_or_else(|| Error::TableNotFound(t.name.to_string()))
+    }
+
+    /// Locks `rows` of `t` and the plan's extra rows, in ascending stripe order.
+    pub(super) async fn lock_planned<'a, 'r>(
+        &'a self,
+        t: &TableState,
+        rows: impl Iterator<Item = &'r Bytes>,
+        plan: &LockPlan,
+    ) -> crate::region::locks::RowLockGuard<'a> {
+        let name = t.name.to_string();
+        self.locks
+            .lock(
+                rows.map(|r| (name.as_str(), r.as_ref()))
+                    .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
+            )
+            .await
     }
 
     fn env_for<'a>(self: &'a Arc<Self>, t: &'a TableState, row: &[u8]) -> Result<HookEnv<'a>> {
@@ -291,13 +344,18 @@ impl Engine {
         for m in &kept {
             self.validate_mutation(t, m)?;
         }
-        let name = t.name.to_string();
-        let locks = self
-            .locks
-            .lock(kept.iter().map(|m| (name.as_str(), m.row().clone())))
-            .await;
-        self.mutate_locked(t, &kept).await?;
-        drop(locks);
+        let mut plan = LockPlan::default();
+        loop {
+            let locks = self
+                .lock_planned(t, kept.iter().map(|m| m.row()), &plan)
+                .await;
+            let r = self.mutate_locked(t, &kept, &mut plan).await;
+            drop(locks);
+            if !plan.take_relock() {
+                r?;
+                break;
+            }
+        }
         let mut first_err = None;
         for m in &kept {
             if let Err(e) = self.post_mutation(t, hooks, m).await {
@@ -334,15 +392,26 @@ impl Engine {
         t: &TableState,
         hooks: &Arc<dyn RegionHooks>,
         muts: &[&Mutation],
+        now: crate::cell::Timestamp,
+        pending: &[PreparedCell],
     ) -> Result<PreBatch> {
         let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
         let mut added: Vec<AddedWrite> = Vec::new();
+        let mut absent: Vec<(Option<Arc<TableState>>, Bytes)> = Vec::new();
         for (region, idx) in self.by_region(t, muts)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| muts.get(*i).copied()).collect();
             let env = HookEnv::new(self, t, region);
-            let mut mb = MiniBatch::new(&ops);
+            let mut mb = MiniBatch::new(&ops, now, pending);
             hooks.pre_batch_mutate(&env, &mut mb).await?;
-            let (v, same, elsewhere) = mb.into_parts();
+            let (v, same, elsewhere, required) = mb.into_parts();
+            for (name, row) in required {
+                if name == t.name {
+                    absent.push((None, row));
+                } else {
+                    let target = self.table(&name).map_err(|e| invalid_added(&name, e))?;
+                    absent.push((Some(target), row));
+                }
+            }
             for (j, veto) in v.into_iter().enumerate() {
                 if let (Some(e), Some(slot)) = (veto, idx.get(j).and_then(|i| vetoes.get_mut(*i))) {
                     *slot = Some(e);
@@ -366,14 +435,21 @@ impl Engine {
             });
             checked.map_err(|e| invalid_added(&target.name, e))?;
         }
-        Ok(PreBatch { vetoes, added })
+        Ok(PreBatch {
+            vetoes,
+            added,
+            absent,
+        })
     }
 
     /// Commits a batch's prepared `cells` (of the operations `written`; the caller holds the
-    /// row locks of `held`, rows of `t`) with the writes its hooks `added`: locks the rows
-    /// those write, prepares them (increments read their counters under the lock) and
-    /// commits everything as one WAL record and one sequence id, running `post_batch_mutate`
-    /// before visibility. Returns that hook's error as `Ok(Some(e))`: the batch committed.
+    /// row locks of `held`, rows of `t`, and the plan's extra rows) with the writes its hooks
+    /// `added`: locks the rows those write and the rows required `absent`, checks the latter,
+    /// prepares the added writes (increments read their counters under the lock) and commits
+    /// everything as one WAL record and one sequence id, running `post_batch_mutate` before
+    /// visibility. Returns that hook's error as `Ok(Some(e))`: the batch committed. When a
+    /// row to lock is held by another writer out of lock order, sets `plan` to relock and
+    /// returns an error having written nothing (see [`LockPlan`]).
     #[allow(clippy::too_many_arguments)]
     async fn commit_with_added(
         self: &Arc<Self>,
@@ -384,45 +460,92 @@ impl Engine {
         mut cells: Vec<PreparedCell>,
         durability: Durability,
         added: Vec<AddedWrite>,
+        absent: Vec<(Option<Arc<TableState>>, Bytes)>,
+        plan: &mut LockPlan,
     ) -> Result<Option<Error>> {
         let post = PostApply {
             hooks,
             table: t,
             ops: written,
         };
-        if added.is_empty() {
+        if added.is_empty() && absent.is_empty() {
             return self
                 .commit_tables(&[t], cells, durability, Some(post))
                 .await;
         }
         let own = t.name.to_string();
-        let names: Vec<String> = added
+        let table_name = |target: &Option<Arc<TableState>>| {
+            target
+                .as_ref()
+                .map_or_else(|| own.clone(), |x| x.name.to_string())
+        };
+        let names: Vec<String> = added.iter().map(|(target, _)| table_name(target)).collect();
+        let absent_names: Vec<String> = absent
             .iter()
-            .map(|(target, _)| {
-                target
-                    .as_ref()
-                    .map_or_else(|| own.clone(), |x| x.name.to_string())
-            })
+            .map(|(target, _)| table_name(target))
             .collect();
         let more: Vec<(&str, &[u8])> = names
             .iter()
             .zip(&added)
             .map(|(n, (_, op))| (n.as_str(), op.row().as_ref()))
+            .chain(
+                absent_names
+                    .iter()
+                    .zip(&absent)
+                    .map(|(n, (_, row))| (n.as_str(), row.as_ref())),
+            )
             .collect();
+        let bounded = plan.attempts >= RELOCK_ATTEMPTS;
         let wait = Duration::from_millis(self.config.row_lock_wait_ms);
-        let _extra = self
+        let locked = self
             .locks
-            .lock_more(held.iter().map(|r| (own.as_str(), r.as_ref())), &more, wait)
-            .await
-            .map_err(|i| Error::RowLockTimeout {
-                table: names.get(i).cloned().unwrap_or_default(),
-                row: more
-                    .get(i)
-                    .map(|(_, r)| String::from_utf8_lossy(r).into_owned())
-                    .unwrap_or_default(),
-                waited_ms: self.config.row_lock_wait_ms,
-            })?;
-        let now = now_ms();
+            .lock_more(
+                held.iter()
+                    .map(|r| (own.as_str(), r.as_ref()))
+                    .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
+                &more,
+                bounded.then_some(wait),
+            )
+            .await;
+        let _extra = match locked {
+            Ok(g) => g,
+            Err(_) if !bounded => {
+                plan.attempts += 1;
+                plan.relock = true;
+                for (n, r) in &more {
+                    if !plan
+                        .extra
+                        .iter()
+                        .any(|(pn, pr)| pn == n && pr.as_ref() == *r)
+                    {
+                        plan.extra.push((n.to_string(), Bytes::copy_from_slice(r)));
+                    }
+                }
+                return Err(Error::Busy("relocking in lock order".into()));
+            }
+            Err(i) => {
+                return Err(Error::RowLockTimeout {
+                    table: more.get(i).map(|(n, _)| n.to_string()).unwrap_or_default(),
+                    row: more
+                        .get(i)
+                        .map(|(_, r)| String::from_utf8_lossy(r).into_owned())
+                        .unwrap_or_default(),
+                    waited_ms: self.config.row_lock_wait_ms,
+                })
+            }
+        };
+        for (target, row) in &absent {
+            let target: &TableState = target.as_deref().unwrap_or(t);
+            let region = self.region_for(target, row)?;
+            let found = self.read_row_in(&region, &Get::new(row), self.mvcc.read_point())?;
+            if !found.is_empty() {
+                return Err(Error::UniqueViolation {
+                    table: target.name.to_string(),
+                    row: String::from_utf8_lossy(row).into_owned(),
+                });
+            }
+        }
+        let now = self.added_now();
         let mut durabilities = vec![durability];
         // Increments of one row are resolved together, amounts of one counter summed, so
         // that two increments of a counter in one batch do not read the same old value.
@@ -496,33 +619,41 @@ impl Engine {
     }
 
     /// The locked part of a hooked atomic write (`mutate`, `mutate_row`, a passed
-    /// check-and-mutate): the caller holds the row locks of `muts`. Any veto fails it all.
+    /// check-and-mutate, an increment or append): the caller holds the row locks of `muts`
+    /// and of `plan`'s extra rows. Any veto fails it all. When the commit must relock
+    /// ([`LockPlan`]) it returns an error having written nothing and run no `post_batch`.
     pub(super) async fn mutate_locked_hooked(
         self: &Arc<Self>,
         t: &TableState,
         hooks: &Arc<dyn RegionHooks>,
         muts: &[Mutation],
+        plan: &mut LockPlan,
     ) -> Result<()> {
         let refs: Vec<&Mutation> = muts.iter().collect();
         let run = async {
-            let pre = self.pre_batch(t, hooks, &refs).await?;
-            if let Some(e) = pre.vetoes.into_iter().flatten().next() {
-                return Err(e);
-            }
             let now = now_ms();
             let mut cells = Vec::new();
             for m in &refs {
                 self.prepare(t, m, now, &mut cells)?;
             }
+            let pre = self.pre_batch(t, hooks, &refs, now, &cells).await?;
+            if let Some(e) = pre.vetoes.into_iter().flatten().next() {
+                return Err(e);
+            }
             let durability = strongest(refs.iter().map(|m| mutation_durability(m)));
             let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
-            self.commit_with_added(t, hooks, &held, &refs, cells, durability, pre.added)
-                .await
+            self.commit_with_added(
+                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, plan,
+            )
+            .await
         };
         let (outcome, late) = match run.await {
             Ok(late) => (Ok(()), late),
             Err(e) => (Err(e), None),
         };
+        if plan.relock {
+            return outcome;
+        }
         let post = self.post_batch_all(t, hooks, &refs, &outcome).await;
         outcome?;
         if let Some(e) = late {
@@ -531,21 +662,41 @@ impl Engine {
         post
     }
 
-    /// The locked part of a hooked batch (the caller holds the row locks of `group`):
+    /// The locked part of a hooked batch (the caller holds the row locks of `group` and of
+    /// `plan`'s extra rows): prepare (a failed operation is answered and leaves `group`),
     /// `pre_batch_mutate` (vetoed operations are answered and leave `group`; a hook error
-    /// answers every operation and empties it), prepare, commit with the added writes,
-    /// `post_batch`. Returns the operations committed (their slots still empty unless a
-    /// later hook failed them) and the commit's outcome.
+    /// answers every operation and empties it), commit with the added writes, `post_batch`.
+    /// Returns the operations committed (their slots still empty unless a later hook failed
+    /// them) and the commit's outcome. When the commit must relock ([`LockPlan`]) it returns
+    /// no operation, leaving those still in `group` unanswered.
     pub(super) async fn batch_locked_hooked(
         self: &Arc<Self>,
         t: &TableState,
         hooks: &Arc<dyn RegionHooks>,
         group: &mut Vec<(usize, Mutation)>,
         results: &mut [Slot],
+        plan: &mut LockPlan,
     ) -> (Vec<usize>, Result<()>) {
         let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
+        let now = now_ms();
+        let mut cells = Vec::new();
+        let mut spans = Vec::with_capacity(group.len());
+        for (i, m) in group.iter() {
+            let mark = cells.len();
+            match self.prepare(t, m, now, &mut cells) {
+                Ok(()) => spans.push(Some(mark..cells.len())),
+                Err(e) => {
+                    cells.truncate(mark);
+                    set(results, *i, Err(e));
+                    spans.push(None);
+                }
+            }
+        }
+        let mut prepared = spans.iter();
+        group.retain(|_| prepared.next().is_some_and(Option::is_some));
+        let mut spans: Vec<std::ops::Range<usize>> = spans.into_iter().flatten().collect();
         let refs: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
-        let pre = self.pre_batch(t, hooks, &refs).await;
+        let pre = self.pre_batch(t, hooks, &refs, now, &cells).await;
         let pre = match pre {
             Ok(pre) => {
                 drop(refs);
@@ -565,26 +716,42 @@ impl Engine {
             }
         };
         let mut vetoes = pre.vetoes.into_iter();
-        group.retain(|(i, _)| match vetoes.next().flatten() {
-            Some(e) => {
-                set(results, *i, Err(e));
-                false
+        let mut kept_spans = spans.drain(..);
+        let mut keep = vec![false; cells.len()];
+        group.retain(|(i, _)| {
+            let span = kept_spans.next().unwrap_or_default();
+            match vetoes.next().flatten() {
+                Some(e) => {
+                    set(results, *i, Err(e));
+                    false
+                }
+                None => {
+                    for k in span {
+                        if let Some(slot) = keep.get_mut(k) {
+                            *slot = true;
+                        }
+                    }
+                    true
+                }
             }
-            None => true,
         });
-        let (cells, ok, durability) = self.prepare_group(t, group, results);
-        let written: Vec<&Mutation> = group
-            .iter()
-            .filter(|(i, _)| ok.binary_search(i).is_ok())
-            .map(|(_, m)| m)
-            .collect();
+        let mut keep = keep.into_iter();
+        cells.retain(|_| keep.next().unwrap_or(false));
+        let ok: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
+        let durability = strongest(group.iter().map(|(_, m)| mutation_durability(m)));
+        let written: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
         if written.is_empty() {
             // Nothing of the batch is written: neither are the writes its hooks added.
             return (ok, Ok(()));
         }
         let run = self
-            .commit_with_added(t, hooks, &held, &written, cells, durability, pre.added)
+            .commit_with_added(
+                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, plan,
+            )
             .await;
+        if plan.relock {
+            return (Vec::new(), Ok(()));
+        }
         let (outcome, late) = match run {
             Ok(late) => (Ok(()), late),
             Err(e) => (Err(e), None),
@@ -635,7 +802,14 @@ impl Engine {
         if hooks.pre_increment(&env, &mut inc, &mut result).await? == Flow::Bypass {
             return Ok(result);
         }
-        let mut result = self.increment_unhooked(t, &inc).await?;
+        let deltas = inc
+            .columns
+            .iter()
+            .map(|(f, q, a)| (f, q, Delta::Add(*a)))
+            .collect();
+        let mut result = self
+            .read_modify_write_hooked(t, &inc.row, inc.durability, deltas)
+            .await?;
         hooks.post_increment(&env, &inc, &mut result).await?;
         Ok(result)
     }
@@ -657,7 +831,14 @@ impl Engine {
         if hooks.pre_append(&env, &mut app, &mut result).await? == Flow::Bypass {
             return Ok(result);
         }
-        let mut result = self.append_unhooked(t, &app).await?;
+        let deltas = app
+            .columns
+            .iter()
+            .map(|(f, q, v)| (f, q, Delta::Append(v.clone())))
+            .collect();
+        let mut result = self
+            .read_modify_write_hooked(t, &app.row, app.durability, deltas)
+            .await?;
         hooks.post_append(&env, &app, &mut result).await?;
         Ok(result)
     }
@@ -683,6 +864,40 @@ impl Engine {
         let mut passed = self.check_and_mutate_unhooked(t, cam.clone()).await?;
         hooks.post_check_and_mutate(&env, &cam, &mut passed).await?;
         Ok(passed)
+    }
+
+    /// An increment or append of a table with hooks: under the row lock, the new values are
+    /// read and written as a put of those values at their resolved timestamps through the
+    /// locked write path, so the batch hooks see it (an index maintains itself on it).
+    async fn read_modify_write_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        row: &Bytes,
+        durability: Durability,
+        deltas: Vec<(&Bytes, &Bytes, Delta)>,
+    ) -> Result<RowResult> {
+        self.validate_read_modify_write(t, row, &deltas)?;
+        let mut plan = LockPlan::default();
+        loop {
+            let locks = self.lock_planned(t, std::iter::once(row), &plan).await;
+            let mut cells = Vec::new();
+            let result = self.resolve_deltas(t, row, deltas.clone(), now_ms(), &mut cells)?;
+            let mut put = crate::client::ops::Put::new(row).durability(durability);
+            for c in &result {
+                put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);
+            }
+            let r = self
+                .mutate_locked(t, &[Mutation::Put(put)], &mut plan)
+                .await;
+            drop(locks);
+            if !plan.take_relock() {
+                r?;
+                return Ok(RowResult {
+                    row: row.clone(),
+                    cells: result,
+                });
+            }
+        }
     }
 
     /// A batch's pre-hooks: returns the mutations to run; bypassed ones are answered

@@ -121,6 +121,74 @@ impl Engine {
         Ok(scanner.next_row()?.unwrap_or_default())
     }
 
+    /// Reads `g`'s row of `region` as it will be once the `pending` cells (a batch's own,
+    /// prepared under the row lock, not yet committed) are: the row's committed cells and
+    /// the pending ones of that row go through the matcher together, the pending ones as one
+    /// later write (of equal keys the last pending one counts, as in the MemStore). The
+    /// caller holds the row's lock, so no other write of the row is in flight. `g`'s filter
+    /// is not applied.
+    pub(crate) fn read_row_after(
+        self: &Arc<Self>,
+        region: &Region,
+        g: &Get,
+        pending: &[super::write::PreparedCell],
+    ) -> Result<RowResult> {
+        use crate::cell::{Cell, StoreCell, StoreKey};
+        use crate::storage::matcher::match_row_into;
+        let point = self.register_scan();
+        let read_point = point.point();
+        let stores = resolve(region, &g.columns)?;
+        let spec = ReadSpec {
+            read_point: read_point.saturating_add(1),
+            min_ts: g.time_range.min,
+            max_ts: g.time_range.max,
+            max_versions: g.max_versions,
+            now_ms: now_ms(),
+        };
+        let mut out = Vec::new();
+        for (store, columns) in stores {
+            let start = StoreKey::first_on_row(g.row.clone());
+            let mut cells: Vec<StoreCell> = Vec::new();
+            let iter = store.merged(Some(&start), false, Some((&g.row, columns.as_ref())), true);
+            for c in iter {
+                let c = c?;
+                if c.key.row != g.row {
+                    break;
+                }
+                if c.key.seq <= read_point {
+                    cells.push(c);
+                }
+            }
+            let mut mine: BTreeMap<StoreKey, StoreCell> = BTreeMap::new();
+            for p in pending {
+                if p.region.id == region.id
+                    && p.store.family == store.family
+                    && p.cell.key.row == g.row
+                {
+                    let mut c = p.cell.clone();
+                    c.key.seq = read_point.saturating_add(1);
+                    mine.insert(c.key.clone(), c);
+                }
+            }
+            cells.extend(mine.into_values());
+            cells.sort_by(|a, b| a.key.cmp(&b.key));
+            let family = store.family.clone();
+            match_row_into(cells, &store.rules(), &spec, columns.as_ref(), |c| {
+                out.push(Cell {
+                    row: g.row.clone(),
+                    family: family.clone(),
+                    qualifier: c.key.qualifier,
+                    timestamp: c.key.ts,
+                    value: c.value,
+                })
+            });
+        }
+        Ok(RowResult {
+            row: g.row.clone(),
+            cells: out,
+        })
+    }
+
     /// Starts a scan; rows arrive as a stream.
     ///
     /// Rows are read in chunks of 256. The first chunk is read when the stream is

@@ -33,9 +33,32 @@ pub struct Put {
     /// (family, qualifier, timestamp, value) as spans of `data`.
     spans: Vec<ColumnSpans>,
     pub(crate) durability: Durability,
+    /// A touch: writes nothing, only runs the table's batch hooks for its row.
+    touch: bool,
 }
 
 impl Put {
+    /// A touch of `row`: a put that writes no cell of its own and only runs the table's
+    /// batch hooks for the row under its lock (an index rewrites its entries for the row
+    /// from the row's current values; see [`crate::client::Table::touch`]). On a table
+    /// without batch hooks it does nothing.
+    ///
+    /// ```
+    /// use basalt_core::client::Put;
+    /// let t = Put::touch("row1");
+    /// assert!(t.is_touch() && t.is_empty());
+    /// ```
+    pub fn touch(row: impl AsRef<[u8]>) -> Self {
+        let mut p = Put::new(row);
+        p.touch = true;
+        p
+    }
+
+    /// True for a touch ([`Put::touch`]).
+    pub fn is_touch(&self) -> bool {
+        self.touch
+    }
+
     /// A put to `row`; cells without a timestamp get the server's time.
     pub fn new(row: impl AsRef<[u8]>) -> Self {
         Put {
@@ -44,6 +67,7 @@ impl Put {
             data: Vec::new(),
             spans: Vec::new(),
             durability: Durability::default(),
+            touch: false,
         }
     }
     /// Sets the timestamp used by cells added without one.

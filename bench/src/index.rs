@@ -1,0 +1,291 @@
+//! The `index` suite: what secondary indexes cost on the write path, and what an index
+//! lookup saves over a filtered full scan. Basalt against itself; the baseline label says
+//! which side is which.
+//!
+//! - `put_1_index` / `put_3_indexes`: puts per second into a table with one index (on `f:a`)
+//!   and with three (`f:a`; `f:b` descending covering `f:c`; `f:c` salted into 8 buckets),
+//!   against the same puts into a table with none (baseline `none`). 8 concurrent writers,
+//!   one new row per put with three 16-byte cells and a 100-byte payload, `SyncWal`. The
+//!   tables alternate (each round starting with the next), 3 rounds of `rows / 10` puts
+//!   (1,000 to 100,000); the best round counts. Each indexed put reads its row under the
+//!   lock (twice: before and after), and commits its index rows in the same WAL record.
+//! - `lookup_100`: the 100 rows whose `f:v` is `needle` among `rows` rows (default
+//!   1,000,000), fetched through an index on `f:v` (index query, then the data rows in
+//!   batches), against a full scan with a SingleColumnValue filter on `f:v` (baseline
+//!   `filtered_scan`). The table is loaded, indexed by an online build, flushed and
+//!   major-compacted before timing; best of 3 runs; both must find the same 100 rows.
+//!   Given as lookups per second (higher is better).
+
+use crate::core::Settings;
+use crate::BenchResult;
+use basalt_coprocessors::Registry;
+use basalt_core::client::{BatchOp, CompareOp, Put, Scan, Table};
+use basalt_core::filter::{ColumnValueCondition, Comparator};
+use basalt_core::{
+    ColumnFamilyDescriptor, Config, Connection, Durability, Filter, TableDescriptor, TableName,
+};
+use basalt_index::query::val;
+use basalt_index::{IndexAdmin, IndexDef, Query};
+use futures::TryStreamExt;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The suite's default row count (of the lookup table).
+pub const DEFAULT_ROWS: u64 = 1_000_000;
+
+/// Concurrent writers of the put figures.
+const WRITERS: u64 = 8;
+/// Rounds of puts per table (the best counts).
+const PUT_ROUNDS: u64 = 3;
+/// Rows the lookup finds.
+const NEEDLES: u64 = 100;
+
+struct Figure {
+    name: &'static str,
+    baseline: &'static str,
+    basalt: f64,
+    base: f64,
+    unit: &'static str,
+}
+
+fn cell(x: u64) -> String {
+    format!("{:016x}", x.wrapping_mul(0x9E37_79B9_7F4A_7C15))
+}
+
+async fn put_round(table: &Table, round: u64, n: u64) -> BenchResult<Duration> {
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for w in 0..WRITERS {
+        let table = table.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut i = w;
+            while i < n {
+                table
+                    .put(
+                        Put::new(format!("p{round}-{i:010}"))
+                            .add_column("f", "a", cell(i))
+                            .add_column("f", "b", cell(i + 1))
+                            .add_column("f", "c", cell(i + 2))
+                            .add_column("f", "p", [b'x'; 100])
+                            .durability(Durability::SyncWal),
+                    )
+                    .await?;
+                i += WRITERS;
+            }
+            Ok::<_, basalt_core::Error>(())
+        }));
+    }
+    for t in tasks {
+        t.await??;
+    }
+    Ok(start.elapsed())
+}
+
+async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Vec<Figure>> {
+    for t in ["none", "one", "three"] {
+        conn.admin()
+            .create_table(
+                TableDescriptor::new(TableName::parse(t)?).family(ColumnFamilyDescriptor::new("f")),
+            )
+            .await?;
+    }
+    admin
+        .create(IndexDef::new("a", "one").column("f", "a"))
+        .await?;
+    admin
+        .create(IndexDef::new("a", "three").column("f", "a"))
+        .await?;
+    admin
+        .create(
+            IndexDef::new("b", "three")
+                .column_desc("f", "b")
+                .cover("f", "c"),
+        )
+        .await?;
+    admin
+        .create(IndexDef::new("c", "three").column("f", "c").salt_buckets(8))
+        .await?;
+    let tables = [
+        conn.table("none")?,
+        conn.table("one")?,
+        conn.table("three")?,
+    ];
+    let n = (rows / 10).clamp(1_000, 100_000);
+    let mut best = [Duration::MAX; 3];
+    for round in 0..PUT_ROUNDS {
+        for k in 0..tables.len() {
+            let i = (k + round as usize) % tables.len();
+            best[i] = best[i].min(put_round(&tables[i], round, n).await?);
+        }
+    }
+    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    println!(
+        "index: {n} puts x {PUT_ROUNDS} rounds: no index {:.0}/s, 1 index {:.0}/s, 3 indexes {:.0}/s",
+        rate(best[0]),
+        rate(best[1]),
+        rate(best[2])
+    );
+    Ok(vec![
+        Figure {
+            name: "put_1_index",
+            baseline: "none",
+            basalt: rate(best[1]),
+            base: rate(best[0]),
+            unit: "ops/s",
+        },
+        Figure {
+            name: "put_3_indexes",
+            baseline: "none",
+            basalt: rate(best[2]),
+            base: rate(best[0]),
+            unit: "ops/s",
+        },
+    ])
+}
+
+async fn lookup_figure(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Figure> {
+    let name = TableName::parse("lookup")?;
+    conn.admin()
+        .create_table(TableDescriptor::new(name.clone()).family(ColumnFamilyDescriptor::new("f")))
+        .await?;
+    let t = conn.table("lookup")?;
+    let every = (rows / NEEDLES).max(1);
+    let load = Instant::now();
+    let mut i = 0;
+    while i < rows {
+        let end = (i + 1000).min(rows);
+        let ops = (i..end)
+            .map(|k| {
+                let v = if k % every == 0 && k / every < NEEDLES {
+                    "needle".to_string()
+                } else {
+                    format!("hay{}", k % 1000)
+                };
+                BatchOp::Put(
+                    Put::new(format!("r{k:010}"))
+                        .add_column("f", "v", v)
+                        .add_column("f", "p", [b'y'; 64])
+                        .durability(Durability::SkipWal),
+                )
+            })
+            .collect();
+        for r in t.batch(ops).await? {
+            r?;
+        }
+        i = end;
+    }
+    conn.admin().flush(&name).await?;
+    let loaded = load.elapsed();
+    let build = Instant::now();
+    admin
+        .create(IndexDef::new("v", "lookup").column("f", "v"))
+        .await?;
+    let built = build.elapsed();
+    conn.admin()
+        .flush(&TableName::parse("lookup.idx.v")?)
+        .await?;
+    conn.admin().major_compact(&name).await?;
+    conn.admin()
+        .major_compact(&TableName::parse("lookup.idx.v")?)
+        .await?;
+    println!(
+        "index: lookup table of {rows} rows loaded in {:.1} s, index built online in {:.1} s",
+        loaded.as_secs_f64(),
+        built.as_secs_f64()
+    );
+    let idx = admin.index("lookup", "v").await?;
+    let want = NEEDLES.min(rows);
+    let (mut by_index, mut by_scan) = (Duration::MAX, Duration::MAX);
+    for _ in 0..3 {
+        let start = Instant::now();
+        let found = idx.rows(&Query::eq(vec![val("needle")])).await?;
+        by_index = by_index.min(start.elapsed());
+        if found.len() as u64 != want {
+            return Err(format!("index lookup found {} rows, want {want}", found.len()).into());
+        }
+        let start = Instant::now();
+        let filter = Filter::SingleColumnValue(
+            ColumnValueCondition::new(
+                "f",
+                "v",
+                CompareOp::Equal,
+                Comparator::Binary("needle".into()),
+            )
+            .filter_if_missing(true),
+        );
+        let scanned: Vec<_> = t.scan(Scan::new().filter(filter))?.try_collect().await?;
+        by_scan = by_scan.min(start.elapsed());
+        if scanned.len() as u64 != want {
+            return Err(format!("filtered scan found {} rows, want {want}", scanned.len()).into());
+        }
+    }
+    println!(
+        "index: {want} rows among {rows}: index lookup {:.2} ms, filtered full scan {:.1} ms",
+        by_index.as_secs_f64() * 1e3,
+        by_scan.as_secs_f64() * 1e3
+    );
+    Ok(Figure {
+        name: "lookup_100",
+        baseline: "filtered_scan",
+        basalt: 1.0 / by_index.as_secs_f64().max(1e-9),
+        base: 1.0 / by_scan.as_secs_f64().max(1e-9),
+        unit: "lookups/s",
+    })
+}
+
+async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
+    let dir = tempfile::Builder::new()
+        .prefix("basalt-index")
+        .tempdir_in(&s.dir)?;
+    let registry = Arc::new(Registry::new());
+    let runtime = basalt_index::register(&registry)?;
+    let conn = Connection::open_with(
+        Config::new(dir.path())
+            .block_cache_size(s.cache_bytes)
+            .coprocessor_loader(registry),
+    )
+    .await?;
+    let admin = IndexAdmin::new(&conn, runtime);
+    let mut out = put_figures(&conn, &admin, s.rows).await?;
+    out.push(lookup_figure(&conn, &admin, s.rows).await?);
+    conn.close().await?;
+    Ok(out)
+}
+
+/// Runs the suite and prints its table and `RESULT` lines.
+pub fn run(s: &Settings) -> BenchResult<()> {
+    println!(
+        "index suite: puts by {WRITERS} writers (best of {PUT_ROUNDS} rounds); lookup of \
+         {NEEDLES} rows among {} ({} MiB block cache), best of 3",
+        s.rows,
+        s.cache_bytes >> 20
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let figures = rt.block_on(run_async(s))?;
+    println!();
+    println!(
+        "{:<16} {:>14} {:>14} {:>14} {:>10}",
+        "figure", "basalt", "baseline", "baseline", "unit"
+    );
+    for f in &figures {
+        println!(
+            "{:<16} {:>14.1} {:>14.1} {:>14} {:>10}",
+            f.name, f.basalt, f.base, f.baseline, f.unit
+        );
+    }
+    println!();
+    for f in &figures {
+        println!(
+            "RESULT index/{} basalt={:.1} {}={:.1} ratio={:.3} unit={}",
+            f.name,
+            f.basalt,
+            f.baseline,
+            f.base,
+            f.basalt / f.base,
+            f.unit,
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,348 @@
+//! [`IndexAdmin`]: create (with an online build and progress), drop, list, describe,
+//! verify and repair indexes, and open query handles.
+//!
+//! Where definitions live: in the arguments of the data table's maintaining coprocessor
+//! ([`crate::maintainer::MAINTAINER`], one argument `index.<name>` per index), which the
+//! catalog persists with the table descriptor, so reopening the engine reloads every index
+//! with its table. The index table (`ns:<table>.idx.<name>`, one family `i`, salted when
+//! asked) carries the [`crate::maintainer::GUARD`] coprocessor, which refuses user writes.
+//!
+//! Online build: the index is first declared BUILDING, which installs the maintainer, so
+//! every write from then on maintains it; then every data row is touched
+//! ([`basalt_core::Table::touch`]), which rewrites the row's index row from its current
+//! values under the row's lock; then the index is declared ACTIVE. A write and a touch of
+//! one row are serialised by the row lock, and each derives the index row from the row as
+//! it stands, so the build ends consistent while writes go on.
+
+use crate::def::{IndexDef, IndexState};
+use crate::layout::{Entry, Layout, FAMILY, ROW};
+use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
+use crate::query::{now_ms, Index, IndexTable};
+use basalt_core::client::{BatchOp, Put, RowResult, Scan};
+use basalt_core::{
+    ColumnFamilyDescriptor, Connection, CoprocessorDescriptor, Error, Result, TableDescriptor,
+    TableName,
+};
+use bytes::Bytes;
+use futures::TryStreamExt;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// How many rows an online build touches per batch.
+pub const BUILD_BATCH: usize = 256;
+
+/// What [`IndexAdmin::verify`] found: index rows (physical keys) missing, extra (no data row
+/// gives them) or stale (present with other cells than the data row gives).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VerifyReport {
+    /// Data rows read.
+    pub data_rows: u64,
+    /// Index rows read.
+    pub index_rows: u64,
+    /// Index rows the data needs and the index lacks.
+    pub missing: Vec<Bytes>,
+    /// Index rows no data row gives.
+    pub extra: Vec<Bytes>,
+    /// Index rows whose cells differ from what the data row gives.
+    pub stale: Vec<Bytes>,
+}
+
+impl VerifyReport {
+    /// True when data and index agree.
+    pub fn is_consistent(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.stale.is_empty()
+    }
+    /// How many differences were found.
+    pub fn differences(&self) -> usize {
+        self.missing.len() + self.extra.len() + self.stale.len()
+    }
+}
+
+/// Index administration on one connection.
+#[derive(Debug, Clone)]
+pub struct IndexAdmin {
+    conn: Connection,
+    runtime: Arc<Runtime>,
+}
+
+impl IndexAdmin {
+    /// An admin on `conn`, whose registry had the index coprocessors registered with
+    /// `runtime` ([`crate::register`]).
+    pub fn new(conn: &Connection, runtime: Arc<Runtime>) -> Self {
+        IndexAdmin {
+            conn: conn.clone(),
+            runtime,
+        }
+    }
+
+    async fn descriptor(&self, table: &TableName) -> Result<TableDescriptor> {
+        self.conn.admin().describe_table(table).await
+    }
+
+    /// Every index defined on `table`, by name.
+    pub async fn list(&self, table: &str) -> Result<Vec<IndexDef>> {
+        let d = self.descriptor(&TableName::parse(table)?).await?;
+        let mut out = Vec::new();
+        for cp in d.coprocessors.iter().filter(|c| c.name == MAINTAINER) {
+            for (k, v) in &cp.args {
+                if k.starts_with(ARG_PREFIX) {
+                    out.push(IndexDef::from_arg(v)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The definition of index `name` on `table`.
+    pub async fn describe(&self, table: &str, name: &str) -> Result<IndexDef> {
+        self.list(table)
+            .await?
+            .into_iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| Error::IndexNotFound(format!("{table}/{name}")))
+    }
+
+    /// Writes `def` into (or, with `None`, removes index `name` from) the maintainer's
+    /// arguments of `table`.
+    async fn store(&self, table: &TableName, name: &str, def: Option<&IndexDef>) -> Result<()> {
+        let d = self.descriptor(table).await?;
+        let mut list = d.coprocessors.clone();
+        let key = format!("{ARG_PREFIX}{name}");
+        let pos = list.iter().position(|c| c.name == MAINTAINER);
+        let cp = match pos {
+            Some(i) => &mut list[i],
+            None => {
+                list.push(
+                    CoprocessorDescriptor::new(MAINTAINER)
+                        .priority(CoprocessorDescriptor::PRIORITY_USER.saturating_mul(3)),
+                );
+                let last = list.len() - 1;
+                &mut list[last]
+            }
+        };
+        match def {
+            Some(def) => {
+                cp.args.insert(key, def.to_arg()?);
+            }
+            None => {
+                cp.args.remove(&key);
+            }
+        }
+        if !cp.args.keys().any(|k| k.starts_with(ARG_PREFIX)) {
+            list.retain(|c| c.name != MAINTAINER);
+        }
+        self.conn.admin().set_coprocessors(table, list).await
+    }
+
+    /// Creates an index and builds it (see [`IndexAdmin::create_with_progress`]).
+    pub async fn create(&self, def: IndexDef) -> Result<()> {
+        self.create_with_progress(def, |_, _| {}).await
+    }
+
+    /// Creates an index: its table, then the maintainer (state BUILDING), then an online
+    /// build over the table's existing rows while writes go on, reporting `(rows done,
+    /// rows total)` to `progress` after every batch, then state ACTIVE.
+    pub async fn create_with_progress(
+        &self,
+        mut def: IndexDef,
+        mut progress: impl FnMut(u64, u64),
+    ) -> Result<()> {
+        def.validate()?;
+        let data = def.data_table()?;
+        let data_desc = self.descriptor(&data).await?;
+        if self
+            .list(&def.table)
+            .await?
+            .iter()
+            .any(|d| d.name == def.name)
+        {
+            return Err(Error::bad_argument(format!(
+                "table {} already has an index {}",
+                def.table, def.name
+            )));
+        }
+        let itable = def.index_table()?;
+        let mut desc = TableDescriptor::new(itable.clone())
+            .family(ColumnFamilyDescriptor::new(FAMILY))
+            .coprocessor(CoprocessorDescriptor::new(GUARD));
+        if let Some(b) = def.salt_buckets {
+            desc = desc.salt(basalt_core::SaltSpec::new(b));
+        }
+        self.conn.admin().create_table(desc).await?;
+        def.state = IndexState::Building;
+        self.store(&data, &def.name, Some(&def)).await?;
+        drop(data_desc);
+        self.build(&data, &mut progress).await?;
+        def.state = IndexState::Active;
+        self.store(&data, &def.name, Some(&def)).await
+    }
+
+    /// Touches every row of `data`, reporting progress.
+    async fn build(&self, data: &TableName, progress: &mut impl FnMut(u64, u64)) -> Result<()> {
+        let t = self.conn.table(&data.to_string())?;
+        let total = t
+            .scan(Scan::new().filter(basalt_core::Filter::FirstKeyOnly))?
+            .try_fold(0u64, |n, _| async move { Ok(n + 1) })
+            .await?;
+        progress(0, total);
+        let mut stream = t.scan(Scan::new().filter(basalt_core::Filter::FirstKeyOnly))?;
+        let mut done = 0u64;
+        let mut chunk = Vec::with_capacity(BUILD_BATCH);
+        loop {
+            let next = stream.try_next().await?;
+            if let Some(r) = &next {
+                chunk.push(BatchOp::Put(Put::touch(&r.row)));
+            }
+            if chunk.len() >= BUILD_BATCH || (next.is_none() && !chunk.is_empty()) {
+                let n = chunk.len() as u64;
+                for r in t.batch(std::mem::take(&mut chunk)).await? {
+                    r?;
+                }
+                done += n;
+                progress(done, total.max(done));
+            }
+            if next.is_none() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Drops index `name` of `table`: its maintainer first (writes stop maintaining it),
+    /// then its table.
+    pub async fn drop_index(&self, table: &str, name: &str) -> Result<()> {
+        let def = self.describe(table, name).await?;
+        self.store(&def.data_table()?, name, None).await?;
+        let itable = def.index_table()?;
+        let admin = self.conn.admin();
+        admin.disable_table(&itable).await?;
+        admin.delete_table(&itable).await
+    }
+
+    /// A query handle on index `name` of `table`; refused with [`Error::IndexNotReady`]
+    /// while the index is BUILDING.
+    pub async fn index(&self, table: &str, name: &str) -> Result<Index> {
+        let def = self.describe(table, name).await?;
+        if def.state != IndexState::Active {
+            return Err(Error::IndexNotReady(format!("{table}/{name}")));
+        }
+        self.handle(def).await
+    }
+
+    async fn handle(&self, def: IndexDef) -> Result<Index> {
+        let data = def.data_table()?;
+        let desc = self.descriptor(&data).await?;
+        let ttls: HashMap<Bytes, u64> = desc
+            .families
+            .iter()
+            .filter_map(|f| Some((f.name.clone(), f.ttl_secs?.saturating_mul(1000))))
+            .collect();
+        let iname = def.index_table()?.to_string();
+        let table = if def.salt_buckets.is_some() {
+            IndexTable::Salted(self.conn.salted_table(&iname)?)
+        } else {
+            IndexTable::Plain(self.conn.table(&iname)?)
+        };
+        Ok(Index {
+            layout: Layout::new(def),
+            table,
+            data: self.conn.table(&data.to_string())?,
+            ttls,
+        })
+    }
+
+    /// Compares index `name` of `table` with its data table (meant for a quiet table: rows
+    /// written during the two scans may show as differences). Index rows whose values
+    /// expired are left out on both sides.
+    pub async fn verify(&self, table: &str, name: &str) -> Result<VerifyReport> {
+        let def = self.describe(table, name).await?;
+        let h = self.handle(def).await?;
+        Ok(self.compare(&h).await?.0)
+    }
+
+    async fn compare(&self, h: &Index) -> Result<(VerifyReport, HashMap<Bytes, Bytes>)> {
+        let now = now_ms();
+        let ttl = |f: &[u8]| h.ttls.get(f).copied();
+        let live =
+            |cells: &BTreeMap<Bytes, Bytes>| h.layout.expiry(cells, &ttl).is_none_or(|x| x > now);
+        let mut report = VerifyReport::default();
+        let mut expected: BTreeMap<Bytes, Entry> = BTreeMap::new();
+        let mut data_rows = h.data.scan(Scan::new())?;
+        while let Some(r) = data_rows.try_next().await? {
+            report.data_rows += 1;
+            if let Some(e) = h.layout.entry(&r.row, &r)? {
+                if live(&e.cells) {
+                    if let Some(prev) = expected.insert(e.row.clone(), e) {
+                        // Two data rows on one unique value: one of them is not indexed.
+                        report.stale.push(prev.row);
+                    }
+                }
+            }
+        }
+        let iname = h.layout.def.index_table()?.to_string();
+        let mut index_rows = self.conn.table(&iname)?.scan(Scan::new())?;
+        let mut owners = HashMap::new();
+        while let Some(r) = index_rows.try_next().await? {
+            report.index_rows += 1;
+            let cells = cells_of(&r);
+            if !live(&cells) {
+                continue;
+            }
+            if let Some(owner) = cells.get(ROW) {
+                owners.insert(r.row.clone(), owner.clone());
+            }
+            match expected.remove(&r.row) {
+                None => report.extra.push(r.row.clone()),
+                Some(e) if e.cells != cells => {
+                    owners.insert(r.row.clone(), e.cells.get(ROW).cloned().unwrap_or_default());
+                    report.stale.push(r.row.clone());
+                }
+                Some(_) => {}
+            }
+        }
+        for (k, e) in expected {
+            owners.insert(k.clone(), e.cells.get(ROW).cloned().unwrap_or_default());
+            report.missing.push(k);
+        }
+        Ok((report, owners))
+    }
+
+    /// Verifies index `name` of `table` and repairs what differs: missing and stale index
+    /// rows are rewritten by touching their data rows, extra ones deleted under their data
+    /// row's lock. Returns what was found before the repair.
+    pub async fn repair(&self, table: &str, name: &str) -> Result<VerifyReport> {
+        let def = self.describe(table, name).await?;
+        let h = self.handle(def).await?;
+        let (report, owners) = self.compare(&h).await?;
+        for row in report.extra.iter() {
+            if let Some(owner) = owners.get(row).filter(|o| !o.is_empty()) {
+                self.runtime
+                    .schedule_delete(&h.layout.def.table, owner.clone(), name, row.clone());
+            }
+        }
+        let mut touched: Vec<&Bytes> = report
+            .missing
+            .iter()
+            .chain(&report.stale)
+            .chain(&report.extra)
+            .filter_map(|r| owners.get(r))
+            .filter(|o| !o.is_empty())
+            .collect();
+        touched.sort();
+        touched.dedup();
+        for chunk in touched.chunks(BUILD_BATCH) {
+            let ops = chunk.iter().map(|r| BatchOp::Put(Put::touch(r))).collect();
+            for r in h.data.batch(ops).await? {
+                r?;
+            }
+        }
+        Ok(report)
+    }
+}
+
+fn cells_of(r: &RowResult) -> BTreeMap<Bytes, Bytes> {
+    r.cells
+        .iter()
+        .filter(|c| c.family.as_ref() == FAMILY)
+        .map(|c| (c.qualifier.clone(), c.value.clone()))
+        .collect()
+}

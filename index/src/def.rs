@@ -1,0 +1,231 @@
+//! Index definitions ([`IndexDef`]): what an index covers and how its rows are laid out.
+//!
+//! A definition is plain data, serialised (postcard, then hex) into the maintaining
+//! coprocessor's arguments on the data table, so the catalog keeps it and reopening the
+//! engine reloads it with the table. Invariants checked by [`IndexDef::validate`]: at least
+//! one indexed column, no column named twice among the indexed ones, a name usable in a
+//! table name, salt buckets in 1..=65_536.
+
+use basalt_core::keys::Order;
+use basalt_core::{Error, Result, TableName};
+use serde::{Deserialize, Serialize};
+
+/// One column of the data table: family and qualifier.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ColumnRef {
+    /// The family.
+    pub family: Vec<u8>,
+    /// The qualifier.
+    pub qualifier: Vec<u8>,
+}
+
+impl ColumnRef {
+    /// The column `family:qualifier`.
+    pub fn new(family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        ColumnRef {
+            family: family.as_ref().to_vec(),
+            qualifier: qualifier.as_ref().to_vec(),
+        }
+    }
+}
+
+/// Whether an index is usable yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum IndexState {
+    /// Maintained on every write, but its older rows are still being indexed: queries are
+    /// refused with [`Error::IndexNotReady`].
+    Building,
+    /// Complete: queries are answered.
+    Active,
+}
+
+/// A secondary index on a data table.
+///
+/// ```
+/// use basalt_index::IndexDef;
+/// let def = IndexDef::new("by_city", "users")
+///     .column("p", "city")
+///     .column_desc("p", "age")
+///     .cover("p", "name");
+/// def.validate().unwrap();
+/// assert_eq!(def.index_table().unwrap().to_string(), "default:users.idx.by_city");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDef {
+    /// The index's name (unique per data table).
+    pub name: String,
+    /// The data table, as `ns:table` or `table`.
+    pub table: String,
+    /// The indexed columns, most significant first, each with its direction.
+    pub columns: Vec<(ColumnRef, Order)>,
+    /// Columns copied into the index row, read by queries without the data table.
+    pub covered: Vec<ColumnRef>,
+    /// At most one data row per combination of indexed values.
+    pub unique: bool,
+    /// Rows lacking an indexed column are left out (else they are indexed with null).
+    pub sparse: bool,
+    /// Salt buckets of the index table (`None`: unsalted).
+    pub salt_buckets: Option<u32>,
+    /// Whether the index is being built or complete.
+    pub state: IndexState,
+}
+
+impl IndexDef {
+    /// An index named `name` on `table`, with no column yet, not unique, not sparse,
+    /// unsalted.
+    pub fn new(name: impl Into<String>, table: impl Into<String>) -> Self {
+        IndexDef {
+            name: name.into(),
+            table: table.into(),
+            columns: Vec::new(),
+            covered: Vec::new(),
+            unique: false,
+            sparse: false,
+            salt_buckets: None,
+            state: IndexState::Building,
+        }
+    }
+    /// Adds an ascending indexed column.
+    pub fn column(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        self.columns
+            .push((ColumnRef::new(family, qualifier), Order::Asc));
+        self
+    }
+    /// Adds a descending indexed column.
+    pub fn column_desc(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        self.columns
+            .push((ColumnRef::new(family, qualifier), Order::Desc));
+        self
+    }
+    /// Adds a covered column.
+    pub fn cover(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
+        self.covered.push(ColumnRef::new(family, qualifier));
+        self
+    }
+    /// Makes the index unique.
+    pub fn unique(mut self) -> Self {
+        self.unique = true;
+        self
+    }
+    /// Makes the index sparse.
+    pub fn sparse(mut self) -> Self {
+        self.sparse = true;
+        self
+    }
+    /// Salts the index table into `buckets` buckets.
+    pub fn salt_buckets(mut self, buckets: u32) -> Self {
+        self.salt_buckets = Some(buckets);
+        self
+    }
+
+    /// The data table's name.
+    pub fn data_table(&self) -> Result<TableName> {
+        TableName::parse(&self.table)
+    }
+
+    /// The index table's name: `ns:<table>.idx.<name>`.
+    pub fn index_table(&self) -> Result<TableName> {
+        let data = self.data_table()?;
+        TableName::new(
+            data.namespace(),
+            &format!("{}.idx.{}", data.qualifier(), self.name),
+        )
+    }
+
+    /// Checks the definition (see the module doc).
+    pub fn validate(&self) -> Result<()> {
+        if self.name.is_empty()
+            || !self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(Error::bad_argument(format!(
+                "index name {:?} must be non-empty [A-Za-z0-9_-]",
+                self.name
+            )));
+        }
+        self.index_table()?;
+        if self.columns.is_empty() {
+            return Err(Error::bad_argument(format!(
+                "index {} has no indexed column",
+                self.name
+            )));
+        }
+        for (i, (c, _)) in self.columns.iter().enumerate() {
+            if self.columns[..i].iter().any(|(d, _)| d == c) {
+                return Err(Error::bad_argument(format!(
+                    "index {} names a column twice",
+                    self.name
+                )));
+            }
+        }
+        if let Some(b) = self.salt_buckets {
+            basalt_core::schema::salt::SaltSpec::new(b).validate()?;
+        }
+        Ok(())
+    }
+
+    /// The definition as a coprocessor argument (hex of its postcard bytes).
+    pub fn to_arg(&self) -> Result<String> {
+        let bytes = postcard::to_allocvec(self)
+            .map_err(|e| Error::bad_argument(format!("index definition: {e}")))?;
+        Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// A definition back from [`IndexDef::to_arg`].
+    pub fn from_arg(s: &str) -> Result<Self> {
+        let bad = || Error::bad_argument("index definition argument is not hex");
+        if !s.len().is_multiple_of(2) {
+            return Err(bad());
+        }
+        let bytes = (0..s.len())
+            .step_by(2)
+            .map(|i| {
+                s.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(bad)
+            })
+            .collect::<Result<Vec<u8>>>()?;
+        postcard::from_bytes(&bytes)
+            .map_err(|e| Error::bad_argument(format!("index definition: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_definition_round_trips_through_its_argument() {
+        let d = IndexDef::new("i", "ns:t")
+            .column("f", "a")
+            .column_desc("f", "b")
+            .cover("g", "c")
+            .unique()
+            .salt_buckets(4);
+        assert_eq!(IndexDef::from_arg(&d.to_arg().unwrap()).unwrap(), d);
+        assert!(IndexDef::from_arg("zz").is_err());
+        assert!(IndexDef::from_arg("abc").is_err());
+    }
+
+    #[test]
+    fn bad_definitions_are_refused() {
+        assert!(IndexDef::new("i", "t").validate().is_err());
+        assert!(IndexDef::new("a b", "t")
+            .column("f", "q")
+            .validate()
+            .is_err());
+        assert!(IndexDef::new("i", "t")
+            .column("f", "q")
+            .column("f", "q")
+            .validate()
+            .is_err());
+        assert!(IndexDef::new("i", "t")
+            .column("f", "q")
+            .salt_buckets(0)
+            .validate()
+            .is_err());
+        assert!(IndexDef::new("i", "t").column("f", "q").validate().is_ok());
+    }
+}

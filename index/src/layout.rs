@@ -1,0 +1,283 @@
+//! The index row layout: which index row a data row has, and what it holds.
+//!
+//! Index row key (logical; a salted index table prefixes it with its bucket through the
+//! salting API): the order-preserving encoding ([`basalt_core::keys::KeySchema`]) of the
+//! indexed values, each a nullable bytes component in its own direction (null first), then,
+//! for a non-unique index, the data row key as it is (the components are prefix-free, so the
+//! data row is everything after them, and equal values sort by data row). A unique index
+//! keys on the values alone.
+//!
+//! Cells, all in family [`FAMILY`]: `r` the data row key; `t` the timestamps of the indexed
+//! cells (8 bytes big-endian each, in column order, 0 for a null), from which a query
+//! decides whether a value has expired under its family's TTL; `c<family>:<qualifier>` each
+//! covered column's newest value.
+//!
+//! Which rows are indexed: a data row with no visible cell has no index row; a row that
+//! lacks an indexed column is indexed with that value null, except in a sparse index (left
+//! out) and in a unique index (left out: nulls never collide, as in SQL).
+
+use crate::def::IndexDef;
+use basalt_core::client::RowResult;
+use basalt_core::keys::{Field, KeySchema, Kind, Value};
+use basalt_core::schema::salt::SaltSpec;
+use basalt_core::{Error, Result};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+
+/// The index table's one family.
+pub const FAMILY: &[u8] = b"i";
+/// The qualifier of the data row key.
+pub const ROW: &[u8] = b"r";
+/// The qualifier of the indexed cells' timestamps.
+pub const TIMES: &[u8] = b"t";
+
+/// The qualifier a covered column is stored under.
+pub fn covered_qualifier(family: &[u8], qualifier: &[u8]) -> Vec<u8> {
+    let mut q = Vec::with_capacity(family.len() + qualifier.len() + 2);
+    q.push(b'c');
+    q.extend_from_slice(family);
+    q.push(b':');
+    q.extend_from_slice(qualifier);
+    q
+}
+
+/// An indexed value: bytes, or null when the data row lacks the column.
+pub type IndexValue = Option<Bytes>;
+
+/// The key schema of an index's values.
+pub fn key_schema(def: &IndexDef) -> KeySchema {
+    KeySchema::new(
+        def.columns
+            .iter()
+            .map(|(_, order)| {
+                let f = Field::new(Kind::Bytes).nullable();
+                match order {
+                    basalt_core::keys::Order::Asc => f,
+                    basalt_core::keys::Order::Desc => f.desc(),
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Values as key components.
+pub fn to_components(values: &[IndexValue]) -> Vec<Value> {
+    values
+        .iter()
+        .map(|v| v.as_ref().map_or(Value::Null, |b| Value::Bytes(b.to_vec())))
+        .collect()
+}
+
+/// One index row: its physical key and its cells (qualifier, value) in [`FAMILY`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// The physical row key in the index table.
+    pub row: Bytes,
+    /// The cells, by qualifier.
+    pub cells: BTreeMap<Bytes, Bytes>,
+}
+
+/// Everything an index needs to lay out its rows.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    /// The definition.
+    pub def: IndexDef,
+    schema: KeySchema,
+    salt: Option<SaltSpec>,
+}
+
+impl Layout {
+    /// The layout of `def`.
+    pub fn new(def: IndexDef) -> Self {
+        let schema = key_schema(&def);
+        let salt = def.salt_buckets.map(SaltSpec::new);
+        Layout { def, schema, salt }
+    }
+
+    /// The salt of the index table, if salted.
+    pub fn salt(&self) -> Option<&SaltSpec> {
+        self.salt.as_ref()
+    }
+
+    /// The key schema of the values.
+    pub fn schema(&self) -> &KeySchema {
+        &self.schema
+    }
+
+    /// The logical key prefix of these leading values.
+    pub fn prefix(&self, values: &[IndexValue]) -> Result<Vec<u8>> {
+        self.schema.encode_prefix(&to_components(values))
+    }
+
+    /// The logical index row key of `values` for `data_row`.
+    pub fn logical_key(&self, values: &[IndexValue], data_row: &[u8]) -> Result<Vec<u8>> {
+        let mut k = self.schema.encode(&to_components(values))?;
+        if !self.def.unique {
+            k.extend_from_slice(data_row);
+        }
+        Ok(k)
+    }
+
+    /// The physical key of a logical one.
+    pub fn physical(&self, logical: &[u8]) -> Result<Bytes> {
+        match &self.salt {
+            Some(s) => s.physical_key(logical).map(Bytes::from),
+            None => Ok(Bytes::copy_from_slice(logical)),
+        }
+    }
+
+    /// Splits a logical index key into its values and the rest (the data row key of a
+    /// non-unique index, empty for a unique one).
+    pub fn split_key(&self, logical: &[u8]) -> Result<(Vec<IndexValue>, usize)> {
+        let n = self.schema.fields.len();
+        let end = match n.checked_sub(1) {
+            Some(last) => self
+                .schema
+                .component_span(logical, last)
+                .map(|r| r.end)
+                .ok_or_else(|| Error::bad_argument("index row key does not decode"))?,
+            None => 0,
+        };
+        let values = self
+            .schema
+            .decode(&logical[..end])?
+            .into_iter()
+            .map(|v| match v {
+                Value::Bytes(b) => Some(Bytes::from(b)),
+                _ => None,
+            })
+            .collect();
+        Ok((values, end))
+    }
+
+    /// The index row of a data row in the state `row` (everything visible of it), if the
+    /// row is indexed (see the module doc).
+    pub fn entry(&self, data_row: &[u8], row: &RowResult) -> Result<Option<Entry>> {
+        if row.is_empty() {
+            return Ok(None);
+        }
+        let mut values = Vec::with_capacity(self.def.columns.len());
+        let mut times = Vec::with_capacity(self.def.columns.len() * 8);
+        for (c, _) in &self.def.columns {
+            let cell = row
+                .cells
+                .iter()
+                .find(|x| x.family.as_ref() == c.family && x.qualifier.as_ref() == c.qualifier);
+            match cell {
+                Some(x) => {
+                    values.push(Some(x.value.clone()));
+                    times.extend_from_slice(&x.timestamp.to_be_bytes());
+                }
+                None => {
+                    if self.def.sparse || self.def.unique {
+                        return Ok(None);
+                    }
+                    values.push(None);
+                    times.extend_from_slice(&0u64.to_be_bytes());
+                }
+            }
+        }
+        let key = self.physical(&self.logical_key(&values, data_row)?)?;
+        let mut cells = BTreeMap::new();
+        cells.insert(Bytes::from_static(ROW), Bytes::copy_from_slice(data_row));
+        cells.insert(Bytes::from_static(TIMES), Bytes::from(times));
+        for c in &self.def.covered {
+            if let Some(v) = row.value(&c.family, &c.qualifier) {
+                cells.insert(
+                    Bytes::from(covered_qualifier(&c.family, &c.qualifier)),
+                    v.clone(),
+                );
+            }
+        }
+        Ok(Some(Entry { row: key, cells }))
+    }
+
+    /// When the values of an index row expire (milliseconds), given each data family's
+    /// TTL in milliseconds: the earliest `ts + ttl` over its non-null indexed cells.
+    pub fn expiry(
+        &self,
+        cells: &BTreeMap<Bytes, Bytes>,
+        ttl_ms: &dyn Fn(&[u8]) -> Option<u64>,
+    ) -> Option<u64> {
+        let times = cells.get(TIMES)?;
+        self.def
+            .columns
+            .iter()
+            .zip(times.chunks_exact(8))
+            .filter_map(|((c, _), t)| {
+                let ts = u64::from_be_bytes(t.try_into().ok()?);
+                (ts != 0).then_some(())?;
+                Some(ts.saturating_add(ttl_ms(&c.family)?))
+            })
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use basalt_core::cell::Cell;
+
+    fn row(cells: &[(&str, &str, u64, &str)]) -> RowResult {
+        RowResult {
+            row: Bytes::from_static(b"r1"),
+            cells: cells
+                .iter()
+                .map(|(f, q, ts, v)| Cell {
+                    row: Bytes::from_static(b"r1"),
+                    family: Bytes::copy_from_slice(f.as_bytes()),
+                    qualifier: Bytes::copy_from_slice(q.as_bytes()),
+                    timestamp: *ts,
+                    value: Bytes::copy_from_slice(v.as_bytes()),
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn keys_sort_by_values_then_data_row_and_split_back() {
+        let l = Layout::new(
+            IndexDef::new("i", "t")
+                .column("f", "a")
+                .column_desc("f", "b"),
+        );
+        let k1 = l
+            .logical_key(&[Some("x".into()), Some("2".into())], b"r9")
+            .unwrap();
+        let k2 = l
+            .logical_key(&[Some("x".into()), Some("1".into())], b"r1")
+            .unwrap();
+        let k3 = l.logical_key(&[None, Some("9".into())], b"r5").unwrap();
+        // Null first, then "x"; "b" descending puts "2" before "1".
+        assert!(k3 < k1 && k1 < k2);
+        let (vals, end) = l.split_key(&k1).unwrap();
+        assert_eq!(vals, vec![Some(Bytes::from("x")), Some(Bytes::from("2"))]);
+        assert_eq!(&k1[end..], b"r9");
+        assert!(k1.starts_with(&l.prefix(&[Some("x".into())]).unwrap()));
+    }
+
+    #[test]
+    fn entries_follow_sparse_unique_and_covered_rules() {
+        let plain = Layout::new(IndexDef::new("i", "t").column("f", "a").cover("f", "c"));
+        let e = plain
+            .entry(b"r1", &row(&[("f", "c", 5, "cv")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.cells.get(b"cf:c".as_slice()).unwrap().as_ref(), b"cv");
+        assert!(plain.entry(b"r1", &RowResult::default()).unwrap().is_none());
+        let sparse = Layout::new(IndexDef::new("i", "t").column("f", "a").sparse());
+        assert!(sparse
+            .entry(b"r1", &row(&[("f", "c", 5, "cv")]))
+            .unwrap()
+            .is_none());
+        let unique = Layout::new(IndexDef::new("i", "t").column("f", "a").unique());
+        let e = unique
+            .entry(b"r1", &row(&[("f", "a", 7, "v")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.row, unique.logical_key(&[Some("v".into())], b"").unwrap());
+        let ttl = |f: &[u8]| (f == b"f").then_some(100);
+        assert_eq!(unique.expiry(&e.cells, &ttl), Some(107));
+        assert_eq!(unique.expiry(&e.cells, &|_| None), None);
+    }
+}

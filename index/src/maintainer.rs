@@ -1,0 +1,293 @@
+//! The observers that keep index tables in sync: [`Maintainer`] on the data table and
+//! [`Guard`] on each index table.
+//!
+//! The maintainer runs in `pre_batch_mutate`, under the locks of the batch's data rows. For
+//! each data row of the batch it reads the row as committed (every visible cell) and as it
+//! will be once the batch commits ([`ObserverContext::get_after`]: the same read rules,
+//! delete markers, versions and TTL, applied to the committed and the pending cells), derives
+//! the old and the new index row of every index ([`Layout::entry`]) and adds the delete of
+//! the old one and the put of the new one to the batch ([`MiniBatch::add_mutation_to`]), so
+//! data and index rows commit as one WAL record with one sequence id. Every write kind comes
+//! through here: puts, every delete kind, increments and appends (as a put of their new
+//! values), check-and-mutates that pass, row mutations and batches.
+//!
+//! Invariant kept: after every commit, each index holds exactly the index rows derived from
+//! the data rows' newest visible values. Index row timestamps come from the engine's clock
+//! for added writes (strictly increasing), so the delete marker of an old index row never
+//! hides a later put of the same row.
+//!
+//! A unique index requires its new row absent ([`MiniBatch::require_absent_in`], checked
+//! under that row's lock at commit): of two writers racing for one value exactly one wins,
+//! the other fails with [`Error::UniqueViolation`] having written nothing. Two rows of one
+//! region's batch taking the same value fail the batch the same way; a batch in which one
+//! row gives a value up and another takes it is refused too (the check reads the committed
+//! index).
+//!
+//! A touch ([`basalt_core::Table::touch`]) rewrites a row's index rows from its current
+//! values (online build and repair); repair also hands the maintainer index rows to delete
+//! for a data row through [`Runtime`], deleted under the data row's lock.
+
+use crate::def::IndexDef;
+use crate::layout::{Entry, Layout, FAMILY};
+use async_trait::async_trait;
+use basalt_coprocessors::{MiniBatch, ObserverContext, RegionObserver};
+use basalt_core::client::{Delete, Get, Mutation, Put};
+use basalt_core::{Error, Result, TableName};
+use bytes::Bytes;
+use parking_lot::Mutex;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// The registered name of the maintaining coprocessor.
+pub const MAINTAINER: &str = "basalt.index";
+/// The registered name of the index tables' guard.
+pub const GUARD: &str = "basalt.index.guard";
+/// The prefix of the maintainer's argument keys (`index.<name>` = the definition).
+pub const ARG_PREFIX: &str = "index.";
+
+/// Index rows to delete, by (data table, data row): (index name, index row) pairs.
+type Repairs = HashMap<(String, Bytes), Vec<(String, Bytes)>>;
+
+/// State shared by the observers of one registry and the [`crate::IndexAdmin`]s using it:
+/// index rows repair asked to delete, by data table and data row.
+#[derive(Debug, Default)]
+pub struct Runtime {
+    repairs: Mutex<Repairs>,
+}
+
+impl Runtime {
+    /// Asks the maintainer of `table` to delete index row `index_row` of index `index` at
+    /// the next touch of `data_row` (unless the row is that data row's current index row).
+    pub fn schedule_delete(&self, table: &str, data_row: Bytes, index: &str, index_row: Bytes) {
+        self.repairs
+            .lock()
+            .entry((table.to_string(), data_row))
+            .or_default()
+            .push((index.to_string(), index_row));
+    }
+
+    fn take(&self, table: &str, data_row: &Bytes) -> Vec<(String, Bytes)> {
+        self.repairs
+            .lock()
+            .remove(&(table.to_string(), data_row.clone()))
+            .unwrap_or_default()
+    }
+}
+
+/// The maintaining observer of one data table: every index defined on it.
+pub struct Maintainer {
+    table: String,
+    indexes: Vec<(Layout, TableName)>,
+    runtime: Arc<Runtime>,
+}
+
+impl Maintainer {
+    /// The maintainer of these definitions (all on one table).
+    pub fn new(defs: Vec<IndexDef>, runtime: Arc<Runtime>) -> Result<Self> {
+        let table = defs.first().map(|d| d.table.clone()).unwrap_or_default();
+        let mut indexes = Vec::with_capacity(defs.len());
+        for d in defs {
+            d.validate()?;
+            let t = d.index_table()?;
+            indexes.push((Layout::new(d), t));
+        }
+        Ok(Maintainer {
+            table,
+            indexes,
+            runtime,
+        })
+    }
+
+    /// The definitions in a maintainer's arguments.
+    pub fn defs_from_args(args: &basalt_coprocessors::Args) -> Result<Vec<IndexDef>> {
+        args.iter()
+            .filter(|(k, _)| k.starts_with(ARG_PREFIX))
+            .map(|(_, v)| IndexDef::from_arg(v))
+            .collect()
+    }
+}
+
+fn put_of(e: &Entry) -> Mutation {
+    let mut p = Put::new(&e.row);
+    for (q, v) in &e.cells {
+        p = p.add_column(FAMILY, q, v);
+    }
+    p.into()
+}
+
+#[async_trait]
+impl RegionObserver for Maintainer {
+    async fn pre_batch_mutate(
+        &self,
+        ctx: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> Result<()> {
+        let mut rows: Vec<Bytes> = Vec::new();
+        let mut touched: BTreeSet<Bytes> = BTreeSet::new();
+        for m in batch.operations() {
+            if !rows.contains(m.row()) {
+                rows.push(m.row().clone());
+            }
+            if let Mutation::Put(p) = m {
+                if p.is_touch() {
+                    touched.insert(p.row().clone());
+                }
+            }
+        }
+        let mut taken: BTreeSet<(usize, Bytes)> = BTreeSet::new();
+        for row in rows {
+            let mine: Vec<usize> = batch
+                .operations()
+                .enumerate()
+                .filter(|(_, m)| *m.row() == row)
+                .map(|(k, _)| k)
+                .collect();
+            if mine.iter().all(|k| batch.is_vetoed(*k)) {
+                // Nothing of this row is written (an earlier coprocessor refused it).
+                continue;
+            }
+            let before = ctx.get(&Get::new(&row))?;
+            let after = ctx.get_after(batch, &Get::new(&row))?;
+            let touch = touched.contains(&row);
+            let repairs = if touch {
+                self.runtime.take(&self.table, &row)
+            } else {
+                Vec::new()
+            };
+            match self.changes(&row, &before, &after, touch, &repairs, &mut taken)? {
+                Ok(plan) => {
+                    for (t, m) in plan.writes {
+                        batch.add_mutation_to(t, m);
+                    }
+                    for (t, r) in plan.absent {
+                        batch.require_absent_in(t, r);
+                    }
+                }
+                Err(violation) => {
+                    // A veto carries the typed error as it is (a hook error would be
+                    // wrapped); it fails an atomic write whole.
+                    for k in mine {
+                        batch.veto(k, copy(&violation));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index writes one data row's change needs.
+#[derive(Default)]
+struct RowPlan {
+    writes: Vec<(TableName, Mutation)>,
+    absent: Vec<(TableName, Bytes)>,
+}
+
+fn copy(e: &Error) -> Error {
+    match e {
+        Error::UniqueViolation { table, row } => Error::UniqueViolation {
+            table: table.clone(),
+            row: row.clone(),
+        },
+        other => Error::bad_argument(other.to_string()),
+    }
+}
+
+impl Maintainer {
+    /// The index writes that take `row` from `before` to `after` (or rewrite it, for a
+    /// touch); `Ok(Err(_))` when the row would take a unique value another row of the batch
+    /// took.
+    fn changes(
+        &self,
+        row: &Bytes,
+        before: &basalt_core::client::RowResult,
+        after: &basalt_core::client::RowResult,
+        touch: bool,
+        repairs: &[(String, Bytes)],
+        taken: &mut BTreeSet<(usize, Bytes)>,
+    ) -> Result<std::result::Result<RowPlan, Error>> {
+        let mut plan = RowPlan::default();
+        for (i, (layout, itable)) in self.indexes.iter().enumerate() {
+            let old = layout.entry(row, before)?;
+            let new = layout.entry(row, after)?;
+            for (_, r) in repairs.iter().filter(|(n, r)| {
+                *n == layout.def.name
+                    && old.as_ref().is_none_or(|o| o.row != *r)
+                    && new.as_ref().is_none_or(|e| e.row != *r)
+            }) {
+                plan.writes.push((itable.clone(), Delete::new(r).into()));
+            }
+            if old == new && !touch {
+                continue;
+            }
+            let same_row = match (&old, &new) {
+                (Some(o), Some(n)) => o.row == n.row,
+                _ => false,
+            };
+            if let Some(o) = &old {
+                if !same_row {
+                    plan.writes
+                        .push((itable.clone(), Delete::new(&o.row).into()));
+                }
+            }
+            let Some(n) = &new else { continue };
+            if layout.def.unique {
+                if !taken.insert((i, n.row.clone())) {
+                    return Ok(Err(Error::UniqueViolation {
+                        table: itable.to_string(),
+                        row: String::from_utf8_lossy(&n.row).into_owned(),
+                    }));
+                }
+                if !same_row {
+                    plan.absent.push((itable.clone(), n.row.clone()));
+                }
+            }
+            if let (true, Some(o)) = (same_row, &old) {
+                // Covered columns the row no longer has.
+                let gone: Vec<&Bytes> = o
+                    .cells
+                    .keys()
+                    .filter(|q| !n.cells.contains_key(*q))
+                    .collect();
+                if !gone.is_empty() {
+                    let mut d = Delete::new(&n.row);
+                    for q in gone {
+                        d = d.add_columns(FAMILY, q);
+                    }
+                    plan.writes.push((itable.clone(), d.into()));
+                }
+            }
+            plan.writes.push((itable.clone(), put_of(n)));
+        }
+        Ok(Ok(plan))
+    }
+}
+
+/// The observer of an index table: refuses every user write with
+/// [`Error::IndexTableWrite`]. The maintainer's writes are added to data-table batches and
+/// run no hooks of the index table, so they pass.
+pub struct Guard;
+
+#[async_trait]
+impl RegionObserver for Guard {
+    async fn pre_batch_mutate(
+        &self,
+        ctx: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> Result<()> {
+        // Vetoes carry the typed error as it is (a hook error would be wrapped).
+        for k in 0..batch.len() {
+            batch.veto(k, Error::IndexTableWrite(ctx.table().to_string()));
+        }
+        Ok(())
+    }
+}
+
+/// Registers the maintainer and the guard in `registry`, sharing `runtime`.
+pub fn register(registry: &basalt_coprocessors::Registry, runtime: Arc<Runtime>) -> Result<()> {
+    registry.register(MAINTAINER, move |args| {
+        let defs = Maintainer::defs_from_args(args)?;
+        Ok(Arc::new(Maintainer::new(defs, runtime.clone())?) as Arc<dyn RegionObserver>)
+    })?;
+    registry.register(GUARD, |_| Ok(Arc::new(Guard) as Arc<dyn RegionObserver>))
+}

@@ -1,0 +1,232 @@
+//! Index queries ([`Index`], [`Query`]): by equal values, value prefix or value range,
+//! forward or reverse, with a limit; answered as data row keys, as covered "hits" read from
+//! the index alone, or as whole data rows fetched in batches.
+//!
+//! A salted index table is read through the salted API ([`basalt_core::SaltedTable`]): one
+//! scan per bucket, merged in logical key order. An index row whose indexed value has
+//! expired under its data family's TTL is never returned (the row's timestamps are stored
+//! in it, see [`crate::layout`]). An index still being built refuses queries
+//! ([`basalt_core::Error::IndexNotReady`], when the handle is made).
+
+use crate::layout::{covered_qualifier, IndexValue, Layout, FAMILY, ROW};
+use basalt_core::client::{BatchOp, BatchOutcome, Get, RowResult, Scan};
+use basalt_core::{Error, Result, SaltedTable, Table};
+use bytes::Bytes;
+use futures::{Stream, TryStreamExt};
+use std::collections::{BTreeMap, HashMap};
+use std::pin::Pin;
+
+/// How many data rows [`Index::rows`] gets per batch.
+pub const FETCH_BATCH: usize = 256;
+
+/// A value for a query: `Some(bytes)`.
+pub fn val(v: impl AsRef<[u8]>) -> IndexValue {
+    Some(Bytes::copy_from_slice(v.as_ref()))
+}
+
+/// What a query asks for.
+#[derive(Debug, Clone)]
+pub struct Query {
+    kind: Kind,
+    reverse: bool,
+    limit: Option<usize>,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    Prefix(Vec<IndexValue>),
+    Range(Option<Vec<IndexValue>>, Option<Vec<IndexValue>>),
+}
+
+impl Query {
+    /// Rows whose indexed values equal `values` (one per indexed column).
+    pub fn eq(values: Vec<IndexValue>) -> Self {
+        Query {
+            kind: Kind::Prefix(values),
+            reverse: false,
+            limit: None,
+        }
+    }
+    /// Rows whose leading indexed values equal `values` (fewer than the columns).
+    pub fn prefix(values: Vec<IndexValue>) -> Self {
+        Self::eq(values)
+    }
+    /// Rows whose indexed values lie in `[lo, hi)` (tuple order, each column in its own
+    /// direction; a bound is a tuple prefix, `None` is unbounded).
+    pub fn range(lo: Option<Vec<IndexValue>>, hi: Option<Vec<IndexValue>>) -> Self {
+        Query {
+            kind: Kind::Range(lo, hi),
+            reverse: false,
+            limit: None,
+        }
+    }
+    /// Highest index order first.
+    pub fn reverse(mut self) -> Self {
+        self.reverse = true;
+        self
+    }
+    /// At most `n` answers.
+    pub fn limit(mut self, n: usize) -> Self {
+        self.limit = Some(n);
+        self
+    }
+}
+
+/// One index row, read without the data table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hit {
+    /// The indexed values.
+    pub values: Vec<IndexValue>,
+    /// The data row key.
+    pub row: Bytes,
+    /// The covered columns the data row had, by (family, qualifier).
+    pub covered: BTreeMap<(Bytes, Bytes), Bytes>,
+}
+
+/// The index table, salted or not.
+#[derive(Debug, Clone)]
+pub(crate) enum IndexTable {
+    Plain(Table),
+    Salted(SaltedTable),
+}
+
+type RowStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
+
+/// A query handle on one built index.
+#[derive(Debug, Clone)]
+pub struct Index {
+    pub(crate) layout: Layout,
+    pub(crate) table: IndexTable,
+    pub(crate) data: Table,
+    /// TTL in milliseconds of each data family that has one.
+    pub(crate) ttls: HashMap<Bytes, u64>,
+}
+
+impl Index {
+    /// The index's layout (and definition).
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    fn scan(&self, s: Scan) -> Result<RowStream> {
+        Ok(match &self.table {
+            IndexTable::Plain(t) => Box::pin(t.scan(s)?),
+            IndexTable::Salted(t) => Box::pin(t.scan(s)?),
+        })
+    }
+
+    /// The index rows answering `q`, as hits.
+    pub async fn hits(&self, q: &Query) -> Result<Vec<Hit>> {
+        let l = &self.layout;
+        let (scan, lo, hi) = match &q.kind {
+            Kind::Prefix(v) => (Scan::new().with_prefix(l.prefix(v)?), None, None),
+            Kind::Range(lo, hi) => {
+                let lo = lo.as_ref().map(|v| l.prefix(v)).transpose()?;
+                let hi = hi.as_ref().map(|v| l.prefix(v)).transpose()?;
+                let mut s = Scan::new();
+                if q.reverse {
+                    // Start at the high end (inclusive; keys equal to it are dropped below);
+                    // stop by hand at the low end, which must stay included.
+                    if let Some(h) = &hi {
+                        s = s.start_row(h);
+                    }
+                } else {
+                    if let Some(x) = &lo {
+                        s = s.start_row(x);
+                    }
+                    if let Some(h) = &hi {
+                        s = s.stop_row(h);
+                    }
+                }
+                (s, lo, hi)
+            }
+        };
+        let mut stream = self.scan(scan.reversed(q.reverse))?;
+        let now = now_ms();
+        let ttl = |f: &[u8]| self.ttls.get(f).copied();
+        let mut out = Vec::new();
+        if q.limit == Some(0) {
+            return Ok(out);
+        }
+        while let Some(r) = stream.try_next().await? {
+            let key = r.row.clone();
+            if hi.as_ref().is_some_and(|h| key.as_ref() >= h.as_slice()) {
+                continue;
+            }
+            if lo.as_ref().is_some_and(|x| key.as_ref() < x.as_slice()) {
+                if q.reverse {
+                    break;
+                }
+                continue;
+            }
+            let cells: BTreeMap<Bytes, Bytes> = r
+                .cells
+                .iter()
+                .filter(|c| c.family.as_ref() == FAMILY)
+                .map(|c| (c.qualifier.clone(), c.value.clone()))
+                .collect();
+            if l.expiry(&cells, &ttl).is_some_and(|x| x <= now) {
+                continue;
+            }
+            out.push(self.hit(&key, &cells)?);
+            if q.limit.is_some_and(|n| out.len() >= n) {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    fn hit(&self, key: &[u8], cells: &BTreeMap<Bytes, Bytes>) -> Result<Hit> {
+        let (values, _) = self.layout.split_key(key)?;
+        let row = cells
+            .get(ROW)
+            .cloned()
+            .ok_or_else(|| Error::bad_argument("index row without its data row key"))?;
+        let mut covered = BTreeMap::new();
+        for c in &self.layout.def.covered {
+            if let Some(v) = cells.get(covered_qualifier(&c.family, &c.qualifier).as_slice()) {
+                covered.insert(
+                    (
+                        Bytes::copy_from_slice(&c.family),
+                        Bytes::copy_from_slice(&c.qualifier),
+                    ),
+                    v.clone(),
+                );
+            }
+        }
+        Ok(Hit {
+            values,
+            row,
+            covered,
+        })
+    }
+
+    /// The data row keys answering `q`, in index order.
+    pub async fn keys(&self, q: &Query) -> Result<Vec<Bytes>> {
+        Ok(self.hits(q).await?.into_iter().map(|h| h.row).collect())
+    }
+
+    /// The data rows answering `q`, in index order, fetched [`FETCH_BATCH`] at a time. A
+    /// row deleted between the index read and the fetch is left out.
+    pub async fn rows(&self, q: &Query) -> Result<Vec<RowResult>> {
+        let keys = self.keys(q).await?;
+        let mut out = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(FETCH_BATCH) {
+            let ops = chunk.iter().map(|k| BatchOp::Get(Get::new(k))).collect();
+            for r in self.data.batch(ops).await? {
+                if let BatchOutcome::Row(row) = r? {
+                    if !row.is_empty() {
+                        out.push(row);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+pub(crate) fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
