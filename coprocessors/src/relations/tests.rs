@@ -549,3 +549,69 @@ async fn a_move_in_flight_counts_in_the_cycle_check() {
         .unwrap();
     conn.close().await.unwrap();
 }
+
+#[tokio::test]
+async fn an_unlink_then_a_relink_in_one_millisecond_stay_symmetric() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    let (shops, items) = shops_items(&conn).await;
+    for round in 0..30 {
+        let v = format!("v{round}");
+        shops
+            .put(Put::new("s").add_column("item", "i", &v))
+            .await
+            .unwrap();
+        // Let the row's last write age: the unlink then needs no wait of its own.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        shops
+            .delete(Delete::new("s").add_columns("item", "i"))
+            .await
+            .unwrap();
+        shops
+            .put(Put::new("s").add_column("item", "i", &v))
+            .await
+            .unwrap();
+        assert_eq!(
+            links(&shops, "s", "item").await,
+            map(&[("i", &v)]),
+            "round {round}"
+        );
+        assert_eq!(
+            links(&items, "i", "shop").await,
+            map(&[("s", &v)]),
+            "round {round}"
+        );
+    }
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn moving_back_at_once_stays_symmetric() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    let cat = tree(&conn).await;
+    for round in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        cat.put(Put::new("c").add_column("parent", "p1", ""))
+            .await
+            .unwrap();
+        cat.put(Put::new("c").add_column("parent", "p2", ""))
+            .await
+            .unwrap();
+        cat.put(Put::new("c").add_column("parent", "p1", ""))
+            .await
+            .unwrap();
+        assert_eq!(
+            links(&cat, "c", "parent").await,
+            map(&[("p1", "")]),
+            "round {round}"
+        );
+        assert_eq!(
+            links(&cat, "p1", "child").await,
+            map(&[("c", "")]),
+            "round {round}"
+        );
+        assert!(links(&cat, "p2", "child").await.is_empty(), "round {round}");
+    }
+    conn.close().await.unwrap();
+}

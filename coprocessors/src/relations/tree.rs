@@ -200,14 +200,20 @@ impl RegionObserver for TreeLinks {
         for (i, r) in refused {
             batch.veto(i, r.into_error());
         }
-        self.clock
-            .wait_past(kept.iter().map(|p| p.row.as_ref()))
-            .await;
+        // The old parent cell is deleted at the batch's own timestamp (an added write would
+        // get a later one, which could hide a move back to that parent in the next batch).
+        let now = batch.now();
+        let marked = kept
+            .iter()
+            .filter(|p| p.marks || replaced.get(&p.row).is_some_and(|old| !old.is_empty()));
+        self.clock.record_at(marked.map(|p| p.row.as_ref()), now);
         for p in &kept {
             for old in replaced.get(&p.row).into_iter().flatten() {
-                batch.add_mutation(Mutation::Delete(
-                    Delete::new(&p.row).add_columns(&self.parent, old),
-                ));
+                batch.add_mutation(Mutation::Delete(Delete::new(&p.row).add_columns_ts(
+                    &self.parent,
+                    old,
+                    now,
+                )));
             }
             for (parent, value) in p.edits() {
                 let m = match value {
@@ -226,7 +232,9 @@ impl RegionObserver for TreeLinks {
         ops: &[&Mutation],
         _outcome: &Result<()>,
     ) -> Result<()> {
-        self.clock.record(ops.iter().map(|m| m.row().as_ref()));
+        self.clock
+            .wait_past(ops.iter().map(|m| m.row().as_ref()))
+            .await;
         // The batch's moves are visible (or failed): they leave the registry.
         let key = self.key(ctx);
         let mut registry = self.in_flight.lock();
