@@ -6,8 +6,9 @@
 //! `cat` (families `parent`, `child`) with `TreeLinks`.
 //!
 //! - `random_operations_match_the_model`: proptest; random links, unlinks, row mutations,
-//!   shop deletes, moves (single and two in one batch), roots and refused writes, applied one
-//!   at a time; after every operation both tables equal the model (a `BTreeMap` of links and
+//!   shop deletes, moves (single and two in one batch), roots, refused writes and pauses
+//!   (so that writes of a row fall both in one millisecond and in different ones), applied
+//!   one at a time; after every operation both tables equal the model (a `BTreeMap` of links and
 //!   of parents), so the reverse side and the child links are always the exact mirror, and
 //!   every refusal the model predicts (cycles, writes to derived families) happens.
 //! - `concurrent_writers_keep_both_sides_symmetric`: tasks link and unlink the same shops
@@ -86,6 +87,8 @@ enum Op {
     Root(u8),
     /// Deletes `cat[c]`'s row: refused (it would delete the child links).
     DropCat(u8),
+    /// Waits 2 ms: the next write of a row no longer shares its last write's millisecond.
+    Pause,
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -106,6 +109,7 @@ fn op_strategy() -> impl Strategy<Value = Op> {
             .prop_map(|(a, p, b, q)| Op::MoveTwo((a, p), (b, q))),
         1 => c.clone().prop_map(Op::Root),
         1 => c.prop_map(Op::DropCat),
+        2 => Just(Op::Pause),
     ]
 }
 
@@ -233,6 +237,7 @@ impl Model {
                 self.parents.remove(&cat(*c));
                 vec![true]
             }
+            Op::Pause => vec![],
         }
     }
 }
@@ -327,6 +332,10 @@ async fn run(conn: &Connection, op: &Op, d: Durability) -> Result<Vec<Result<()>
         }
         Op::Root(c) => vec![cats.delete(delete(d, &cat(*c)).add_family("parent")).await],
         Op::DropCat(c) => vec![cats.delete(delete(d, &cat(*c))).await],
+        Op::Pause => {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            vec![]
+        }
     })
 }
 
