@@ -104,8 +104,8 @@ fn links(r: &RowResult, family: &str) -> Vec<(String, String)> {
 
 /// Puts `p`, again while it fails with a row lock timeout: a put locks its shop row, then
 /// the item rows it links, and row locks are striped, so two puts can each hold a stripe
-/// the other needs; the engine then fails one of them after `Config::row_lock_wait_ms`,
-/// having written nothing.
+/// the other needs; the engine relocks in order and retries, and after 16 retries fails
+/// the put after `Config::row_lock_wait_ms`, having written nothing.
 async fn put(t: &Table, p: Put) -> Result<()> {
     loop {
         match t.put(p.clone()).await {

@@ -24,7 +24,7 @@ pub struct InverseRelation {
     family: Bytes,
     target: TableName,
     target_family: Bytes,
-    clock: RowClock,
+    clock: &'static RowClock,
 }
 
 impl InverseRelation {
@@ -38,7 +38,7 @@ impl InverseRelation {
             family: Bytes::copy_from_slice(family.as_ref()),
             target,
             target_family: Bytes::copy_from_slice(target_family.as_ref()),
-            clock: RowClock::default(),
+            clock: RowClock::shared(),
         }
     }
 
@@ -63,9 +63,8 @@ impl RegionObserver for InverseRelation {
         if plans.is_empty() {
             return Ok(());
         }
-        self.clock
-            .wait_past(plans.iter().map(|p| p.row.as_ref()))
-            .await;
+        let marked = plans.iter().filter(|p| p.marks).map(|p| p.row.as_ref());
+        self.clock.record_at(marked, batch.now());
         for p in &plans {
             for (linked, value) in p.edits() {
                 let m = match value {
@@ -88,7 +87,9 @@ impl RegionObserver for InverseRelation {
         ops: &[&Mutation],
         _outcome: &Result<()>,
     ) -> Result<()> {
-        self.clock.record(ops.iter().map(|m| m.row().as_ref()));
+        self.clock
+            .wait_past(ops.iter().map(|m| m.row().as_ref()))
+            .await;
         Ok(())
     }
 

@@ -26,12 +26,16 @@
 //!   [`Error::BadArgument`] (see [`Refusal`]): explicit timestamps on a relation family (an
 //!   old timestamp may sit under an existing version or delete marker), single-version and
 //!   family-version deletes (they may uncover an older version), increments and appends;
-//! - a delete marker hides puts at or below its timestamp, so a link put in the same
-//!   millisecond as a delete of it would vanish on one side's reader only if the two sides'
-//!   timestamps differed: the observer waits, under the row lock, until the clock has passed
-//!   the previous write of that row ([`RowClock`]), so successive writes of one source row
-//!   never share a millisecond. Inside one batch a delete hides a put of the same link on
-//!   both sides alike (HBase's rule), and the observer derives the reverse from that rule.
+//! - a delete marker hides puts at or below its timestamp; the reverse side is written with
+//!   the engine's strictly increasing timestamps for added writes, the source row with the
+//!   batch's own (`MiniBatch::now`, a wall-clock millisecond), so a link deleted and put
+//!   again in one millisecond would stay hidden on the source row only. After a batch that
+//!   writes a delete marker into a relation family of a row, the observer holds the row lock
+//!   (in `post_batch`) until the clock has passed the batch's timestamp ([`RowClock`]): the
+//!   row's next batch is stamped above it. (`TreeLinks` deletes a replaced parent cell at the
+//!   batch's own timestamp for the same reason.) Inside one batch a delete hides a put of the
+//!   same link on both sides alike (HBase's rule), and the observer derives the reverse from
+//!   that rule.
 //!
 //! Give the maintaining observers a larger priority number than any observer that may veto
 //! (they then run after it): a veto that comes after the reverse links were derived would
@@ -84,8 +88,12 @@ pub fn register_relations(registry: &Registry) -> Result<()> {
     registry.register(INVERSE_RELATION, |args| {
         Ok(Arc::new(InverseRelation::from_args(args)?) as Arc<dyn RegionObserver>)
     })?;
-    registry.register(TREE_LINKS, |args| {
-        Ok(Arc::new(TreeLinks::from_args(args)?) as Arc<dyn RegionObserver>)
+    // One registry of moves in flight for every tree this registry builds: a chain
+    // reloaded while moves are in flight still sees them.
+    let in_flight = tree::InFlight::default();
+    registry.register(TREE_LINKS, move |args| {
+        let tree = TreeLinks::from_args(args)?.sharing(in_flight.clone());
+        Ok(Arc::new(tree) as Arc<dyn RegionObserver>)
     })?;
     registry.register(RELATION_GUARD, |args| {
         Ok(Arc::new(RelationGuard::from_args(args)?) as Arc<dyn RegionObserver>)

@@ -446,3 +446,172 @@ async fn bad_arguments_are_clear_errors() {
     let t = TreeLinks::from_args(&Args::new()).unwrap();
     assert!(format!("{t:?}").contains("parent"));
 }
+
+#[tokio::test]
+async fn an_invalid_operation_of_a_batch_writes_neither_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    let (shops, items) = shops_items(&conn).await;
+    let out = shops
+        .batch(vec![
+            BatchOp::Put(
+                Put::new("s1")
+                    .add_column("item", "i1", "1")
+                    .add_column("nosuch", "x", "1"),
+            ),
+            BatchOp::Put(Put::new("s2").add_column("item", "i2", "1")),
+        ])
+        .await
+        .unwrap();
+    assert!(matches!(out[0], Err(Error::FamilyNotFound { .. })));
+    assert!(out[1].is_ok());
+    assert!(links(&shops, "s1", "item").await.is_empty());
+    assert!(links(&items, "i1", "shop").await.is_empty());
+    assert_eq!(links(&items, "i2", "shop").await, map(&[("s2", "1")]));
+    conn.close().await.unwrap();
+}
+
+/// Holds a batch that moves row `a` inside its `pre_batch_mutate` (after [`TreeLinks`] ran)
+/// until released: a move in flight.
+#[derive(Debug, Default)]
+struct Gate {
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+}
+
+#[async_trait::async_trait]
+impl RegionObserver for Gate {
+    async fn pre_batch_mutate(
+        &self,
+        _ctx: &mut crate::ObserverContext<'_>,
+        batch: &mut crate::MiniBatch<'_>,
+    ) -> Result<()> {
+        if batch.operations().any(|m| m.row().as_ref() == b"a") {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_in_flight_counts_in_the_cycle_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new());
+    register_relations(&registry).unwrap();
+    let gate = Arc::new(Gate::default());
+    let g = gate.clone();
+    registry
+        .register("gate", move |_| Ok(g.clone() as Arc<dyn RegionObserver>))
+        .unwrap();
+    let conn = Connection::open_with(
+        Config::new(dir.path())
+            .coprocessor_loader(registry)
+            .row_lock_wait_ms(200),
+    )
+    .await
+    .unwrap();
+    conn.admin()
+        .create_table(
+            table("cat", &["parent", "child"])
+                .coprocessor(tree_links("parent", "child"))
+                .coprocessor(
+                    basalt_core::CoprocessorDescriptor::new("gate")
+                        .priority(MAINTAINER_PRIORITY + 1),
+                ),
+        )
+        .await
+        .unwrap();
+    let cat = conn.table("cat").unwrap();
+    // a under b, held in flight: checked and registered, not yet visible.
+    let mover = cat.clone();
+    let first =
+        tokio::spawn(async move { mover.put(Put::new("a").add_column("parent", "b", "")).await });
+    gate.entered.notified().await;
+    // b under a: the committed tree has no edge yet, the move in flight closes the cycle.
+    let e = cat
+        .put(Put::new("b").add_column("parent", "a", ""))
+        .await
+        .unwrap_err();
+    assert!(is_refusal(&e, "cycle"), "{e}");
+    gate.release.notify_one();
+    first.await.unwrap().unwrap();
+    assert_eq!(links(&cat, "b", "child").await, map(&[("a", "")]));
+    assert!(links(&cat, "a", "child").await.is_empty());
+    // Once visible, the edge counts as committed; the registry is empty again.
+    let e = cat
+        .put(Put::new("b").add_column("parent", "a", ""))
+        .await
+        .unwrap_err();
+    assert!(is_refusal(&e, "cycle"), "{e}");
+    cat.put(Put::new("c").add_column("parent", "a", ""))
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unlink_then_a_relink_in_one_millisecond_stay_symmetric() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    let (shops, items) = shops_items(&conn).await;
+    for round in 0..30 {
+        let v = format!("v{round}");
+        shops
+            .put(Put::new("s").add_column("item", "i", &v))
+            .await
+            .unwrap();
+        // Let the row's last write age: the unlink then needs no wait of its own.
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        shops
+            .delete(Delete::new("s").add_columns("item", "i"))
+            .await
+            .unwrap();
+        shops
+            .put(Put::new("s").add_column("item", "i", &v))
+            .await
+            .unwrap();
+        assert_eq!(
+            links(&shops, "s", "item").await,
+            map(&[("i", &v)]),
+            "round {round}"
+        );
+        assert_eq!(
+            links(&items, "i", "shop").await,
+            map(&[("s", &v)]),
+            "round {round}"
+        );
+    }
+    conn.close().await.unwrap();
+}
+
+#[tokio::test]
+async fn moving_back_at_once_stays_symmetric() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    let cat = tree(&conn).await;
+    for round in 0..30 {
+        tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+        cat.put(Put::new("c").add_column("parent", "p1", ""))
+            .await
+            .unwrap();
+        cat.put(Put::new("c").add_column("parent", "p2", ""))
+            .await
+            .unwrap();
+        cat.put(Put::new("c").add_column("parent", "p1", ""))
+            .await
+            .unwrap();
+        assert_eq!(
+            links(&cat, "c", "parent").await,
+            map(&[("p1", "")]),
+            "round {round}"
+        );
+        assert_eq!(
+            links(&cat, "p1", "child").await,
+            map(&[("c", "")]),
+            "round {round}"
+        );
+        assert!(links(&cat, "p2", "child").await.is_empty(), "round {round}");
+    }
+    conn.close().await.unwrap();
+}

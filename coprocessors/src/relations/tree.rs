@@ -10,11 +10,20 @@
 //!
 //! Invariants: a row has at most one parent (a batch naming two is refused); `child:` is
 //! written only by this observer (user writes to it, row deletes included, are refused);
-//! a parent that is the row itself or one of its descendants is refused, checked against
-//! the committed tree and the batch's own moves. Limit: two concurrent batches, each
-//! moving one of two rows under the other, each see the committed tree and can together
-//! close a cycle; [`TreeLinks`] readers should bound walks up the tree (the `categories`
-//! example does).
+//! the tree has no cycle, also under concurrent moves: a move of `c` under `p` is refused
+//! when `c` can be reached from `p` along any edge that is committed or may yet commit.
+//!
+//! How concurrent moves are kept from closing a cycle together: the edges of moves in
+//! flight (checked, not yet visible) are kept in a registry shared by the instances one
+//! [`crate::Registry`] builds (so a reloaded chain shares it too), per table and parent
+//! family, from `pre_batch_mutate` until `post_batch` (which runs once
+//! the write is visible or has failed, row locks still held). Cycle checks run one at a time
+//! under the registry's mutex and walk the union of the committed edges (read at the current
+//! read point), the registered edges and the batch's own moves, so of any moves that would
+//! close a cycle together, the last one checked sees all the others and is refused. An entry
+//! whose `post_batch` never runs (a batch whose operations were all vetoed by a later
+//! observer) is dropped by the next batch of its row (which holds that row's lock, so the
+//! entry is stale); until then it can only refuse more, never less.
 
 use super::changes::{lossy, plan, read_links, Refusal, RowPlan};
 use super::guard::RelationGuard;
@@ -26,7 +35,13 @@ use basalt_core::client::{Append, Delete, Increment, Mutation, Put, RowResult};
 use basalt_core::coprocessor::MiniBatch;
 use basalt_core::Result;
 use bytes::Bytes;
-use std::collections::{BTreeMap, BTreeSet};
+use parking_lot::Mutex;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::sync::Arc;
+
+/// Edges (row -> new parent) of moves in flight, per `<table>/<parent family>`, shared by
+/// the [`TreeLinks`] instances of one engine (see the module doc).
+pub(crate) type InFlight = Arc<Mutex<HashMap<String, BTreeMap<Bytes, Bytes>>>>;
 
 /// How far a cycle check walks up before it gives up and refuses the parent.
 const MAX_DEPTH: usize = 10_000;
@@ -36,16 +51,21 @@ const MAX_DEPTH: usize = 10_000;
 pub struct TreeLinks {
     parent: Bytes,
     child: Bytes,
-    clock: RowClock,
+    clock: &'static RowClock,
+    in_flight: InFlight,
 }
 
 impl TreeLinks {
-    /// A tree whose parent links live in `parent` and child links in `child`.
+    /// A tree whose parent links live in `parent` and child links in `child`. The instance
+    /// has its own registry of moves in flight: build instances through
+    /// [`super::register_relations`] so that every instance of one engine shares one (an
+    /// instance alone only sees its own moves in flight).
     pub fn new(parent: impl AsRef<[u8]>, child: impl AsRef<[u8]>) -> Self {
         TreeLinks {
             parent: Bytes::copy_from_slice(parent.as_ref()),
             child: Bytes::copy_from_slice(child.as_ref()),
-            clock: RowClock::default(),
+            clock: RowClock::shared(),
+            in_flight: InFlight::default(),
         }
     }
 
@@ -58,35 +78,43 @@ impl TreeLinks {
         ))
     }
 
-    /// The parent of `row` after the batch: its plan when the batch moves it, else the
-    /// committed tree.
-    fn parent_of(
-        &self,
-        ctx: &ObserverContext<'_>,
-        planned: &BTreeMap<Bytes, Option<Bytes>>,
-        row: &Bytes,
-    ) -> Result<Option<Bytes>> {
-        if let Some(p) = planned.get(row) {
-            return Ok(p.clone());
-        }
-        Ok(read_links(ctx, row, &self.parent)?.into_keys().next())
+    /// Shares `in_flight` (the moves in flight) with the other instances that use it.
+    pub(crate) fn sharing(mut self, in_flight: InFlight) -> Self {
+        self.in_flight = in_flight;
+        self
     }
 
-    /// True when `parent` is `row` or one of its descendants.
+    /// The registry key of this tree in `ctx`'s table.
+    fn key(&self, ctx: &ObserverContext<'_>) -> String {
+        format!("{}/{}", ctx.table(), lossy(&self.parent))
+    }
+
+    /// True when `row` can be reached from `parent` along committed edges, `flying` ones
+    /// (other batches' moves in flight) or `planned` ones (this batch's moves): `parent` is
+    /// `row` or may be one of its descendants. Gives up (true) past [`MAX_DEPTH`] rows.
     fn closes_cycle(
         &self,
         ctx: &ObserverContext<'_>,
-        planned: &BTreeMap<Bytes, Option<Bytes>>,
+        flying: &BTreeMap<Bytes, Bytes>,
+        planned: &BTreeMap<Bytes, Bytes>,
         row: &Bytes,
         parent: &Bytes,
     ) -> Result<bool> {
         let mut seen = BTreeSet::new();
-        let mut cur = Some(parent.clone());
-        while let Some(c) = cur {
-            if c == *row || !seen.insert(c.clone()) || seen.len() > MAX_DEPTH {
+        let mut queue = VecDeque::from([parent.clone()]);
+        while let Some(node) = queue.pop_front() {
+            if node == *row {
                 return Ok(true);
             }
-            cur = self.parent_of(ctx, planned, &c)?;
+            if !seen.insert(node.clone()) {
+                continue;
+            }
+            if seen.len() > MAX_DEPTH {
+                return Ok(true);
+            }
+            queue.extend(read_links(ctx, &node, &self.parent)?.into_keys());
+            queue.extend(flying.get(&node).cloned());
+            queue.extend(planned.get(&node).cloned());
         }
         Ok(false)
     }
@@ -133,37 +161,59 @@ impl RegionObserver for TreeLinks {
                 false
             }
         });
-        let planned: BTreeMap<Bytes, Option<Bytes>> = plans
+        // This batch's moves: the row's new parent.
+        let planned: BTreeMap<Bytes, Bytes> = plans
             .iter()
-            .map(|p| (p.row.clone(), p.after.keys().next().cloned()))
+            .filter_map(|p| Some((p.row.clone(), p.put.iter().next()?.clone())))
             .collect();
         let mut kept = Vec::with_capacity(plans.len());
-        for p in plans {
-            let cycle = match p.put.iter().next() {
-                Some(parent) if !p.before.contains_key(parent) => self
-                    .closes_cycle(ctx, &planned, &p.row, parent)?
-                    .then(|| Refusal::Cycle {
-                        row: lossy(&p.row),
-                        parent: lossy(parent),
-                    }),
-                _ => None,
-            };
-            match cycle {
-                Some(r) => refused.extend(p.ops.iter().map(|i| (*i, r.clone()))),
-                None => kept.push(p),
+        {
+            let mut registry = self.in_flight.lock();
+            let flying = registry.entry(self.key(ctx)).or_default();
+            // This batch holds its rows' locks: an entry of one of them is stale.
+            for p in &plans {
+                flying.remove(&p.row);
+            }
+            for p in plans {
+                let cycle = match p.put.iter().next() {
+                    Some(parent) if !p.before.contains_key(parent) => self
+                        .closes_cycle(ctx, flying, &planned, &p.row, parent)?
+                        .then(|| Refusal::Cycle {
+                            row: lossy(&p.row),
+                            parent: lossy(parent),
+                        }),
+                    _ => None,
+                };
+                match cycle {
+                    Some(r) => refused.extend(p.ops.iter().map(|i| (*i, r.clone()))),
+                    None => kept.push(p),
+                }
+            }
+            for p in &kept {
+                if let Some(parent) = p.put.iter().next() {
+                    if !p.before.contains_key(parent) {
+                        flying.insert(p.row.clone(), parent.clone());
+                    }
+                }
             }
         }
         for (i, r) in refused {
             batch.veto(i, r.into_error());
         }
-        self.clock
-            .wait_past(kept.iter().map(|p| p.row.as_ref()))
-            .await;
+        // The old parent cell is deleted at the batch's own timestamp (an added write would
+        // get a later one, which could hide a move back to that parent in the next batch).
+        let now = batch.now();
+        let marked = kept
+            .iter()
+            .filter(|p| p.marks || replaced.get(&p.row).is_some_and(|old| !old.is_empty()));
+        self.clock.record_at(marked.map(|p| p.row.as_ref()), now);
         for p in &kept {
             for old in replaced.get(&p.row).into_iter().flatten() {
-                batch.add_mutation(Mutation::Delete(
-                    Delete::new(&p.row).add_columns(&self.parent, old),
-                ));
+                batch.add_mutation(Mutation::Delete(Delete::new(&p.row).add_columns_ts(
+                    &self.parent,
+                    old,
+                    now,
+                )));
             }
             for (parent, value) in p.edits() {
                 let m = match value {
@@ -178,11 +228,24 @@ impl RegionObserver for TreeLinks {
 
     async fn post_batch(
         &self,
-        _ctx: &mut ObserverContext<'_>,
+        ctx: &mut ObserverContext<'_>,
         ops: &[&Mutation],
         _outcome: &Result<()>,
     ) -> Result<()> {
-        self.clock.record(ops.iter().map(|m| m.row().as_ref()));
+        self.clock
+            .wait_past(ops.iter().map(|m| m.row().as_ref()))
+            .await;
+        // The batch's moves are visible (or failed): they leave the registry.
+        let key = self.key(ctx);
+        let mut registry = self.in_flight.lock();
+        if let Some(flying) = registry.get_mut(&key) {
+            for m in ops {
+                flying.remove(m.row());
+            }
+            if flying.is_empty() {
+                registry.remove(&key);
+            }
+        }
         Ok(())
     }
 
