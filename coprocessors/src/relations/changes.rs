@@ -250,8 +250,6 @@ pub(crate) struct RowPlan {
     pub after: BTreeMap<Bytes, Bytes>,
     /// Links put by the batch that stay visible (their reverse is rewritten).
     pub put: BTreeSet<Bytes>,
-    /// True when the batch writes a delete marker into the row's relation family.
-    pub marks: bool,
 }
 
 /// A change to one reverse link: the linked row, and its new value (`None`: deleted).
@@ -347,7 +345,6 @@ pub(crate) fn plan(
             before,
             after,
             put,
-            marks: acc.clear || !acc.deleted.is_empty(),
         });
     }
     Ok(plans)

@@ -9,7 +9,7 @@
 
 use super::changes::plan;
 use super::guard::RelationGuard;
-use super::{required, table_arg, RowClock, INVERSE_RELATION};
+use super::{required, table_arg, INVERSE_RELATION};
 use crate::observer::{ObserverContext, RegionObserver};
 use crate::registry::Args;
 use async_trait::async_trait;
@@ -24,7 +24,6 @@ pub struct InverseRelation {
     family: Bytes,
     target: TableName,
     target_family: Bytes,
-    clock: &'static RowClock,
 }
 
 impl InverseRelation {
@@ -38,7 +37,6 @@ impl InverseRelation {
             family: Bytes::copy_from_slice(family.as_ref()),
             target,
             target_family: Bytes::copy_from_slice(target_family.as_ref()),
-            clock: RowClock::shared(),
         }
     }
 
@@ -63,8 +61,6 @@ impl RegionObserver for InverseRelation {
         if plans.is_empty() {
             return Ok(());
         }
-        let marked = plans.iter().filter(|p| p.marks).map(|p| p.row.as_ref());
-        self.clock.record_at(marked, batch.now());
         for p in &plans {
             for (linked, value) in p.edits() {
                 let m = match value {
@@ -78,18 +74,6 @@ impl RegionObserver for InverseRelation {
                 batch.add_mutation_to(self.target.clone(), m);
             }
         }
-        Ok(())
-    }
-
-    async fn post_batch(
-        &self,
-        _ctx: &mut ObserverContext<'_>,
-        ops: &[&Mutation],
-        _outcome: &Result<()>,
-    ) -> Result<()> {
-        self.clock
-            .wait_past(ops.iter().map(|m| m.row().as_ref()))
-            .await;
         Ok(())
     }
 

@@ -26,14 +26,12 @@
 //!   [`Error::BadArgument`] (see [`Refusal`]): explicit timestamps on a relation family (an
 //!   old timestamp may sit under an existing version or delete marker), single-version and
 //!   family-version deletes (they may uncover an older version), increments and appends;
-//! - a delete marker hides puts at or below its timestamp; the reverse side is written with
-//!   the engine's strictly increasing timestamps for added writes, the source row with the
-//!   batch's own (`MiniBatch::now`, a wall-clock millisecond), so a link deleted and put
-//!   again in one millisecond would stay hidden on the source row only. After a batch that
-//!   writes a delete marker into a relation family of a row, the observer holds the row lock
-//!   (in `post_batch`) until the clock has passed the batch's timestamp ([`RowClock`]): the
-//!   row's next batch is stamped above it. (`TreeLinks` deletes a replaced parent cell at the
-//!   batch's own timestamp for the same reason.) Inside one batch a delete hides a put of the
+//! - a delete marker hides puts at or below its timestamp. The engine stamps a batch that
+//!   runs batch hooks, and the writes its hooks add, with one timestamp strictly above that
+//!   of every earlier such batch (`MiniBatch::now`), so the source row and the reverse side
+//!   of a link carry the same timestamp, and a link deleted and put again by the next batch
+//!   is never hidden on either side. (`TreeLinks` deletes a replaced parent cell at that
+//!   timestamp too.) Inside one batch a delete hides a put of the
 //!   same link on both sides alike (HBase's rule), and the observer derives the reverse from
 //!   that rule.
 //!
@@ -43,7 +41,6 @@
 //! [`MAINTAINER_PRIORITY`] and [`GUARD_PRIORITY`].
 
 mod changes;
-mod clock;
 mod guard;
 mod inverse;
 mod tree;
@@ -52,7 +49,6 @@ mod tree;
 mod tests;
 
 pub use changes::Refusal;
-pub use clock::RowClock;
 pub use guard::RelationGuard;
 pub use inverse::InverseRelation;
 pub use tree::TreeLinks;

@@ -27,7 +27,7 @@
 
 use super::changes::{lossy, plan, read_links, Refusal, RowPlan};
 use super::guard::RelationGuard;
-use super::{optional, RowClock};
+use super::optional;
 use crate::observer::{ObserverContext, RegionObserver};
 use crate::registry::Args;
 use async_trait::async_trait;
@@ -51,7 +51,6 @@ const MAX_DEPTH: usize = 10_000;
 pub struct TreeLinks {
     parent: Bytes,
     child: Bytes,
-    clock: &'static RowClock,
     in_flight: InFlight,
 }
 
@@ -64,7 +63,6 @@ impl TreeLinks {
         TreeLinks {
             parent: Bytes::copy_from_slice(parent.as_ref()),
             child: Bytes::copy_from_slice(child.as_ref()),
-            clock: RowClock::shared(),
             in_flight: InFlight::default(),
         }
     }
@@ -200,13 +198,8 @@ impl RegionObserver for TreeLinks {
         for (i, r) in refused {
             batch.veto(i, r.into_error());
         }
-        // The old parent cell is deleted at the batch's own timestamp (an added write would
-        // get a later one, which could hide a move back to that parent in the next batch).
+        // The old parent cell is deleted at the batch's own timestamp, as its other cells.
         let now = batch.now();
-        let marked = kept
-            .iter()
-            .filter(|p| p.marks || replaced.get(&p.row).is_some_and(|old| !old.is_empty()));
-        self.clock.record_at(marked.map(|p| p.row.as_ref()), now);
         for p in &kept {
             for old in replaced.get(&p.row).into_iter().flatten() {
                 batch.add_mutation(Mutation::Delete(Delete::new(&p.row).add_columns_ts(
@@ -232,9 +225,6 @@ impl RegionObserver for TreeLinks {
         ops: &[&Mutation],
         _outcome: &Result<()>,
     ) -> Result<()> {
-        self.clock
-            .wait_past(ops.iter().map(|m| m.row().as_ref()))
-            .await;
         // The batch's moves are visible (or failed): they leave the registry.
         let key = self.key(ctx);
         let mut registry = self.in_flight.lock();

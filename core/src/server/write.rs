@@ -456,7 +456,7 @@ impl Engine {
                 return self.mutate_locked_hooked(t, &hooks, muts, plan).await;
             }
         }
-        let now = now_ms();
+        let now = self.write_now();
         let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
         for m in muts {
             self.prepare(t, m, now, &mut cells)?;
@@ -574,7 +574,7 @@ impl Engine {
         let name = t.name.to_string();
         let _lock = self.locks.lock([(name.as_str(), row.clone())]).await;
         let mut cells = Vec::new();
-        let result = self.resolve_deltas(t, row, deltas, now_ms(), &mut cells)?;
+        let result = self.resolve_deltas(t, row, deltas, self.write_now(), &mut cells)?;
         self.commit(t, cells, durability).await?;
         Ok(RowResult {
             row: row.clone(),
@@ -602,6 +602,13 @@ impl Engine {
             }
         }
         Ok(())
+    }
+
+    /// The commit time of a write that runs no batch hooks: the wall clock, but never below
+    /// the last hooked commit time ([`Engine::added_now`] may run ahead of the wall clock), so
+    /// that a delete right after a hooked put still masks it.
+    pub(super) fn write_now(&self) -> Timestamp {
+        now_ms().max(self.added_clock.load(Ordering::Acquire))
     }
 
     /// The commit time of a write that runs batch hooks, taken under its row locks and used
@@ -876,7 +883,7 @@ impl Engine {
         group: &[(usize, Mutation)],
         results: &mut [Option<Result<BatchOutcome>>],
     ) -> (Vec<PreparedCell>, Vec<usize>, Durability) {
-        let now = now_ms();
+        let now = self.write_now();
         let mut cells = Vec::new();
         let mut ok = Vec::new();
         for (i, m) in group {
