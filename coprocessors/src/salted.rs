@@ -118,7 +118,7 @@ impl SaltedSnapshot {
     /// Runs endpoint `service` (of type `E`) once per region of every bucket range of the
     /// logical `range`, at this snapshot's read point. Answers stream per region as they
     /// finish (with [`CallOptions::ordered`]: bucket by bucket, each in key order), each
-    /// with its physical span; fold them with [`fold`](crate::service::fold) or merge them
+    /// with its physical span; fold them with [`fold`] or merge them
     /// with [`merge_logical`]. Fails before streaming when the service does not exist, the
     /// options are invalid, or the request cannot be encoded.
     pub fn coprocessor_service<E: Endpoint>(

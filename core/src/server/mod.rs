@@ -2,7 +2,7 @@
 //! folded in.
 //!
 //! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
-//! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`] (the write
+//! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`](mod@write) (the write
 //! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
 //! [`flush`] (MemStore to store file, WAL purge), [`hooks`] (coprocessor hook calls), [`lifecycle`]
 //! (lifecycle, scanner and engine-wide hook calls), [`memory`] (the global MemStore budget),

@@ -1,6 +1,6 @@
 //! The matcher: HBase's read rules applied to the cells of one row of one store.
 //!
-//! Input: every cell of one row of one family, in [`StoreKey`] order (all family delete
+//! Input: every cell of one row of one family, in [`StoreKey`](crate::cell::StoreKey) order (all family delete
 //! markers first, since they carry an empty qualifier; then each column with its versions
 //! newest first, markers before puts at equal timestamps, newest write first). Output: the
 //! versions a reader may see. The rules, which the test model mirrors exactly:

@@ -3,7 +3,7 @@
 //! The caller never sees a salt: every operation's row is turned into its physical key
 //! (salt + logical key, [`SaltSpec::physical_key`]) before it reaches the engine, and every
 //! row that comes back has the salt stripped, in [`RowResult::row`] and in each cell's row.
-//! Scans fan out one scan per bucket and merge them ([`scan`]).
+//! Scans fan out one scan per bucket and merge them (see the `scan` module).
 //!
 //! What a caller should know: filters run inside each bucket's scan, on physical rows, so a
 //! filter that looks at row keys (a row, prefix or fuzzy-row filter) sees the salt in front
