@@ -140,6 +140,17 @@ impl<'a> HookEnv<'a> {
     pub fn get_after(&self, batch: &MiniBatch<'_>, g: &Get) -> Result<RowResult> {
         self.engine.read_row_after(&self.region, g, batch.pending)
     }
+
+    /// The row as committed ([`HookEnv::get`]) and as it will be once `batch` commits
+    /// ([`HookEnv::get_after`]), from one read of the stores: `(before, after)`.
+    pub fn get_before_after(
+        &self,
+        batch: &MiniBatch<'_>,
+        g: &Get,
+    ) -> Result<(RowResult, RowResult)> {
+        self.engine
+            .read_row_before_after(&self.region, g, batch.pending)
+    }
 }
 
 /// The operations of one region's share of a write, under their row locks, as
