@@ -410,6 +410,25 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         admin.index("t", "nope").await.unwrap_err(),
         Error::IndexNotFound(_)
     ));
+    // A touch writes nothing, with or without hooks.
+    conn.admin()
+        .create_table(
+            TableDescriptor::new(TableName::parse("plain").unwrap())
+                .family(ColumnFamilyDescriptor::new("f")),
+        )
+        .await
+        .unwrap();
+    conn.table("plain").unwrap().touch("x").await.unwrap();
+    conn.table("t").unwrap().touch("x").await.unwrap();
+    assert!(conn
+        .table("plain")
+        .unwrap()
+        .get(basalt::client::Get::new("x"))
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(data_rows(&conn).await.is_empty());
+    assert!(admin.verify("t", "plain").await.unwrap().is_consistent());
     // Listed, described, dropped.
     let names: Vec<String> = admin
         .list("t")
