@@ -626,8 +626,10 @@ async fn an_online_build_under_concurrent_writes_ends_with_zero_differences() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let op = match x % 4 {
+                    let op = match x % 6 {
                         0 => Op::DeleteRow((x >> 8) as u8 % 6),
+                        1 => Op::Increment((x >> 8) as u8 % 6, 1),
+                        2 => Op::Batch((x >> 8) as u8 % 6, (x >> 16) as u8 % 6, (x >> 24) as u8),
                         _ => Op::Put(
                             (x >> 8) as u8 % 6,
                             (x >> 16) as u8 % 3,

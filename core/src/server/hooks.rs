@@ -869,7 +869,7 @@ impl Engine {
     /// An increment or append of a table with hooks: under the row lock, the new values are
     /// read and written as a put of those values at their resolved timestamps through the
     /// locked write path, so the batch hooks see it (an index maintains itself on it).
-    async fn read_modify_write_hooked(
+    pub(super) async fn read_modify_write_hooked(
         self: &Arc<Self>,
         t: &TableState,
         row: &Bytes,

@@ -572,7 +572,15 @@ impl Engine {
     ) -> Result<RowResult> {
         self.validate_read_modify_write(t, row, &deltas)?;
         let name = t.name.to_string();
-        let _lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        let lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        if t.hooks().is_some() {
+            // Coprocessors arrived since the caller looked (an index being created): their
+            // batch hooks must see this write.
+            drop(lock);
+            return self
+                .read_modify_write_hooked(t, row, durability, deltas)
+                .await;
+        }
         let mut cells = Vec::new();
         let result = self.resolve_deltas(t, row, deltas, now_ms(), &mut cells)?;
         self.commit(t, cells, durability).await?;
@@ -811,7 +819,10 @@ impl Engine {
             let locks = self
                 .lock_planned(t, group.iter().map(|(_, m)| m.row()), &plan)
                 .await;
-            let (ok, outcome) = match &hooks {
+            // Under the locks, the table's current hooks: batch hooks that arrived since the
+            // pre-hooks ran (an index being created) must see this write.
+            let locked_hooks = t.hooks();
+            let (ok, outcome) = match &locked_hooks {
                 None => {
                     let (cells, ok, durability) = self.prepare_group(t, &group, &mut results);
                     (ok, self.commit(t, cells, durability).await)
