@@ -14,7 +14,7 @@ use basalt::client::{
 use basalt::coprocessors::Registry;
 use basalt::fs::{CrashKind, FaultFs};
 use basalt::index::query::val;
-use basalt::index::{IndexAdmin, IndexDef, Query, Runtime};
+use basalt::index::{IndexAdmin, IndexDef, IndexState, Query, Runtime};
 use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor, TableName};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -438,7 +438,19 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         .map(|d| d.name)
         .collect();
     assert_eq!(names, ["covered", "plain", "salted", "uniq"]);
+    let all: Vec<(String, String, IndexState)> = admin
+        .list_all()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.table, d.name, d.state))
+        .collect();
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(all
+        .iter()
+        .all(|(t, _, s)| t == "t" && *s == IndexState::Active));
     admin.drop_index("t", "plain").await.unwrap();
+    assert_eq!(admin.list_all().await.unwrap().len(), 3);
     assert!(matches!(
         admin.describe("t", "plain").await.unwrap_err(),
         Error::IndexNotFound(_)
