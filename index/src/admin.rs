@@ -18,7 +18,7 @@
 //! it stands, so the build ends consistent while writes go on.
 
 use crate::def::{IndexDef, IndexState};
-use crate::layout::{Entry, Layout, FAMILY, ROW};
+use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
 use basalt_core::client::{BatchOp, Put, RowResult, Scan};
@@ -323,13 +323,13 @@ impl IndexAdmin {
         let live =
             |cells: &BTreeMap<Bytes, Bytes>| h.layout.expiry(cells, &ttl).is_none_or(|x| x > now);
         let mut report = VerifyReport::default();
-        let mut expected: BTreeMap<Bytes, Entry> = BTreeMap::new();
+        let mut expected: BTreeMap<Bytes, (Entry, Bytes)> = BTreeMap::new();
         let mut data_rows = h.data.scan(Scan::new())?;
         while let Some(r) = data_rows.try_next().await? {
             report.data_rows += 1;
             if let Some(e) = h.layout.entry(&r.row, &r)? {
                 if live(&e.cells) {
-                    if let Some(prev) = expected.insert(e.row.clone(), e) {
+                    if let Some((prev, _)) = expected.insert(e.row.clone(), (e, r.row.clone())) {
                         // Two data rows on one unique value: one of them is not indexed.
                         report.stale.push(prev.row);
                     }
@@ -345,20 +345,20 @@ impl IndexAdmin {
             if !live(&cells) {
                 continue;
             }
-            if let Some(owner) = cells.get(ROW) {
-                owners.insert(r.row.clone(), owner.clone());
+            if let Ok(owner) = h.layout.data_row(&r.row, &cells) {
+                owners.insert(r.row.clone(), owner);
             }
             match expected.remove(&r.row) {
                 None => report.extra.push(r.row.clone()),
-                Some(e) if e.cells != cells => {
-                    owners.insert(r.row.clone(), e.cells.get(ROW).cloned().unwrap_or_default());
+                Some((e, owner)) if e.cells != cells => {
+                    owners.insert(r.row.clone(), owner);
                     report.stale.push(r.row.clone());
                 }
                 Some(_) => {}
             }
         }
-        for (k, e) in expected {
-            owners.insert(k.clone(), e.cells.get(ROW).cloned().unwrap_or_default());
+        for (k, (_, owner)) in expected {
+            owners.insert(k.clone(), owner);
             report.missing.push(k);
         }
         Ok((report, owners))
