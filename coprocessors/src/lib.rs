@@ -42,6 +42,7 @@ pub mod engine;
 pub mod host;
 pub mod observer;
 pub mod registry;
+pub mod relations;
 pub mod salted;
 pub mod service;
 

@@ -359,17 +359,19 @@ async fn pump(
 
 /// Merged chunks the merge task may hold ready before the caller takes them.
 const MERGED_CHUNKS: usize = 4;
+/// Rows per chunk the merge task sends to the caller.
+const MERGED_CHUNK_ROWS: usize = 1024;
 
 /// Runs the ordered merge, sending its rows in chunks of up to [`CHUNK_ROWS`], until the
 /// merge ends or fails (the error goes after the rows before it), or the caller is gone.
 async fn merge_task(mut m: Merge, tx: mpsc::Sender<Chunk>) {
-    let mut buf = Vec::with_capacity(CHUNK_ROWS);
+    let mut buf = Vec::with_capacity(MERGED_CHUNK_ROWS);
     loop {
         match m.next().await {
             Some(Ok(row)) => {
                 buf.push(row);
-                if buf.len() >= CHUNK_ROWS {
-                    let full = std::mem::replace(&mut buf, Vec::with_capacity(CHUNK_ROWS));
+                if buf.len() >= MERGED_CHUNK_ROWS {
+                    let full = std::mem::replace(&mut buf, Vec::with_capacity(MERGED_CHUNK_ROWS));
                     if tx.send(Ok(full)).await.is_err() {
                         return;
                     }
