@@ -65,6 +65,9 @@ const RELOCK_ATTEMPTS: u32 = 16;
 pub(crate) struct LockPlan {
     /// Rows of any table to lock with the write's own, as (table, row).
     pub(crate) extra: Vec<(String, Bytes)>,
+    /// A timestamp the next attempt's must exceed (a row an added write targets was
+    /// written at it, see `commit_with_added`).
+    pub(crate) min_ts: crate::cell::Timestamp,
     attempts: u32,
     relock: bool,
 }
@@ -462,6 +465,7 @@ impl Engine {
         added: Vec<AddedWrite>,
         absent: Vec<(Option<Arc<TableState>>, Bytes)>,
         plan: &mut LockPlan,
+        now: crate::cell::Timestamp,
     ) -> Result<Option<Error>> {
         let post = PostApply {
             hooks,
@@ -545,7 +549,31 @@ impl Engine {
                 });
             }
         }
-        let now = self.added_now();
+        // One timestamp for the whole batch: the added writes take the batch's own. A row
+        // an added put or delete writes must not have been written at or after it (a delete
+        // marker of the same millisecond would hide a put): if it was, nothing is written
+        // and the caller runs the batch again past that time.
+        let added_rows: Vec<(&TableState, &Bytes)> = added
+            .iter()
+            .filter_map(|(target, op)| match op {
+                AddedOp::Mutation(m) => Some((target.as_deref().unwrap_or(t), m.row())),
+                AddedOp::Increment(_) => None,
+            })
+            .collect();
+        let last = added_rows
+            .iter()
+            .filter_map(|(target, row)| self.row_slot(target, row))
+            .map(|s| s.load(std::sync::atomic::Ordering::Acquire))
+            .max()
+            .unwrap_or(0);
+        if last >= now && plan.attempts < RELOCK_ATTEMPTS {
+            plan.attempts += 1;
+            plan.min_ts = plan.min_ts.max(last);
+            plan.relock = true;
+            return Err(Error::Busy(
+                "retrying past an added row's last write".into(),
+            ));
+        }
         let mut durabilities = vec![durability];
         // Increments of one row are resolved together, amounts of one counter summed, so
         // that two increments of a counter in one batch do not read the same old value.
@@ -582,8 +610,15 @@ impl Engine {
             self.resolve_deltas(target, row, deltas, now, &mut cells)
                 .map_err(|e| invalid_added(&target.name, e))?;
         }
-        self.commit_tables(&tables, cells, strongest(durabilities), Some(post))
-            .await
+        let out = self
+            .commit_tables(&tables, cells, strongest(durabilities), Some(post))
+            .await;
+        for (target, row) in added_rows {
+            if let Some(s) = self.row_slot(target, row) {
+                s.fetch_max(now, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
+        out
     }
 
     /// Runs `post_batch_mutate` once per region of a commit's operations (the batch is in
@@ -630,8 +665,10 @@ impl Engine {
         plan: &mut LockPlan,
     ) -> Result<()> {
         let refs: Vec<&Mutation> = muts.iter().collect();
+        let now = self
+            .hooked_now(t, refs.iter().map(|m| m.row()), plan.min_ts)
+            .await;
         let run = async {
-            let now = now_ms();
             let mut cells = Vec::new();
             for m in &refs {
                 self.prepare(t, m, now, &mut cells)?;
@@ -643,7 +680,7 @@ impl Engine {
             let durability = strongest(refs.iter().map(|m| mutation_durability(m)));
             let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
             self.commit_with_added(
-                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, plan,
+                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, plan, now,
             )
             .await
         };
@@ -651,6 +688,7 @@ impl Engine {
             Ok(late) => (Ok(()), late),
             Err(e) => (Err(e), None),
         };
+        self.record_hooked(t, refs.iter().map(|m| m.row()), now);
         if plan.relock {
             return outcome;
         }
@@ -678,7 +716,7 @@ impl Engine {
         plan: &mut LockPlan,
     ) -> (Vec<usize>, Result<()>) {
         let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
-        let now = now_ms();
+        let now = self.hooked_now(t, held.iter(), plan.min_ts).await;
         let mut cells = Vec::new();
         let mut spans = Vec::with_capacity(group.len());
         for (i, m) in group.iter() {
@@ -746,9 +784,10 @@ impl Engine {
         }
         let run = self
             .commit_with_added(
-                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, plan,
+                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, plan, now,
             )
             .await;
+        self.record_hooked(t, held.iter(), now);
         if plan.relock {
             return (Vec::new(), Ok(()));
         }

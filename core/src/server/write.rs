@@ -612,20 +612,60 @@ impl Engine {
         Ok(())
     }
 
-    /// A timestamp for the writes batch hooks added, taken under their rows' locks: the
-    /// wall clock, but strictly above every such timestamp taken before by this engine, so
-    /// that a row a batch deletes and a later batch writes again (an index row) is never
-    /// masked by a delete marker of the same millisecond. Under more than a thousand such
-    /// commits a second it runs ahead of the wall clock.
-    pub(super) fn added_now(&self) -> Timestamp {
-        let wall = now_ms();
-        let prev = self
-            .added_clock
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(p.saturating_add(1).max(wall))
-            })
-            .unwrap_or(wall);
-        prev.saturating_add(1).max(wall)
+    pub(super) fn row_slot(
+        &self,
+        t: &TableState,
+        row: &[u8],
+    ) -> Option<&std::sync::atomic::AtomicU64> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        t.name.hash(&mut h);
+        row.hash(&mut h);
+        let n = self.row_clock.len().max(1) as u64;
+        self.row_clock.get((h.finish() % n) as usize)
+    }
+
+    /// The timestamp of a hooked write of `rows` (the caller holds their locks): the wall
+    /// clock, once it has passed the timestamp of the rows' previous hooked write (waiting
+    /// for the next millisecond when needed). A hooked write's cells are stamped before its
+    /// `pre_batch_mutate` hooks run (they read the row as the batch leaves it), so a row
+    /// deleted and written again in one millisecond would otherwise have its put hidden by
+    /// the delete marker. The clock is never run ahead of the wall clock: a later write
+    /// stamped by the wall clock (a delete) still covers this one. Rows sharing a slot
+    /// only wait more.
+    pub(super) async fn hooked_now<'r>(
+        &self,
+        t: &TableState,
+        rows: impl Iterator<Item = &'r Bytes>,
+        min: Timestamp,
+    ) -> Timestamp {
+        let last = rows
+            .filter_map(|r| self.row_slot(t, r))
+            .map(|s| s.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0)
+            .max(min);
+        loop {
+            let now = now_ms();
+            if now > last {
+                return now;
+            }
+            tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Records that a hooked write of `rows` (still under their locks) took `now`.
+    pub(super) fn record_hooked<'r>(
+        &self,
+        t: &TableState,
+        rows: impl Iterator<Item = &'r Bytes>,
+        now: Timestamp,
+    ) {
+        for r in rows {
+            if let Some(s) = self.row_slot(t, r) {
+                s.fetch_max(now, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Reads the latest value of each column under the row lock (the caller holds it) and
