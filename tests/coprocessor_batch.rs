@@ -964,8 +964,9 @@ async fn batches_adding_to_each_others_rows_both_commit_by_relocking() {
     );
     ra.unwrap();
     rb.unwrap();
-    // One of them ran its hook a second time, after relocking.
-    assert_eq!(calls.load(std::sync::atomic::Ordering::SeqCst), 3);
+    // One of them ran its hook again, after relocking (and maybe once more, to stamp its
+    // write past the other's write of the row it adds to).
+    assert!(calls.load(std::sync::atomic::Ordering::SeqCst) >= 3);
     // Each wrote its row and its addition to the other.
     let a = t.get(Get::new("a")).await.unwrap();
     let b = t.get(Get::new("b")).await.unwrap();

@@ -14,7 +14,7 @@ use basalt::client::{
 use basalt::coprocessors::Registry;
 use basalt::fs::{CrashKind, FaultFs};
 use basalt::index::query::val;
-use basalt::index::{IndexAdmin, IndexDef, Query, Runtime};
+use basalt::index::{IndexAdmin, IndexDef, IndexState, Query, Runtime};
 use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor, TableName};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -410,6 +410,25 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         admin.index("t", "nope").await.unwrap_err(),
         Error::IndexNotFound(_)
     ));
+    // A touch writes nothing, with or without hooks.
+    conn.admin()
+        .create_table(
+            TableDescriptor::new(TableName::parse("plain").unwrap())
+                .family(ColumnFamilyDescriptor::new("f")),
+        )
+        .await
+        .unwrap();
+    conn.table("plain").unwrap().touch("x").await.unwrap();
+    conn.table("t").unwrap().touch("x").await.unwrap();
+    assert!(conn
+        .table("plain")
+        .unwrap()
+        .get(basalt::client::Get::new("x"))
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(data_rows(&conn).await.is_empty());
+    assert!(admin.verify("t", "plain").await.unwrap().is_consistent());
     // Listed, described, dropped.
     let names: Vec<String> = admin
         .list("t")
@@ -419,7 +438,19 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         .map(|d| d.name)
         .collect();
     assert_eq!(names, ["covered", "plain", "salted", "uniq"]);
+    let all: Vec<(String, String, IndexState)> = admin
+        .list_all()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|d| (d.table, d.name, d.state))
+        .collect();
+    assert_eq!(all.len(), 4, "{all:?}");
+    assert!(all
+        .iter()
+        .all(|(t, _, s)| t == "t" && *s == IndexState::Active));
     admin.drop_index("t", "plain").await.unwrap();
+    assert_eq!(admin.list_all().await.unwrap().len(), 3);
     assert!(matches!(
         admin.describe("t", "plain").await.unwrap_err(),
         Error::IndexNotFound(_)
@@ -607,8 +638,10 @@ async fn an_online_build_under_concurrent_writes_ends_with_zero_differences() {
                     x ^= x << 13;
                     x ^= x >> 7;
                     x ^= x << 17;
-                    let op = match x % 4 {
+                    let op = match x % 6 {
                         0 => Op::DeleteRow((x >> 8) as u8 % 6),
+                        1 => Op::Increment((x >> 8) as u8 % 6, 1),
+                        2 => Op::Batch((x >> 8) as u8 % 6, (x >> 16) as u8 % 6, (x >> 24) as u8),
                         _ => Op::Put(
                             (x >> 8) as u8 % 6,
                             (x >> 16) as u8 % 3,
@@ -744,7 +777,7 @@ async fn concurrent_rounds(rounds: Vec<Vec<Vec<Op>>>) -> Result<(), String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 12, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
     #[test]
     fn concurrent_writes_keep_every_index_equal_to_the_data(
         rounds in proptest::collection::vec(
@@ -766,7 +799,7 @@ proptest! {
 /// filesystem) at a sync point, reopens: every index verifies with zero differences.
 #[tokio::test]
 async fn after_a_simulated_crash_every_index_verifies_with_zero_differences() {
-    for seed in 0..6u64 {
+    for seed in 0..24u64 {
         let fs = FaultFs::new();
         let config = |fs: &FaultFs, reg: Arc<Registry>| {
             Config::new("/idx")
@@ -781,7 +814,7 @@ async fn after_a_simulated_crash_every_index_verifies_with_zero_differences() {
         for s in ALL {
             admin.create(s.def("t")).await.unwrap();
         }
-        fs.crash_at_sync(5 + seed * 7);
+        fs.crash_at_sync(3 + (seed * 7) % 41);
         let t = conn.table("t").unwrap();
         let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
         let mut done = 0;

@@ -91,6 +91,16 @@ impl<'a> ObserverContext<'a> {
         self.env.get_after(batch, g)
     }
 
+    /// The row as committed and as it will be once `batch` commits, from one read (see
+    /// [`HookEnv::get_before_after`]).
+    pub fn get_before_after(
+        &self,
+        batch: &MiniBatch<'_>,
+        g: &Get,
+    ) -> Result<(RowResult, RowResult)> {
+        self.env.get_before_after(batch, g)
+    }
+
     /// Skips the operation and the coprocessors after this one in the chain. Only hooks
     /// documented as bypassable (`pre_put`, `pre_delete`, `pre_get`, `pre_exists`,
     /// `pre_increment`, `pre_append`, `pre_check_and_mutate`, `pre_split`,

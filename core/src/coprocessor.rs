@@ -140,6 +140,17 @@ impl<'a> HookEnv<'a> {
     pub fn get_after(&self, batch: &MiniBatch<'_>, g: &Get) -> Result<RowResult> {
         self.engine.read_row_after(&self.region, g, batch.pending)
     }
+
+    /// The row as committed ([`HookEnv::get`]) and as it will be once `batch` commits
+    /// ([`HookEnv::get_after`]), from one read of the stores: `(before, after)`.
+    pub fn get_before_after(
+        &self,
+        batch: &MiniBatch<'_>,
+        g: &Get,
+    ) -> Result<(RowResult, RowResult)> {
+        self.engine
+            .read_row_before_after(&self.region, g, batch.pending)
+    }
 }
 
 /// The operations of one region's share of a write, under their row locks, as
@@ -204,10 +215,11 @@ impl<'a> MiniBatch<'a> {
     }
 
     /// The batch's commit time in milliseconds: what its cells written without a timestamp
-    /// get, and the writes hooks add without one too. It is strictly above the commit time of
-    /// every earlier write that ran batch hooks in this engine (it may run ahead of the wall
-    /// clock under more than a thousand such writes a second), so a derived row deleted by
-    /// one batch and written again by the next is never masked by the delete.
+    /// get, and the writes hooks add without one too. It is the wall clock, strictly above
+    /// the commit time of every earlier hooked write of the same rows - the batch's own and
+    /// the rows its hooks add to (the batch waits for the next millisecond, or runs again,
+    /// when needed) - so a row deleted by one batch and written again by the next is never
+    /// masked by the delete.
     pub fn now(&self) -> crate::cell::Timestamp {
         self.now
     }

@@ -4,7 +4,10 @@
 //! Where definitions live: in the arguments of the data table's maintaining coprocessor
 //! ([`crate::maintainer::MAINTAINER`], one argument `index.<name>` per index), which the
 //! catalog persists with the table descriptor, so reopening the engine reloads every index
-//! with its table. The index table (`ns:<table>.idx.<name>`, one family `i`, salted when
+//! with its table; and, for listing every index of the engine, in the system table
+//! [`SYSTEM_TABLE`] (row `<data table>/<index>`, `d:def` the definition, `d:state`), written
+//! after the descriptor (the descriptor is the authority: a crash between the two leaves the
+//! system table one step behind until the next change). The index table (`ns:<table>.idx.<name>`, one family `i`, salted when
 //! asked) carries the [`crate::maintainer::GUARD`] coprocessor, which refuses user writes.
 //!
 //! Online build: the index is first declared BUILDING, which installs the maintainer, so
@@ -15,7 +18,7 @@
 //! it stands, so the build ends consistent while writes go on.
 
 use crate::def::{IndexDef, IndexState};
-use crate::layout::{Entry, Layout, FAMILY, ROW};
+use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
 use basalt_core::client::{BatchOp, Put, RowResult, Scan};
@@ -27,6 +30,9 @@ use bytes::Bytes;
 use futures::TryStreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+
+/// The system table listing every index: `basalt:indexes`.
+pub const SYSTEM_TABLE: &str = "basalt:indexes";
 
 /// How many rows an online build touches per batch.
 pub const BUILD_BATCH: usize = 256;
@@ -131,7 +137,59 @@ impl IndexAdmin {
         if !cp.args.keys().any(|k| k.starts_with(ARG_PREFIX)) {
             list.retain(|c| c.name != MAINTAINER);
         }
-        self.conn.admin().set_coprocessors(table, list).await
+        self.conn.admin().set_coprocessors(table, list).await?;
+        self.record(table, name, def).await
+    }
+
+    /// The system table, created (with its namespace) on first use.
+    async fn system_table(&self) -> Result<basalt_core::Table> {
+        let name = TableName::parse(SYSTEM_TABLE)?;
+        let admin = self.conn.admin();
+        if !admin.table_exists(&name).await? {
+            match admin.create_namespace(name.namespace()).await {
+                Ok(()) | Err(Error::NamespaceExists(_)) => {}
+                Err(e) => return Err(e),
+            }
+            match admin
+                .create_table(TableDescriptor::new(name).family(ColumnFamilyDescriptor::new("d")))
+                .await
+            {
+                Ok(()) | Err(Error::TableExists(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        self.conn.table(SYSTEM_TABLE)
+    }
+
+    /// Writes (or, with `None`, deletes) index `name` of `table` in the system table.
+    async fn record(&self, table: &TableName, name: &str, def: Option<&IndexDef>) -> Result<()> {
+        let sys = self.system_table().await?;
+        let row = format!("{table}/{name}");
+        match def {
+            Some(d) => {
+                let state = match d.state {
+                    IndexState::Building => "BUILDING",
+                    IndexState::Active => "ACTIVE",
+                };
+                sys.put(
+                    Put::new(row)
+                        .add_column("d", "def", d.to_arg()?)
+                        .add_column("d", "state", state),
+                )
+                .await
+            }
+            None => sys.delete(basalt_core::client::Delete::new(row)).await,
+        }
+    }
+
+    /// Every index of the engine, from the system table, in (data table, name) order.
+    pub async fn list_all(&self) -> Result<Vec<IndexDef>> {
+        let sys = self.system_table().await?;
+        let rows: Vec<RowResult> = sys.scan(Scan::new())?.try_collect().await?;
+        rows.iter()
+            .filter_map(|r| r.value("d", "def"))
+            .map(|v| IndexDef::from_arg(&String::from_utf8_lossy(v)))
+            .collect()
     }
 
     /// Creates an index and builds it (see [`IndexAdmin::create_with_progress`]).
@@ -265,13 +323,13 @@ impl IndexAdmin {
         let live =
             |cells: &BTreeMap<Bytes, Bytes>| h.layout.expiry(cells, &ttl).is_none_or(|x| x > now);
         let mut report = VerifyReport::default();
-        let mut expected: BTreeMap<Bytes, Entry> = BTreeMap::new();
+        let mut expected: BTreeMap<Bytes, (Entry, Bytes)> = BTreeMap::new();
         let mut data_rows = h.data.scan(Scan::new())?;
         while let Some(r) = data_rows.try_next().await? {
             report.data_rows += 1;
             if let Some(e) = h.layout.entry(&r.row, &r)? {
                 if live(&e.cells) {
-                    if let Some(prev) = expected.insert(e.row.clone(), e) {
+                    if let Some((prev, _)) = expected.insert(e.row.clone(), (e, r.row.clone())) {
                         // Two data rows on one unique value: one of them is not indexed.
                         report.stale.push(prev.row);
                     }
@@ -287,20 +345,20 @@ impl IndexAdmin {
             if !live(&cells) {
                 continue;
             }
-            if let Some(owner) = cells.get(ROW) {
-                owners.insert(r.row.clone(), owner.clone());
+            if let Ok(owner) = h.layout.data_row(&r.row, &cells) {
+                owners.insert(r.row.clone(), owner);
             }
             match expected.remove(&r.row) {
                 None => report.extra.push(r.row.clone()),
-                Some(e) if e.cells != cells => {
-                    owners.insert(r.row.clone(), e.cells.get(ROW).cloned().unwrap_or_default());
+                Some((e, owner)) if e.cells != cells => {
+                    owners.insert(r.row.clone(), owner);
                     report.stale.push(r.row.clone());
                 }
                 Some(_) => {}
             }
         }
-        for (k, e) in expected {
-            owners.insert(k.clone(), e.cells.get(ROW).cloned().unwrap_or_default());
+        for (k, (_, owner)) in expected {
+            owners.insert(k.clone(), owner);
             report.missing.push(k);
         }
         Ok((report, owners))

@@ -7,10 +7,12 @@
 //! data row is everything after them, and equal values sort by data row). A unique index
 //! keys on the values alone.
 //!
-//! Cells, all in family [`FAMILY`]: `r` the data row key; `t` the timestamps of the indexed
-//! cells (8 bytes big-endian each, in column order, 0 for a null), from which a query
-//! decides whether a value has expired under its family's TTL; `c<family>:<qualifier>` each
-//! covered column's newest value.
+//! Cells, all in family [`FAMILY`]: `m` the timestamps of the indexed cells (8 bytes
+//! big-endian each, in column order, 0 for a null), from which a query decides whether a
+//! value has expired under its family's TTL, followed in a unique index by the data row key
+//! (a non-unique index has it at the end of its row key); `c<family>:<qualifier>` each
+//! covered column's newest value. One cell plus the covered ones: every cell is a MemStore
+//! entry and a WAL edit on the write path.
 //!
 //! Which rows are indexed: a data row with no visible cell has no index row; a row that
 //! lacks an indexed column is indexed with that value null, except in a sparse index (left
@@ -26,10 +28,9 @@ use std::collections::BTreeMap;
 
 /// The index table's one family.
 pub const FAMILY: &[u8] = b"i";
-/// The qualifier of the data row key.
-pub const ROW: &[u8] = b"r";
-/// The qualifier of the indexed cells' timestamps.
-pub const TIMES: &[u8] = b"t";
+/// The qualifier of the indexed cells' timestamps (and, in a unique index, the data row
+/// key after them).
+pub const META: &[u8] = b"m";
 
 /// The qualifier a covered column is stored under.
 pub fn covered_qualifier(family: &[u8], qualifier: &[u8]) -> Vec<u8> {
@@ -150,6 +151,36 @@ impl Layout {
         Ok((values, end))
     }
 
+    /// The logical key of a physical index row key.
+    pub fn logical<'a>(&self, physical: &'a [u8]) -> Result<&'a [u8]> {
+        match &self.salt {
+            Some(s) => s.logical_key(physical),
+            None => Ok(physical),
+        }
+    }
+
+    /// The data row an index row (by logical key) points to.
+    pub fn data_row_logical(
+        &self,
+        logical: &[u8],
+        cells: &BTreeMap<Bytes, Bytes>,
+    ) -> Result<Bytes> {
+        if self.def.unique {
+            let meta = cells
+                .get(META)
+                .ok_or_else(|| Error::bad_argument("unique index row without its data row"))?;
+            Ok(meta.slice((self.def.columns.len() * 8).min(meta.len())..))
+        } else {
+            let (_, end) = self.split_key(logical)?;
+            Ok(Bytes::copy_from_slice(&logical[end..]))
+        }
+    }
+
+    /// The data row an index row (by physical key) points to.
+    pub fn data_row(&self, physical: &[u8], cells: &BTreeMap<Bytes, Bytes>) -> Result<Bytes> {
+        self.data_row_logical(self.logical(physical)?, cells)
+    }
+
     /// The index row of a data row in the state `row` (everything visible of it), if the
     /// row is indexed (see the module doc).
     pub fn entry(&self, data_row: &[u8], row: &RowResult) -> Result<Option<Entry>> {
@@ -178,9 +209,11 @@ impl Layout {
             }
         }
         let key = self.physical(&self.logical_key(&values, data_row)?)?;
+        if self.def.unique {
+            times.extend_from_slice(data_row);
+        }
         let mut cells = BTreeMap::new();
-        cells.insert(Bytes::from_static(ROW), Bytes::copy_from_slice(data_row));
-        cells.insert(Bytes::from_static(TIMES), Bytes::from(times));
+        cells.insert(Bytes::from_static(META), Bytes::from(times));
         for c in &self.def.covered {
             if let Some(v) = row.value(&c.family, &c.qualifier) {
                 cells.insert(
@@ -199,7 +232,8 @@ impl Layout {
         cells: &BTreeMap<Bytes, Bytes>,
         ttl_ms: &dyn Fn(&[u8]) -> Option<u64>,
     ) -> Option<u64> {
-        let times = cells.get(TIMES)?;
+        let times = cells.get(META)?;
+        let times = times.get(..self.def.columns.len() * 8)?;
         self.def
             .columns
             .iter()
@@ -276,6 +310,19 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(e.row, unique.logical_key(&[Some("v".into())], b"").unwrap());
+        assert_eq!(unique.data_row(&e.row, &e.cells).unwrap().as_ref(), b"r1");
+        let p = plain
+            .entry(b"r1", &row(&[("f", "a", 5, "x")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.cells.len(), 1);
+        assert_eq!(plain.data_row(&p.row, &p.cells).unwrap().as_ref(), b"r1");
+        let salted = Layout::new(IndexDef::new("i", "t").column("f", "a").salt_buckets(4));
+        let s = salted
+            .entry(b"r1", &row(&[("f", "a", 5, "x")]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(salted.data_row(&s.row, &s.cells).unwrap().as_ref(), b"r1");
         let ttl = |f: &[u8]| (f == b"f").then_some(100);
         assert_eq!(unique.expiry(&e.cells, &ttl), Some(107));
         assert_eq!(unique.expiry(&e.cells, &|_| None), None);

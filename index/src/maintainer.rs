@@ -3,8 +3,9 @@
 //!
 //! The maintainer runs in `pre_batch_mutate`, under the locks of the batch's data rows. For
 //! each data row of the batch it reads the row as committed (every visible cell) and as it
-//! will be once the batch commits ([`ObserverContext::get_after`]: the same read rules,
-//! delete markers, versions and TTL, applied to the committed and the pending cells), derives
+//! will be once the batch commits ([`ObserverContext::get_before_after`], one read: the same
+//! read rules, delete markers, versions and TTL, applied to the committed and the pending
+//! cells), derives
 //! the old and the new index row of every index ([`Layout::entry`]) and adds the delete of
 //! the old one and the put of the new one to the batch ([`MiniBatch::add_mutation_to`]), so
 //! data and index rows commit as one WAL record with one sequence id. Every write kind comes
@@ -146,8 +147,7 @@ impl RegionObserver for Maintainer {
                 // Nothing of this row is written (an earlier coprocessor refused it).
                 continue;
             }
-            let before = ctx.get(&Get::new(&row))?;
-            let after = ctx.get_after(batch, &Get::new(&row))?;
+            let (before, after) = ctx.get_before_after(batch, &Get::new(&row))?;
             let touch = touched.contains(&row);
             let repairs = if touch {
                 self.runtime.take(&self.table, &row)

@@ -13,9 +13,9 @@
 //! in it, see [`crate::layout`]). An index still being built refuses queries
 //! ([`basalt_core::Error::IndexNotReady`], when the handle is made).
 
-use crate::layout::{covered_qualifier, IndexValue, Layout, FAMILY, ROW};
+use crate::layout::{covered_qualifier, IndexValue, Layout, FAMILY};
 use basalt_core::client::{BatchOp, BatchOutcome, Get, RowResult, Scan, Snapshot};
-use basalt_core::{Error, Result, SaltedTable, Table};
+use basalt_core::{Result, SaltedTable, Table};
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use std::collections::{BTreeMap, HashMap};
@@ -193,10 +193,7 @@ impl Index {
 
     fn hit(&self, key: &[u8], cells: &BTreeMap<Bytes, Bytes>) -> Result<Hit> {
         let (values, _) = self.layout.split_key(key)?;
-        let row = cells
-            .get(ROW)
-            .cloned()
-            .ok_or_else(|| Error::bad_argument("index row without its data row key"))?;
+        let row = self.layout.data_row_logical(key, cells)?;
         let mut covered = BTreeMap::new();
         for c in &self.layout.def.covered {
             if let Some(v) = cells.get(covered_qualifier(&c.family, &c.qualifier).as_slice()) {

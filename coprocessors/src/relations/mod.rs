@@ -28,9 +28,9 @@
 //!   family-version deletes (they may uncover an older version), increments and appends;
 //! - a delete marker hides puts at or below its timestamp. The engine stamps a batch that
 //!   runs batch hooks, and the writes its hooks add, with one timestamp strictly above that
-//!   of every earlier such batch (`MiniBatch::now`), so the source row and the reverse side
-//!   of a link carry the same timestamp, and a link deleted and put again by the next batch
-//!   is never hidden on either side. (`TreeLinks` deletes a replaced parent cell at that
+//!   of every earlier hooked write of the same rows (`MiniBatch::now`), so the source row
+//!   and the reverse side of a link carry the same timestamp, and a link deleted and put
+//!   again by the next batch is never hidden on either side. (`TreeLinks` deletes a replaced parent cell at that
 //!   timestamp too.) Inside one batch a delete hides a put of the
 //!   same link on both sides alike (HBase's rule), and the observer derives the reverse from
 //!   that rule.

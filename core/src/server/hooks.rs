@@ -19,7 +19,7 @@
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
 use super::write::{mutation_durability, strongest, Delta, PreparedCell};
-use super::{Config, Engine, TableState};
+use super::{now_ms, Config, Engine, TableState};
 use crate::client::ops::{
     Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult,
 };
@@ -65,6 +65,9 @@ const RELOCK_ATTEMPTS: u32 = 16;
 pub(crate) struct LockPlan {
     /// Rows of any table to lock with the write's own, as (table, row).
     pub(crate) extra: Vec<(String, Bytes)>,
+    /// A timestamp the next attempt's must exceed (a row an added write targets was
+    /// written at it, see `commit_with_added`).
+    pub(crate) min_ts: crate::cell::Timestamp,
     attempts: u32,
     relock: bool,
 }
@@ -461,8 +464,8 @@ impl Engine {
         durability: Durability,
         added: Vec<AddedWrite>,
         absent: Vec<(Option<Arc<TableState>>, Bytes)>,
-        now: crate::cell::Timestamp,
         plan: &mut LockPlan,
+        now: crate::cell::Timestamp,
     ) -> Result<Option<Error>> {
         let post = PostApply {
             hooks,
@@ -546,6 +549,31 @@ impl Engine {
                 });
             }
         }
+        // One timestamp for the whole batch: the added writes take the batch's own. A row
+        // an added put or delete writes must not have been written at or after it (a delete
+        // marker of the same millisecond would hide a put): if it was, nothing is written
+        // and the caller runs the batch again past that time.
+        let added_rows: Vec<(&TableState, &Bytes)> = added
+            .iter()
+            .filter_map(|(target, op)| match op {
+                AddedOp::Mutation(m) => Some((target.as_deref().unwrap_or(t), m.row())),
+                AddedOp::Increment(_) => None,
+            })
+            .collect();
+        let last = added_rows
+            .iter()
+            .filter_map(|(target, row)| self.row_slot(target, row))
+            .map(|s| s.load(std::sync::atomic::Ordering::Acquire))
+            .max()
+            .unwrap_or(0);
+        if last >= now && plan.attempts < RELOCK_ATTEMPTS {
+            plan.attempts += 1;
+            plan.min_ts = plan.min_ts.max(last);
+            plan.relock = true;
+            return Err(Error::Busy(
+                "retrying past an added row's last write".into(),
+            ));
+        }
         let mut durabilities = vec![durability];
         // Increments of one row are resolved together, amounts of one counter summed, so
         // that two increments of a counter in one batch do not read the same old value.
@@ -582,8 +610,15 @@ impl Engine {
             self.resolve_deltas(target, row, deltas, now, &mut cells)
                 .map_err(|e| invalid_added(&target.name, e))?;
         }
-        self.commit_tables(&tables, cells, strongest(durabilities), Some(post))
-            .await
+        let out = self
+            .commit_tables(&tables, cells, strongest(durabilities), Some(post))
+            .await;
+        for (target, row) in added_rows {
+            if let Some(s) = self.row_slot(target, row) {
+                s.fetch_max(now, std::sync::atomic::Ordering::AcqRel);
+            }
+        }
+        out
     }
 
     /// Runs `post_batch_mutate` once per region of a commit's operations (the batch is in
@@ -630,8 +665,10 @@ impl Engine {
         plan: &mut LockPlan,
     ) -> Result<()> {
         let refs: Vec<&Mutation> = muts.iter().collect();
+        let now = self
+            .hooked_now(t, refs.iter().map(|m| m.row()), plan.min_ts)
+            .await;
         let run = async {
-            let now = self.added_now();
             let mut cells = Vec::new();
             for m in &refs {
                 self.prepare(t, m, now, &mut cells)?;
@@ -643,7 +680,7 @@ impl Engine {
             let durability = strongest(refs.iter().map(|m| mutation_durability(m)));
             let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
             self.commit_with_added(
-                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, now, plan,
+                t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, plan, now,
             )
             .await
         };
@@ -651,6 +688,7 @@ impl Engine {
             Ok(late) => (Ok(()), late),
             Err(e) => (Err(e), None),
         };
+        self.record_hooked(t, refs.iter().map(|m| m.row()), now);
         if plan.relock {
             return outcome;
         }
@@ -678,7 +716,7 @@ impl Engine {
         plan: &mut LockPlan,
     ) -> (Vec<usize>, Result<()>) {
         let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
-        let now = self.added_now();
+        let now = self.hooked_now(t, held.iter(), plan.min_ts).await;
         let mut cells = Vec::new();
         let mut spans = Vec::with_capacity(group.len());
         for (i, m) in group.iter() {
@@ -746,9 +784,10 @@ impl Engine {
         }
         let run = self
             .commit_with_added(
-                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, now, plan,
+                t, hooks, &held, &written, cells, durability, pre.added, pre.absent, plan, now,
             )
             .await;
+        self.record_hooked(t, held.iter(), now);
         if plan.relock {
             return (Vec::new(), Ok(()));
         }
@@ -869,7 +908,7 @@ impl Engine {
     /// An increment or append of a table with hooks: under the row lock, the new values are
     /// read and written as a put of those values at their resolved timestamps through the
     /// locked write path, so the batch hooks see it (an index maintains itself on it).
-    async fn read_modify_write_hooked(
+    pub(super) async fn read_modify_write_hooked(
         self: &Arc<Self>,
         t: &TableState,
         row: &Bytes,
@@ -881,8 +920,7 @@ impl Engine {
         loop {
             let locks = self.lock_planned(t, std::iter::once(row), &plan).await;
             let mut cells = Vec::new();
-            let result =
-                self.resolve_deltas(t, row, deltas.clone(), self.added_now(), &mut cells)?;
+            let result = self.resolve_deltas(t, row, deltas.clone(), now_ms(), &mut cells)?;
             let mut put = crate::client::ops::Put::new(row).durability(durability);
             for c in &result {
                 put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);

@@ -265,8 +265,9 @@ pub struct Engine {
     pub(crate) commit_lock: Mutex<()>,
     pub(crate) next_file_id: AtomicU64,
     pub(crate) commits: AtomicU64,
-    /// The last timestamp given to writes batch hooks added (see `write::added_now`).
-    pub(crate) added_clock: AtomicU64,
+    /// Per (table, row) slot, the last timestamp a hooked write of the row took (see
+    /// `write::hooked_now`).
+    pub(crate) row_clock: Box<[AtomicU64]>,
     /// MemStore bytes written since the global budget was last checked (see [`memory`]).
     pub(crate) memstore_unchecked: AtomicU64,
     /// Set while the MemStores are known to be over the global budget: every writer waits.

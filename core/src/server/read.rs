@@ -133,6 +133,17 @@ impl Engine {
         g: &Get,
         pending: &[super::write::PreparedCell],
     ) -> Result<RowResult> {
+        Ok(self.read_row_before_after(region, g, pending)?.1)
+    }
+
+    /// [`Engine::read_row_after`], with the row as committed (what a get at the current
+    /// read point gives) from the same read of the stores: `(before, after)`.
+    pub(crate) fn read_row_before_after(
+        self: &Arc<Self>,
+        region: &Region,
+        g: &Get,
+        pending: &[super::write::PreparedCell],
+    ) -> Result<(RowResult, RowResult)> {
         use crate::cell::{Cell, StoreCell, StoreKey};
         use crate::storage::matcher::match_row_into;
         let point = self.register_scan();
@@ -146,6 +157,7 @@ impl Engine {
             now_ms: now_ms(),
         };
         let mut out = Vec::new();
+        let mut before = Vec::new();
         for (store, columns) in stores {
             let start = StoreKey::first_on_row(g.row.clone());
             let mut cells: Vec<StoreCell> = Vec::new();
@@ -170,10 +182,20 @@ impl Engine {
                     mine.insert(c.key.clone(), c);
                 }
             }
+            let family = store.family.clone();
+            let rules = store.rules();
+            match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| {
+                before.push(Cell {
+                    row: g.row.clone(),
+                    family: family.clone(),
+                    qualifier: c.key.qualifier,
+                    timestamp: c.key.ts,
+                    value: c.value,
+                })
+            });
             cells.extend(mine.into_values());
             cells.sort_by(|a, b| a.key.cmp(&b.key));
-            let family = store.family.clone();
-            match_row_into(cells, &store.rules(), &spec, columns.as_ref(), |c| {
+            match_row_into(cells, &rules, &spec, columns.as_ref(), |c| {
                 out.push(Cell {
                     row: g.row.clone(),
                     family: family.clone(),
@@ -183,10 +205,11 @@ impl Engine {
                 })
             });
         }
-        Ok(RowResult {
+        let row = |cells| RowResult {
             row: g.row.clone(),
-            cells: out,
-        })
+            cells,
+        };
+        Ok((row(before), row(out)))
     }
 
     /// Starts a scan; rows arrive as a stream.

@@ -456,7 +456,7 @@ impl Engine {
                 return self.mutate_locked_hooked(t, &hooks, muts, plan).await;
             }
         }
-        let now = self.write_now();
+        let now = now_ms();
         let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
         for m in muts {
             self.prepare(t, m, now, &mut cells)?;
@@ -572,9 +572,17 @@ impl Engine {
     ) -> Result<RowResult> {
         self.validate_read_modify_write(t, row, &deltas)?;
         let name = t.name.to_string();
-        let _lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        let lock = self.locks.lock([(name.as_str(), row.clone())]).await;
+        if t.hooks().is_some() {
+            // Coprocessors arrived since the caller looked (an index being created): their
+            // batch hooks must see this write.
+            drop(lock);
+            return self
+                .read_modify_write_hooked(t, row, durability, deltas)
+                .await;
+        }
         let mut cells = Vec::new();
-        let result = self.resolve_deltas(t, row, deltas, self.write_now(), &mut cells)?;
+        let result = self.resolve_deltas(t, row, deltas, now_ms(), &mut cells)?;
         self.commit(t, cells, durability).await?;
         Ok(RowResult {
             row: row.clone(),
@@ -604,29 +612,60 @@ impl Engine {
         Ok(())
     }
 
-    /// The commit time of a write that runs no batch hooks: the wall clock, but never below
-    /// the last hooked commit time ([`Engine::added_now`] may run ahead of the wall clock), so
-    /// that a delete right after a hooked put still masks it.
-    pub(super) fn write_now(&self) -> Timestamp {
-        now_ms().max(self.added_clock.load(Ordering::Acquire))
+    pub(super) fn row_slot(
+        &self,
+        t: &TableState,
+        row: &[u8],
+    ) -> Option<&std::sync::atomic::AtomicU64> {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        t.name.hash(&mut h);
+        row.hash(&mut h);
+        let n = self.row_clock.len().max(1) as u64;
+        self.row_clock.get((h.finish() % n) as usize)
     }
 
-    /// The commit time of a write that runs batch hooks, taken under its row locks and used
-    /// both for its own cells and for the writes its hooks add (so a derived cell - an index
-    /// row, a reverse link - carries its source's timestamp): the wall clock, but strictly
-    /// above every such timestamp taken before by this engine, so that a row a batch deletes
-    /// and a later batch writes again (an index row, a link) is never masked by a delete
-    /// marker of the same millisecond. Under more than a thousand hooked commits a second it
-    /// runs ahead of the wall clock.
-    pub(super) fn added_now(&self) -> Timestamp {
-        let wall = now_ms();
-        let prev = self
-            .added_clock
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |p| {
-                Some(p.saturating_add(1).max(wall))
-            })
-            .unwrap_or(wall);
-        prev.saturating_add(1).max(wall)
+    /// The timestamp of a hooked write of `rows` (the caller holds their locks): the wall
+    /// clock, once it has passed the timestamp of the rows' previous hooked write (waiting
+    /// for the next millisecond when needed). A hooked write's cells are stamped before its
+    /// `pre_batch_mutate` hooks run (they read the row as the batch leaves it), so a row
+    /// deleted and written again in one millisecond would otherwise have its put hidden by
+    /// the delete marker. The clock is never run ahead of the wall clock: a later write
+    /// stamped by the wall clock (a delete) still covers this one. Rows sharing a slot
+    /// only wait more.
+    pub(super) async fn hooked_now<'r>(
+        &self,
+        t: &TableState,
+        rows: impl Iterator<Item = &'r Bytes>,
+        min: Timestamp,
+    ) -> Timestamp {
+        let last = rows
+            .filter_map(|r| self.row_slot(t, r))
+            .map(|s| s.load(Ordering::Acquire))
+            .max()
+            .unwrap_or(0)
+            .max(min);
+        loop {
+            let now = now_ms();
+            if now > last {
+                return now;
+            }
+            tokio::time::sleep(std::time::Duration::from_micros(200)).await;
+        }
+    }
+
+    /// Records that a hooked write of `rows` (still under their locks) took `now`.
+    pub(super) fn record_hooked<'r>(
+        &self,
+        t: &TableState,
+        rows: impl Iterator<Item = &'r Bytes>,
+        now: Timestamp,
+    ) {
+        for r in rows {
+            if let Some(s) = self.row_slot(t, r) {
+                s.fetch_max(now, Ordering::AcqRel);
+            }
+        }
     }
 
     /// Reads the latest value of each column under the row lock (the caller holds it) and
@@ -820,7 +859,10 @@ impl Engine {
             let locks = self
                 .lock_planned(t, group.iter().map(|(_, m)| m.row()), &plan)
                 .await;
-            let (ok, outcome) = match &hooks {
+            // Under the locks, the table's current hooks: batch hooks that arrived since the
+            // pre-hooks ran (an index being created) must see this write.
+            let locked_hooks = t.hooks();
+            let (ok, outcome) = match &locked_hooks {
                 None => {
                     let (cells, ok, durability) = self.prepare_group(t, &group, &mut results);
                     (ok, self.commit(t, cells, durability).await)
@@ -883,7 +925,7 @@ impl Engine {
         group: &[(usize, Mutation)],
         results: &mut [Option<Result<BatchOutcome>>],
     ) -> (Vec<PreparedCell>, Vec<usize>, Durability) {
-        let now = self.write_now();
+        let now = now_ms();
         let mut cells = Vec::new();
         let mut ok = Vec::new();
         for (i, m) in group {
