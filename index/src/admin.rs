@@ -199,7 +199,8 @@ impl IndexAdmin {
 
     /// Creates an index: its table, then the maintainer (state BUILDING), then an online
     /// build over the table's existing rows while writes go on, reporting `(rows done,
-    /// rows total)` to `progress` after every batch, then state ACTIVE.
+    /// rows total)` to `progress` after every batch (the total is counted when the build
+    /// starts; the last call has done = total), then state ACTIVE.
     pub async fn create_with_progress(
         &self,
         mut def: IndexDef,
@@ -260,6 +261,10 @@ impl IndexAdmin {
                 progress(done, total.max(done));
             }
             if next.is_none() {
+                if done != total {
+                    // The total was counted before the build; writes meanwhile moved it.
+                    progress(done, done);
+                }
                 return Ok(());
             }
         }
