@@ -613,7 +613,7 @@ impl Engine {
         let out = self
             .commit_tables(&tables, cells, strongest(durabilities), Some(post))
             .await;
-        for (target, row) in added_rows {
+        for (target, row) in added_rows.into_iter().filter(|_| out.is_ok()) {
             if let Some(s) = self.row_slot(target, row) {
                 s.fetch_max(now, std::sync::atomic::Ordering::AcqRel);
             }
@@ -688,7 +688,11 @@ impl Engine {
             Ok(late) => (Ok(()), late),
             Err(e) => (Err(e), None),
         };
-        self.record_hooked(t, refs.iter().map(|m| m.row()), now);
+        // Only a write that committed moves its rows' clock: a vetoed or failed one wrote
+        // nothing that a later write of the same millisecond could be hidden by.
+        if outcome.is_ok() && !plan.relock {
+            self.record_hooked(t, refs.iter().map(|m| m.row()), now);
+        }
         if plan.relock {
             return outcome;
         }
@@ -787,7 +791,9 @@ impl Engine {
                 t, hooks, &held, &written, cells, durability, pre.added, pre.absent, plan, now,
             )
             .await;
-        self.record_hooked(t, held.iter(), now);
+        if run.is_ok() && !plan.relock {
+            self.record_hooked(t, written.iter().map(|m| m.row()), now);
+        }
         if plan.relock {
             return (Vec::new(), Ok(()));
         }
