@@ -27,6 +27,7 @@
 //! ratio = Basalt / baseline, as for the put figure); both sides must give the same answer.
 
 use crate::core::Settings;
+use crate::figures::Figure;
 use crate::BenchResult;
 use basalt_coprocessors::{
     AggregationClient, CallOptions, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange,
@@ -90,15 +91,6 @@ impl RegionObserver for Trivial {
     ) -> basalt_core::Result<()> {
         Ok(())
     }
-}
-
-/// One figure: Basalt's value against the baseline's.
-struct Figure {
-    name: &'static str,
-    baseline: &'static str,
-    basalt: f64,
-    base: f64,
-    unit: &'static str,
 }
 
 fn key(i: u64) -> String {
@@ -371,28 +363,6 @@ pub fn run(s: &Settings) -> BenchResult<()> {
         .enable_all()
         .build()?;
     let figures = rt.block_on(run_async(s))?;
-    println!();
-    println!(
-        "{:<22} {:>14} {:>14} {:>12} {:>7}",
-        "figure", "basalt", "baseline", "baseline", "unit"
-    );
-    for f in &figures {
-        println!(
-            "{:<22} {:>14.0} {:>14.0} {:>12} {:>7}",
-            f.name, f.basalt, f.base, f.baseline, f.unit
-        );
-    }
-    println!();
-    for f in &figures {
-        println!(
-            "RESULT coprocessors/{} basalt={:.0} {}={:.0} ratio={:.3} unit={}",
-            f.name,
-            f.basalt,
-            f.baseline,
-            f.base,
-            f.basalt / f.base,
-            f.unit,
-        );
-    }
+    crate::figures::print("coprocessors", &figures, 0, 22);
     Ok(())
 }

@@ -17,6 +17,7 @@
 //!   Given as lookups per second (higher is better).
 
 use crate::core::Settings;
+use crate::figures::Figure;
 use crate::BenchResult;
 use basalt_coprocessors::Registry;
 use basalt_core::client::{BatchOp, CompareOp, Put, Scan, Table};
@@ -39,14 +40,6 @@ const WRITERS: u64 = 8;
 const PUT_ROUNDS: u64 = 3;
 /// Rows the lookup finds.
 const NEEDLES: u64 = 100;
-
-struct Figure {
-    name: &'static str,
-    baseline: &'static str,
-    basalt: f64,
-    base: f64,
-    unit: &'static str,
-}
 
 fn cell(x: u64) -> String {
     format!("{:016x}", x.wrapping_mul(0x9E37_79B9_7F4A_7C15))
@@ -264,28 +257,6 @@ pub fn run(s: &Settings) -> BenchResult<()> {
         .enable_all()
         .build()?;
     let figures = rt.block_on(run_async(s))?;
-    println!();
-    println!(
-        "{:<16} {:>14} {:>14} {:>14} {:>10}",
-        "figure", "basalt", "baseline", "baseline", "unit"
-    );
-    for f in &figures {
-        println!(
-            "{:<16} {:>14.1} {:>14.1} {:>14} {:>10}",
-            f.name, f.basalt, f.base, f.baseline, f.unit
-        );
-    }
-    println!();
-    for f in &figures {
-        println!(
-            "RESULT index/{} basalt={:.1} {}={:.1} ratio={:.3} unit={}",
-            f.name,
-            f.basalt,
-            f.baseline,
-            f.base,
-            f.basalt / f.base,
-            f.unit,
-        );
-    }
+    crate::figures::print("index", &figures, 1, 16);
     Ok(())
 }

@@ -16,6 +16,7 @@
 mod basalt_side;
 mod coprocessors;
 mod core;
+mod figures;
 mod filters;
 mod fjall_side;
 mod index;
