@@ -42,7 +42,13 @@ async fn cells(conn: &Connection, name: &TableName) -> u64 {
 }
 
 /// Writes rows `r0000..r{n}` with value `tag`, then flushes.
+///
+/// Server-assigned timestamps are milliseconds, and two puts of one cell in the same
+/// millisecond are one version (HBase's rule: the later overwrites the earlier). A fast
+/// machine writes and flushes 50 rows inside one millisecond, so each call first lets the
+/// clock move on: every call's cells are a version of their own.
 async fn write_flush(conn: &Connection, name: &TableName, n: usize, tag: &str) {
+    tokio::time::sleep(Duration::from_millis(2)).await;
     let t = conn.table(&name.to_string()).unwrap();
     for i in 0..n {
         t.put(Put::new(format!("r{i:04}")).add_column("f", "q", tag))
