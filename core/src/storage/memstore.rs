@@ -3,8 +3,10 @@
 //! Two levels: a lock-free skiplist of rows, and per row a small sorted map of its cells
 //! (qualifier, timestamp descending, type, sequence id descending) behind a short read-write
 //! lock. A put of ten columns searches the big skiplist once instead of ten times, which is
-//! where a wide-column store spends its write time; wide rows stay logarithmic because the
-//! per-row map is a B-tree.
+//! where a wide-column store spends its write time. A row's map is a sorted vector while the
+//! row has at most [`NARROW_MAX`] cells (a one-cell index row costs one 88-byte entry, not a
+//! B-tree leaf of eleven) and becomes a B-tree past that, so wide rows and long version
+//! chains stay logarithmic.
 //!
 //! Invariants: together the levels hold exactly the [`StoreKey`] order of the cells; a key is
 //! inserted once (sequence ids make keys unique; a replayed duplicate carries an identical key
@@ -77,7 +79,124 @@ impl ColKey {
     }
 }
 
-type RowCells = RwLock<BTreeMap<ColKey, Bytes>>;
+/// The most cells a row keeps in a sorted vector; one more turns it into a B-tree.
+const NARROW_MAX: usize = 32;
+
+/// One row's cells in [`ColKey`] order.
+#[derive(Debug)]
+enum RowMap {
+    /// Sorted by key, no duplicates, at most [`NARROW_MAX`] entries.
+    Narrow(Vec<(ColKey, Bytes)>),
+    /// Past [`NARROW_MAX`] cells.
+    Wide(BTreeMap<ColKey, Bytes>),
+}
+
+impl RowMap {
+    fn with_capacity(n: usize) -> Self {
+        RowMap::Narrow(Vec::with_capacity(n.min(NARROW_MAX)))
+    }
+
+    /// Inserts or overwrites; true when the key was new.
+    fn insert(&mut self, k: ColKey, v: Bytes) -> bool {
+        match self {
+            RowMap::Narrow(cells) => {
+                // Cells of one put arrive in order: try the end first.
+                let at = match cells.last() {
+                    Some((last, _)) if *last < k => Err(cells.len()),
+                    None => Err(0),
+                    _ => cells.binary_search_by(|(x, _)| x.cmp(&k)),
+                };
+                match at {
+                    Ok(i) => {
+                        if let Some(slot) = cells.get_mut(i) {
+                            slot.1 = v;
+                        }
+                        false
+                    }
+                    Err(i) if cells.len() < NARROW_MAX => {
+                        cells.insert(i, (k, v));
+                        true
+                    }
+                    Err(_) => {
+                        let mut wide: BTreeMap<ColKey, Bytes> =
+                            std::mem::take(cells).into_iter().collect();
+                        wide.insert(k, v);
+                        *self = RowMap::Wide(wide);
+                        true
+                    }
+                }
+            }
+            RowMap::Wide(m) => m.insert(k, v).is_none(),
+        }
+    }
+
+    /// Calls `f` on every cell in order.
+    fn for_each(&self, mut f: impl FnMut(&ColKey, &Bytes)) {
+        match self {
+            RowMap::Narrow(cells) => cells.iter().for_each(|(k, v)| f(k, v)),
+            RowMap::Wide(m) => m.iter().for_each(|(k, v)| f(k, v)),
+        }
+    }
+
+    /// Appends to `out` up to `room` cells of `row` from `col` on (forward: keys in `col..`;
+    /// reverse: keys in `..col` descending); returns how many and the last key taken.
+    fn take_range(
+        &self,
+        row: &Bytes,
+        col: Bound<ColKey>,
+        reverse: bool,
+        room: usize,
+        out: &mut Vec<StoreCell>,
+    ) -> (usize, Option<ColKey>) {
+        let mut taken = 0;
+        let mut last: Option<&ColKey> = None;
+        let mut push = |k: &ColKey, v: &Bytes| {
+            out.push(k.cell(row, v));
+            taken += 1;
+        };
+        match self {
+            RowMap::Narrow(cells) => {
+                if reverse {
+                    let end = match &col {
+                        Bound::Unbounded => cells.len(),
+                        Bound::Included(b) => cells.partition_point(|(k, _)| k <= b),
+                        Bound::Excluded(b) => cells.partition_point(|(k, _)| k < b),
+                    };
+                    for (k, v) in cells.get(..end).unwrap_or_default().iter().rev().take(room) {
+                        push(k, v);
+                        last = Some(k);
+                    }
+                } else {
+                    let start = match &col {
+                        Bound::Unbounded => 0,
+                        Bound::Included(b) => cells.partition_point(|(k, _)| k < b),
+                        Bound::Excluded(b) => cells.partition_point(|(k, _)| k <= b),
+                    };
+                    for (k, v) in cells.get(start..).unwrap_or_default().iter().take(room) {
+                        push(k, v);
+                        last = Some(k);
+                    }
+                }
+            }
+            RowMap::Wide(m) => {
+                if reverse {
+                    for (k, v) in m.range((Bound::Unbounded, col)).rev().take(room) {
+                        push(k, v);
+                        last = Some(k);
+                    }
+                } else {
+                    for (k, v) in m.range((col, Bound::Unbounded)).take(room) {
+                        push(k, v);
+                        last = Some(k);
+                    }
+                }
+            }
+        }
+        (taken, last.cloned())
+    }
+}
+
+type RowCells = RwLock<RowMap>;
 
 /// One store's in-memory sorted cells.
 #[derive(Debug, Default)]
@@ -101,9 +220,12 @@ impl MemStore {
 
     /// Inserts cells that all belong to `row`, searching the row skiplist once.
     pub fn insert_row(&self, row: Bytes, cells: impl IntoIterator<Item = StoreCell>) {
+        let cells = cells.into_iter();
         let entry = match self.rows.get(&row) {
             Some(e) => e,
-            None => self.rows.get_or_insert(row, RwLock::new(BTreeMap::new())),
+            None => self
+                .rows
+                .get_or_insert(row, RwLock::new(RowMap::with_capacity(cells.size_hint().0))),
         };
         let mut map = entry.value().write();
         for cell in cells {
@@ -111,7 +233,7 @@ impl MemStore {
                 .fetch_add(cell.heap_size(), AtomicOrdering::Relaxed);
             self.max_seq
                 .fetch_max(cell.key.seq, AtomicOrdering::Relaxed);
-            if map.insert(ColKey::of(&cell.key), cell.value).is_none() {
+            if map.insert(ColKey::of(&cell.key), cell.value) {
                 self.len.fetch_add(1, AtomicOrdering::Relaxed);
             }
         }
@@ -141,12 +263,10 @@ impl MemStore {
     pub fn iter(&self) -> impl Iterator<Item = StoreCell> + '_ {
         self.rows.iter().flat_map(|e| {
             let row = e.key().clone();
-            let cells: Vec<StoreCell> = e
-                .value()
+            let mut cells: Vec<StoreCell> = Vec::new();
+            e.value()
                 .read()
-                .iter()
-                .map(|(k, v)| k.cell(&row, v))
-                .collect();
+                .for_each(|k, v| cells.push(k.cell(&row, v)));
             cells
         })
     }
@@ -233,24 +353,12 @@ impl MemStoreScanner {
                 Bound::Included(r) if *r == row => cur.col,
                 _ => Bound::Unbounded,
             };
-            let map = entry.value().read();
             let room = want - out.len();
-            let mut last: Option<ColKey> = None;
-            let mut taken = 0;
-            if self.reverse {
-                for (k, v) in map.range((Bound::Unbounded, col)).rev().take(room) {
-                    out.push(k.cell(&row, v));
-                    last = Some(k.clone());
-                    taken += 1;
-                }
-            } else {
-                for (k, v) in map.range((col, Bound::Unbounded)).take(room) {
-                    out.push(k.cell(&row, v));
-                    last = Some(k.clone());
-                    taken += 1;
-                }
-            }
-            drop(map);
+            let (taken, last) =
+                entry
+                    .value()
+                    .read()
+                    .take_range(&row, col, self.reverse, room, &mut out);
             self.next = Some(if taken == room {
                 // The chunk filled up: resume inside this row, after the last cell taken.
                 Cursor {
