@@ -143,6 +143,18 @@ impl Store {
         }
     }
 
+    /// False when the store holds no cell of `row` for sure: no MemStore has the row and
+    /// every file's bloom filter rules it out (for `columns`, with ROWCOL filters). One
+    /// look at the store's state, so a flush moving the row from a MemStore to a file
+    /// cannot hide it.
+    pub fn may_hold_row(&self, row: &Bytes, columns: Option<&BTreeSet<Bytes>>) -> bool {
+        let s = self.state.read();
+        std::iter::once(&s.active)
+            .chain(s.snapshot.iter())
+            .any(|m| m.contains_row(row))
+            || s.files.iter().any(|f| may_contain(f, row, columns))
+    }
+
     /// A merged, sorted view of every cell from `start` on (or down from it when `reverse`).
     /// `start = None` means from the first cell (forward) or the last (reverse). A point
     /// read of one row passes `point`: the row and, optionally, the only qualifiers wanted;
@@ -163,10 +175,12 @@ impl Store {
             if m.is_empty() {
                 continue;
             }
-            sources.push(CellSource::Mem(if reverse {
-                m.scan_rev_from(start.cloned())
-            } else {
-                m.scan_from(start.cloned())
+            sources.push(CellSource::Mem(match (reverse, point, start) {
+                (true, _, _) => m.scan_rev_from(start.cloned()),
+                (false, Some((row, _)), Some(k)) if k.row.as_ref() == row => {
+                    m.scan_row_from(k.clone())
+                }
+                (false, _, _) => m.scan_from(start.cloned()),
             }));
         }
         for f in &s.files {

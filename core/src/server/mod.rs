@@ -253,7 +253,6 @@ impl TableState {
     }
 }
 
-
 /// Slots of the hooked-write clock (512 KiB). A row waits for the next millisecond only
 /// when its slot saw a hooked write this millisecond; at 4,096 slots, 8 writers of indexed
 /// puts (each marking a data row and an index row) collided often enough to cut indexed put

@@ -146,9 +146,19 @@ impl Engine {
     ) -> Result<(RowResult, RowResult)> {
         use crate::cell::{Cell, StoreCell, StoreKey};
         use crate::storage::matcher::match_row_into;
-        let point = self.register_scan();
-        let read_point = point.point();
         let stores = resolve(region, &g.columns)?;
+        // Under the row lock nobody else writes the row: a row no store may hold (no
+        // MemStore has it, every file's bloom filter rules it out) stays absent, and the
+        // stores are not read at all (a new row's index maintenance).
+        let present: Vec<bool> = stores
+            .iter()
+            .map(|(store, columns)| store.may_hold_row(&g.row, columns.as_ref()))
+            .collect();
+        let point = present.contains(&true).then(|| self.register_scan());
+        let read_point = match &point {
+            Some(p) => p.point(),
+            None => self.mvcc.read_point(),
+        };
         let spec = ReadSpec {
             read_point: read_point.saturating_add(1),
             min_ts: g.time_range.min,
@@ -158,10 +168,13 @@ impl Engine {
         };
         let mut out = Vec::new();
         let mut before = Vec::new();
-        for (store, columns) in stores {
+        for ((store, columns), present) in stores.into_iter().zip(present) {
             let start = StoreKey::first_on_row(g.row.clone());
             let mut cells: Vec<StoreCell> = Vec::new();
-            let iter = store.merged(Some(&start), false, Some((&g.row, columns.as_ref())), true);
+            let iter = present
+                .then(|| store.merged(Some(&start), false, Some((&g.row, columns.as_ref())), true))
+                .into_iter()
+                .flatten();
             for c in iter {
                 let c = c?;
                 if c.key.row != g.row {

@@ -102,7 +102,9 @@ impl Engine {
             commit_lock: Mutex::new(()),
             next_file_id: AtomicU64::new(next_file_id),
             commits: AtomicU64::new(0),
-            row_clock: (0..super::ROW_CLOCK_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            row_clock: (0..super::ROW_CLOCK_SLOTS)
+                .map(|_| AtomicU64::new(0))
+                .collect(),
             memstore_unchecked: AtomicU64::new(0),
             memstore_over: AtomicBool::new(false),
             memstore_blocked_writes: AtomicU64::new(0),
