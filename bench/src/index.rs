@@ -6,8 +6,9 @@
 //!   and with three (`f:a`; `f:b` descending covering `f:c`; `f:c` salted into 8 buckets),
 //!   against the same puts into a table with none (baseline `none`). 8 concurrent writers,
 //!   one new row per put with three 16-byte cells and a 100-byte payload, `SyncWal`. The
-//!   tables alternate (each round starting with the next), 3 rounds of `rows / 10` puts
-//!   (1,000 to 100,000); the best round counts. Each indexed put reads its row under the
+//!   tables alternate (each round starting with the next), 5 rounds of `rows / 10` puts
+//!   (1,000 to 100,000), each after every table was flushed and compacted (no round pays
+//!   for the flushes and compactions of the rounds before it); the best round counts. Each indexed put reads its row under the
 //!   lock (twice: before and after), and commits its index rows in the same WAL record.
 //! - `lookup_100`: the 100 rows whose `f:v` is `needle` among `rows` rows (default
 //!   1,000,000), fetched through an index on `f:v` (index query, then the data rows in
@@ -37,7 +38,7 @@ pub const DEFAULT_ROWS: u64 = 1_000_000;
 /// Concurrent writers of the put figures.
 const WRITERS: u64 = 8;
 /// Rounds of puts per table (the best counts).
-const PUT_ROUNDS: u64 = 3;
+const PUT_ROUNDS: u64 = 5;
 /// Rows the lookup finds.
 const NEEDLES: u64 = 100;
 
@@ -74,6 +75,16 @@ async fn put_round(table: &Table, round: u64, n: u64) -> BenchResult<Duration> {
     Ok(start.elapsed())
 }
 
+/// Flushes every table (index tables too) and waits for the compactions that follows, so
+/// that no round pays for the background work of the rounds before it.
+async fn settle(conn: &Connection) -> BenchResult<()> {
+    for t in conn.admin().list_tables().await? {
+        conn.admin().flush(&t.name).await?;
+        conn.admin().compact(&t.name).await?;
+    }
+    Ok(())
+}
+
 async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Vec<Figure>> {
     for t in ["none", "one", "three"] {
         conn.admin()
@@ -108,6 +119,7 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
     for round in 0..PUT_ROUNDS {
         for k in 0..tables.len() {
             let i = (k + round as usize) % tables.len();
+            settle(conn).await?;
             best[i] = best[i].min(put_round(&tables[i], round, n).await?);
         }
     }
