@@ -4,7 +4,7 @@
 //! (qualifier, timestamp descending, type, sequence id descending) behind a short read-write
 //! lock. A put of ten columns searches the big skiplist once instead of ten times, which is
 //! where a wide-column store spends its write time. A row's map is a sorted vector while the
-//! row has at most [`NARROW_MAX`] cells (a one-cell index row costs one 88-byte entry, not a
+//! row has at most `NARROW_MAX` (32) cells (a one-cell index row costs one 88-byte entry, not a
 //! B-tree leaf of eleven) and becomes a B-tree past that, so wide rows and long version
 //! chains stay logarithmic.
 //!
