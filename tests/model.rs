@@ -325,15 +325,15 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
     conn.close().await.map_err(|e| format!("final close: {e}"))
 }
 
-/// Opens the directory again. A background flush spawned by the old engine may still hold it
-/// for a moment after the last handle is gone, so "already open" is retried briefly.
+/// Opens the directory again. A background flush or compaction spawned by the old engine may
+/// still hold it after the last handle is gone (for as long as that work takes, which on a
+/// slow, loaded machine is more than a moment), so "already open" is retried for a while.
 async fn reopen(dir: &Path, flush_size: Option<u64>) -> Result<Connection, String> {
-    let mut attempts = 0;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         match open(dir, flush_size).await {
             Ok(c) => return Ok(c),
-            Err(e) if e.contains("already open") && attempts < 200 => {
-                attempts += 1;
+            Err(e) if e.contains("already open") && std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
             }
             Err(e) => return Err(e),

@@ -644,8 +644,11 @@ async fn keep_deleted_cells_serves_time_range_reads_that_end_before_the_delete()
 
 #[tokio::test]
 async fn cells_older_than_the_ttl_are_not_returned() {
-    let (_d, conn, t) = setup(vec![cf("f").ttl_secs(1).max_versions(3)]).await;
-    let old = now_ms() - 10_000;
+    // A TTL of an hour and cells two hours old: the live cells, written at server time, stay
+    // live through both rounds however slow the machine (a TTL of a second let them expire
+    // before the second round's reads on a loaded one).
+    let (_d, conn, t) = setup(vec![cf("f").ttl_secs(3600).max_versions(3)]).await;
+    let old = now_ms() - 7_200_000;
     t.put(Put::new("old").add_column_ts("f", "q", old, "expired"))
         .await
         .unwrap();
