@@ -6,9 +6,9 @@
 //!   (every hook the trait's default: the host learns that at the first call of each hook
 //!   and skips them from then on), against the same puts into a table with none (baseline
 //!   `none`). 8 concurrent writers, one row of one 100-byte cell per put, `SyncWal` (handed
-//!   to the OS, as the core suite). The tables alternate (each round starting with the
-//!   next table), 5 rounds of `rows / 10` puts each (1,000 to 100,000); the best round
-//!   counts.
+//!   to the OS, as the core suite). Rounds as [`crate::put_rounds`] runs them: 5 rounds
+//!   of `rows / 10` puts (1,000 to 100,000) per table, each after every table was flushed
+//!   and compacted, each round starting with the next table; the best round counts.
 //! - `put_5_trivial_observers`: the same with 5 observers that implement every hook a put
 //!   runs (`pre_put`, `pre_batch_mutate`, `post_batch_mutate`, `post_batch`, `post_put`),
 //!   each returning at once: what the host's per-call guard costs (no target).
@@ -28,6 +28,7 @@
 
 use crate::core::Settings;
 use crate::figures::Figure;
+use crate::put_rounds::{self, ROUNDS, WRITERS};
 use crate::BenchResult;
 use basalt_coprocessors::{
     AggregationClient, CallOptions, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange,
@@ -47,12 +48,8 @@ pub const DEFAULT_ROWS: u64 = 1_000_000;
 
 /// Observers loaded on the observed table.
 const OBSERVERS: usize = 5;
-/// Concurrent writers of the put figure.
-const WRITERS: u64 = 8;
 /// Regions of the read table.
 const REGIONS: u64 = 8;
-/// Rounds of puts per table in the put figures (the best counts).
-const PUT_ROUNDS: u64 = 5;
 
 /// An observer whose every hook is the default no-op.
 struct Noop;
@@ -97,32 +94,11 @@ fn key(i: u64) -> String {
     format!("r{i:010}")
 }
 
-/// `n` puts into `table` by 8 writers; the elapsed time.
-async fn put_round(table: &Table, round: u64, n: u64) -> BenchResult<Duration> {
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..WRITERS {
-        let table = table.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut i = w;
-            while i < n {
-                let k = format!("p{round}-{i:010}");
-                table
-                    .put(
-                        Put::new(k)
-                            .add_column("f", "v", [b'x'; 100])
-                            .durability(Durability::SyncWal),
-                    )
-                    .await?;
-                i += WRITERS;
-            }
-            Ok::<_, basalt_core::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(start.elapsed())
+/// Put `i` of round `round`: a new row with one 100-byte cell.
+fn plain_put(round: u64, i: u64) -> Put {
+    Put::new(format!("p{round}-{i:010}"))
+        .add_column("f", "v", [b'x'; 100])
+        .durability(Durability::SyncWal)
 }
 
 async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
@@ -144,36 +120,28 @@ async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
         conn.table("trivial")?,
     ];
     let n = (rows / 10).clamp(1_000, 100_000);
-    let mut best = [Duration::MAX; 3];
-    // Each round starts with a different table, so a background flush or compaction left
-    // by one table's round lands on each table in turn rather than always on the same one.
-    for round in 0..PUT_ROUNDS {
-        for k in 0..tables.len() {
-            let i = (k + round as usize) % tables.len();
-            best[i] = best[i].min(put_round(&tables[i], round, n).await?);
-        }
-    }
-    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    let rates = put_rounds::best_rates(conn, &tables, n, plain_put).await?;
+    let rate = |i: usize| rates.get(i).copied().unwrap_or(0.0);
     println!(
-        "coprocessors: {n} puts x {PUT_ROUNDS} rounds: none {:.0}/s, {OBSERVERS} no-op observers {:.0}/s, \
+        "coprocessors: {n} puts x {ROUNDS} rounds: none {:.0}/s, {OBSERVERS} no-op observers {:.0}/s, \
          {OBSERVERS} observers implementing every put hook (each a no-op) {:.0}/s",
-        rate(best[0]),
-        rate(best[1]),
-        rate(best[2])
+        rate(0),
+        rate(1),
+        rate(2)
     );
     Ok(vec![
         Figure {
             name: "put_5_noop_observers",
             baseline: "none",
-            basalt: rate(best[1]),
-            base: rate(best[0]),
+            basalt: rate(1),
+            base: rate(0),
             unit: "ops/s",
         },
         Figure {
             name: "put_5_trivial_observers",
             baseline: "none",
-            basalt: rate(best[2]),
-            base: rate(best[0]),
+            basalt: rate(2),
+            base: rate(0),
             unit: "ops/s",
         },
     ])

@@ -6,9 +6,9 @@
 //!   and with three (`f:a`; `f:b` descending covering `f:c`; `f:c` salted into 8 buckets),
 //!   against the same puts into a table with none (baseline `none`). 8 concurrent writers,
 //!   one new row per put with three 16-byte cells and a 100-byte payload, `SyncWal`. The
-//!   tables alternate (each round starting with the next), 5 rounds of `rows / 10` puts
-//!   (1,000 to 100,000), each after every table was flushed and compacted (no round pays
-//!   for the flushes and compactions of the rounds before it); the best round counts. Each indexed put reads its row under the
+//!   rounds as [`crate::put_rounds`] runs them: 5 rounds of `rows / 10` puts (1,000 to
+//!   100,000) per table, each after every table was flushed and compacted, each round
+//!   starting with the next table; the best round counts. Each indexed put reads its row under the
 //!   lock (twice: before and after), and commits its index rows in the same WAL record.
 //! - `lookup_100`: the 100 rows whose `f:v` is `needle` among `rows` rows (default
 //!   1,000,000), fetched through an index on `f:v` (index query, then the data rows in
@@ -19,9 +19,10 @@
 
 use crate::core::Settings;
 use crate::figures::Figure;
+use crate::put_rounds::{self, ROUNDS, WRITERS};
 use crate::BenchResult;
 use basalt_coprocessors::Registry;
-use basalt_core::client::{BatchOp, CompareOp, Put, Scan, Table};
+use basalt_core::client::{BatchOp, CompareOp, Put, Scan};
 use basalt_core::filter::{ColumnValueCondition, Comparator};
 use basalt_core::{
     ColumnFamilyDescriptor, Config, Connection, Durability, Filter, TableDescriptor, TableName,
@@ -35,10 +36,6 @@ use std::time::{Duration, Instant};
 /// The suite's default row count (of the lookup table).
 pub const DEFAULT_ROWS: u64 = 1_000_000;
 
-/// Concurrent writers of the put figures.
-const WRITERS: u64 = 8;
-/// Rounds of puts per table (the best counts).
-const PUT_ROUNDS: u64 = 5;
 /// Rows the lookup finds.
 const NEEDLES: u64 = 100;
 
@@ -46,43 +43,14 @@ fn cell(x: u64) -> String {
     format!("{:016x}", x.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-async fn put_round(table: &Table, round: u64, n: u64) -> BenchResult<Duration> {
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for w in 0..WRITERS {
-        let table = table.clone();
-        tasks.push(tokio::spawn(async move {
-            let mut i = w;
-            while i < n {
-                table
-                    .put(
-                        Put::new(format!("p{round}-{i:010}"))
-                            .add_column("f", "a", cell(i))
-                            .add_column("f", "b", cell(i + 1))
-                            .add_column("f", "c", cell(i + 2))
-                            .add_column("f", "p", [b'x'; 100])
-                            .durability(Durability::SyncWal),
-                    )
-                    .await?;
-                i += WRITERS;
-            }
-            Ok::<_, basalt_core::Error>(())
-        }));
-    }
-    for t in tasks {
-        t.await??;
-    }
-    Ok(start.elapsed())
-}
-
-/// Flushes every table (index tables too) and waits for the compactions that follows, so
-/// that no round pays for the background work of the rounds before it.
-async fn settle(conn: &Connection) -> BenchResult<()> {
-    for t in conn.admin().list_tables().await? {
-        conn.admin().flush(&t.name).await?;
-        conn.admin().compact(&t.name).await?;
-    }
-    Ok(())
+/// Put `i` of round `round`: a new row with three 16-byte cells and a 100-byte payload.
+fn indexed_put(round: u64, i: u64) -> Put {
+    Put::new(format!("p{round}-{i:010}"))
+        .add_column("f", "a", cell(i))
+        .add_column("f", "b", cell(i + 1))
+        .add_column("f", "c", cell(i + 2))
+        .add_column("f", "p", [b'x'; 100])
+        .durability(Durability::SyncWal)
 }
 
 async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Vec<Figure>> {
@@ -115,34 +83,27 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
         conn.table("three")?,
     ];
     let n = (rows / 10).clamp(1_000, 100_000);
-    let mut best = [Duration::MAX; 3];
-    for round in 0..PUT_ROUNDS {
-        for k in 0..tables.len() {
-            let i = (k + round as usize) % tables.len();
-            settle(conn).await?;
-            best[i] = best[i].min(put_round(&tables[i], round, n).await?);
-        }
-    }
-    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    let rates = put_rounds::best_rates(conn, &tables, n, indexed_put).await?;
+    let rate = |i: usize| rates.get(i).copied().unwrap_or(0.0);
     println!(
-        "index: {n} puts x {PUT_ROUNDS} rounds: no index {:.0}/s, 1 index {:.0}/s, 3 indexes {:.0}/s",
-        rate(best[0]),
-        rate(best[1]),
-        rate(best[2])
+        "index: {n} puts x {ROUNDS} rounds: no index {:.0}/s, 1 index {:.0}/s, 3 indexes {:.0}/s",
+        rate(0),
+        rate(1),
+        rate(2)
     );
     Ok(vec![
         Figure {
             name: "put_1_index",
             baseline: "none",
-            basalt: rate(best[1]),
-            base: rate(best[0]),
+            basalt: rate(1),
+            base: rate(0),
             unit: "ops/s",
         },
         Figure {
             name: "put_3_indexes",
             baseline: "none",
-            basalt: rate(best[2]),
-            base: rate(best[0]),
+            basalt: rate(2),
+            base: rate(0),
             unit: "ops/s",
         },
     ])
@@ -260,7 +221,7 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
 /// Runs the suite and prints its table and `RESULT` lines.
 pub fn run(s: &Settings) -> BenchResult<()> {
     println!(
-        "index suite: puts by {WRITERS} writers (best of {PUT_ROUNDS} rounds); lookup of \
+        "index suite: puts by {WRITERS} writers (best of {ROUNDS} rounds); lookup of \
          {NEEDLES} rows among {} ({} MiB block cache), best of 3",
         s.rows,
         s.cache_bytes >> 20

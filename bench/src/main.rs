@@ -20,6 +20,7 @@ mod figures;
 mod filters;
 mod fjall_side;
 mod index;
+mod put_rounds;
 mod salting;
 mod storage;
 mod storage_basalt;
