@@ -28,7 +28,7 @@
 
 use crate::core::Settings;
 use crate::figures::Figure;
-use crate::put_rounds::{self, ROUNDS, WRITERS};
+use crate::put_rounds::{self, WRITERS};
 use crate::BenchResult;
 use basalt_coprocessors::{
     AggregationClient, CallOptions, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange,
@@ -42,6 +42,9 @@ use basalt_core::{
 use futures::TryStreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The suite's name in `RESULT` lines.
+const SUITE: &str = "coprocessors";
 
 /// The suite's default row count (of the read table).
 pub const DEFAULT_ROWS: u64 = 1_000_000;
@@ -114,37 +117,19 @@ async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
         }
         conn.admin().create_table(desc).await?;
     }
-    let tables = [
-        conn.table("plain")?,
-        conn.table("observed")?,
-        conn.table("trivial")?,
-    ];
     let n = (rows / 10).clamp(1_000, 100_000);
-    let rates = put_rounds::best_rates(conn, &tables, n, plain_put).await?;
-    let rate = |i: usize| rates.get(i).copied().unwrap_or(0.0);
-    println!(
-        "coprocessors: {n} puts x {ROUNDS} rounds: none {:.0}/s, {OBSERVERS} no-op observers {:.0}/s, \
-         {OBSERVERS} observers implementing every put hook (each a no-op) {:.0}/s",
-        rate(0),
-        rate(1),
-        rate(2)
-    );
-    Ok(vec![
-        Figure {
-            name: "put_5_noop_observers",
-            baseline: "none",
-            basalt: rate(1),
-            base: rate(0),
-            unit: "ops/s",
-        },
-        Figure {
-            name: "put_5_trivial_observers",
-            baseline: "none",
-            basalt: rate(2),
-            base: rate(0),
-            unit: "ops/s",
-        },
-    ])
+    put_rounds::figures(
+        SUITE,
+        conn,
+        n,
+        plain_put,
+        conn.table("plain")?,
+        vec![
+            ("put_5_noop_observers", conn.table("observed")?),
+            ("put_5_trivial_observers", conn.table("trivial")?),
+        ],
+    )
+    .await
 }
 
 async fn load(conn: &Connection, rows: u64) -> BenchResult<Table> {
@@ -331,6 +316,6 @@ pub fn run(s: &Settings) -> BenchResult<()> {
         .enable_all()
         .build()?;
     let figures = rt.block_on(run_async(s))?;
-    crate::figures::print("coprocessors", &figures, 0, 22);
+    crate::figures::print(SUITE, &figures, 0, 22);
     Ok(())
 }

@@ -33,6 +33,9 @@ use futures::TryStreamExt;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The suite's name in `RESULT` lines.
+const SUITE: &str = "index";
+
 /// The suite's default row count (of the lookup table).
 pub const DEFAULT_ROWS: u64 = 1_000_000;
 
@@ -77,36 +80,19 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
     admin
         .create(IndexDef::new("c", "three").column("f", "c").salt_buckets(8))
         .await?;
-    let tables = [
-        conn.table("none")?,
-        conn.table("one")?,
-        conn.table("three")?,
-    ];
     let n = (rows / 10).clamp(1_000, 100_000);
-    let rates = put_rounds::best_rates(conn, &tables, n, indexed_put).await?;
-    let rate = |i: usize| rates.get(i).copied().unwrap_or(0.0);
-    println!(
-        "index: {n} puts x {ROUNDS} rounds: no index {:.0}/s, 1 index {:.0}/s, 3 indexes {:.0}/s",
-        rate(0),
-        rate(1),
-        rate(2)
-    );
-    Ok(vec![
-        Figure {
-            name: "put_1_index",
-            baseline: "none",
-            basalt: rate(1),
-            base: rate(0),
-            unit: "ops/s",
-        },
-        Figure {
-            name: "put_3_indexes",
-            baseline: "none",
-            basalt: rate(2),
-            base: rate(0),
-            unit: "ops/s",
-        },
-    ])
+    put_rounds::figures(
+        SUITE,
+        conn,
+        n,
+        indexed_put,
+        conn.table("none")?,
+        vec![
+            ("put_1_index", conn.table("one")?),
+            ("put_3_indexes", conn.table("three")?),
+        ],
+    )
+    .await
 }
 
 async fn lookup_figure(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Figure> {
@@ -230,6 +216,6 @@ pub fn run(s: &Settings) -> BenchResult<()> {
         .enable_all()
         .build()?;
     let figures = rt.block_on(run_async(s))?;
-    crate::figures::print("index", &figures, 1, 16);
+    crate::figures::print(SUITE, &figures, 1, 16);
     Ok(())
 }

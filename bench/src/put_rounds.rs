@@ -6,6 +6,7 @@
 //! compacted, so no round pays for the background work of the rounds before it; each round
 //! starts with the next table, so whatever a round leaves behind lands on each table in turn.
 
+use crate::figures::Figure;
 use crate::BenchResult;
 use basalt_core::client::{Put, Table};
 use basalt_core::Connection;
@@ -74,4 +75,41 @@ pub async fn best_rates(
         .into_iter()
         .map(|d| n as f64 / d.as_secs_f64().max(1e-9))
         .collect())
+}
+
+/// The figures of `measured` (a figure name and its table each) against `baseline` (label
+/// `none`), in puts per second, rounds as [`best_rates`] runs them; prints one line of the
+/// rates under `suite`.
+pub async fn figures(
+    suite: &str,
+    conn: &Connection,
+    n: u64,
+    make: fn(u64, u64) -> Put,
+    baseline: Table,
+    measured: Vec<(&'static str, Table)>,
+) -> BenchResult<Vec<Figure>> {
+    let mut tables = vec![baseline];
+    tables.extend(measured.iter().map(|(_, t)| t.clone()));
+    let rates = best_rates(conn, &tables, n, make).await?;
+    let base = rates.first().copied().unwrap_or(0.0);
+    let figures: Vec<Figure> = measured
+        .iter()
+        .zip(rates.iter().skip(1))
+        .map(|((name, _), rate)| Figure {
+            name,
+            baseline: "none",
+            basalt: *rate,
+            base,
+            unit: "ops/s",
+        })
+        .collect();
+    let each: Vec<String> = figures
+        .iter()
+        .map(|f| format!("{} {:.0}/s", f.name, f.basalt))
+        .collect();
+    println!(
+        "{suite}: {n} puts x {ROUNDS} rounds: none {base:.0}/s, {}",
+        each.join(", ")
+    );
+    Ok(figures)
 }
