@@ -129,8 +129,8 @@ impl CompactionRequest {
 /// WAL hooks are synchronous: they run on the commit path under the engine's commit lock,
 /// in sequence-id order, and must be quick; they must not write to the engine.
 /// `pre_wal_append` may fail the write (nothing is logged or applied);
-/// `post_wal_append` sees the record after the WAL took it (written to the OS unless the
-/// write is `AsyncWal`); `post_wal_roll` runs after a segment was closed and the next opened.
+/// `post_wal_append` sees the record after the WAL queued it (it is written to the OS before
+/// the write is acknowledged, unless the write is `AsyncWal`); `post_wal_roll` runs after a segment was closed and the next opened.
 #[async_trait]
 pub trait EngineHooks: Send + Sync + std::fmt::Debug {
     /// Before a table is created.

@@ -23,7 +23,7 @@ use crate::client::ops::{
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
 use crate::region::{Region, Store};
-use crate::wal::{Durability, WalEdit, WalRecord};
+use crate::wal::{Durability, EditRef, UnsealedFrame, WalEdit, WalRecord};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -38,6 +38,16 @@ pub(crate) struct PreparedCell {
 
 /// The cells of one commit that go to one region.
 type RegionCells = (Arc<Region>, Vec<(Arc<Store>, StoreCell)>);
+
+/// How a batch goes to the WAL.
+enum Log {
+    /// Not at all (`SkipWal`).
+    Skip,
+    /// Encoded ahead, sealed under the commit lock.
+    Frame(UnsealedFrame),
+    /// As a record, for an engine observer of the WAL.
+    Record(WalRecord),
+}
 
 /// Completes a sequence id when dropped, so a cancelled writer cannot stall the read point.
 struct SeqGuard<'a> {
@@ -305,17 +315,32 @@ impl Engine {
         self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
             .await;
         let gates = self.enter_regions(tables, &mut cells).await?;
-        let record = (durability != Durability::SkipWal).then(|| WalRecord {
-            seq: 0,
-            edits: cells
-                .iter()
-                .map(|c| WalEdit {
-                    region_id: c.region.id,
-                    family: c.store.family.clone(),
-                    cell: c.cell.clone(),
-                })
-                .collect(),
-        });
+        // Encoded outside the commit lock; under it only the sequence id is written. An
+        // engine observer of the WAL gets the batch as a record.
+        let observes_wal = self
+            .config
+            .observer
+            .as_ref()
+            .is_some_and(|o| o.observes_wal());
+        let mut log = match durability {
+            Durability::SkipWal => Log::Skip,
+            _ if observes_wal => Log::Record(WalRecord {
+                seq: 0,
+                edits: cells
+                    .iter()
+                    .map(|c| WalEdit {
+                        region_id: c.region.id,
+                        family: c.store.family.clone(),
+                        cell: c.cell.clone(),
+                    })
+                    .collect(),
+            }),
+            _ => Log::Frame(UnsealedFrame::encode(cells.iter().map(|c| EditRef {
+                region_id: c.region.id,
+                family: &c.store.family,
+                cell: &c.cell,
+            }))?),
+        };
         let (guard, ticket) = {
             let _g = self.commit_lock.lock();
             let seq = self.mvcc.begin();
@@ -323,15 +348,23 @@ impl Engine {
                 mvcc: &self.mvcc,
                 seq,
             };
-            let ticket = match record {
-                Some(mut rec) => {
+            let ticket = match &mut log {
+                Log::Skip => None,
+                Log::Frame(frame) => Some(self.wal.append_unsealed(frame, seq, durability)?),
+                Log::Record(rec) => {
+                    let mut rec = std::mem::replace(
+                        rec,
+                        WalRecord {
+                            seq,
+                            edits: Vec::new(),
+                        },
+                    );
                     rec.seq = seq;
                     for e in &mut rec.edits {
                         e.cell.key.seq = seq;
                     }
                     Some(self.observed_wal_append(rec, |rec| self.wal.append(rec, durability))?)
                 }
-                None => None,
             };
             (guard, ticket)
         };

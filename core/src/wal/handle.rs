@@ -6,7 +6,7 @@
 //! write or fsync failure every such call returns [`Error::WritesRefused`]; the current
 //! segment (the last one) is never purged.
 
-use super::record::{encode_frame, payload_len, FRAME_HEADER_LEN, MAX_PAYLOAD_LEN};
+use super::record::{EditRef, UnsealedFrame};
 use super::recovery;
 use super::segment::{self, HEADER_LEN};
 use super::writer::{Current, Shared, PENDING_LIMIT};
@@ -40,9 +40,9 @@ enum Ticket {
     Done,
     /// The write failed.
     Failed(Error),
-    /// An `AsyncWal` record: done once every byte before `end` is written.
+    /// An `AsyncWal` or `SyncWal` record: done once every byte before `end` is written.
     Written { shared: Arc<Shared>, end: u64 },
-    /// An `FsyncWal` record (written): done once every byte before `end` is fsynced.
+    /// An `FsyncWal` record: done once every byte before `end` is written and fsynced.
     Synced { shared: Arc<Shared>, end: u64 },
 }
 
@@ -54,15 +54,19 @@ impl WalTicket {
     }
 
     /// Waits until the record is written to the OS (`AsyncWal`, `SyncWal`) or fsynced
-    /// (`FsyncWal`); at once for `SkipWal` and `SyncWal`, whose append already wrote it.
-    /// Fails with the I/O error if the write or fsync failed (also when another write's
+    /// (`FsyncWal`); at once for `SkipWal`. A waiter that finds nobody writing writes
+    /// everything queued so far itself (group commit); otherwise it waits without blocking
+    /// its thread for the running write to end. Fails with the I/O error if the write or fsync failed (also when another write's
     /// failure stopped the WAL before this record was written or fsynced).
     pub async fn wait(self) -> Result<()> {
         match self.state {
             Ticket::Done => Ok(()),
             Ticket::Failed(e) => Err(e),
-            Ticket::Written { shared, end } => shared.wait_written(end),
-            Ticket::Synced { shared, end } => shared.wait_synced(end).await,
+            Ticket::Written { shared, end } => shared.wait_written(end).await,
+            Ticket::Synced { shared, end } => {
+                shared.wait_written(end).await?;
+                shared.wait_synced(end).await
+            }
         }
     }
 }
@@ -123,13 +127,14 @@ impl Wal {
     /// Appends a record; call it in increasing `seq` order (file order equals call order).
     /// Every edit's `cell.key.seq` must equal `record.seq`.
     ///
-    /// `SyncWal` and `FsyncWal` write the record (after any pending `AsyncWal` records) to
-    /// the OS in the calling thread before returning; the `SyncWal` ticket is then already
-    /// done, the `FsyncWal` one fsyncs (grouped with concurrent waiters) when waited on.
-    /// `AsyncWal` only buffers the record for the background flusher (it writes the buffer
-    /// itself if 4 MiB are already pending). `SkipWal` writes nothing and returns a done
-    /// ticket. A failed write puts the WAL in the failed state and returns a ticket that
-    /// fails with the I/O error.
+    /// Every durability but `SkipWal` queues the record's frame (a memory copy under a short
+    /// lock) and returns a ticket. A `SyncWal` or `FsyncWal` record reaches the OS when its
+    /// ticket is waited on (by that waiter or by a concurrent one whose write carried it),
+    /// the `FsyncWal` one is then fsynced (grouped with concurrent waiters). `AsyncWal`
+    /// wakes the background flusher (the appender writes the queue itself if 4 MiB are
+    /// already queued). `SkipWal` writes nothing and returns a done ticket. A failed write
+    /// puts the WAL in the failed state and fails the tickets of every record it did not
+    /// write.
     pub fn append(&self, record: WalRecord, durability: Durability) -> Result<WalTicket> {
         if durability == Durability::SkipWal {
             self.shared.check()?;
@@ -141,47 +146,51 @@ impl Wal {
                 e.cell.key.seq, record.seq
             )));
         }
-        let len = payload_len(&record);
-        if len > MAX_PAYLOAD_LEN {
-            return Err(Error::bad_argument(format!(
-                "WAL record of {len} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit"
-            )));
+        let mut frame = UnsealedFrame::encode(record.edits.iter().map(EditRef::of))?;
+        self.append_unsealed(&mut frame, record.seq, durability)
+    }
+
+    /// [`Wal::append`] for a batch encoded beforehand (outside the engine's commit lock):
+    /// writes `seq` into the frame and queues it. Same order rule and tickets as `append`.
+    pub(crate) fn append_unsealed(
+        &self,
+        frame: &mut UnsealedFrame,
+        seq: u64,
+        durability: Durability,
+    ) -> Result<WalTicket> {
+        if durability == Durability::SkipWal {
+            self.shared.check()?;
+            return Ok(WalTicket::done());
         }
-        let seq = record.seq;
-        let mut frame = Vec::with_capacity(FRAME_HEADER_LEN + len);
-        encode_frame(&record, &mut frame);
-        drop(record);
+        let frame = frame.seal(seq);
         let shared = &self.shared;
-        let mut cur = shared.current.lock();
+        let mut q = shared.queue.lock();
         shared.check()?;
-        if durability == Durability::AsyncWal {
-            let was_empty = cur.push_pending(&frame, seq);
-            let end = cur.appended();
-            if cur.pending_len() >= PENDING_LIMIT {
-                // The flusher fell behind: write here rather than buffer without bound.
-                if let Err(e) = shared.write(&mut cur, None) {
-                    return Ok(WalTicket {
-                        state: Ticket::Failed(Error::Io(e)),
-                    });
+        let end = q.push(frame, seq);
+        let shared = Arc::clone(shared);
+        let state = match durability {
+            Durability::AsyncWal if q.pending_len() >= PENDING_LIMIT => {
+                // The flusher fell behind: write here rather than queue without bound.
+                drop(q);
+                let mut cur = shared.writer();
+                match shared.write_queued(&mut cur) {
+                    Ok(()) => Ticket::Written {
+                        shared: Arc::clone(&shared),
+                        end,
+                    },
+                    Err(e) => Ticket::Failed(Error::Io(e)),
                 }
-            } else if was_empty {
-                drop(cur);
-                shared.wake.notify_one();
             }
-            return Ok(WalTicket {
-                state: Ticket::Written {
-                    shared: Arc::clone(shared),
-                    end,
-                },
-            });
-        }
-        let state = match shared.write(&mut cur, Some((&frame, seq))) {
-            Err(e) => Ticket::Failed(Error::Io(e)),
-            Ok(()) if durability == Durability::FsyncWal => Ticket::Synced {
-                shared: Arc::clone(shared),
-                end: cur.written(),
-            },
-            Ok(()) => Ticket::Done,
+            Durability::AsyncWal => {
+                let wake = q.should_wake_flusher();
+                drop(q);
+                if wake {
+                    shared.wake.notify_one();
+                }
+                Ticket::Written { shared, end }
+            }
+            Durability::FsyncWal => Ticket::Synced { shared, end },
+            _ => Ticket::Written { shared, end },
         };
         Ok(WalTicket { state })
     }

@@ -3,10 +3,12 @@
 //! Every write batch becomes one [`WalRecord`] holding all its cells, across regions and
 //! families, so a batch recovers atomically: it is replayed whole or not at all. The engine
 //! appends records in sequence-id order while holding its commit lock, then waits on the
-//! returned [`WalTicket`] as the batch's [`Durability`] asks. `SyncWal` and `FsyncWal`
-//! appends write their record in the caller's thread under one mutex (so file order equals
-//! append order); `FsyncWal` waiters group-commit with one fsync per leader; `AsyncWal`
-//! records are buffered and written by a background flusher (or by the next direct writer).
+//! returned [`WalTicket`] as the batch's [`Durability`] asks. Appends queue their record in
+//! append order (so file order equals append order); a `SyncWal` or `FsyncWal` waiter that
+//! finds nobody writing writes the whole queue with one write (group commit: concurrent
+//! batches share the system call), the others wait for it without blocking their threads;
+//! `FsyncWal` waiters group-commit with one fsync per leader; `AsyncWal` records are written
+//! by a background flusher (or by the next writer).
 //!
 //! On disk the WAL is a directory of segments `wal-{id:020}.log`, rolled by size. The formats
 //! are specified in the `segment` (file header) and `record` (framing and payload) module
@@ -26,6 +28,7 @@ mod writer;
 mod tests;
 
 pub use handle::{Wal, WalTicket};
+pub(crate) use record::{EditRef, UnsealedFrame};
 
 use crate::cell::StoreCell;
 use bytes::Bytes;

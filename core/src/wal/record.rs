@@ -43,6 +43,7 @@
 
 use super::{WalEdit, WalRecord};
 use crate::cell::{CellType, StoreCell, StoreKey};
+use crate::error::Error;
 use bytes::Bytes;
 
 /// Size of a frame's header: payload length and CRC.
@@ -71,6 +72,7 @@ pub(crate) enum Frame {
 }
 
 /// The payload length `record` encodes to, computed without encoding it.
+#[cfg(test)]
 pub(crate) fn payload_len(record: &WalRecord) -> usize {
     let bytes_len = |b: &Bytes| varint_len(b.len() as u64) + b.len();
     let mut n = varint_len(record.seq) + varint_len(record.edits.len() as u64);
@@ -86,8 +88,9 @@ pub(crate) fn payload_len(record: &WalRecord) -> usize {
     n
 }
 
-/// Appends the frame of `record` to `out`. The caller has checked that the payload fits
-/// [`MAX_PAYLOAD_LEN`].
+/// Appends the frame of `record` to `out` in one pass: the reference encoder the tests hold
+/// [`UnsealedFrame`] to. The caller has checked that the payload fits [`MAX_PAYLOAD_LEN`].
+#[cfg(test)]
 pub(crate) fn encode_frame(record: &WalRecord, out: &mut Vec<u8>) {
     let start = out.len();
     out.extend_from_slice(&[0; FRAME_HEADER_LEN]);
@@ -109,6 +112,105 @@ pub(crate) fn encode_frame(record: &WalRecord, out: &mut Vec<u8>) {
     let crc = crc32fast::hash(payload).to_be_bytes();
     out[start..start + 4].copy_from_slice(&len);
     out[start + 4..start + 8].copy_from_slice(&crc);
+}
+
+/// The bytes reserved at the start of an [`UnsealedFrame`]'s payload for its sequence id
+/// (the longest varint of a u64).
+const SEQ_SLOT: usize = 10;
+
+/// One edit to encode, borrowed from wherever the batch keeps it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EditRef<'a> {
+    /// The region the cell belongs to.
+    pub region_id: u64,
+    /// The column family.
+    pub family: &'a [u8],
+    /// The cell (its `key.seq` is ignored: the frame's sequence id is written at sealing).
+    pub cell: &'a StoreCell,
+}
+
+impl<'a> EditRef<'a> {
+    /// The edit of a [`WalEdit`].
+    pub fn of(e: &'a WalEdit) -> Self {
+        EditRef {
+            region_id: e.region_id,
+            family: &e.family,
+            cell: &e.cell,
+        }
+    }
+}
+
+/// A frame encoded before its sequence id is known: the engine encodes a batch outside its
+/// commit lock and, under the lock, only writes the sequence id, the length and the CRC
+/// ([`UnsealedFrame::seal`]). The sealed frame is byte for byte what [`encode_frame`] writes
+/// (the format above is unchanged).
+///
+/// Layout of the buffer: 8 bytes for the frame header, [`SEQ_SLOT`] bytes for the sequence
+/// id, then the rest of the payload (edit count and edits). Sealing writes the sequence id's
+/// varint right-aligned in its slot and the header just before it; the frame is the buffer
+/// from the header on.
+#[derive(Debug)]
+pub(crate) struct UnsealedFrame {
+    buf: Vec<u8>,
+}
+
+impl UnsealedFrame {
+    /// Encodes `edits`; fails when the payload would pass [`MAX_PAYLOAD_LEN`].
+    pub fn encode<'a>(
+        edits: impl ExactSizeIterator<Item = EditRef<'a>> + Clone,
+    ) -> crate::error::Result<Self> {
+        let bytes_len = |b: &[u8]| varint_len(b.len() as u64) + b.len();
+        let mut n = SEQ_SLOT + varint_len(edits.len() as u64);
+        for e in edits.clone() {
+            n += varint_len(e.region_id)
+                + bytes_len(e.family)
+                + bytes_len(&e.cell.key.row)
+                + bytes_len(&e.cell.key.qualifier)
+                + 8
+                + 1
+                + bytes_len(&e.cell.value);
+        }
+        if n > MAX_PAYLOAD_LEN {
+            return Err(Error::bad_argument(format!(
+                "WAL record of {n} bytes exceeds the {MAX_PAYLOAD_LEN}-byte limit"
+            )));
+        }
+        let mut buf = Vec::with_capacity(FRAME_HEADER_LEN + n);
+        buf.resize(FRAME_HEADER_LEN + SEQ_SLOT, 0);
+        put_varint(&mut buf, edits.len() as u64);
+        for e in edits {
+            put_varint(&mut buf, e.region_id);
+            put_bytes(&mut buf, e.family);
+            put_bytes(&mut buf, &e.cell.key.row);
+            put_bytes(&mut buf, &e.cell.key.qualifier);
+            buf.extend_from_slice(&e.cell.key.ts.to_be_bytes());
+            buf.push(e.cell.key.kind.code());
+            put_bytes(&mut buf, &e.cell.value);
+        }
+        Ok(UnsealedFrame { buf })
+    }
+
+    /// Writes `seq`, the length and the checksum; returns the finished frame.
+    pub fn seal(&mut self, seq: u64) -> &[u8] {
+        let mut id = Vec::with_capacity(SEQ_SLOT);
+        put_varint(&mut id, seq);
+        let payload_start = FRAME_HEADER_LEN + SEQ_SLOT - id.len();
+        let start = payload_start - FRAME_HEADER_LEN;
+        if let Some(slot) = self.buf.get_mut(payload_start..FRAME_HEADER_LEN + SEQ_SLOT) {
+            slot.copy_from_slice(&id);
+        }
+        let payload = self.buf.get(payload_start..).unwrap_or_default();
+        let len = u32::try_from(payload.len())
+            .unwrap_or(u32::MAX)
+            .to_be_bytes();
+        let crc = crc32fast::hash(payload).to_be_bytes();
+        if let Some(h) = self.buf.get_mut(start..payload_start) {
+            let (l, c) = h.split_at_mut(4);
+            l.copy_from_slice(&len);
+            c.copy_from_slice(&crc);
+        }
+        self.buf.get(start..).unwrap_or_default()
+    }
 }
 
 /// Reads the frame at the start of `buf` (the rest of a segment from some offset).

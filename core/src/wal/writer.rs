@@ -1,46 +1,65 @@
-//! The write path: the current segment behind one mutex, written by the appenders' own
-//! threads; group-committed fsyncs; and the background flusher of `AsyncWal` records.
+//! The write path: appenders queue their frames, one writer at a time writes the whole queue
+//! (group commit for `SyncWal`), group-committed fsyncs, and the background flusher of
+//! `AsyncWal` records.
 //!
-//! All writes to a segment happen under [`Shared::current`], the mutex on the [`Current`]
-//! segment, so file order equals the order in which writers took that mutex:
+//! Two mutexes, always taken in this order when both are held: [`Shared::current`], the
+//! writer lock over the [`Current`] segment (held across every write to a segment file, a
+//! roll and a close), then [`Shared::queue`], the [`Queue`] of frames appended and not yet
+//! written (held only to push or take bytes, never across a system call).
 //!
-//! - A `SyncWal` or `FsyncWal` append encodes its frame without the lock, then under it
-//!   writes any pending `AsyncWal` bytes plus its own frame with one `write_all`, updates the
-//!   segment's size and max seq, and rolls the segment if it reached the size limit.
-//! - An `AsyncWal` append only copies its frame into `Current::pending` (under the lock) and
-//!   wakes the flusher thread when the buffer goes from empty to non-empty. The flusher, any
-//!   later direct writer, [`super::Wal::sync`], [`super::Wal::roll`] and
-//!   [`super::Wal::close`] write the pending bytes, ahead of anything appended after them.
+//! - An append (any durability but `SkipWal`) encodes its frame without a lock, then under
+//!   the queue lock checks the WAL is open and healthy and pushes the frame. Appends happen in
+//!   the engine's commit order, so queue order (and file order) equals append order.
+//! - A `SyncWal` or `FsyncWal` ticket first waits until its bytes are written to the OS: if
+//!   nobody is writing, the waiter takes the writer lock itself, takes the whole queue (its
+//!   own frame and everything queued before and after it), and writes it with one
+//!   `write_all`; if somebody is, it waits asynchronously (its tokio worker runs other
+//!   tasks) for that write to end and looks again. So concurrent committers share writes, and
+//!   no thread blocks in a lock while another does I/O.
+//! - An `AsyncWal` append wakes the flusher thread (once per batch of wakes); the flusher,
+//!   any later writer, [`super::Wal::sync`], [`super::Wal::roll`] and [`super::Wal::close`]
+//!   write the queued bytes. Past 4 MiB queued, the appender writes them itself.
+//! - Every 8 MiB written to a segment, the flusher fsyncs it in the background (outside
+//!   every lock), so the fsync that closes a full segment at its roll, which every committer
+//!   waits for, has little left to write back.
 //! - Positions are a global byte counter of record bytes since open (segment headers are not
 //!   counted), so they compare across rolls. `written_upto` is the end of what reached the
-//!   OS; `synced_upto` the end of what is known fsynced.
+//!   OS; `synced_upto` the end of what is known fsynced; `Queue::appended` the end of what
+//!   was appended.
 //! - `FsyncWal` (and `sync(true)`) group-commit by leader election in
 //!   [`Shared::wait_synced`]: a waiter not yet covered by `synced_upto` takes the sync
 //!   mutex, re-checks, and as leader fsyncs the current segment's file (a cloned `Arc<dyn WriteFile>`,
-//!   outside the segment mutex, on tokio's blocking pool) and then raises `synced_upto` to
+//!   outside the writer lock, on tokio's blocking pool) and then raises `synced_upto` to
 //!   the position written before the fsync started. Waiters queued behind it usually find
 //!   themselves covered.
 //!
 //! Invariants kept: a closed segment was fsynced (and `synced_upto` raised past it) before
-//! the next segment was created, so everything in older segments counts as synced. After a
-//! failed write or fsync nothing is written again (a failed fsync may have dropped dirty
-//! pages, so retrying could acknowledge lost data): [`Shared::failure`] is set once, later
-//! appends return `WritesRefused`, and tickets not yet satisfied fail with the I/O error.
+//! the next segment was created, so everything in older segments counts as synced. Every
+//! release of the writer lock wakes the waiters, so a waiter that found the lock taken
+//! always looks again. After a failed write or fsync nothing is written again (a failed fsync
+//! may have dropped dirty pages, so retrying could acknowledge lost data):
+//! [`Shared::failure`] is set once, later appends return `WritesRefused`, and tickets not yet
+//! satisfied fail with the I/O error.
 
 use super::segment::{self, HEADER_LEN};
 use super::{SegmentInfo, WalOptions};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WriteFile};
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::io;
+use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// Pending `AsyncWal` bytes beyond which the appender writes them itself (backpressure).
+/// Queued `AsyncWal` bytes beyond which the appender writes them itself (backpressure).
 pub(crate) const PENDING_LIMIT: usize = 4 << 20;
-/// A pending buffer that grew past this is freed rather than kept for reuse.
+/// A write buffer that grew past this is freed rather than kept for reuse.
 const MAX_KEPT_BUF: usize = 8 << 20;
+/// Each time this many bytes were written to a segment, the flusher fsyncs it in the
+/// background, so the fsync that closes the segment at a roll (under the writer lock, with
+/// every committer waiting) finds little left to write back.
+const PRESYNC_BYTES: u64 = 8 << 20;
 
 /// Why the WAL stopped writing.
 pub(crate) struct Failure {
@@ -60,7 +79,40 @@ impl Failure {
     }
 }
 
-/// The current segment, guarded by [`Shared::current`].
+/// Frames appended and not yet written, guarded by [`Shared::queue`].
+#[derive(Default)]
+pub(crate) struct Queue {
+    /// The frames, in append order; they occupy positions `appended - len..appended`.
+    pending: Vec<u8>,
+    /// The largest seq in `pending`.
+    pending_max_seq: Option<u64>,
+    /// Record bytes appended since open (written or queued).
+    appended: u64,
+    /// The flusher was woken for `AsyncWal` bytes and no writer took the queue since.
+    flusher_woken: bool,
+}
+
+impl Queue {
+    /// Queues a frame; returns the position just past it.
+    pub fn push(&mut self, frame: &[u8], seq: u64) -> u64 {
+        self.pending.extend_from_slice(frame);
+        self.pending_max_seq = self.pending_max_seq.max(Some(seq));
+        self.appended += frame.len() as u64;
+        self.appended
+    }
+
+    /// The bytes waiting to be written.
+    pub fn pending_len(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True (once per batch of wakes) when an `AsyncWal` append should wake the flusher.
+    pub fn should_wake_flusher(&mut self) -> bool {
+        !std::mem::replace(&mut self.flusher_woken, true)
+    }
+}
+
+/// The current segment, guarded by [`Shared::current`] (the writer lock).
 pub(crate) struct Current {
     fs: Arc<dyn FileSystem>,
     dir: PathBuf,
@@ -71,10 +123,8 @@ pub(crate) struct Current {
     size: u64,
     /// Record bytes written to the OS since open, over all segments.
     written: u64,
-    /// `AsyncWal` frames not yet written; they occupy positions `written..written + len`.
-    pending: Vec<u8>,
-    /// The largest seq in `pending`.
-    pending_max_seq: Option<u64>,
+    /// The buffer a write swaps with the queue's (kept empty between writes for reuse).
+    spare: Vec<u8>,
 }
 
 impl Current {
@@ -94,32 +144,8 @@ impl Current {
             id,
             size: HEADER_LEN as u64,
             written: 0,
-            pending: Vec::new(),
-            pending_max_seq: None,
+            spare: Vec::new(),
         }
-    }
-
-    /// The position just past everything appended so far (written or pending).
-    pub fn appended(&self) -> u64 {
-        self.written + self.pending.len() as u64
-    }
-
-    /// Queues an `AsyncWal` frame; returns true if the buffer was empty before.
-    pub fn push_pending(&mut self, frame: &[u8], seq: u64) -> bool {
-        let was_empty = self.pending.is_empty();
-        self.pending.extend_from_slice(frame);
-        self.pending_max_seq = self.pending_max_seq.max(Some(seq));
-        was_empty
-    }
-
-    /// The bytes waiting for the flusher.
-    pub fn pending_len(&self) -> usize {
-        self.pending.len()
-    }
-
-    /// Record bytes written to the OS since open.
-    pub fn written(&self) -> u64 {
-        self.written
     }
 
     /// Whether the segment holds no record.
@@ -128,12 +154,51 @@ impl Current {
     }
 }
 
+/// The writer lock held: dereferences to the [`Current`] segment and, once released, wakes
+/// every ticket waiting for a write to end.
+pub(crate) struct Writer<'a> {
+    guard: MutexGuard<'a, Current>,
+    /// Dropped after `guard` (fields drop in declaration order): the waiters are woken only
+    /// once the lock is free. Woken before, a waiter could find the lock still taken, wait
+    /// again, and never be woken.
+    _wake: WakeOnDrop<'a>,
+}
+
+impl Deref for Writer<'_> {
+    type Target = Current;
+    fn deref(&self) -> &Current {
+        &self.guard
+    }
+}
+
+impl DerefMut for Writer<'_> {
+    fn deref_mut(&mut self) -> &mut Current {
+        &mut self.guard
+    }
+}
+
+/// Wakes the waiters of [`Shared::released`] when dropped.
+struct WakeOnDrop<'a>(&'a tokio::sync::Notify);
+
+impl Drop for WakeOnDrop<'_> {
+    fn drop(&mut self) {
+        // Waiters register before trying the lock: whoever found it taken by this holder is
+        // woken here and looks again.
+        self.0.notify_waiters();
+    }
+}
+
 /// State shared by the [`super::Wal`] handle, its tickets and the flusher thread.
 pub(crate) struct Shared {
-    /// The current segment; every write happens under this mutex.
-    pub current: Mutex<Current>,
-    /// Wakes the flusher (waiting on `current`) when `pending` gains bytes or at close.
+    /// The writer lock over the current segment; every write happens under it. Take it
+    /// with [`Shared::writer`] or [`Shared::try_writer`].
+    current: Mutex<Current>,
+    /// Frames appended and not yet written.
+    pub queue: Mutex<Queue>,
+    /// Wakes the flusher (waiting on `queue`) when `AsyncWal` bytes are queued or at close.
     pub wake: Condvar,
+    /// Notified whenever the writer lock is released.
+    released: tokio::sync::Notify,
     /// Live segments, oldest first, the current one last.
     pub segments: Mutex<Vec<SegmentInfo>>,
     /// Mirrors `Current::written` for lock-free checks.
@@ -142,10 +207,13 @@ pub(crate) struct Shared {
     synced_upto: AtomicU64,
     /// Held by the fsync leader.
     sync_lock: tokio::sync::Mutex<()>,
-    /// Set by close (under `current`): calls that would write return `Closed`.
+    /// Set by close (under `queue`): calls that would write return `Closed`.
     closing: AtomicBool,
     /// Set once by the first failed write, fsync or roll.
     failure: OnceLock<Failure>,
+    /// Set by a write that crossed a [`PRESYNC_BYTES`] boundary of its segment; the flusher
+    /// clears it and fsyncs the segment.
+    presync_due: AtomicBool,
     /// Called after each roll with the closed and the new segment's ids.
     pub roll_listener: OnceLock<super::RollListener>,
     /// Test hook: the next write fails with an injected I/O error.
@@ -157,6 +225,9 @@ pub(crate) struct Shared {
     /// Test counter: group-commit fsyncs done.
     #[cfg(test)]
     pub fsyncs: AtomicU64,
+    /// Test counter: writes to segment files (each carries one or more frames).
+    #[cfg(test)]
+    pub writes: AtomicU64,
 }
 
 impl Shared {
@@ -164,13 +235,16 @@ impl Shared {
     pub fn new(segments: Vec<SegmentInfo>, current: Current) -> Self {
         Shared {
             current: Mutex::new(current),
+            queue: Mutex::new(Queue::default()),
             wake: Condvar::new(),
+            released: tokio::sync::Notify::new(),
             segments: Mutex::new(segments),
             written_upto: AtomicU64::new(0),
             synced_upto: AtomicU64::new(0),
             sync_lock: tokio::sync::Mutex::new(()),
             closing: AtomicBool::new(false),
             failure: OnceLock::new(),
+            presync_due: AtomicBool::new(false),
             roll_listener: OnceLock::new(),
             #[cfg(test)]
             inject_failure: AtomicBool::new(false),
@@ -178,7 +252,25 @@ impl Shared {
             inject_fsync_failure: AtomicBool::new(false),
             #[cfg(test)]
             fsyncs: AtomicU64::new(0),
+            #[cfg(test)]
+            writes: AtomicU64::new(0),
         }
+    }
+
+    /// Takes the writer lock, blocking.
+    pub fn writer(&self) -> Writer<'_> {
+        Writer {
+            guard: self.current.lock(),
+            _wake: WakeOnDrop(&self.released),
+        }
+    }
+
+    /// Takes the writer lock if nobody holds it.
+    fn try_writer(&self) -> Option<Writer<'_>> {
+        self.current.try_lock().map(|guard| Writer {
+            guard,
+            _wake: WakeOnDrop(&self.released),
+        })
     }
 
     /// Fails if the WAL is closed or failed.
@@ -192,42 +284,31 @@ impl Shared {
         }
     }
 
-    /// Writes the pending bytes followed by `frame` (with its seq), if any, in one write;
-    /// then updates the segment's size and max seq and rolls it if it reached the limit.
-    /// A failed write puts the WAL in the failed state and drops the pending bytes. A failed
-    /// roll after a good write does too, but the write itself still succeeded.
-    pub fn write(&self, cur: &mut Current, frame: Option<(&[u8], u64)>) -> io::Result<()> {
-        let mut max_seq = cur.pending_max_seq.take();
-        let mut pending = std::mem::take(&mut cur.pending);
-        let buf: &[u8] = match frame {
-            Some((frame, seq)) => {
-                max_seq = max_seq.max(Some(seq));
-                if pending.is_empty() {
-                    frame
-                } else {
-                    pending.extend_from_slice(frame);
-                    &pending
-                }
-            }
-            None => &pending,
+    /// Writes every queued byte with one write; then updates the segment's size and max seq
+    /// and rolls it if it reached the limit. A failed write puts the WAL in the failed state
+    /// and drops the bytes it took. A failed roll after a good write does too, but the write
+    /// itself still succeeded.
+    pub fn write_queued(&self, cur: &mut Current) -> io::Result<()> {
+        let max_seq = {
+            let mut q = self.queue.lock();
+            q.flusher_woken = false;
+            std::mem::swap(&mut q.pending, &mut cur.spare);
+            q.pending_max_seq.take()
         };
-        let n = buf.len() as u64;
-        let outcome = if n == 0 {
-            Ok(())
-        } else {
-            self.write_raw(&*cur.file, buf)
-        };
-        pending.clear();
-        if pending.capacity() <= MAX_KEPT_BUF {
-            cur.pending = pending;
+        let n = cur.spare.len() as u64;
+        if n == 0 {
+            return Ok(());
+        }
+        let outcome = self.write_raw(&*cur.file, &cur.spare);
+        cur.spare.clear();
+        if cur.spare.capacity() > MAX_KEPT_BUF {
+            cur.spare = Vec::new();
         }
         if let Err(e) = outcome {
             self.fail("write", cur.id, &e);
             return Err(e);
         }
-        if n == 0 {
-            return Ok(());
-        }
+        let before = cur.size;
         cur.size += n;
         cur.written += n;
         self.written_upto.store(cur.written, Ordering::Release);
@@ -239,14 +320,21 @@ impl Shared {
             if let Err(e) = self.roll(cur) {
                 self.fail("roll", cur.id, &e);
             }
+        } else if before / PRESYNC_BYTES != cur.size / PRESYNC_BYTES
+            && !self.presync_due.swap(true, Ordering::AcqRel)
+        {
+            self.wake_flusher();
         }
         Ok(())
     }
 
     fn write_raw(&self, file: &dyn WriteFile, buf: &[u8]) -> io::Result<()> {
         #[cfg(test)]
-        if self.inject_failure.swap(false, Ordering::SeqCst) {
-            return Err(io::Error::other("injected failure"));
+        {
+            self.writes.fetch_add(1, Ordering::Relaxed);
+            if self.inject_failure.swap(false, Ordering::SeqCst) {
+                return Err(io::Error::other("injected failure"));
+            }
         }
         file.write_all(buf)
     }
@@ -276,12 +364,12 @@ impl Shared {
         Ok(())
     }
 
-    /// [`super::Wal::roll`]: writes the pending bytes, then rolls unless the segment is
+    /// [`super::Wal::roll`]: writes the queued bytes, then rolls unless the segment is
     /// empty.
     pub fn requested_roll(&self) -> Result<()> {
-        let mut cur = self.current.lock();
+        let mut cur = self.writer();
         self.check()?;
-        self.write(&mut cur, None)?;
+        self.write_queued(&mut cur)?;
         if cur.is_empty() {
             return Ok(()); // nothing to close: the current segment holds no record
         }
@@ -291,24 +379,29 @@ impl Shared {
         })
     }
 
-    /// [`super::Wal::sync`]'s first half: writes the pending bytes; returns the position
+    /// [`super::Wal::sync`]'s first half: writes the queued bytes; returns the position
     /// just past them.
     pub fn flush(&self) -> Result<u64> {
-        let mut cur = self.current.lock();
+        let mut cur = self.writer();
         self.check()?;
-        self.write(&mut cur, None)?;
+        self.write_queued(&mut cur)?;
         Ok(cur.written)
     }
 
-    /// Marks the WAL closed, writes the pending bytes and fsyncs the current segment, and
+    /// Marks the WAL closed, writes the queued bytes and fsyncs the current segment, and
     /// wakes the flusher so it exits. Refused if the WAL had failed.
     pub fn close(&self) -> Result<()> {
-        let mut cur = self.current.lock();
-        self.closing.store(true, Ordering::Release);
+        let mut cur = self.writer();
+        {
+            // Under the queue lock: every append either queued before this (and is written
+            // below) or sees `closing`.
+            let _q = self.queue.lock();
+            self.closing.store(true, Ordering::Release);
+        }
         let out = match self.failure.get() {
             Some(f) => Err(f.refused()),
             None => self
-                .write(&mut cur, None)
+                .write_queued(&mut cur)
                 .map_err(Error::Io)
                 .and_then(|()| match cur.file.sync_all() {
                     Ok(()) => {
@@ -322,30 +415,48 @@ impl Shared {
                 }),
         };
         drop(cur);
-        self.wake.notify_all();
+        self.wake_flusher();
         out
     }
 
-    /// Resolves once every byte before `end` is written to the OS, writing the pending
-    /// bytes itself if the flusher has not yet.
-    pub fn wait_written(&self, end: u64) -> Result<()> {
-        if self.written_upto.load(Ordering::Acquire) >= end {
-            return Ok(());
-        }
-        let mut cur = self.current.lock();
-        if cur.written >= end {
-            return Ok(());
-        }
-        if let Some(f) = self.failure.get() {
-            return Err(f.io());
-        }
-        self.write(&mut cur, None)?;
-        if cur.written >= end {
-            Ok(())
-        } else {
-            Err(Error::WritesRefused(
-                "WAL record was dropped before it was written".into(),
-            ))
+    /// Wakes the flusher; taking the queue lock first means a flusher between its check
+    /// and its wait cannot miss the wake.
+    pub fn wake_flusher(&self) {
+        drop(self.queue.lock());
+        self.wake.notify_one();
+    }
+
+    /// Resolves once every byte before `end` is written to the OS. When nobody is writing,
+    /// writes the queue itself (with everything queued so far); otherwise waits for the
+    /// running write to end, without blocking its thread, and looks again.
+    pub async fn wait_written(&self, end: u64) -> Result<()> {
+        loop {
+            if self.written_upto.load(Ordering::Acquire) >= end {
+                return Ok(());
+            }
+            let released = self.released.notified();
+            tokio::pin!(released);
+            // Registered before looking at the lock: a release after this wakes us.
+            released.as_mut().enable();
+            if let Some(mut cur) = self.try_writer() {
+                if cur.written >= end {
+                    return Ok(());
+                }
+                if let Some(f) = self.failure.get() {
+                    return Err(f.io());
+                }
+                self.write_queued(&mut cur)?;
+                if cur.written >= end {
+                    return Ok(());
+                }
+                return Err(Error::WritesRefused(
+                    "WAL record was dropped before it was written".into(),
+                ));
+            }
+            if let Some(f) = self.failure.get() {
+                return Err(f.io());
+            }
+            released.await;
         }
     }
 
@@ -362,7 +473,7 @@ impl Shared {
             return Err(f.io());
         }
         let (file, target, id) = {
-            let cur = self.current.lock();
+            let cur = self.writer();
             (Arc::clone(&cur.file), cur.written, cur.id)
         };
         // Older segments were fsynced by their roll; `target` ends in `file` or before it.
@@ -413,21 +524,43 @@ impl Shared {
         });
     }
 
-    /// The flusher thread's body: writes pending `AsyncWal` bytes whenever woken, until
-    /// close.
+    /// The flusher thread's body: writes queued bytes whenever woken, and fsyncs the
+    /// current segment in the background when a write crossed a [`PRESYNC_BYTES`]
+    /// boundary, until close.
     pub fn run_flusher(self: Arc<Self>) {
         let _guard = StopGuard(Arc::clone(&self));
-        let mut cur = self.current.lock();
+        let mut q = self.queue.lock();
         loop {
             if self.closing.load(Ordering::Acquire) {
                 return;
             }
-            if !cur.pending.is_empty() && self.failure.get().is_none() {
-                // A failure is recorded by `write`; the tickets see it.
-                let _ = self.write(&mut cur, None);
+            if self.failure.get().is_some() {
+                self.wake.wait(&mut q);
                 continue;
             }
-            self.wake.wait(&mut cur);
+            if !q.pending.is_empty() {
+                drop(q);
+                {
+                    // A failure is recorded by `write_queued`; the tickets see it.
+                    let mut cur = self.writer();
+                    let _ = self.write_queued(&mut cur);
+                }
+                q = self.queue.lock();
+                continue;
+            }
+            if self.presync_due.swap(false, Ordering::AcqRel) {
+                drop(q);
+                let (file, target, id) = {
+                    let cur = self.writer();
+                    (Arc::clone(&cur.file), cur.written, cur.id)
+                };
+                // Outside every lock. If a roll closed this segment meanwhile, it was
+                // fsynced already and this fsync is merely redundant. A failure is recorded.
+                let _ = self.sync_file(&*file, target, id);
+                q = self.queue.lock();
+                continue;
+            }
+            self.wake.wait(&mut q);
         }
     }
 }

@@ -1,4 +1,4 @@
-//! Caller-thread writes: `SyncWal` records are in the file when `append` returns, group
+//! Caller-thread writes: `SyncWal` records are written by their waiters, sharing writes, group
 //! commit for `FsyncWal`, the `AsyncWal` flusher, and file order across durabilities.
 
 use super::super::{Durability, Wal, WalEdit, WalRecord};
@@ -46,23 +46,73 @@ fn commit_append(
 }
 
 #[tokio::test]
-async fn sync_append_is_in_the_file_on_return_after_pending_async_records() {
+async fn sync_ticket_writes_its_record_after_queued_async_records() {
     let dir = tempfile::tempdir().unwrap();
     let (wal, _) = open(dir.path(), 1 << 20);
-    // Not waited on: the append itself wrote the record.
-    let _t = wal.append(rec(1, 2), Durability::SyncWal).unwrap();
+    let t1 = wal.append(rec(1, 2), Durability::SyncWal).unwrap();
+    // Queued: nobody waited on it and the flusher is woken only for AsyncWal records.
+    assert_eq!(file_seqs(&wal), Vec::<u64>::new());
+    t1.wait().await.unwrap();
     assert_eq!(file_seqs(&wal), vec![1]);
     let a2 = wal.append(rec(2, 1), Durability::AsyncWal).unwrap();
     let a3 = wal.append(rec(3, 3), Durability::AsyncWal).unwrap();
     let f4 = wal.append(rec(4, 1), Durability::FsyncWal).unwrap();
-    // The direct write carried the pending AsyncWal records ahead of its own.
-    assert_eq!(file_seqs(&wal), vec![1, 2, 3, 4]);
     f4.wait().await.unwrap();
+    // Whoever wrote them (flusher or waiter), the AsyncWal records went first.
+    assert_eq!(file_seqs(&wal), vec![1, 2, 3, 4]);
     a3.wait().await.unwrap();
     a2.wait().await.unwrap();
     let seg = &wal.segments()[0];
     assert_eq!(seg.max_seq, Some(4));
     assert_eq!(seg.size, std::fs::metadata(&seg.path).unwrap().len());
+}
+
+#[tokio::test]
+async fn sync_waiters_share_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), 1 << 20);
+    let writes = || wal.shared.writes.load(Ordering::Relaxed);
+    let tickets: Vec<_> = (1..=20)
+        .map(|seq| wal.append(rec(seq, 2), Durability::SyncWal).unwrap())
+        .collect();
+    assert_eq!(writes(), 0);
+    let results = futures::future::join_all(tickets.into_iter().map(|t| t.wait())).await;
+    assert!(results.iter().all(Result::is_ok));
+    // The first waiter wrote the whole queue; the others found themselves written.
+    assert_eq!(writes(), 1);
+    assert_eq!(file_seqs(&wal), (1..=20).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_that_finds_the_writer_busy_resolves_when_it_is_released() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), 1 << 20);
+    let wal = Arc::new(wal);
+    let (held_tx, held_rx) = std::sync::mpsc::channel();
+    let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+    let holder = {
+        let wal = Arc::clone(&wal);
+        std::thread::spawn(move || {
+            let _writer = wal.shared.writer();
+            held_tx.send(()).unwrap();
+            release_rx.recv().unwrap();
+        })
+    };
+    held_rx.recv().unwrap();
+    let ticket = wal.append(rec(1, 1), Durability::SyncWal).unwrap();
+    let waiter = tokio::spawn(ticket.wait());
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // The waiter yields instead of blocking: the runtime still runs other tasks.
+    assert!(!waiter.is_finished());
+    assert_eq!(tokio::spawn(async { 7 }).await.unwrap(), 7);
+    release_tx.send(()).unwrap();
+    holder.join().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), waiter)
+        .await
+        .expect("the waiter was not woken by the release")
+        .unwrap()
+        .unwrap();
+    assert_eq!(file_seqs(&wal), vec![1]);
 }
 
 #[tokio::test]
