@@ -68,12 +68,16 @@ impl CellType {
 }
 
 /// Byte-string equality, inlined: the read path compares short rows and qualifiers once per
-/// cell, where a call to `memcmp` costs more than the comparison itself.
+/// cell, where a call to `memcmp` costs more than the comparison itself; two views of the
+/// same bytes are equal at once.
 #[inline]
 pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     let n = a.len();
     if n != b.len() {
         return false;
+    }
+    if a.as_ptr() == b.as_ptr() {
+        return true; // two views of the same bytes (cells of one MemStore row share the row)
     }
     let word = |s: &[u8], at: usize| {
         s.get(at..at + 8)
@@ -148,11 +152,22 @@ impl StoreKey {
     }
 }
 
+/// Orders two byte strings, deciding at once when both are views of the same bytes: the
+/// cells of one MemStore row share their row key, so a flush, a merge or a writer comparing
+/// neighbours skips most byte comparisons.
+#[inline]
+pub(crate) fn cmp_bytes(a: &Bytes, b: &Bytes) -> Ordering {
+    if a.as_ptr() == b.as_ptr() && a.len() == b.len() {
+        Ordering::Equal
+    } else {
+        a.as_ref().cmp(b.as_ref())
+    }
+}
+
 impl Ord for StoreKey {
     fn cmp(&self, other: &Self) -> Ordering {
-        self.row
-            .cmp(&other.row)
-            .then_with(|| self.qualifier.cmp(&other.qualifier))
+        cmp_bytes(&self.row, &other.row)
+            .then_with(|| cmp_bytes(&self.qualifier, &other.qualifier))
             .then_with(|| other.ts.cmp(&self.ts))
             .then_with(|| other.kind.code().cmp(&self.kind.code()))
             .then_with(|| other.seq.cmp(&self.seq))

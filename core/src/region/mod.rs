@@ -174,16 +174,16 @@ impl Region {
     /// store and row go in with one MemStore row lookup.
     pub fn apply(&self, family_cells: &[(Arc<Store>, StoreCell)]) {
         let _g = self.update_lock.read();
+        // One update of the shared counter per batch (its cells usually share one seq).
+        if let Some(oldest) = family_cells.iter().map(|(_, c)| c.key.seq).min() {
+            self.oldest_unflushed.fetch_min(oldest, Ordering::Relaxed);
+        }
         let mut i = 0;
         while let Some((store, first)) = family_cells.get(i) {
             let run = family_cells[i..]
                 .iter()
                 .take_while(|(s, c)| Arc::ptr_eq(s, store) && c.key.row == first.key.row)
                 .count();
-            for (_, c) in &family_cells[i..i + run] {
-                self.oldest_unflushed
-                    .fetch_min(c.key.seq, Ordering::Relaxed);
-            }
             store.insert_row(
                 first.key.row.clone(),
                 family_cells[i..i + run].iter().map(|(_, c)| c.clone()),

@@ -171,6 +171,7 @@ impl Engine {
             desc.name.clone(),
             Arc::new(TableState {
                 name: desc.name.clone(),
+                key: desc.name.to_string(),
                 descriptor: RwLock::new(desc),
                 enabled: AtomicBool::new(true),
                 regions: RwLock::new(regions),

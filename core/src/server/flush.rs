@@ -138,8 +138,16 @@ impl Engine {
             let mut out = Vec::new();
             for (store, snap, id, path, opts, rules) in jobs {
                 let mut w = StoreFileWriter::create(&fs, &path, opts)?;
-                for cell in CompactionIter::new(snap.iter().map(Ok), rules) {
-                    w.append(&cell?)?;
+                if snap.may_drop_cells() || rules.family.ttl_ms.is_some() {
+                    for cell in CompactionIter::new(snap.iter().map(Ok), rules) {
+                        w.append(&cell?)?;
+                    }
+                } else {
+                    // Nothing the rules could drop (puts only, one cell per column, no TTL):
+                    // written as they are.
+                    for cell in snap.iter() {
+                        w.append(&cell)?;
+                    }
                 }
                 let info = w.finish()?;
                 // Every cell of the snapshot may be one the filter drops (a put and the

@@ -187,10 +187,10 @@ impl Engine {
         rows: impl Iterator<Item = &'r Bytes>,
         plan: &LockPlan,
     ) -> crate::region::locks::RowLockGuard<'a> {
-        let name = t.name.to_string();
+        let name = t.key.as_str();
         self.locks
             .lock(
-                rows.map(|r| (name.as_str(), r.as_ref()))
+                rows.map(|r| (name, r.as_ref()))
                     .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
             )
             .await
@@ -477,11 +477,10 @@ impl Engine {
                 .commit_tables(&[t], cells, durability, Some(post))
                 .await;
         }
-        let own = t.name.to_string();
         let table_name = |target: &Option<Arc<TableState>>| {
             target
                 .as_ref()
-                .map_or_else(|| own.clone(), |x| x.name.to_string())
+                .map_or_else(|| t.key.clone(), |x| x.key.clone())
         };
         let names: Vec<String> = added.iter().map(|(target, _)| table_name(target)).collect();
         let absent_names: Vec<String> = absent
@@ -505,7 +504,7 @@ impl Engine {
             .locks
             .lock_more(
                 held.iter()
-                    .map(|r| (own.as_str(), r.as_ref()))
+                    .map(|r| (t.key.as_str(), r.as_ref()))
                     .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
                 &more,
                 bounded.then_some(wait),

@@ -220,6 +220,8 @@ impl Config {
 pub struct TableState {
     /// The name.
     pub name: TableName,
+    /// The name as `ns:name`, formatted once (row locks are keyed by it on every write).
+    pub key: String,
     /// The descriptor.
     pub descriptor: RwLock<TableDescriptor>,
     /// False when disabled.

@@ -144,6 +144,7 @@ fn open_table(
     }
     Ok(Arc::new(TableState {
         name: entry.descriptor.name.clone(),
+        key: entry.descriptor.name.to_string(),
         descriptor: RwLock::new(entry.descriptor.clone()),
         enabled: AtomicBool::new(entry.enabled),
         regions: RwLock::new(regions),

@@ -186,13 +186,22 @@ impl Engine {
         match m {
             Mutation::Put(p) => {
                 let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
+                // Columns of one family usually come together: look the store up once per run.
+                let mut last: Option<(Bytes, Arc<Store>)> = None;
                 for (f, q, ts, v) in p.shared_cells() {
                     let ts = if ts == LATEST_TIMESTAMP {
                         default_ts
                     } else {
                         ts
                     };
-                    let store = self.store_of(t, &region, &f)?;
+                    let store = match &last {
+                        Some((lf, s)) if *lf == f => s.clone(),
+                        _ => {
+                            let s = self.store_of(t, &region, &f)?;
+                            last = Some((f, s.clone()));
+                            s
+                        }
+                    };
                     out.push(cell(store, q, ts, CellType::Put, v));
                 }
             }

@@ -13,7 +13,7 @@
 //! and value, so overwriting is harmless); a row once present is never removed while the
 //! MemStore lives. The MemStore never filters by read point: the matcher does.
 
-use crate::cell::{CellType, StoreCell, StoreKey, Timestamp};
+use crate::cell::{same_bytes, CellType, StoreCell, StoreKey, Timestamp};
 use crate::error::Result;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
@@ -21,7 +21,7 @@ use parking_lot::RwLock;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// How many cells a MemStore scanner copies out on its first refill; each refill doubles it
@@ -144,8 +144,9 @@ impl RowMap {
         RowMap::Narrow(Vec::with_capacity(n.min(NARROW_MAX)))
     }
 
-    /// Inserts or overwrites; true when the key was new.
-    fn insert(&mut self, k: ColKey, v: Bytes) -> bool {
+    /// Inserts or overwrites; says whether the key was new and whether its column now holds
+    /// more than one cell.
+    fn insert(&mut self, k: ColKey, v: Bytes) -> Inserted {
         match self {
             RowMap::Narrow(cells) => {
                 // Cells of one put arrive in order: try the end first.
@@ -159,22 +160,37 @@ impl RowMap {
                         if let Some(slot) = cells.get_mut(i) {
                             slot.1 = v;
                         }
-                        false
+                        Inserted::Overwrote
                     }
-                    Err(i) if cells.len() < NARROW_MAX => {
-                        cells.insert(i, (k, v));
-                        true
-                    }
-                    Err(_) => {
-                        let mut wide: BTreeMap<ColKey, Bytes> =
-                            std::mem::take(cells).into_iter().collect();
-                        wide.insert(k, v);
-                        *self = RowMap::Wide(wide);
-                        true
+                    Err(i) => {
+                        let same_col = |j: Option<usize>| {
+                            j.and_then(|j| cells.get(j))
+                                .is_some_and(|(n, _)| same_bytes(&n.qualifier, &k.qualifier))
+                        };
+                        let stacked = same_col(i.checked_sub(1)) || same_col(Some(i));
+                        if cells.len() < NARROW_MAX {
+                            cells.insert(i, (k, v));
+                        } else {
+                            let mut wide: BTreeMap<ColKey, Bytes> =
+                                std::mem::take(cells).into_iter().collect();
+                            wide.insert(k, v);
+                            *self = RowMap::Wide(wide);
+                        }
+                        Inserted::New { stacked }
                     }
                 }
             }
-            RowMap::Wide(m) => m.insert(k, v).is_none(),
+            RowMap::Wide(m) => {
+                let same_col = |n: Option<(&ColKey, &Bytes)>| {
+                    n.is_some_and(|(n, _)| same_bytes(&n.qualifier, &k.qualifier))
+                };
+                // Neighbours before the insert (used only when the key is new).
+                let stacked = same_col(m.range(..&k).next_back()) || same_col(m.range(&k..).next());
+                match m.insert(k, v) {
+                    Some(_) => Inserted::Overwrote,
+                    None => Inserted::New { stacked },
+                }
+            }
         }
     }
 
@@ -244,6 +260,14 @@ impl RowMap {
     }
 }
 
+/// What [`RowMap::insert`] did.
+enum Inserted {
+    /// The key was there already; its value was replaced.
+    Overwrote,
+    /// The key is new; `stacked` when its column holds another cell too.
+    New { stacked: bool },
+}
+
 type RowCells = RwLock<RowMap>;
 
 /// One store's in-memory sorted cells.
@@ -253,6 +277,10 @@ pub struct MemStore {
     size: AtomicUsize,
     len: AtomicUsize,
     max_seq: AtomicU64,
+    /// Some delete marker was inserted.
+    deletes: AtomicBool,
+    /// Some column holds more than one cell (versions, or puts a later one shadows).
+    stacked: AtomicBool,
 }
 
 impl MemStore {
@@ -274,15 +302,33 @@ impl MemStore {
         let entry = self.rows.get_or_insert_with(RowKey::new(row), || {
             RwLock::new(RowMap::with_capacity(hint))
         });
-        let mut map = entry.value().write();
-        for cell in cells {
-            self.size
-                .fetch_add(cell.heap_size(), AtomicOrdering::Relaxed);
-            self.max_seq
-                .fetch_max(cell.key.seq, AtomicOrdering::Relaxed);
-            if map.insert(ColKey::of(&cell.key), cell.value) {
-                self.len.fetch_add(1, AtomicOrdering::Relaxed);
+        // The shared counters are updated once per row, not once per cell: every writer of
+        // this MemStore touches them, and each update moves their cache line between cores.
+        let (mut size, mut max_seq, mut added) = (0, 0, 0);
+        let (mut deletes, mut stacked) = (false, false);
+        {
+            let mut map = entry.value().write();
+            for cell in cells {
+                size += cell.heap_size();
+                max_seq = max_seq.max(cell.key.seq);
+                deletes |= cell.key.kind.is_delete();
+                if let Inserted::New { stacked: s } = map.insert(ColKey::of(&cell.key), cell.value)
+                {
+                    added += 1;
+                    stacked |= s;
+                }
             }
+        }
+        if deletes && !self.deletes.load(AtomicOrdering::Relaxed) {
+            self.deletes.store(true, AtomicOrdering::Release);
+        }
+        if stacked && !self.stacked.load(AtomicOrdering::Relaxed) {
+            self.stacked.store(true, AtomicOrdering::Release);
+        }
+        self.size.fetch_add(size, AtomicOrdering::Relaxed);
+        self.max_seq.fetch_max(max_seq, AtomicOrdering::Relaxed);
+        if added > 0 {
+            self.len.fetch_add(added, AtomicOrdering::Relaxed);
         }
     }
 
@@ -304,6 +350,13 @@ impl MemStore {
     /// True when no cell was inserted.
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    /// True when a flush may have cells to drop: a delete marker, or a column with more
+    /// than one cell (an older version, or an older write of the same version). Without
+    /// either, and without a TTL, the minor-compaction rules keep every cell.
+    pub fn may_drop_cells(&self) -> bool {
+        self.deletes.load(AtomicOrdering::Acquire) || self.stacked.load(AtomicOrdering::Acquire)
     }
 
     /// Largest sequence id inserted (0 when empty).
@@ -483,6 +536,48 @@ mod tests {
             },
             value: Bytes::from_static(b"v"),
         }
+    }
+
+    #[test]
+    fn may_drop_cells_only_after_a_delete_or_a_second_cell_in_a_column() {
+        // Narrow rows, a wide row (past NARROW_MAX cells), and each way a column can stack.
+        let puts_only = MemStore::new();
+        for i in 0..40u64 {
+            puts_only.insert(cell("wide", &format!("q{i:02}"), 5, 1));
+            puts_only.insert(cell(&format!("r{i}"), "a", 5, 1));
+            puts_only.insert(cell(&format!("r{i}"), "b", 5, 1));
+        }
+        // The same key again (a replayed duplicate) overwrites: still nothing to drop.
+        puts_only.insert(cell("r1", "a", 5, 1));
+        puts_only.insert(cell("wide", "q07", 5, 1));
+        assert!(!puts_only.may_drop_cells());
+
+        let older_version = MemStore::new();
+        older_version.insert(cell("r", "a", 5, 1));
+        older_version.insert(cell("r", "b", 5, 1));
+        older_version.insert(cell("r", "a", 4, 2));
+        assert!(older_version.may_drop_cells());
+
+        let same_version_later = MemStore::new();
+        same_version_later.insert(cell("r", "a", 5, 1));
+        same_version_later.insert(cell("r", "a", 5, 2));
+        assert!(same_version_later.may_drop_cells());
+
+        let wide_stacked = MemStore::new();
+        for i in 0..40u64 {
+            wide_stacked.insert(cell("wide", &format!("q{i:02}"), 5, 1));
+        }
+        assert!(!wide_stacked.may_drop_cells());
+        wide_stacked.insert(cell("wide", "q39", 6, 2));
+        assert!(wide_stacked.may_drop_cells());
+
+        let delete = MemStore::new();
+        delete.insert(cell("r", "a", 5, 1));
+        let mut marker = cell("s", "a", 5, 2);
+        marker.key.kind = CellType::DeleteColumn;
+        marker.value = Bytes::new();
+        delete.insert(marker);
+        assert!(delete.may_drop_cells());
     }
 
     #[test]

@@ -41,7 +41,7 @@
 
 pub mod policy;
 
-use crate::cell::{CellType, StoreCell, Timestamp};
+use crate::cell::{same_bytes, CellType, StoreCell, Timestamp};
 use crate::error::Result;
 use crate::storage::matcher::FamilyRules;
 use bytes::Bytes;
@@ -206,7 +206,7 @@ impl<I: Iterator<Item = Result<StoreCell>>> CompactionIter<I> {
         let mut row = vec![first];
         loop {
             match self.pull()? {
-                Some(c) if c.key.row == row[0].key.row => row.push(c),
+                Some(c) if same_bytes(&c.key.row, &row[0].key.row) => row.push(c),
                 Some(c) => {
                     self.peeked = Some(c);
                     break;

@@ -11,7 +11,7 @@ use super::bloom;
 use super::codec::{entry_len, put_entry};
 use super::meta::{encode_index, encode_info, IndexEntry, Trailer};
 use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN};
-use crate::cell::{StoreCell, StoreKey};
+use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, IoWriter};
 use crate::schema::{BloomType, Compression};
@@ -124,12 +124,15 @@ impl StoreFileWriter {
         match self.opts.bloom {
             BloomType::None => {}
             BloomType::Row => {
-                if last.is_none_or(|l| l.row != cell.key.row) {
+                if last.is_none_or(|l| !same_bytes(&l.row, &cell.key.row)) {
                     self.bloom_hashes.push(bloom::row_hash(&cell.key.row));
                 }
             }
             BloomType::RowCol => {
-                if last.is_none_or(|l| l.row != cell.key.row || l.qualifier != cell.key.qualifier) {
+                if last.is_none_or(|l| {
+                    !same_bytes(&l.row, &cell.key.row)
+                        || !same_bytes(&l.qualifier, &cell.key.qualifier)
+                }) {
                     let h = bloom::row_col_hash(&cell.key.row, &cell.key.qualifier);
                     self.bloom_hashes.push(h);
                 }
