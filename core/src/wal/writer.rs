@@ -28,10 +28,10 @@
 //!   was appended.
 //! - `FsyncWal` (and `sync(true)`) group-commit by leader election in
 //!   [`Shared::wait_synced`]: a waiter not yet covered by `synced_upto` takes the sync
-//!   mutex, re-checks, and as leader fsyncs the current segment's file (a cloned `Arc<dyn WriteFile>`,
-//!   outside the writer lock, on tokio's blocking pool) and then raises `synced_upto` to
-//!   the position written before the fsync started. Waiters queued behind it usually find
-//!   themselves covered.
+//!   mutex, re-checks, and as leader writes what is queued, then fsyncs the current
+//!   segment's file (a cloned `Arc<dyn WriteFile>`, outside the writer lock, on tokio's
+//!   blocking pool) and raises `synced_upto` to the position written before the fsync
+//!   started. Waiters queued behind it usually find themselves covered.
 //!
 //! Invariants kept: a closed segment was fsynced (and `synced_upto` raised past it) before
 //! the next segment was created, so everything in older segments counts as synced. Every
@@ -473,7 +473,10 @@ impl Shared {
             return Err(f.io());
         }
         let (file, target, id) = {
-            let cur = self.writer();
+            // The leader first writes whatever is queued, so its fsync covers every waiter
+            // queued so far, not only those whose bytes some writer happened to write.
+            let mut cur = self.writer();
+            self.write_queued(&mut cur)?;
             (Arc::clone(&cur.file), cur.written, cur.id)
         };
         // Older segments were fsynced by their roll; `target` ends in `file` or before it.

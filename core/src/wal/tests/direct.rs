@@ -50,8 +50,8 @@ async fn sync_ticket_writes_its_record_after_queued_async_records() {
     let dir = tempfile::tempdir().unwrap();
     let (wal, _) = open(dir.path(), 1 << 20);
     let t1 = wal.append(rec(1, 2), Durability::SyncWal).unwrap();
-    // Queued: nobody waited on it and the flusher is woken only for AsyncWal records.
-    assert_eq!(file_seqs(&wal), Vec::<u64>::new());
+    // Written by its waiter at the latest (the flusher, woken only for AsyncWal records,
+    // may find it queued when it starts and write it first).
     t1.wait().await.unwrap();
     assert_eq!(file_seqs(&wal), vec![1]);
     let a2 = wal.append(rec(2, 1), Durability::AsyncWal).unwrap();
@@ -72,15 +72,28 @@ async fn sync_waiters_share_one_write() {
     let dir = tempfile::tempdir().unwrap();
     let (wal, _) = open(dir.path(), 1 << 20);
     let writes = || wal.shared.writes.load(Ordering::Relaxed);
-    let tickets: Vec<_> = (1..=20)
+    // An AsyncWal record first, written by the flusher or by its waiter: the flusher has
+    // been woken for it and usually gone back to waiting before the SyncWal records below.
+    wal.append(rec(1, 1), Durability::AsyncWal)
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let tickets: Vec<_> = (2..=21)
         .map(|seq| wal.append(rec(seq, 2), Durability::SyncWal).unwrap())
         .collect();
-    assert_eq!(writes(), 0);
+    let before = writes();
     let results = futures::future::join_all(tickets.into_iter().map(|t| t.wait())).await;
     assert!(results.iter().all(Result::is_ok));
-    // The first waiter wrote the whole queue; the others found themselves written.
-    assert_eq!(writes(), 1);
-    assert_eq!(file_seqs(&wal), (1..=20).collect::<Vec<_>>());
+    // The first waiter wrote the whole queue; the others found themselves written. (A
+    // flusher that woke late for the AsyncWal record may have taken part of the queue
+    // already, and the rest then goes in a second write: never one write per waiter.)
+    assert!(
+        writes() <= before + 2,
+        "{} writes for 20 waiters",
+        writes() - before
+    );
+    assert_eq!(file_seqs(&wal), (1..=21).collect::<Vec<_>>());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
