@@ -331,7 +331,7 @@ impl Engine {
             .observer
             .as_ref()
             .is_some_and(|o| o.observes_wal());
-        let mut log = match durability {
+        let log = match durability {
             Durability::SkipWal => Log::Skip,
             _ if observes_wal => Log::Record(WalRecord {
                 seq: 0,
@@ -357,17 +357,12 @@ impl Engine {
                 mvcc: &self.mvcc,
                 seq,
             };
-            let ticket = match &mut log {
+            let ticket = match log {
                 Log::Skip => None,
-                Log::Frame(frame) => Some(self.wal.append_unsealed(frame, seq, durability)?),
-                Log::Record(rec) => {
-                    let mut rec = std::mem::replace(
-                        rec,
-                        WalRecord {
-                            seq,
-                            edits: Vec::new(),
-                        },
-                    );
+                Log::Frame(mut frame) => {
+                    Some(self.wal.append_unsealed(&mut frame, seq, durability)?)
+                }
+                Log::Record(mut rec) => {
                     rec.seq = seq;
                     for e in &mut rec.edits {
                         e.cell.key.seq = seq;
