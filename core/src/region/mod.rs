@@ -184,10 +184,8 @@ impl Region {
                 .iter()
                 .take_while(|(s, c)| Arc::ptr_eq(s, store) && c.key.row == first.key.row)
                 .count();
-            store.insert_row(
-                first.key.row.clone(),
-                family_cells[i..i + run].iter().map(|(_, c)| c.clone()),
-            );
+            let cells = family_cells.get(i..i + run).unwrap_or_default();
+            store.insert_row(&first.key.row, cells.iter().map(|(_, c)| c));
             i += run;
         }
     }

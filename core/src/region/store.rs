@@ -117,7 +117,11 @@ impl Store {
     }
 
     /// Inserts cells of one row into the active MemStore.
-    pub fn insert_row(&self, row: Bytes, cells: impl IntoIterator<Item = StoreCell>) {
+    pub fn insert_row<'a, I>(&self, row: &Bytes, cells: I)
+    where
+        I: IntoIterator<Item = &'a StoreCell>,
+        I::IntoIter: Clone,
+    {
         self.state.read().active.insert_row(row, cells);
     }
 
