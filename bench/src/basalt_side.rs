@@ -47,7 +47,8 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
             TableDescriptor::new(name.clone()).family(
                 ColumnFamilyDescriptor::new(FAMILY)
                     .block_size(s.block_size)
-                    .compression(s.compression),
+                    .compression(s.compression)
+                    .compaction_compression(s.compaction_compression),
             ),
             PreSplit::Keys(splits),
         )

@@ -30,9 +30,13 @@ pub struct Settings {
     pub cache_bytes: u64,
     /// Basalt's data block size for the family (HBase's BLOCKSIZE; smaller suits random reads).
     pub block_size: u32,
-    /// Basalt's block compression for the family in the core suite (default LZ4, as fjall
-    /// compresses the last level, which holds the data once compaction settles).
+    /// Basalt's block compression of flushed files in the core suite (default none, as
+    /// fjall's level 0).
     pub compression: basalt_core::Compression,
+    /// Basalt's block compression of compacted files (HBase's COMPRESSION_COMPACT; default
+    /// LZ4, as fjall compresses the levels below 0, which hold the data once compaction
+    /// settles).
+    pub compaction_compression: basalt_core::Compression,
     /// Rounds of the random reads and of the full scan; the median round is the figure.
     pub rounds: usize,
     /// Where the temporary data directories go.
@@ -49,7 +53,8 @@ impl Settings {
             regions: 8,
             cache_bytes: 256 << 20,
             block_size: 16 * 1024,
-            compression: basalt_core::Compression::Lz4,
+            compression: basalt_core::Compression::None,
+            compaction_compression: basalt_core::Compression::Lz4,
             rounds: 3,
             dir,
         }
@@ -178,12 +183,14 @@ fn print_settings(s: &Settings) {
     );
     println!(
         "basalt     : Durability::SyncWal; table `usertable`, family `f` with defaults \
-         (max_versions 1, bloom ROW, block cache on) but COMPRESSION {:?} (fjall compresses \
-         its last level with LZ4) and BLOCKSIZE {} KiB (HBase's default is 64 KiB; seed \
+         (max_versions 1, bloom ROW, block cache on) but COMPRESSION {:?} and \
+         COMPRESSION_COMPACT {:?} (fjall's policy: level 0 uncompressed, LZ4 below) and \
+         BLOCKSIZE {} KiB (HBase's default is 64 KiB; seed \
          003: smaller blocks for random reads); \
          {} regions pre-split at {}..{}; memstore_flush_size {} (per region), \
          wal_segment_size {}, block_cache_size {}",
         s.compression,
+        s.compaction_compression,
         s.block_size / 1024,
         s.regions,
         String::from_utf8_lossy(&splits[0]),

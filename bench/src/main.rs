@@ -169,8 +169,10 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)
-  --compression C Basalt's block compression in the core suite: none | lz4 | zstd | snappy
-                  (default lz4, as fjall's last level)
+  --compression C Basalt's block compression of flushed files in the core suite:
+                  none | lz4 | zstd | snappy (default none, as fjall's level 0)
+  --compaction-compression C  the same for compacted files (default lz4, as fjall's
+                  levels below 0)
   --rounds N      core suite: rounds of reads and of the scan per engine, median reported
                   (default 3)
 profiling aids (core suite; no figures are published with them):
@@ -183,7 +185,19 @@ struct Args {
     dir: PathBuf,
     block_size: u32,
     compression: basalt_core::Compression,
+    compaction_compression: basalt_core::Compression,
     rounds: usize,
+}
+
+/// A codec named on the command line.
+fn codec(flag: &str, v: Option<String>) -> Result<basalt_core::Compression, String> {
+    match v.ok_or_else(|| format!("{flag} needs a value"))?.as_str() {
+        "none" => Ok(basalt_core::Compression::None),
+        "lz4" => Ok(basalt_core::Compression::Lz4),
+        "zstd" => Ok(basalt_core::Compression::Zstd),
+        "snappy" => Ok(basalt_core::Compression::Snappy),
+        other => Err(format!("{flag}: unknown codec {other}")),
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -192,7 +206,8 @@ fn parse_args() -> Result<Args, String> {
     let mut rows = None;
     let mut dir = std::env::temp_dir();
     let mut block_size = 16 * 1024;
-    let mut compression = basalt_core::Compression::Lz4;
+    let mut compression = basalt_core::Compression::None;
+    let mut compaction_compression = basalt_core::Compression::Lz4;
     let mut rounds = 3;
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -221,13 +236,10 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or_else(|| format!("--rounds: not a positive number: {v}"))?;
             }
             "--compression" => {
-                compression = match args.next().ok_or("--compression needs a value")?.as_str() {
-                    "none" => basalt_core::Compression::None,
-                    "lz4" => basalt_core::Compression::Lz4,
-                    "zstd" => basalt_core::Compression::Zstd,
-                    "snappy" => basalt_core::Compression::Snappy,
-                    other => return Err(format!("--compression: unknown codec {other}")),
-                }
+                compression = codec("--compression", args.next())?;
+            }
+            "--compaction-compression" => {
+                compaction_compression = codec("--compaction-compression", args.next())?;
             }
             s if s.starts_with('-') => return Err(format!("unknown option {s}")),
             s if suite.is_none() => suite = Some(s.to_string()),
@@ -244,6 +256,7 @@ fn parse_args() -> Result<Args, String> {
         dir,
         block_size,
         compression,
+        compaction_compression,
         rounds,
     })
 }
@@ -292,6 +305,7 @@ fn main() -> ExitCode {
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
         settings.compression = args.compression;
+        settings.compaction_compression = args.compaction_compression;
         settings.rounds = args.rounds;
         if ["filters", "coprocessors", "salting", "index"].contains(&suite) {
             let r = match suite {

@@ -10,7 +10,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 4 (1 to 3 are still read, see below) |
+//! | 8 | 4 | format version: 5 (1 to 4 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of the payload |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -23,6 +23,10 @@
 //! version on its next update. Version 3 appended the coprocessor list
 //! ([`crate::schema::CoprocessorDescriptor`]: name, priority, arguments, failure policy,
 //! timeout) to every table descriptor; a version-2 catalog is read with no coprocessors.
+//! Version 4 appended the salt ([`crate::schema::salt::SaltSpec`]); a version-3 catalog is
+//! read as unsalted. Version 5 appended the compaction compression (HBase's
+//! `COMPRESSION_COMPACT`) to every column-family descriptor; older catalogs are read with
+//! none (compactions use the family's compression).
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
 //! regions of one table (a split's daughters share the parent's files) and is deleted only
@@ -39,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
-const VERSION: u32 = 4;
+const VERSION: u32 = 5;
 const HEADER: usize = 20;
 
 /// One store file of a region's family.
@@ -214,6 +218,7 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         1 => postcard::from_bytes::<v1::CatalogState>(payload).map(CatalogState::from),
         2 => postcard::from_bytes::<v2::CatalogState>(payload).map(CatalogState::from),
         3 => postcard::from_bytes::<v3::CatalogState>(payload).map(CatalogState::from),
+        4 => postcard::from_bytes::<v4::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
@@ -269,7 +274,8 @@ pub(crate) mod old {
 
 /// Catalog format version 1: table descriptors without compaction settings.
 pub(crate) mod v1 {
-    use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+    use super::v4::ColumnFamilyDescriptor;
+    use crate::schema::{CompactionSettings, TableName};
     use serde::{Deserialize, Serialize};
 
     /// A version-1 table descriptor: no compaction settings.
@@ -284,7 +290,7 @@ pub(crate) mod v1 {
         fn from(d: TableDescriptor) -> Self {
             crate::schema::TableDescriptor {
                 name: d.name,
-                families: d.families,
+                families: super::v4::upgrade(d.families),
                 memstore_flush_size: d.memstore_flush_size,
                 compaction: CompactionSettings::default(),
                 coprocessors: Vec::new(),
@@ -302,7 +308,8 @@ pub(crate) mod v1 {
 
 /// Catalog format version 2: table descriptors without coprocessors.
 pub(crate) mod v2 {
-    use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+    use super::v4::ColumnFamilyDescriptor;
+    use crate::schema::{CompactionSettings, TableName};
     use serde::{Deserialize, Serialize};
 
     /// A version-2 table descriptor: no coprocessors.
@@ -318,7 +325,7 @@ pub(crate) mod v2 {
         fn from(d: TableDescriptor) -> Self {
             crate::schema::TableDescriptor {
                 name: d.name,
-                families: d.families,
+                families: super::v4::upgrade(d.families),
                 memstore_flush_size: d.memstore_flush_size,
                 compaction: d.compaction,
                 coprocessors: Vec::new(),
@@ -336,9 +343,8 @@ pub(crate) mod v2 {
 
 /// Catalog format version 3: table descriptors without a salt.
 pub(crate) mod v3 {
-    use crate::schema::{
-        ColumnFamilyDescriptor, CompactionSettings, CoprocessorDescriptor, TableName,
-    };
+    use super::v4::ColumnFamilyDescriptor;
+    use crate::schema::{CompactionSettings, CoprocessorDescriptor, TableName};
     use serde::{Deserialize, Serialize};
 
     /// A version-3 table descriptor: no salt.
@@ -355,7 +361,7 @@ pub(crate) mod v3 {
         fn from(d: TableDescriptor) -> Self {
             crate::schema::TableDescriptor {
                 name: d.name,
-                families: d.families,
+                families: super::v4::upgrade(d.families),
                 memstore_flush_size: d.memstore_flush_size,
                 compaction: d.compaction,
                 coprocessors: d.coprocessors,
@@ -371,6 +377,105 @@ pub(crate) mod v3 {
     pub type CatalogState = super::old::CatalogState<TableDescriptor>;
 }
 
+/// Catalog format version 4: column-family descriptors without a compaction compression.
+pub(crate) mod v4 {
+    use crate::schema::{
+        salt::SaltSpec, BloomType, CompactionSettings, Compression, CoprocessorDescriptor,
+        TableName,
+    };
+    use bytes::Bytes;
+    use serde::{Deserialize, Serialize};
+
+    /// A version-4 (and older) column-family descriptor: no compaction compression.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct ColumnFamilyDescriptor {
+        pub name: Bytes,
+        pub max_versions: u32,
+        pub min_versions: u32,
+        pub ttl_secs: Option<u64>,
+        pub keep_deleted_cells: bool,
+        pub bloom: BloomType,
+        pub block_size: u32,
+        pub compression: Compression,
+        pub block_cache: bool,
+        pub in_memory: bool,
+    }
+
+    impl From<ColumnFamilyDescriptor> for crate::schema::ColumnFamilyDescriptor {
+        fn from(d: ColumnFamilyDescriptor) -> Self {
+            crate::schema::ColumnFamilyDescriptor {
+                name: d.name,
+                max_versions: d.max_versions,
+                min_versions: d.min_versions,
+                ttl_secs: d.ttl_secs,
+                keep_deleted_cells: d.keep_deleted_cells,
+                bloom: d.bloom,
+                block_size: d.block_size,
+                compression: d.compression,
+                compaction_compression: None,
+                block_cache: d.block_cache,
+                in_memory: d.in_memory,
+            }
+        }
+    }
+
+    /// Tests write old catalogs from current descriptors.
+    #[cfg(test)]
+    impl From<crate::schema::ColumnFamilyDescriptor> for ColumnFamilyDescriptor {
+        fn from(d: crate::schema::ColumnFamilyDescriptor) -> Self {
+            ColumnFamilyDescriptor {
+                name: d.name,
+                max_versions: d.max_versions,
+                min_versions: d.min_versions,
+                ttl_secs: d.ttl_secs,
+                keep_deleted_cells: d.keep_deleted_cells,
+                bloom: d.bloom,
+                block_size: d.block_size,
+                compression: d.compression,
+                block_cache: d.block_cache,
+                in_memory: d.in_memory,
+            }
+        }
+    }
+
+    /// Old families in the current shape.
+    pub fn upgrade(
+        families: Vec<ColumnFamilyDescriptor>,
+    ) -> Vec<crate::schema::ColumnFamilyDescriptor> {
+        families.into_iter().map(Into::into).collect()
+    }
+
+    /// A version-4 table descriptor: old column families.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableDescriptor {
+        pub name: TableName,
+        pub families: Vec<ColumnFamilyDescriptor>,
+        pub memstore_flush_size: Option<u64>,
+        pub compaction: CompactionSettings,
+        pub coprocessors: Vec<CoprocessorDescriptor>,
+        pub salt: Option<SaltSpec>,
+    }
+
+    impl From<TableDescriptor> for crate::schema::TableDescriptor {
+        fn from(d: TableDescriptor) -> Self {
+            crate::schema::TableDescriptor {
+                name: d.name,
+                families: upgrade(d.families),
+                memstore_flush_size: d.memstore_flush_size,
+                compaction: d.compaction,
+                coprocessors: d.coprocessors,
+                salt: d.salt,
+            }
+        }
+    }
+
+    /// A version-4 table entry (tests write old catalogs with it).
+    #[cfg(test)]
+    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
+    /// A version-4 catalog.
+    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -378,7 +483,7 @@ mod tests {
 
     #[test]
     fn version_1_catalogs_are_read_with_default_compaction_settings() {
-        use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+        use crate::schema::{CompactionSettings, TableName};
         let dir = tempfile::tempdir().unwrap();
         let name = TableName::parse("ns:t").unwrap();
         let old = v1::CatalogState {
@@ -390,7 +495,7 @@ mod tests {
                 v1::TableEntry {
                     descriptor: v1::TableDescriptor {
                         name: name.clone(),
-                        families: vec![ColumnFamilyDescriptor::new("f")],
+                        families: vec![crate::schema::ColumnFamilyDescriptor::new("f").into()],
                         memstore_flush_size: Some(4096),
                     },
                     enabled: true,
@@ -433,7 +538,7 @@ mod tests {
 
     #[test]
     fn version_2_catalogs_are_read_without_coprocessors() {
-        use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, TableName};
+        use crate::schema::{CompactionSettings, TableName};
         let dir = tempfile::tempdir().unwrap();
         let name = TableName::parse("t").unwrap();
         let old = v2::CatalogState {
@@ -445,7 +550,7 @@ mod tests {
                 v2::TableEntry {
                     descriptor: v2::TableDescriptor {
                         name: name.clone(),
-                        families: vec![ColumnFamilyDescriptor::new("f")],
+                        families: vec![crate::schema::ColumnFamilyDescriptor::new("f").into()],
                         memstore_flush_size: None,
                         compaction: CompactionSettings::default(),
                     },
@@ -477,9 +582,7 @@ mod tests {
 
     #[test]
     fn version_3_catalogs_are_read_as_unsalted() {
-        use crate::schema::{
-            ColumnFamilyDescriptor, CompactionSettings, CoprocessorDescriptor, TableName,
-        };
+        use crate::schema::{CompactionSettings, CoprocessorDescriptor, TableName};
         let dir = tempfile::tempdir().unwrap();
         let name = TableName::parse("t").unwrap();
         let old = v3::CatalogState {
@@ -491,7 +594,7 @@ mod tests {
                 v3::TableEntry {
                     descriptor: v3::TableDescriptor {
                         name: name.clone(),
-                        families: vec![ColumnFamilyDescriptor::new("f")],
+                        families: vec![crate::schema::ColumnFamilyDescriptor::new("f").into()],
                         memstore_flush_size: None,
                         compaction: CompactionSettings::default(),
                         coprocessors: vec![CoprocessorDescriptor::new("audit")],
@@ -526,6 +629,70 @@ mod tests {
         .unwrap();
         s.table_mut(&name.to_string()).unwrap().descriptor.salt = Some(salt);
         drop(c);
+        let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        assert_eq!(again.snapshot(), s);
+    }
+
+    #[test]
+    fn version_4_catalogs_are_read_without_a_compaction_compression() {
+        use crate::schema::{ColumnFamilyDescriptor, CompactionSettings, Compression, TableName};
+        let dir = tempfile::tempdir().unwrap();
+        let name = TableName::parse("t").unwrap();
+        let salt = crate::schema::salt::SaltSpec::new(16);
+        let old = v4::CatalogState {
+            next_region_id: 2,
+            next_file_id: 3,
+            namespaces: ["default".to_string()].into(),
+            tables: [(
+                name.to_string(),
+                v4::TableEntry {
+                    descriptor: v4::TableDescriptor {
+                        name: name.clone(),
+                        families: vec![ColumnFamilyDescriptor::new("f")
+                            .compression(Compression::Zstd)
+                            .into()],
+                        memstore_flush_size: Some(1 << 20),
+                        compaction: CompactionSettings::default(),
+                        coprocessors: Vec::new(),
+                        salt: Some(salt.clone()),
+                    },
+                    enabled: true,
+                    regions: Vec::new(),
+                },
+            )]
+            .into(),
+        };
+        let payload = postcard::to_stdvec(&old).unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&4u32.to_be_bytes());
+        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        buf.extend_from_slice(&payload);
+        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        let mut s = c.snapshot();
+        let d = &s.tables[&name.to_string()].descriptor;
+        assert_eq!(d.salt, Some(salt));
+        assert_eq!(d.memstore_flush_size, Some(1 << 20));
+        assert_eq!(d.families[0].compression, Compression::Zstd);
+        assert_eq!(d.families[0].compaction_compression, None);
+        assert_eq!(
+            d.families[0].compression_for_compaction(),
+            Compression::Zstd
+        );
+        // The next update writes version 5, which keeps a compaction compression.
+        c.update(|st| {
+            st.table_mut(&name.to_string())?.descriptor.families[0].compaction_compression =
+                Some(Compression::Lz4);
+            Ok(())
+        })
+        .unwrap();
+        s.table_mut(&name.to_string()).unwrap().descriptor.families[0].compaction_compression =
+            Some(Compression::Lz4);
+        drop(c);
+        let bytes = fs::read(dir.path().join("catalog")).unwrap();
+        assert_eq!(&bytes[8..12], &5u32.to_be_bytes());
         let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         assert_eq!(again.snapshot(), s);
     }

@@ -165,8 +165,14 @@ pub struct ColumnFamilyDescriptor {
     pub bloom: BloomType,
     /// Target size of a store-file data block in bytes (default 64 KiB).
     pub block_size: u32,
-    /// Block compression.
+    /// Block compression of the files flushes write.
     pub compression: Compression,
+    /// Block compression of the files compactions write (HBase's `COMPRESSION_COMPACT`);
+    /// `None` uses [`Self::compression`]. A fast or no codec on flush and a tighter one on
+    /// compaction keeps the write path light while the files that stay are compressed, as
+    /// LSM stores that compress only their lower levels do. Added in catalog format
+    /// version 5.
+    pub compaction_compression: Option<Compression>,
     /// Cache this family's blocks in the block cache.
     pub block_cache: bool,
     /// Give this family's blocks in-memory priority in the block cache.
@@ -185,6 +191,7 @@ impl ColumnFamilyDescriptor {
             bloom: BloomType::Row,
             block_size: 64 * 1024,
             compression: Compression::None,
+            compaction_compression: None,
             block_cache: true,
             in_memory: false,
         }
@@ -224,6 +231,25 @@ impl ColumnFamilyDescriptor {
     pub fn compression(mut self, v: Compression) -> Self {
         self.compression = v;
         self
+    }
+    /// Sets the compression compactions write with (HBase's `COMPRESSION_COMPACT`).
+    ///
+    /// ```
+    /// use basalt_core::{ColumnFamilyDescriptor, Compression};
+    /// let cf = ColumnFamilyDescriptor::new("f")
+    ///     .compression(Compression::None)
+    ///     .compaction_compression(Compression::Lz4);
+    /// assert_eq!(cf.compression_for_compaction(), Compression::Lz4);
+    /// let g = ColumnFamilyDescriptor::new("g").compression(Compression::Zstd);
+    /// assert_eq!(g.compression_for_compaction(), Compression::Zstd);
+    /// ```
+    pub fn compaction_compression(mut self, v: Compression) -> Self {
+        self.compaction_compression = Some(v);
+        self
+    }
+    /// The compression compactions write with.
+    pub fn compression_for_compaction(&self) -> Compression {
+        self.compaction_compression.unwrap_or(self.compression)
     }
     /// Sets block-cache use.
     pub fn block_cache(mut self, v: bool) -> Self {

@@ -55,7 +55,7 @@ use crate::schema::{CompactionSettings, TableName};
 use crate::storage::compaction::policy::{self, PolicyConfig};
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::merge::{CellSource, MergeIter};
-use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter};
+use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter, WriterOptions};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
@@ -207,7 +207,10 @@ impl Engine {
             now_ms: now_ms(),
         };
         let d = store.descriptor();
-        let opts = self.writer_options(&d);
+        let opts = WriterOptions {
+            compression: d.compression_for_compaction(),
+            ..self.writer_options(&d)
+        };
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
         let path = self.file_path(id);
         let cache = self.cache.clone();

@@ -307,8 +307,9 @@ impl Engine {
         &self.config.dir
     }
 
-    /// How a new store file of a family is written: the family's block size, compression and
-    /// bloom type, the engine's bloom error rate.
+    /// How a flush writes a store file of a family: the family's block size, compression and
+    /// bloom type, the engine's bloom error rate (a compaction swaps in the family's
+    /// compaction compression).
     pub(crate) fn writer_options(&self, d: &ColumnFamilyDescriptor) -> WriterOptions {
         WriterOptions {
             block_size: d.block_size as usize,
