@@ -172,27 +172,56 @@ impl Region {
 
     /// Inserts cells of one committed batch into the MemStores. Consecutive cells of one
     /// store and row go in with one MemStore row lookup.
-    pub fn apply(&self, family_cells: &[(Arc<Store>, StoreCell)]) {
+    pub(crate) fn apply<T: RegionCell>(&self, family_cells: &[T]) {
         let _g = self.update_lock.read();
         // One update of the shared counter per batch (its cells usually share one seq).
-        if let Some(oldest) = family_cells.iter().map(|(_, c)| c.key.seq).min() {
+        if let Some(oldest) = family_cells.iter().map(|c| c.cell().key.seq).min() {
             self.oldest_unflushed.fetch_min(oldest, Ordering::Relaxed);
         }
         let mut i = 0;
-        while let Some((store, first)) = family_cells.get(i) {
-            let run = family_cells[i..]
+        while let Some(first) = family_cells.get(i) {
+            let (store, row) = (first.store(), &first.cell().key.row);
+            let run = family_cells
+                .get(i..)
+                .unwrap_or_default()
                 .iter()
-                .take_while(|(s, c)| Arc::ptr_eq(s, store) && c.key.row == first.key.row)
+                .take_while(|c| Arc::ptr_eq(c.store(), store) && c.cell().key.row == *row)
                 .count();
             let cells = family_cells.get(i..i + run).unwrap_or_default();
-            store.insert_row(&first.key.row, cells.iter().map(|(_, c)| c));
-            i += run;
+            store.insert_row(row, cells.iter().map(|c| c.cell()));
+            i += run.max(1);
         }
     }
 
     /// Bytes held in MemStores.
     pub fn memstore_size(&self) -> usize {
         self.stores.read().values().map(|s| s.memstore_size()).sum()
+    }
+}
+
+/// A cell on its way into a region's MemStore, with the store it goes to.
+pub(crate) trait RegionCell {
+    /// The store (family) of the cell.
+    fn store(&self) -> &Arc<Store>;
+    /// The cell, carrying its batch's sequence id.
+    fn cell(&self) -> &StoreCell;
+}
+
+impl RegionCell for (Arc<Store>, StoreCell) {
+    fn store(&self) -> &Arc<Store> {
+        &self.0
+    }
+    fn cell(&self) -> &StoreCell {
+        &self.1
+    }
+}
+
+impl<T: RegionCell> RegionCell for &T {
+    fn store(&self) -> &Arc<Store> {
+        (*self).store()
+    }
+    fn cell(&self) -> &StoreCell {
+        (*self).cell()
     }
 }
 

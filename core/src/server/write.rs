@@ -36,8 +36,14 @@ pub(crate) struct PreparedCell {
     pub cell: StoreCell,
 }
 
-/// The cells of one commit that go to one region.
-type RegionCells = (Arc<Region>, Vec<(Arc<Store>, StoreCell)>);
+impl crate::region::RegionCell for PreparedCell {
+    fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+    fn cell(&self) -> &StoreCell {
+        &self.cell
+    }
+}
 
 /// How a batch goes to the WAL.
 enum Log {
@@ -378,21 +384,29 @@ impl Engine {
                 ticket.wait().await?;
             }
         }
-        let mut by_region: BTreeMap<u64, RegionCells> = BTreeMap::new();
-        for c in cells.drain(..) {
-            let mut cell = c.cell;
-            cell.key.seq = seq;
-            by_region
-                .entry(c.region.id)
-                .or_insert_with(|| (c.region.clone(), Vec::new()))
-                .1
-                .push((c.store, cell));
+        for c in cells.iter_mut() {
+            c.cell.key.seq = seq;
         }
-        for (region, cells) in by_region.values() {
-            region.apply(cells);
+        // The regions of the batch in order of first appearance (usually one).
+        let mut regions: Vec<Arc<Region>> = Vec::new();
+        for c in &cells {
+            if !regions.iter().any(|r| Arc::ptr_eq(r, &c.region)) {
+                regions.push(c.region.clone());
+            }
+        }
+        if let [region] = regions.as_slice() {
+            region.apply(&cells);
             region.write_requests.fetch_add(1, Ordering::Relaxed);
+        } else {
+            for region in &regions {
+                let mine: Vec<&PreparedCell> = cells
+                    .iter()
+                    .filter(|c| Arc::ptr_eq(&c.region, region))
+                    .collect();
+                region.apply(&mine);
+                region.write_requests.fetch_add(1, Ordering::Relaxed);
+            }
         }
-        // In the MemStore, not yet visible: the read point waits for `guard`.
         let hook_err = match post {
             Some(p) => self.post_apply(&p).await.err(),
             None => None,
@@ -400,7 +414,7 @@ impl Engine {
         drop(guard);
         drop(gates);
         self.mvcc.wait_for(seq).await;
-        for (region, _) in by_region.values() {
+        for region in &regions {
             let t = tables
                 .iter()
                 .find(|t| t.name == region.table)
