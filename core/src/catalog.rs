@@ -481,6 +481,18 @@ mod tests {
     use super::*;
     use std::fs;
 
+    /// Writes `old` as the catalog of format `version` in `dir`.
+    fn write_old_catalog(dir: &Path, version: u32, old: &impl Serialize) {
+        let payload = postcard::to_stdvec(old).unwrap();
+        let mut buf = Vec::new();
+        buf.extend_from_slice(MAGIC);
+        buf.extend_from_slice(&version.to_be_bytes());
+        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        buf.extend_from_slice(&payload);
+        fs::write(dir.join("catalog"), &buf).unwrap();
+    }
+
     #[test]
     fn version_1_catalogs_are_read_with_default_compaction_settings() {
         use crate::schema::{CompactionSettings, TableName};
@@ -510,14 +522,7 @@ mod tests {
             )]
             .into(),
         };
-        let payload = postcard::to_stdvec(&old).unwrap();
-        let mut buf = Vec::new();
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&1u32.to_be_bytes());
-        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        buf.extend_from_slice(&payload);
-        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        write_old_catalog(dir.path(), 1, &old);
         let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         let s = c.snapshot();
         let t = &s.tables[&name.to_string()];
@@ -560,14 +565,7 @@ mod tests {
             )]
             .into(),
         };
-        let payload = postcard::to_stdvec(&old).unwrap();
-        let mut buf = Vec::new();
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&2u32.to_be_bytes());
-        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        buf.extend_from_slice(&payload);
-        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        write_old_catalog(dir.path(), 2, &old);
         let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         let s = c.snapshot();
         assert!(s.tables[&name.to_string()]
@@ -605,14 +603,7 @@ mod tests {
             )]
             .into(),
         };
-        let payload = postcard::to_stdvec(&old).unwrap();
-        let mut buf = Vec::new();
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&3u32.to_be_bytes());
-        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        buf.extend_from_slice(&payload);
-        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        write_old_catalog(dir.path(), 3, &old);
         let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         let mut s = c.snapshot();
         let d = &s.tables[&name.to_string()].descriptor;
@@ -662,14 +653,7 @@ mod tests {
             )]
             .into(),
         };
-        let payload = postcard::to_stdvec(&old).unwrap();
-        let mut buf = Vec::new();
-        buf.extend_from_slice(MAGIC);
-        buf.extend_from_slice(&4u32.to_be_bytes());
-        buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
-        buf.extend_from_slice(&payload);
-        fs::write(dir.path().join("catalog"), &buf).unwrap();
+        write_old_catalog(dir.path(), 4, &old);
         let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         let mut s = c.snapshot();
         let d = &s.tables[&name.to_string()].descriptor;
