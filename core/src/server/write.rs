@@ -407,6 +407,7 @@ impl Engine {
                 region.write_requests.fetch_add(1, Ordering::Relaxed);
             }
         }
+        // In the MemStore, not yet visible: the read point waits for `guard`.
         let hook_err = match post {
             Some(p) => self.post_apply(&p).await.err(),
             None => None,
