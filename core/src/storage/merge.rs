@@ -498,21 +498,43 @@ impl Iterator for MergeIter {
                 None => self.cur.take().map(|h| Ok(h.cell)),
             };
         }
-        let head = self.cur.take()?;
         if self.row_clear {
-            // The heap waits on later rows: the next cell of `head`'s source comes next if it
-            // is on the same row (and no other source holds that row, so no duplicate).
-            match self.pull(head.src) {
-                Some(h) if same_bytes(&h.cell.key.row, &head.cell.key.row) => {
-                    self.cur = Some(h);
-                    return Some(Ok(head.cell));
+            // The heap waits on later rows: the next cell of the current head's source comes
+            // next if it is on the same row (and no other source holds that row, so no
+            // duplicate). It replaces the head in place, as with one source.
+            let cur = self.cur.as_mut()?;
+            let src = cur.src;
+            let next = self.sources.get_mut(src).and_then(|s| s.next());
+            let next = match next {
+                Some(Ok(cell)) if same_bytes(&cell.key.row, &cur.cell.key.row) => {
+                    return Some(Ok(std::mem::replace(&mut cur.cell, cell)));
                 }
-                // A new row, or the source ended: the general step.
-                next => self.place(next),
-            }
-        } else {
-            self.refill_from(head.src);
+                Some(Ok(cell)) => Some(Head {
+                    cell,
+                    src,
+                    reverse: self.reverse,
+                }),
+                Some(Err(e)) => {
+                    self.pending_err.get_or_insert(e);
+                    None
+                }
+                None => None,
+            };
+            // A new row, or the source ended: the general step.
+            let head = self.cur.take()?;
+            self.place(next);
+            return self.finish_step(head);
         }
+        let head = self.cur.take()?;
+        self.refill_from(head.src);
+        self.finish_step(head)
+    }
+}
+
+impl MergeIter {
+    /// Ends a step that yields `head` once the next head is placed: drops other sources'
+    /// copies of `head`'s key and reports a source's error in its place.
+    fn finish_step(&mut self, head: Head) -> Option<Result<StoreCell>> {
         // Drop identical keys from other sources.
         while self
             .cur

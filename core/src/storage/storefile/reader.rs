@@ -292,7 +292,8 @@ impl StoreFileReader {
         let mut load = || {
             let framed = ahead.framed(self, i)?;
             let corrupt = |r| Error::corruption(&self.path, entry.offset, r);
-            let payload = unframe_shared(framed, mode != CacheMode::Bypass).map_err(corrupt)?;
+            // Copied out of the run (see `unframe_shared`), cached or not.
+            let payload = unframe_shared(framed, true).map_err(corrupt)?;
             self.check_decode(entry, payload).map(Arc::new)
         };
         match &self.cache {
@@ -336,7 +337,8 @@ const READ_AHEAD_MAX: u64 = 512 * 1024;
 /// read with one positioned read. The first move reads one block; runs then start at
 /// [`READ_AHEAD_FIRST`] bytes and double up to [`READ_AHEAD_MAX`], so a point read or a short
 /// scan reads no more than before and a long scan makes few system calls.
-/// Each block cut from a run is checked (CRC, framing, first key) like a block read alone.
+/// Each block cut from a run is checked (CRC, framing, first key) like a block read alone,
+/// and copied or decompressed out of the run (see [`unframe_shared`]).
 #[derive(Debug, Default)]
 pub(crate) struct ReadAhead {
     /// File offset of `buf`'s first byte.
@@ -382,7 +384,8 @@ impl ReadAhead {
                 ));
             }
             // The last run's buffer is reused when no block cut from it is still alive (the
-            // usual case for compressed blocks): no fresh allocation, no zeroing.
+            // usual case: blocks are copied or decompressed out of it): no fresh allocation,
+            // no zeroing.
             let mut raw = match std::mem::take(&mut self.buf).try_into_mut() {
                 Ok(mut old) => {
                     old.truncate(len);
