@@ -1,9 +1,21 @@
-//! A decoded data block: its payload plus the offset of every entry, ready for binary search.
+//! A decoded data block: its entries plus the offset of every entry, ready for binary search.
 //!
-//! [`DataBlock::decode`] walks the payload once and checks every entry (lengths in bounds,
-//! known type codes, nothing trailing), so later accesses only re-parse bytes that are known
-//! to be well formed. Cells handed out are zero-copy: their `Bytes` fields are slices of the
-//! block's one payload buffer. This is the value kept in the [`BlockCache`].
+//! Since store-file format version 3 a data block's payload ends with its entries' offsets
+//! ([`put_offsets`]), so [`DataBlock::decode`] reads them instead of walking the entries:
+//! a point read of a block parses only the entries its binary search visits. It checks the
+//! offsets (the first is 0, they ascend strictly, all lie inside the entries), and every
+//! access checks the entry it parses (lengths in bounds, a known type code, and that the
+//! entry ends exactly where the next one starts, or at the end of the entries), so a
+//! malformed block is a corruption error at the first access that touches the bad bytes,
+//! never a panic. Reading a block from its first entry on (a scan, `Admin::check_table`)
+//! proves every offset it passes a true entry boundary: entry 0 starts at 0 and each entry
+//! ends where the next begins. A binary search may land on an entry directly, so a table
+//! that points inside an entry could, if what follows parses, give a point read a misplaced
+//! cell: the table sits under the block's CRC with the entries, so only a writer bug, not
+//! disk damage, could produce one, and the integrity check reports it. A version-2 block
+//! (entries only) is walked once at decode and checked entry by entry, as before. Cells handed out are zero-copy: their `Bytes`
+//! fields are slices of the block's one payload buffer. This is the value kept in the
+//! [`BlockCache`].
 //!
 //! Search is cache friendly: the block keeps each entry's row head (see [`search`]), so a
 //! binary search mostly touches a compact `u64` array and parses an entry only on a tie. The
@@ -28,6 +40,46 @@ const BLOCK_OVERHEAD: u64 = 128;
 
 /// The longest row prefix kept inline in the block's header.
 const INLINE_PREFIX: usize = 32;
+
+/// The most bytes [`put_offsets`] adds to a block of one entry.
+pub(crate) const OFFSETS_OVERHEAD: usize = 4 + TABLE_TAIL;
+
+/// The entry count (u32 BE) and the offset width (u8) that end a version-3 block.
+const TABLE_TAIL: usize = 5;
+
+/// The width in bytes of each offset of a block whose entries take `entries_len` bytes.
+fn offset_width(entries_len: usize) -> usize {
+    if entries_len <= 1 << 16 {
+        2
+    } else {
+        4
+    }
+}
+
+/// The bytes [`put_offsets`] appends for `count` entries taking `entries_len` bytes.
+pub(crate) fn offsets_len(count: usize, entries_len: usize) -> usize {
+    count * offset_width(entries_len) + TABLE_TAIL
+}
+
+/// Appends the offsets table of a version-3 data block to `block`, which holds the block's
+/// entries back to back, `offsets` being where each starts: every offset as u16 BE when
+/// the entries take at most 65,536 bytes, else as u32 BE; then the entry count, u32 BE;
+/// then the width of an offset in bytes (2 or 4), u8.
+pub(crate) fn put_offsets(block: &mut Vec<u8>, offsets: &[u32]) {
+    let width = offset_width(block.len());
+    block.reserve(offsets_len(offsets.len(), block.len()));
+    for &o in offsets {
+        if width == 2 {
+            // Offsets lie inside the entries, which take at most 65,536 bytes here.
+            block.extend_from_slice(&u16::try_from(o).unwrap_or(u16::MAX).to_be_bytes());
+        } else {
+            block.extend_from_slice(&o.to_be_bytes());
+        }
+    }
+    let count = u32::try_from(offsets.len()).unwrap_or(u32::MAX);
+    block.extend_from_slice(&count.to_be_bytes());
+    block.push(width as u8);
+}
 
 /// A decoded, checked data block.
 #[derive(Debug)]
@@ -55,28 +107,20 @@ struct SearchHeads {
 }
 
 impl DataBlock {
-    /// Decodes and checks a data-block payload. `framed_len` is its on-disk size, counted in
-    /// the cache weight when the payload is a slice of the raw block.
-    pub(crate) fn decode(buf: Bytes, framed_len: usize) -> Dec<Self> {
-        let mut offsets = Vec::with_capacity(buf.len() / 32 + 1);
-        let mut at = 0;
-        while at < buf.len() {
-            offsets.push(u32::try_from(at).map_err(|_| "block too large")?);
-            match parse_entry(&buf, at) {
-                Some((_, _, end)) => at = end,
-                // Parse the bad entry again with the checking cursor, which says what is wrong.
-                None => {
-                    let mut c = Cursor::at(&buf, at);
-                    c.key()?;
-                    c.len_prefixed()?;
-                    return Err(format!("malformed entry at {at}").into());
-                }
-            }
-        }
+    /// Decodes a data-block payload: `offsets_stored` for a version-3 block (entries, then
+    /// their offsets), else a version-2 one (entries only, checked here one by one).
+    /// `framed_len` is its on-disk size, counted in the cache weight when the payload is a
+    /// slice of the raw block.
+    pub(crate) fn decode(buf: Bytes, framed_len: usize, offsets_stored: bool) -> Dec<Self> {
+        let (buf, offsets) = if offsets_stored {
+            Self::read_offsets(buf)?
+        } else {
+            let offsets = Self::walk(&buf)?;
+            (buf, offsets)
+        };
         if offsets.is_empty() {
             return Err("data block holds no entry".into());
         }
-        offsets.shrink_to_fit();
         // The heads are counted up front, so the weight never changes while cached.
         let weight = BLOCK_OVERHEAD + buf.len().max(framed_len) as u64 + 12 * offsets.len() as u64;
         Ok(DataBlock {
@@ -86,6 +130,70 @@ impl DataBlock {
             searched: AtomicBool::new(false),
             weight,
         })
+    }
+
+    /// The offsets of a version-2 block's entries, checking each entry.
+    fn walk(buf: &[u8]) -> Dec<Vec<u32>> {
+        let mut offsets = Vec::with_capacity(buf.len() / 32 + 1);
+        let mut at = 0;
+        while at < buf.len() {
+            offsets.push(u32::try_from(at).map_err(|_| "block too large")?);
+            match parse_entry(buf, at) {
+                Some((_, _, end)) => at = end,
+                // Parse the bad entry again with the checking cursor, which says what is wrong.
+                None => {
+                    let mut c = Cursor::at(buf, at);
+                    c.key()?;
+                    c.len_prefixed()?;
+                    return Err(format!("malformed entry at {at}").into());
+                }
+            }
+        }
+        offsets.shrink_to_fit();
+        Ok(offsets)
+    }
+
+    /// Splits a version-3 payload into its entries and their checked offsets.
+    fn read_offsets(buf: Bytes) -> Dec<(Bytes, Vec<u32>)> {
+        let n = buf.len();
+        let tail = n
+            .checked_sub(TABLE_TAIL)
+            .and_then(|at| buf.get(at..))
+            .ok_or("data block is shorter than its offsets table")?;
+        let width = usize::from(tail[4]);
+        let count = u32::from_be_bytes([tail[0], tail[1], tail[2], tail[3]]) as usize;
+        if width != 2 && width != 4 {
+            return Err(format!("data block offsets have width {width}").into());
+        }
+        let entries_len = count
+            .checked_mul(width)
+            .and_then(|t| n.checked_sub(TABLE_TAIL + t))
+            .ok_or_else(|| format!("data block of {n} bytes cannot list {count} entries"))?;
+        if offset_width(entries_len) != width {
+            return Err(
+                format!("offsets of width {width} for {entries_len} bytes of entries").into(),
+            );
+        }
+        let table = buf
+            .get(entries_len..n - TABLE_TAIL)
+            .ok_or("data block offsets out of bounds")?;
+        let mut offsets = Vec::with_capacity(count);
+        for raw in table.chunks_exact(width) {
+            let o = match *raw {
+                [a, b] => u32::from(u16::from_be_bytes([a, b])),
+                [a, b, c, d] => u32::from_be_bytes([a, b, c, d]),
+                _ => return Err("data block offsets out of bounds".into()),
+            };
+            let ok = match offsets.last() {
+                None => o == 0,
+                Some(&prev) => o > prev,
+            };
+            if !ok || o as usize >= entries_len {
+                return Err(format!("entry offset {o} out of order or out of bounds").into());
+            }
+            offsets.push(o);
+        }
+        Ok((buf.slice(..entries_len), offsets))
     }
 
     /// The search heads, built on first use.
@@ -116,7 +224,7 @@ impl DataBlock {
         }))
     }
 
-    /// The decoded payload: entries back to back, every one checked by `decode`.
+    /// The block's entries back to back (without a version-3 block's offsets table).
     pub(crate) fn payload(&self) -> &Bytes {
         &self.buf
     }
@@ -131,13 +239,25 @@ impl DataBlock {
         self.weight
     }
 
+    /// Parses entry `i`: its key, its value's range. The entry must end exactly where the
+    /// next one starts (or where the entries end).
+    #[inline]
+    fn entry(&self, i: usize) -> Dec<(RawKey, std::ops::Range<usize>)> {
+        let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
+        let next = match self.offsets.get(i + 1) {
+            Some(&o) => o as usize,
+            None => self.buf.len(),
+        };
+        match parse_entry(&self.buf, at) {
+            Some((key, value, end)) if end == next => Ok((key, value)),
+            _ => Err(format!("malformed entry at {at}").into()),
+        }
+    }
+
     /// The key of entry `i`, in place.
     #[inline]
     fn raw_key(&self, i: usize) -> Dec<RawKey> {
-        // `decode` parsed every entry, so the one-pass parser cannot fail on a listed offset.
-        let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
-        let (key, _, _) = parse_entry(&self.buf, at).ok_or("malformed entry")?;
-        Ok(key)
+        Ok(self.entry(i)?.0)
     }
 
     /// The byte range of entry `i`'s row (its first field).
@@ -189,8 +309,7 @@ impl DataBlock {
     /// Entry `i` as a cell (zero-copy).
     #[inline]
     pub(crate) fn cell(&self, i: usize) -> Dec<StoreCell> {
-        let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
-        let (key, value, _) = parse_entry(&self.buf, at).ok_or("malformed entry")?;
+        let (key, value) = self.entry(i)?;
         Ok(StoreCell {
             key: key.to_key(&self.buf),
             value: self.buf.slice(value),
@@ -221,18 +340,46 @@ mod tests {
     #[test]
     fn bounds_and_cells() {
         let cells = [cell("a", 5), cell("a", 3), cell("c", 1)];
+        for stored in [false, true] {
+            let b = DataBlock::decode(encode(&cells, stored), 0, stored).unwrap();
+            assert_eq!(b.len(), 3);
+            assert_eq!(b.cell(1).unwrap(), cells[1]);
+            assert_eq!(b.lower_bound(&cells[1].key).unwrap(), 1);
+            assert_eq!(b.upper_bound(&cells[1].key).unwrap(), 2);
+            assert_eq!(b.lower_bound(&cell("b", 0).key).unwrap(), 2);
+            assert_eq!(b.upper_bound(&cell("d", 0).key).unwrap(), 3);
+            assert_eq!(b.lower_bound(&cell("0", 0).key).unwrap(), 0);
+            assert_eq!(b.payload().len(), encode(&cells, false).len());
+        }
+    }
+
+    /// The payload of a block of `cells`: version 3 (`stored`, with the offsets table) or 2.
+    fn encode(cells: &[StoreCell], stored: bool) -> Bytes {
         let mut buf = Vec::new();
-        for c in &cells {
+        let mut offsets = Vec::new();
+        for c in cells {
+            offsets.push(buf.len() as u32);
             put_entry(&mut buf, c);
         }
-        let b = DataBlock::decode(Bytes::from(buf), 0).unwrap();
-        assert_eq!(b.len(), 3);
+        if stored {
+            put_offsets(&mut buf, &offsets);
+        }
+        Bytes::from(buf)
+    }
+
+    #[test]
+    fn wide_blocks_use_four_byte_offsets() {
+        // Two entries of 40,000-byte values: past 65,536 bytes of entries.
+        let big = |row: &str| StoreCell {
+            value: Bytes::from(vec![7u8; 40_000]),
+            ..cell(row, 1)
+        };
+        let cells = [big("a"), big("b")];
+        let buf = encode(&cells, true);
+        assert_eq!(buf.last(), Some(&4));
+        let b = DataBlock::decode(buf, 0, true).unwrap();
         assert_eq!(b.cell(1).unwrap(), cells[1]);
         assert_eq!(b.lower_bound(&cells[1].key).unwrap(), 1);
-        assert_eq!(b.upper_bound(&cells[1].key).unwrap(), 2);
-        assert_eq!(b.lower_bound(&cell("b", 0).key).unwrap(), 2);
-        assert_eq!(b.upper_bound(&cell("d", 0).key).unwrap(), 3);
-        assert_eq!(b.lower_bound(&cell("0", 0).key).unwrap(), 0);
     }
 
     fn arb_row() -> impl Strategy<Value = Vec<u8>> {
@@ -263,20 +410,54 @@ mod tests {
         fn search_matches_linear_scan(
             keys in proptest::collection::btree_set(arb_key(), 1..60),
             probes in proptest::collection::vec(arb_key(), 1..20),
+            stored in any::<bool>(),
         ) {
             let keys: Vec<_> = keys.into_iter().collect();
-            let mut buf = Vec::new();
-            for k in &keys {
-                put_entry(&mut buf, &StoreCell { key: k.clone(), value: Bytes::new() });
+            let cells: Vec<_> = keys
+                .iter()
+                .map(|k| StoreCell { key: k.clone(), value: Bytes::new() })
+                .collect();
+            let buf = encode(&cells, stored);
+            let b = DataBlock::decode(buf.clone(), 0, stored).unwrap();
+            for (i, c) in cells.iter().enumerate() {
+                prop_assert_eq!(&b.cell(i).unwrap(), c);
             }
-            let buf = Bytes::from(buf);
-            let b = DataBlock::decode(buf.clone(), 0).unwrap();
             // The block's first search is a plain binary search, later ones use the heads.
             for p in probes.iter().chain(&keys) {
                 prop_assert_eq!(b.lower_bound(p).unwrap(), keys.iter().filter(|k| *k < p).count());
                 prop_assert_eq!(b.upper_bound(p).unwrap(), keys.iter().filter(|k| *k <= p).count());
-                let fresh = DataBlock::decode(buf.clone(), 0).unwrap();
+                let fresh = DataBlock::decode(buf.clone(), 0, stored).unwrap();
                 prop_assert_eq!(fresh.upper_bound(p).unwrap(), keys.iter().filter(|k| *k <= p).count());
+            }
+        }
+
+        /// A version-3 block whose offsets table is damaged (a byte changed, the end cut):
+        /// decoding and reading never panic, and a block whose every entry reads without
+        /// an error gives back exactly the original cells (entry 0 starts at 0 and each
+        /// entry must end where the next starts, so every offset is a true boundary).
+        #[test]
+        fn damaged_offsets_tables_never_give_wrong_cells(
+            keys in proptest::collection::btree_set(arb_key(), 1..12),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+            cut in 0usize..3,
+        ) {
+            let cells: Vec<_> = keys
+                .into_iter()
+                .map(|key| StoreCell { key, value: Bytes::from_static(b"v") })
+                .collect();
+            let entries_len = encode(&cells, false).len();
+            let mut bad = encode(&cells, true).to_vec();
+            let i = entries_len + at.index(bad.len() - entries_len);
+            bad[i] = byte;
+            bad.truncate(bad.len() - cut);
+            if let Ok(b) = DataBlock::decode(Bytes::from(bad), 0, true) {
+                let read: Vec<_> = (0..b.len()).map(|i| b.cell(i)).collect();
+                if read.iter().all(|c| c.is_ok()) {
+                    let read: Vec<_> = read.into_iter().flatten().collect();
+                    prop_assert_eq!(read, cells);
+                }
+                prop_assert!(b.cell(b.len()).is_err());
             }
         }
     }
@@ -285,12 +466,61 @@ mod tests {
     fn malformed_payloads_are_rejected() {
         let mut buf = Vec::new();
         put_entry(&mut buf, &cell("a", 5));
-        assert!(DataBlock::decode(Bytes::new(), 0).is_err());
+        assert!(DataBlock::decode(Bytes::new(), 0, false).is_err());
         for cut in 1..buf.len() {
-            assert!(DataBlock::decode(Bytes::copy_from_slice(&buf[..cut]), 0).is_err());
+            assert!(DataBlock::decode(Bytes::copy_from_slice(&buf[..cut]), 0, false).is_err());
         }
         let type_at = buf.len() - 4; // type, seq(1), value len(1), value(1)
         buf[type_at] = 5;
-        assert!(DataBlock::decode(Bytes::from(buf), 0).is_err());
+        assert!(DataBlock::decode(Bytes::from(buf), 0, false).is_err());
+    }
+
+    #[test]
+    fn malformed_version_3_blocks_are_rejected_when_read() {
+        let cells = [cell("a", 5), cell("b", 3)];
+        let good = encode(&cells, true).to_vec();
+        let decode = |b: &[u8]| DataBlock::decode(Bytes::copy_from_slice(b), 0, true);
+        assert!(decode(&[]).is_err());
+        // Cut anywhere: the table no longer matches the entries.
+        for cut in 1..good.len() {
+            let r = decode(&good[..cut]);
+            assert!(
+                r.is_err() || (0..2).any(|i| r.as_ref().unwrap().cell(i).is_err()),
+                "cut {cut}"
+            );
+        }
+        let n = good.len();
+        let (width_at, count_at) = (n - 1, n - 5);
+        let mut bad = good.clone();
+        bad[width_at] = 3;
+        assert!(decode(&bad).is_err(), "width 3");
+        let mut bad = good.clone();
+        bad[width_at] = 4;
+        assert!(decode(&bad).is_err(), "width 4 for a small block");
+        let mut bad = good.clone();
+        bad[count_at + 3] = 0;
+        assert!(decode(&bad).is_err(), "no entries");
+        let mut bad = good.clone();
+        bad[count_at..count_at + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        assert!(decode(&bad).is_err(), "absurd count");
+        // The second offset points into the first entry: decoding succeeds, reading fails.
+        let mut bad = good.clone();
+        let second = count_at - 2;
+        bad[second..second + 2].copy_from_slice(&3u16.to_be_bytes());
+        let b = decode(&bad).unwrap();
+        assert!(b.cell(0).is_err() && b.cell(1).is_err());
+        // Offsets out of order or past the entries.
+        let mut bad = good.clone();
+        bad[second..second + 2].copy_from_slice(&0u16.to_be_bytes());
+        assert!(decode(&bad).is_err(), "repeated offset");
+        let mut bad = good;
+        bad[second..second + 2].copy_from_slice(&u16::MAX.to_be_bytes());
+        assert!(decode(&bad).is_err(), "offset past the entries");
+        // A damaged type code: found when the entry is read.
+        let mut buf = encode(&cells[..1], true).to_vec();
+        let type_at = buf.len() - 7 - 4; // offsets table (2 + 5), then seq, value len, value
+        buf[type_at] = 5;
+        let b = decode(&buf).unwrap();
+        assert!(b.cell(0).is_err());
     }
 }

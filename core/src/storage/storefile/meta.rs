@@ -11,8 +11,10 @@ use bytes::Bytes;
 
 /// The trailer's magic bytes.
 pub(crate) const MAGIC: &[u8; 8] = b"BSLTSF01";
-/// The format version this code writes and reads.
-pub(crate) const VERSION: u32 = 2;
+/// The format version this code writes: data blocks end with their entries' offsets.
+pub(crate) const VERSION: u32 = 3;
+/// The oldest format version this code reads (data blocks are entries only).
+pub(crate) const VERSION_2: u32 = 2;
 /// The trailer's size in bytes.
 pub(crate) const TRAILER_LEN: usize = 60;
 
@@ -118,14 +120,21 @@ pub(crate) struct Trailer {
     pub bloom_offset: u64,
     pub bloom_len: u32,
     pub entry_count: u64,
+    /// The format version: [`VERSION`] or [`VERSION_2`].
+    pub version: u32,
 }
 
 impl Trailer {
+    /// Whether the file's data blocks end with their entries' offsets (format version 3).
+    pub(crate) fn offsets_stored(&self) -> bool {
+        self.version >= VERSION
+    }
+
     /// The trailer's 60 bytes.
     pub(crate) fn encode(&self) -> [u8; TRAILER_LEN] {
         let mut out = Vec::with_capacity(TRAILER_LEN);
         out.extend_from_slice(MAGIC);
-        out.extend_from_slice(&VERSION.to_be_bytes());
+        out.extend_from_slice(&self.version.to_be_bytes());
         out.extend_from_slice(&self.index_offset.to_be_bytes());
         out.extend_from_slice(&self.index_len.to_be_bytes());
         out.extend_from_slice(&self.info_offset.to_be_bytes());
@@ -157,7 +166,7 @@ impl Trailer {
         }
         let mut c = Cursor::at(bytes, 8);
         let version = c.u32()?;
-        if version != VERSION {
+        if version != VERSION && version != VERSION_2 {
             return Err(format!("unsupported format version {version}").into());
         }
         Ok(Trailer {
@@ -168,6 +177,7 @@ impl Trailer {
             bloom_offset: c.u64()?,
             bloom_len: c.u32()?,
             entry_count: c.u64()?,
+            version,
         })
     }
 }
@@ -186,6 +196,7 @@ mod tests {
             bloom_offset: 6,
             bloom_len: 7,
             entry_count: 5,
+            version: VERSION,
         };
         let bytes = t.encode();
         assert_eq!(Trailer::decode(&bytes).unwrap(), t);

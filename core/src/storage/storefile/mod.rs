@@ -66,8 +66,8 @@
 //!
 //! # Data block payload
 //!
-//! One or more entries, back to back, in strictly ascending key order, nothing after the
-//! last one:
+//! One or more entries, back to back, in strictly ascending key order, then (format
+//! version 3) the offsets table:
 //!
 //! | size   | field                  |
 //! |--------|------------------------|
@@ -75,9 +75,25 @@
 //! | varint | value length `V`       |
 //! | `V`    | value                  |
 //!
-//! The writer closes a block as soon as its payload reaches the configured block size, so a
-//! block exceeds the block size by at most one entry (a single large cell makes a large
-//! block). The first key of every data block equals its index entry's key.
+//! Offsets table (version 3), where `E` is the entries' total length in bytes and `n` the
+//! number of entries:
+//!
+//! | size    | field                                                              |
+//! |---------|--------------------------------------------------------------------|
+//! | `n * w` | each entry's offset from the payload's start, in entry order: u16 BE when `E <= 65,536`, else u32 BE |
+//! | 4       | `n`, u32 BE, at least 1                                            |
+//! | 1       | `w`, the width of an offset: 2 when `E <= 65,536`, else 4; any other value is corruption |
+//!
+//! The first offset is 0, offsets ascend strictly, and each entry ends exactly where the
+//! next one starts (the last one at `E`); a reader finds the entries without parsing them
+//! all (a point read parses only what its binary search visits) and treats any mismatch as
+//! corruption. A version-2 payload has no table: entries run to the payload's end, and a
+//! reader walks them to find each one.
+//!
+//! The writer closes a block as soon as its entries reach the configured block size, so a
+//! block exceeds the block size by at most one entry and its offsets table (a single large
+//! cell makes a large block). The first key of every data block equals its index entry's
+//! key.
 //!
 //! # Index block payload
 //!
@@ -144,7 +160,7 @@
 //! | offset | size | field                                              |
 //! |--------|------|----------------------------------------------------|
 //! | 0      | 8    | magic `BSLTSF01` (ASCII)                           |
-//! | 8      | 4    | format version, u32 BE, = 2                        |
+//! | 8      | 4    | format version, u32 BE: 3 (2 is read too)          |
 //! | 12     | 8    | index block offset, u64 BE                         |
 //! | 20     | 4    | index block framed length, u32 BE                  |
 //! | 24     | 8    | file-info block offset, u64 BE                     |
@@ -154,7 +170,9 @@
 //! | 48     | 8    | number of cells, u64 BE                            |
 //! | 56     | 4    | CRC-32 of trailer bytes `0 .. 56`, u32 BE          |
 //!
-//! Version 1 (no bloom block, 48-byte trailer) was never released and is not readable.
+//! Version 3 (written since 2026-11-26) differs from version 2 only in the data blocks'
+//! offsets table; a reader reads both. Version 1 (no bloom block, 48-byte trailer) was never
+//! released and is not readable.
 //!
 //! # Validation
 //!
@@ -164,7 +182,8 @@
 //! `0 .. index offset` exactly with strictly ascending keys, that the file info agrees with
 //! the trailer and the index, that a bloom block appears only in a non-empty file, and the
 //! bloom payload (kind, `k`, hash id, `m`, and that exactly `m / 8` bytes of bits follow). A data block is checked (framing,
-//! CRC, every entry, first key) when it is read. Any failure is an [`Error::Corruption`]
+//! CRC, the offsets table, first key) when it is read, and each entry when it is parsed
+//! (a version-2 block: every entry when it is read). Any failure is an [`Error::Corruption`]
 //! naming the file and the offset of the block (or trailer) at fault; no length read from
 //! the file is used to allocate before it is checked against the file size or
 //! [`MAX_BLOCK_LEN`].

@@ -60,6 +60,8 @@ pub struct StoreFileReader {
     /// The file's bloom filter, loaded at open.
     bloom: Option<Bloom>,
     cache: Option<Arc<BlockCache>>,
+    /// Whether data blocks end with their entries' offsets (format version 3).
+    offsets_stored: bool,
     /// Set when a compaction replaced this file: the last holder to drop it deletes it.
     compacted_away: AtomicBool,
 }
@@ -121,6 +123,7 @@ impl StoreFileReader {
             index_heads,
             bloom,
             cache,
+            offsets_stored: trailer.offsets_stored(),
             compacted_away: AtomicBool::new(false),
         }))
     }
@@ -310,7 +313,8 @@ impl StoreFileReader {
     /// Decodes a checked payload of the block `entry` names and checks its first key.
     fn check_decode(&self, entry: &IndexEntry, payload: Bytes) -> Result<DataBlock> {
         let corrupt = |r| Error::corruption(&self.path, entry.offset, r);
-        let block = DataBlock::decode(payload, entry.len as usize).map_err(corrupt)?;
+        let block =
+            DataBlock::decode(payload, entry.len as usize, self.offsets_stored).map_err(corrupt)?;
         if block.cmp_at(0, &entry.first_key).map_err(corrupt)? != Ordering::Equal {
             return Err(corrupt("first key differs from the index".into()));
         }

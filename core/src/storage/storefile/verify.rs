@@ -310,7 +310,7 @@ impl Verifier<'_> {
             bloom_example: None,
         };
         for e in extents.iter().flatten() {
-            self.data_block(e, bloom.as_ref(), &mut seen);
+            self.data_block(e, t.offsets_stored(), bloom.as_ref(), &mut seen);
         }
         self.check.cells = seen.cells;
         if let Some(b) = &bloom {
@@ -448,14 +448,20 @@ impl Verifier<'_> {
     }
 
     /// Checks one data block and folds what it holds into `seen`.
-    fn data_block(&mut self, e: &Extent, bloom: Option<&Bloom>, seen: &mut Seen) {
+    fn data_block(
+        &mut self,
+        e: &Extent,
+        offsets_stored: bool,
+        bloom: Option<&Bloom>,
+        seen: &mut Seen,
+    ) {
         self.check.data_blocks += 1;
         let limit = self.size - TRAILER_LEN as u64;
         let Some(payload) = self.block("data", e.offset, e.len, limit) else {
             seen.complete = false;
             return;
         };
-        let block = match DataBlock::decode(payload, e.len as usize) {
+        let block = match DataBlock::decode(payload, e.len as usize, offsets_stored) {
             Ok(b) => b,
             Err(r) => {
                 seen.complete = false;
@@ -672,6 +678,18 @@ mod tests {
         blocks: &[Vec<StoreCell>],
         tweak: impl FnOnce(&mut Vec<IndexEntry>, &mut FileInfo, &mut Vec<u64>),
     ) {
+        write_crafted_as(path, blocks, None, tweak)
+    }
+
+    /// [`write_crafted`], as format version 3 when `offsets` is given: each data block ends
+    /// with the offsets table `offsets` makes of the block's number and its true offsets.
+    #[allow(clippy::type_complexity)]
+    fn write_crafted_as(
+        path: &Path,
+        blocks: &[Vec<StoreCell>],
+        offsets: Option<&dyn Fn(usize, Vec<u32>) -> Vec<u32>>,
+        tweak: impl FnOnce(&mut Vec<IndexEntry>, &mut FileInfo, &mut Vec<u64>),
+    ) {
         let mut framer = Framer::new(Compression::None).unwrap();
         let (mut out, mut framed, mut index) = (Vec::new(), Vec::new(), Vec::new());
         let mut info = FileInfo {
@@ -684,9 +702,11 @@ mod tests {
             file_size: 0,
         };
         let mut hashes = Vec::new();
-        for b in blocks {
+        for (n, b) in blocks.iter().enumerate() {
             let mut payload = Vec::new();
+            let mut at = Vec::new();
             for c in b {
+                at.push(payload.len() as u32);
                 put_entry(&mut payload, c);
                 info.first_key.get_or_insert(c.key.clone());
                 info.last_key = Some(c.key.clone());
@@ -695,6 +715,9 @@ mod tests {
                 info.max_ts = info.max_ts.max(c.key.ts);
                 info.entry_count += 1;
                 hashes.push(bloom::row_hash(&c.key.row));
+            }
+            if let Some(f) = offsets {
+                super::super::data::put_offsets(&mut payload, &f(n, at));
             }
             framer
                 .frame(&payload, Compression::None, &mut framed)
@@ -731,6 +754,11 @@ mod tests {
             bloom_offset,
             bloom_len,
             entry_count: info.entry_count,
+            version: match offsets {
+                Some(_) => super::super::meta::VERSION,
+                // Blocks of entries only, as version 2 wrote them: old files stay checkable.
+                None => super::super::meta::VERSION_2,
+            },
         };
         out.extend_from_slice(&trailer.encode());
         std::fs::write(path, out).unwrap();
@@ -780,6 +808,74 @@ mod tests {
         let c = verify_file(&crate::fs::StdFs, &path);
         assert!(c.is_healthy(), "{c:?}");
         assert_eq!((c.data_blocks, c.cells), (3, 5));
+    }
+
+    #[test]
+    fn version_2_files_are_read_scanned_and_searched() {
+        // `write_crafted` writes version-2 files: data blocks of entries only.
+        let (_dir, path) = tmp();
+        let blocks = three_blocks();
+        write_crafted(&path, &blocks, |_, _, _| {});
+        let raw = std::fs::read(&path).unwrap();
+        let version = u32::from_be_bytes(raw[raw.len() - 52..raw.len() - 48].try_into().unwrap());
+        assert_eq!(version, super::super::meta::VERSION_2);
+        let all: Vec<StoreCell> = blocks.iter().flatten().cloned().collect();
+        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let first = StoreKey::first_on_row(Bytes::new());
+        let scanned: Vec<StoreCell> = r.scan_from(&first).map(|c| c.unwrap()).collect();
+        assert_eq!(scanned, all);
+        for (i, want) in all.iter().enumerate() {
+            let from: Vec<StoreCell> = r.scan_from(&want.key).map(|c| c.unwrap()).collect();
+            assert_eq!(from, all[i..], "seek to {:?}", want.key);
+        }
+    }
+
+    #[test]
+    fn version_3_files_end_each_data_block_with_its_offsets() {
+        let (_dir, path) = tmp();
+        write_real(&path, 40, Compression::None, BloomType::Row);
+        let raw = std::fs::read(&path).unwrap();
+        let version = u32::from_be_bytes(raw[raw.len() - 52..raw.len() - 48].try_into().unwrap());
+        assert_eq!(version, super::super::meta::VERSION);
+        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let cells = r.info().entry_count as usize;
+        // The first block, uncompressed: stored length at 1..5, payload from 5.
+        let len = u32::from_be_bytes(raw[1..5].try_into().unwrap()) as usize;
+        let payload = &raw[5..5 + len];
+        let width = payload[len - 1];
+        let count = u32::from_be_bytes(payload[len - 5..len - 1].try_into().unwrap()) as usize;
+        assert_eq!(width, 2);
+        assert!(count >= 1 && count <= cells, "{count} of {cells}");
+        assert_eq!(
+            &payload[len - 5 - 2 * count..len - 5 - 2 * count + 2],
+            &[0, 0]
+        );
+    }
+
+    #[test]
+    fn an_offsets_table_pointing_inside_an_entry_is_reported() {
+        let (_dir, path) = tmp();
+        let blocks = three_blocks();
+        write_crafted_as(&path, &blocks, Some(&|_, at| at), |_, _, _| {});
+        assert!(verify_file(&crate::fs::StdFs, &path).is_healthy());
+        // Block 1's second offset moved 3 bytes into its first entry, under a valid CRC.
+        let inside = |n: usize, mut at: Vec<u32>| {
+            if n == 1 {
+                at[1] -= 3;
+            }
+            at
+        };
+        write_crafted_as(&path, &blocks, Some(&inside), |_, _, _| {});
+        let c = verify_file(&crate::fs::StdFs, &path);
+        assert_eq!(kinds(&c), [FindingKind::DataBlock], "{c:?}");
+        let block_1 = c.findings[0].offset;
+        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let first = StoreKey::first_on_row(Bytes::new());
+        let err = r.scan_from(&first).find_map(|c| c.err()).unwrap();
+        assert!(
+            matches!(&err, crate::Error::Corruption { offset, .. } if *offset == block_1),
+            "{err:?}"
+        );
     }
 
     #[test]

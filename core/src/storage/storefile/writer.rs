@@ -9,7 +9,8 @@
 use super::block::Framer;
 use super::bloom;
 use super::codec::{entry_len, put_entry};
-use super::meta::{encode_index, encode_info, IndexEntry, Trailer};
+use super::data::{offsets_len, put_offsets, OFFSETS_OVERHEAD};
+use super::meta::{encode_index, encode_info, IndexEntry, Trailer, VERSION};
 use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN};
 use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::{Error, Result};
@@ -31,6 +32,8 @@ pub struct StoreFileWriter {
     offset: u64,
     /// The payload of the data block being filled.
     block: Vec<u8>,
+    /// The offset of each entry of the open data block (written after its entries).
+    block_offsets: Vec<u32>,
     block_first: Option<StoreKey>,
     /// Reused buffer for framed blocks.
     framed: Vec<u8>,
@@ -74,6 +77,7 @@ impl StoreFileWriter {
             framer,
             offset: 0,
             block: Vec::with_capacity(opts.block_size.min(MAX_BLOCK_LEN) + 1024),
+            block_offsets: Vec::new(),
             block_first: None,
             framed: Vec::new(),
             index: Vec::new(),
@@ -106,18 +110,22 @@ impl StoreFileWriter {
             }
         }
         let len = entry_len(cell);
-        if len > MAX_BLOCK_LEN {
+        if len + OFFSETS_OVERHEAD > MAX_BLOCK_LEN {
             // Nothing was written: the writer stays usable.
             return Err(Error::bad_argument(format!(
                 "cell of {len} encoded bytes exceeds the block limit of {MAX_BLOCK_LEN}"
             )));
         }
-        if !self.block.is_empty() && self.block.len() + len > MAX_BLOCK_LEN {
+        let listed = offsets_len(self.block_offsets.len() + 1, self.block.len() + len);
+        if !self.block.is_empty() && self.block.len() + len + listed > MAX_BLOCK_LEN {
             self.guard(Self::flush_block)?;
         }
         if self.block.is_empty() {
             self.block_first = Some(cell.key.clone());
         }
+        // Blocks stay under MAX_BLOCK_LEN (checked above), so offsets fit in a u32.
+        self.block_offsets
+            .push(u32::try_from(self.block.len()).unwrap_or(u32::MAX));
         put_entry(&mut self.block, cell);
         // Keys are sorted, so a row (or row + qualifier) is new iff it differs from the last.
         let last = self.info.last_key.as_ref();
@@ -196,6 +204,7 @@ impl StoreFileWriter {
             bloom_offset,
             bloom_len,
             entry_count: self.info.entry_count,
+            version: VERSION,
         };
         self.out.write_all(&trailer.encode())?;
         self.offset += super::meta::TRAILER_LEN as u64;
@@ -235,7 +244,9 @@ impl StoreFileWriter {
             return Ok(());
         };
         let offset = self.offset;
-        let block = std::mem::take(&mut self.block);
+        let mut block = std::mem::take(&mut self.block);
+        put_offsets(&mut block, &self.block_offsets);
+        self.block_offsets.clear();
         let len = self.write_block(&block, self.opts.compression);
         self.block = block;
         self.block.clear();
