@@ -173,7 +173,7 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
                   none | lz4 | zstd | snappy (default none, as fjall's level 0)
   --compaction-compression C  the same for compacted files (default lz4, as fjall's
                   levels below 0)
-  --rounds N      core suite: rounds of reads and of the scan per engine, median reported
+  --rounds N      core and storage suites: rounds of reads and of the scan per engine, median reported
                   (default 3)
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)

@@ -86,6 +86,15 @@ pub struct Keys {
     pub absent: Vec<Key>,
 }
 
+/// The round of lookups with the median time (see [`crate::core::median`]).
+pub fn median(mut rounds: Vec<Lookups>) -> BenchResult<Lookups> {
+    rounds.sort_by_key(|l| l.phase.elapsed);
+    rounds
+        .get(rounds.len() / 2)
+        .copied()
+        .ok_or_else(|| "no lookup round".into())
+}
+
 /// Fails unless a read phase found exactly what it should.
 pub fn check_lookups(engine: &str, what: &str, found: u64, expected: u64) -> BenchResult<()> {
     if found != expected {
@@ -167,6 +176,11 @@ fn print_settings(s: &Settings) {
          hits+misses; fjall: data block loads, cached or not); files/lookup (Basalt only) = \
          store files of the row's region minus those its bloom filter skipped; disk = store \
          files (Basalt) or tables (fjall), WAL/journal excluded"
+    );
+    println!(
+        "rounds     : each data set's scan and each kind of reads run {} times per engine; \
+         the figure is the median round (one round lasts about a second and varies 10-20%)",
+        s.rounds
     );
     println!("machine    : {cores} CPUs; data under {}", s.dir.display());
     println!();

@@ -103,29 +103,38 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
     );
     println!("    basalt after load: {state}");
 
-    let start = Instant::now();
-    let mut stream = table.scan(Scan::new())?;
-    let (mut rows, mut value_bytes, mut acc) = (0u64, 0u64, 0u64);
-    while let Some(row) = stream.try_next().await? {
-        rows += 1;
-        for c in &row.cells {
-            value_bytes += c.value.len() as u64;
-            acc = touch(acc, &c.value);
+    let mut scans = Vec::new();
+    for _ in 0..s.rounds.max(1) {
+        let start = Instant::now();
+        let mut stream = table.scan(Scan::new())?;
+        let (mut rows, mut value_bytes, mut acc) = (0u64, 0u64, 0u64);
+        while let Some(row) = stream.try_next().await? {
+            rows += 1;
+            for c in &row.cells {
+                value_bytes += c.value.len() as u64;
+                acc = touch(acc, &c.value);
+            }
         }
+        let scan = Phase::new(rows, start.elapsed());
+        storage::progress("basalt", "scan", &scan);
+        storage::check_scan("basalt", w, rows, value_bytes)?;
+        std::hint::black_box(acc);
+        scans.push(scan);
     }
-    let scan = Phase::new(rows, start.elapsed());
-    storage::progress("basalt", "scan", &scan);
-    storage::check_scan("basalt", w, rows, value_bytes)?;
-    std::hint::black_box(acc);
+    let scan = crate::core::median(scans).ok_or("no scan round")?;
 
     // Files a lookup of `key` could consult: those of its region.
     let files_of = |key: &Key| files[splits.partition_point(|s| s <= key)] as u64;
     let absent = if v.absent_reads {
         let keys: Arc<Vec<Key>> = Arc::new(k.absent.clone());
         let candidates: u64 = keys.iter().map(files_of).sum();
-        let l = lookups(&conn, &table, &name, s.readers, keys, candidates, None).await?;
-        storage::progress("basalt", "absent reads", &l.phase);
-        Some(l)
+        let mut rounds = Vec::new();
+        for _ in 0..s.rounds.max(1) {
+            let l = lookups(&conn, &table, &name, s.readers, &keys, candidates, None).await?;
+            storage::progress("basalt", "absent reads", &l.phase);
+            rounds.push(l);
+        }
+        Some(storage::median(rounds)?)
     } else {
         None
     };
@@ -133,9 +142,13 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
         let keys: Vec<Key> = w.read_order.iter().map(|&i| w.keys[i as usize]).collect();
         let candidates: u64 = keys.iter().map(files_of).sum();
         let keys = Arc::new(keys);
-        let l = lookups(&conn, &table, &name, s.readers, keys, candidates, Some(k)).await?;
-        storage::progress("basalt", "present reads", &l.phase);
-        Some(l)
+        let mut rounds = Vec::new();
+        for _ in 0..s.rounds.max(1) {
+            let l = lookups(&conn, &table, &name, s.readers, &keys, candidates, Some(k)).await?;
+            storage::progress("basalt", "present reads", &l.phase);
+            rounds.push(l);
+        }
+        Some(storage::median(rounds)?)
     } else {
         None
     };
@@ -157,7 +170,7 @@ async fn lookups(
     table: &Table,
     name: &TableName,
     readers: usize,
-    keys: Arc<Vec<Key>>,
+    keys: &Arc<Vec<Key>>,
     candidate_files: u64,
     present: Option<&Keys>,
 ) -> BenchResult<Lookups> {

@@ -78,33 +78,43 @@ pub fn run(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResult<Datase
     );
     println!("    fjall after load and settle: {state}");
 
-    let start = Instant::now();
-    let (mut rows, mut value_bytes, mut acc) = (0u64, 0u64, 0u64);
-    for guard in ks.iter() {
-        let (_key, value) = guard.into_inner()?;
-        rows += 1;
-        for (_name, v) in decode_row(&value).ok_or("fjall: malformed row in scan")? {
-            value_bytes += v.len() as u64;
-            acc = touch(acc, v);
+    let mut scans = Vec::new();
+    for _ in 0..s.rounds.max(1) {
+        let start = Instant::now();
+        let (mut rows, mut value_bytes, mut acc) = (0u64, 0u64, 0u64);
+        for guard in ks.iter() {
+            let (_key, value) = guard.into_inner()?;
+            rows += 1;
+            for (_name, v) in decode_row(&value).ok_or("fjall: malformed row in scan")? {
+                value_bytes += v.len() as u64;
+                acc = touch(acc, v);
+            }
         }
+        let scan = Phase::new(rows, start.elapsed());
+        storage::progress("fjall", "scan", &scan);
+        storage::check_scan("fjall", w, rows, value_bytes)?;
+        std::hint::black_box(acc);
+        scans.push(scan);
     }
-    let scan = Phase::new(rows, start.elapsed());
-    storage::progress("fjall", "scan", &scan);
-    storage::check_scan("fjall", w, rows, value_bytes)?;
-    std::hint::black_box(acc);
+    let scan = crate::core::median(scans).ok_or("no scan round")?;
 
+    let rounds = |what: &str, keys: &[Key], present: Option<&Keys>| {
+        let mut rounds = Vec::new();
+        for _ in 0..s.rounds.max(1) {
+            let l = lookups(&ks, s.readers, keys, present)?;
+            storage::progress("fjall", what, &l.phase);
+            rounds.push(l);
+        }
+        storage::median(rounds)
+    };
     let absent = if v.absent_reads {
-        let l = lookups(&ks, s.readers, &k.absent, None)?;
-        storage::progress("fjall", "absent reads", &l.phase);
-        Some(l)
+        Some(rounds("absent reads", &k.absent, None)?)
     } else {
         None
     };
     let present = if v.present_reads {
         let keys: Vec<Key> = w.read_order.iter().map(|&i| w.keys[i as usize]).collect();
-        let l = lookups(&ks, s.readers, &keys, Some(k))?;
-        storage::progress("fjall", "present reads", &l.phase);
-        Some(l)
+        Some(rounds("present reads", &keys, Some(k))?)
     } else {
         None
     };

@@ -44,9 +44,21 @@ pub struct Store {
 /// False when `f`'s bloom filter proves that `row` (with any of `columns`, for a ROWCOL
 /// filter) is not in the file.
 fn may_contain(f: &StoreFileReader, row: &[u8], columns: Option<&BTreeSet<Bytes>>) -> bool {
+    may_contain_hashed(f, row, columns, &mut None)
+}
+
+/// [`may_contain`], hashing `row` for ROW filters at most once across calls sharing `hash`.
+fn may_contain_hashed(
+    f: &StoreFileReader,
+    row: &[u8],
+    columns: Option<&BTreeSet<Bytes>>,
+    hash: &mut Option<u64>,
+) -> bool {
     match f.bloom_kind() {
         BloomType::None => true,
-        BloomType::Row => f.may_contain_row(row),
+        BloomType::Row => {
+            f.may_contain_row_hash(*hash.get_or_insert_with(|| StoreFileReader::row_hash(row)))
+        }
         BloomType::RowCol => match columns {
             Some(cols) if !cols.is_empty() => cols.iter().any(|q| f.may_contain_row_col(row, q)),
             _ => true,
@@ -159,6 +171,29 @@ impl Store {
             || s.files.iter().any(|f| may_contain(f, row, columns))
     }
 
+    /// True when the store holds no cell of `row` for sure, as [`Store::may_hold_row`]
+    /// answers; then every store file counts as skipped by its bloom filter. The get path
+    /// asks first, so a row no store holds costs no merge and no scanner.
+    pub fn rules_out_row(&self, row: &Bytes, columns: Option<&BTreeSet<Bytes>>) -> bool {
+        let s = self.state.read();
+        let in_mem = std::iter::once(&s.active)
+            .chain(s.snapshot.iter())
+            .any(|m| !m.is_empty() && m.contains_row(row));
+        let mut hash = None;
+        if in_mem
+            || s.files
+                .iter()
+                .any(|f| may_contain_hashed(f, row, columns, &mut hash))
+        {
+            return false;
+        }
+        if !s.files.is_empty() {
+            self.bloom_skips
+                .fetch_add(s.files.len() as u64, AtomicOrdering::Relaxed);
+        }
+        true
+    }
+
     /// A merged, sorted view of every cell from `start` on (or down from it when `reverse`).
     /// `start = None` means from the first cell (forward) or the last (reverse). A point
     /// read of one row passes `point`: the row and, optionally, the only qualifiers wanted;
@@ -187,10 +222,11 @@ impl Store {
                 (false, _, _) => m.scan_from(start.cloned()),
             }));
         }
+        let (mut skipped, mut hash) = (0, None);
         for f in &s.files {
             if let Some((row, columns)) = point {
-                if !may_contain(f, row, columns) {
-                    self.bloom_skips.fetch_add(1, AtomicOrdering::Relaxed);
+                if !may_contain_hashed(f, row, columns, &mut hash) {
+                    skipped += 1;
                     continue;
                 }
             }
@@ -202,6 +238,9 @@ impl Store {
                     f.scan_from(start.unwrap_or(&first)).cache_mode(mode),
                 ));
             }
+        }
+        if skipped > 0 {
+            self.bloom_skips.fetch_add(skipped, AtomicOrdering::Relaxed);
         }
         MergeIter::new(sources, reverse)
     }

@@ -47,6 +47,7 @@
 //! finished. A major compaction does not flush first (as HBase): cells in the MemStore are
 //! not part of it.
 
+use super::read_points::Registration;
 use super::{now_ms, Engine};
 use crate::catalog::FileEntry;
 use crate::error::{Error, Result};
@@ -69,25 +70,39 @@ const THROTTLE_STEP: Duration = Duration::from_millis(10);
 /// A registered scan read point; unregistered on drop.
 pub(crate) struct ScanPoint {
     engine: Arc<Engine>,
-    point: u64,
+    reg: Registration,
 }
 
 impl ScanPoint {
     /// The read point.
     pub(crate) fn point(&self) -> u64 {
-        self.point
+        self.reg.point
     }
 }
 
 impl Drop for ScanPoint {
     fn drop(&mut self) {
-        let mut points = self.engine.scan_points.lock();
-        if let Some(n) = points.get_mut(&self.point) {
-            *n -= 1;
-            if *n == 0 {
-                points.remove(&self.point);
-            }
-        }
+        self.engine.read_points.release(self.reg);
+    }
+}
+
+/// A read point registered for the life of one borrow of the engine (a get): as
+/// [`ScanPoint`] without holding a reference count on the engine.
+pub(crate) struct LocalReadPoint<'a> {
+    engine: &'a Engine,
+    reg: Registration,
+}
+
+impl LocalReadPoint<'_> {
+    /// The read point.
+    pub(crate) fn point(&self) -> u64 {
+        self.reg.point
+    }
+}
+
+impl Drop for LocalReadPoint<'_> {
+    fn drop(&mut self) {
+        self.engine.read_points.release(self.reg);
     }
 }
 
@@ -109,21 +124,23 @@ fn task_err(what: &str, e: tokio::task::JoinError) -> Error {
 impl Engine {
     /// Takes the current read point for a scan and registers it until the guard drops.
     pub(crate) fn register_scan(self: &Arc<Self>) -> ScanPoint {
-        let mut points = self.scan_points.lock();
-        let point = self.mvcc.read_point();
-        *points.entry(point).or_default() += 1;
-        drop(points);
         ScanPoint {
             engine: self.clone(),
-            point,
+            reg: self.read_points.register(&self.mvcc),
+        }
+    }
+
+    /// Takes the current read point for one read that ends before the guard drops.
+    pub(crate) fn register_read(&self) -> LocalReadPoint<'_> {
+        LocalReadPoint {
+            engine: self,
+            reg: self.read_points.register(&self.mvcc),
         }
     }
 
     /// The smallest read point a reader may still open store files at.
     pub(crate) fn smallest_read_point(&self) -> u64 {
-        let points = self.scan_points.lock();
-        let rp = self.mvcc.read_point();
-        points.keys().next().map_or(rp, |p| (*p).min(rp))
+        self.read_points.smallest(&self.mvcc)
     }
 
     fn compaction_settings(&self, table: &TableName) -> Result<CompactionSettings> {

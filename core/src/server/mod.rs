@@ -20,6 +20,7 @@ pub mod hooks;
 pub mod lifecycle;
 pub mod memory;
 pub mod read;
+pub(crate) mod read_points;
 pub mod recovery;
 pub mod split;
 pub mod write;
@@ -286,9 +287,8 @@ pub struct Engine {
     pub(crate) closed: AtomicBool,
     /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
     pub(crate) dir_lock: Mutex<Option<Box<dyn FileLock>>>,
-    /// Read points of open table scans (read point -> count): compactions keep what they
-    /// may still need.
-    pub(crate) scan_points: Mutex<BTreeMap<u64, usize>>,
+    /// Read points of open gets and scans: compactions keep what they may still need.
+    pub(crate) read_points: read_points::ReadPoints,
     /// Serializes region splits and merges engine-wide.
     pub(crate) region_ops: Arc<tokio::sync::Mutex<()>>,
 }

@@ -84,13 +84,23 @@ impl Engine {
         // The read point first: the region located afterwards took (or, when a split or
         // merge retired it since, still holds) every write at or below it. It is registered
         // like a scan's, so a flush or compaction meanwhile keeps what this read may need.
-        let point = self.register_scan();
-        let read_point = point.point();
+        let point = self.register_read();
         let region = t
             .locate(&g.row)
             .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
         region.read_requests.fetch_add(1, Ordering::Relaxed);
-        self.read_row_in(&region, g, read_point)
+        let stores = resolve(region.as_ref(), &g.columns)?;
+        // A row no store can hold (no MemStore has it, every file's bloom filter rules it
+        // out) is absent at the read point: no scanner is built. A filter is compiled (and
+        // its errors reported) on the full path only.
+        if g.filter.is_none()
+            && stores
+                .iter()
+                .all(|(s, columns)| s.rules_out_row(&g.row, columns.as_ref()))
+        {
+            return Ok(RowResult::default());
+        }
+        self.read_stores_row(stores, g, point.point())
     }
 
     /// Reads one row of `region` at `read_point`.
@@ -100,7 +110,16 @@ impl Engine {
         g: &Get,
         read_point: u64,
     ) -> Result<RowResult> {
-        let stores = resolve(region, &g.columns)?;
+        self.read_stores_row(resolve(region, &g.columns)?, g, read_point)
+    }
+
+    /// Reads `g`'s row from `stores` (resolved from its region) at `read_point`.
+    fn read_stores_row(
+        &self,
+        stores: Vec<StoreSelection>,
+        g: &Get,
+        read_point: u64,
+    ) -> Result<RowResult> {
         let spec = ReadSpec {
             read_point,
             min_ts: g.time_range.min,
@@ -154,7 +173,7 @@ impl Engine {
             .iter()
             .map(|(store, columns)| store.may_hold_row(&g.row, columns.as_ref()))
             .collect();
-        let point = present.contains(&true).then(|| self.register_scan());
+        let point = present.contains(&true).then(|| self.register_read());
         let read_point = match &point {
             Some(p) => p.point(),
             None => self.mvcc.read_point(),

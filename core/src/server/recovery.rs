@@ -110,7 +110,7 @@ impl Engine {
             memstore_blocked_writes: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             dir_lock: Mutex::new(Some(lock)),
-            scan_points: Mutex::new(BTreeMap::new()),
+            read_points: Default::default(),
             region_ops: Arc::new(tokio::sync::Mutex::new(())),
             config,
         });

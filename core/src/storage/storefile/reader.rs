@@ -162,8 +162,20 @@ impl StoreFileReader {
     /// False only if the file certainly holds no cell of `row`. Always true unless the file
     /// has a ROW bloom filter (a ROWCOL filter does not answer row-only queries).
     pub fn may_contain_row(&self, row: &[u8]) -> bool {
+        self.may_contain_row_hash(Self::row_hash(row))
+    }
+
+    /// The hash of `row` that ROW bloom filters use, for
+    /// [`may_contain_row_hash`](Self::may_contain_row_hash) (one hash serves every file).
+    pub fn row_hash(row: &[u8]) -> u64 {
+        bloom::row_hash(row)
+    }
+
+    /// [`may_contain_row`](Self::may_contain_row) for a row given by its
+    /// [`row_hash`](Self::row_hash).
+    pub fn may_contain_row_hash(&self, hash: u64) -> bool {
         match &self.bloom {
-            Some(b) if b.kind() == BloomType::Row => b.may_contain(bloom::row_hash(row)),
+            Some(b) if b.kind() == BloomType::Row => b.may_contain(hash),
             _ => true,
         }
     }
