@@ -53,7 +53,7 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
             TableDescriptor::new(name.clone())
                 .family(
                     ColumnFamilyDescriptor::new(FAMILY)
-                        .block_size(s.block_size)
+                        .block_size(v.block_size)
                         .bloom(bloom)
                         .compression(compression(v.codec)),
                 )

@@ -234,9 +234,15 @@ impl Store {
                 sources.push(CellSource::FileRev(f.scan_rev_from(start).cache_mode(mode)));
             } else {
                 let first = StoreKey::first_on_row(Bytes::new());
-                sources.push(CellSource::File(
-                    f.scan_from(start.unwrap_or(&first)).cache_mode(mode),
-                ));
+                let mut scanner = f.scan_from(start.unwrap_or(&first)).cache_mode(mode);
+                if let Some((row, _)) = point {
+                    let row = match start {
+                        Some(k) if k.row.as_ref() == row => k.row.clone(),
+                        _ => Bytes::copy_from_slice(row),
+                    };
+                    scanner = scanner.end_at_row(row);
+                }
+                sources.push(CellSource::File(scanner));
             }
         }
         if skipped > 0 {

@@ -11,10 +11,15 @@ use bytes::Bytes;
 
 /// The trailer's magic bytes.
 pub(crate) const MAGIC: &[u8; 8] = b"BSLTSF01";
-/// The format version this code writes: data blocks end with their entries' offsets.
-pub(crate) const VERSION: u32 = 3;
+/// The format version this code writes: index entries end with a flags byte.
+pub(crate) const VERSION: u32 = 4;
+/// Data blocks end with their entries' offsets; index entries have no flags.
+pub(crate) const VERSION_3: u32 = 3;
 /// The oldest format version this code reads (data blocks are entries only).
 pub(crate) const VERSION_2: u32 = 2;
+/// Index entry flag: the block's first cell is the first cell of its row (the block before
+/// holds no cell of that row).
+pub(crate) const STARTS_ROW: u8 = 1;
 /// The trailer's size in bytes.
 pub(crate) const TRAILER_LEN: usize = 60;
 
@@ -30,20 +35,27 @@ pub(crate) struct IndexEntry {
     pub offset: u64,
     /// The block's framed on-disk length.
     pub len: u32,
+    /// The block's first cell is the first cell of its row ([`STARTS_ROW`]; always false
+    /// in files before version 4).
+    pub starts_row: bool,
 }
 
-/// Encodes the index-block payload.
-pub(crate) fn encode_index(entries: &[IndexEntry], out: &mut Vec<u8>) {
+/// Encodes the index-block payload; `flags` (version 4) adds each entry's flags byte.
+pub(crate) fn encode_index(entries: &[IndexEntry], flags: bool, out: &mut Vec<u8>) {
     super::codec::put_varint(out, entries.len() as u64);
     for e in entries {
         put_key(out, &e.first_key);
         out.extend_from_slice(&e.offset.to_be_bytes());
         out.extend_from_slice(&e.len.to_be_bytes());
+        if flags {
+            out.push(if e.starts_row { STARTS_ROW } else { 0 });
+        }
     }
 }
 
-/// Decodes the index-block payload; keys are zero-copy slices of `buf`.
-pub(crate) fn decode_index(buf: &Bytes) -> Dec<Vec<IndexEntry>> {
+/// Decodes the index-block payload (with each entry's flags byte when `flags`, version 4);
+/// keys are zero-copy slices of `buf`.
+pub(crate) fn decode_index(buf: &Bytes, flags: bool) -> Dec<Vec<IndexEntry>> {
     let mut c = Cursor::at(buf, 0);
     let count = c.varint()?;
     if count > (c.remaining() / MIN_INDEX_ENTRY) as u64 {
@@ -54,10 +66,15 @@ pub(crate) fn decode_index(buf: &Bytes) -> Dec<Vec<IndexEntry>> {
         let key = c.key()?.to_key(buf);
         let offset = c.u64()?;
         let len = c.u32()?;
+        let bits = if flags { c.u8()? } else { 0 };
+        if bits & !STARTS_ROW != 0 {
+            return Err(format!("index entry with unknown flags {bits:#04x}").into());
+        }
         entries.push(IndexEntry {
             first_key: key,
             offset,
             len,
+            starts_row: bits & STARTS_ROW != 0,
         });
     }
     if c.remaining() != 0 {
@@ -120,13 +137,18 @@ pub(crate) struct Trailer {
     pub bloom_offset: u64,
     pub bloom_len: u32,
     pub entry_count: u64,
-    /// The format version: [`VERSION`] or [`VERSION_2`].
+    /// The format version: [`VERSION`], [`VERSION_3`] or [`VERSION_2`].
     pub version: u32,
 }
 
 impl Trailer {
-    /// Whether the file's data blocks end with their entries' offsets (format version 3).
+    /// Whether the file's data blocks end with their entries' offsets (version 3 on).
     pub(crate) fn offsets_stored(&self) -> bool {
+        self.version >= VERSION_3
+    }
+
+    /// Whether the file's index entries end with a flags byte (version 4 on).
+    pub(crate) fn index_flags(&self) -> bool {
         self.version >= VERSION
     }
 
@@ -166,7 +188,7 @@ impl Trailer {
         }
         let mut c = Cursor::at(bytes, 8);
         let version = c.u32()?;
-        if version != VERSION && version != VERSION_2 {
+        if ![VERSION, VERSION_3, VERSION_2].contains(&version) {
             return Err(format!("unsupported format version {version}").into());
         }
         Ok(Trailer {
@@ -211,6 +233,36 @@ mod tests {
     fn absurd_index_count_is_rejected() {
         let mut buf = Vec::new();
         super::super::codec::put_varint(&mut buf, u64::MAX);
-        assert!(decode_index(&Bytes::from(buf)).is_err());
+        assert!(decode_index(&Bytes::from(buf.clone()), false).is_err());
+        assert!(decode_index(&Bytes::from(buf), true).is_err());
+    }
+
+    fn entry(row: &str, starts_row: bool) -> IndexEntry {
+        IndexEntry {
+            first_key: StoreKey::first_on_row(Bytes::from(row.to_owned())),
+            offset: 7,
+            len: 30,
+            starts_row,
+        }
+    }
+
+    #[test]
+    fn index_flags_round_trip_in_version_4_only() {
+        let entries = vec![entry("a", true), entry("b", false), entry("c", true)];
+        let mut with = Vec::new();
+        encode_index(&entries, true, &mut with);
+        let back = decode_index(&Bytes::from(with.clone()), true).unwrap();
+        let flags: Vec<bool> = back.iter().map(|e| e.starts_row).collect();
+        assert_eq!(flags, [true, false, true]);
+        let mut without = Vec::new();
+        encode_index(&entries, false, &mut without);
+        assert_eq!(with.len(), without.len() + 3, "one flags byte per entry");
+        let back = decode_index(&Bytes::from(without), false).unwrap();
+        assert!(back.iter().all(|e| !e.starts_row), "version 3 has no flags");
+        // Unknown flag bits are corruption, not ignored.
+        let last = with.len() - 1;
+        with[last] = 0x81;
+        let err = decode_index(&Bytes::from(with), true).unwrap_err();
+        assert!(format!("{err:?}").contains("unknown flags"), "{err:?}");
     }
 }

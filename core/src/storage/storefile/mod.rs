@@ -67,7 +67,7 @@
 //! # Data block payload
 //!
 //! One or more entries, back to back, in strictly ascending key order, then (format
-//! version 3) the offsets table:
+//! versions 3 and 4) the offsets table:
 //!
 //! | size   | field                  |
 //! |--------|------------------------|
@@ -75,7 +75,7 @@
 //! | varint | value length `V`       |
 //! | `V`    | value                  |
 //!
-//! Offsets table (version 3), where `E` is the entries' total length in bytes and `n` the
+//! Offsets table (versions 3 and 4), where `E` is the entries' total length in bytes and `n` the
 //! number of entries:
 //!
 //! | size    | field                                                              |
@@ -90,10 +90,12 @@
 //! corruption. A version-2 payload has no table: entries run to the payload's end, and a
 //! reader walks them to find each one.
 //!
-//! The writer closes a block as soon as its entries reach the configured block size, so a
-//! block exceeds the block size by at most one entry and its offsets table (a single large
-//! cell makes a large block). The first key of every data block equals its index entry's
-//! key.
+//! A block whose entries reached the configured block size `B` closes at the next row's
+//! first cell, or, inside a row, once its entries reach `B + B / 2` ([`ROW_SLACK`]): a row
+//! that fits in that slack never straddles two blocks, so a point read of it reads one
+//! block. A block exceeds `B + B / 2` by at most one entry and its offsets table (a single
+//! large cell makes a large block). Readers do not rely on this rule (files cut anywhere
+//! read the same). The first key of every data block equals its index entry's key.
 //!
 //! # Index block payload
 //!
@@ -104,8 +106,17 @@
 //!
 //! Each index entry: the data block's first key (encoded as a key, no value), then its offset
 //! in the file (u64 BE), then its framed on-disk length (u32 BE, including the 9 framing
-//! bytes). Entries are in file order; their keys are strictly ascending. The writer
-//! compresses the index block with the file's compression.
+//! bytes), then (version 4) one flags byte: bit 0 (`STARTS_ROW`) set when the block's first
+//! cell is the first cell of its row, so the block before holds no cell of that row; every
+//! other bit is 0, and a set one is corruption. Entries are in file order; their keys are
+//! strictly ascending. The writer compresses the index block with the file's compression.
+//!
+//! A forward seek to a key of row `R` starts in the last block whose first key is at or
+//! below the key, except when the next block's entry has `STARTS_ROW` and its first key's
+//! row is `R`: every cell before that block then sorts below the key, and the seek starts
+//! there. With the writer's row-aligned blocks (above), a point read of a row that begins a
+//! block reads that block alone. `Admin::check_table` reports a flag that a block before
+//! contradicts.
 //!
 //! # File-info block payload
 //!
@@ -160,7 +171,7 @@
 //! | offset | size | field                                              |
 //! |--------|------|----------------------------------------------------|
 //! | 0      | 8    | magic `BSLTSF01` (ASCII)                           |
-//! | 8      | 4    | format version, u32 BE: 3 (2 is read too)          |
+//! | 8      | 4    | format version, u32 BE: 4 (3 and 2 are read too)   |
 //! | 12     | 8    | index block offset, u64 BE                         |
 //! | 20     | 4    | index block framed length, u32 BE                  |
 //! | 24     | 8    | file-info block offset, u64 BE                     |
@@ -170,9 +181,11 @@
 //! | 48     | 8    | number of cells, u64 BE                            |
 //! | 56     | 4    | CRC-32 of trailer bytes `0 .. 56`, u32 BE          |
 //!
-//! Version 3 (written since 2026-11-26) differs from version 2 only in the data blocks'
-//! offsets table; a reader reads both. Version 1 (no bloom block, 48-byte trailer) was never
-//! released and is not readable.
+//! Version 4 (written since 2026-11-26) differs from version 3 only in the index
+//! entries' flags byte; version 3 differs from version 2 only in the data blocks' offsets
+//! table; a reader reads all three (older files as if no block started a row) and
+//! compaction rewrites them as version 4. Version 1 (no bloom block, 48-byte trailer) was
+//! never released and is not readable.
 //!
 //! # Validation
 //!
@@ -227,6 +240,10 @@ use crate::schema::{BloomType, Compression};
 
 /// The largest payload or stored length of one block (1 GiB); anything larger is corruption.
 pub const MAX_BLOCK_LEN: usize = 1 << 30;
+
+/// How far past the block size a block grows to end at a row boundary: `block_size / ROW_SLACK`
+/// (see the module doc).
+pub const ROW_SLACK: usize = 2;
 
 /// The default data block size (64 KiB, HBase's default).
 pub const DEFAULT_BLOCK_SIZE: usize = 64 * 1024;

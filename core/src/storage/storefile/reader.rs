@@ -91,7 +91,7 @@ impl StoreFileReader {
 
         let at = trailer.index_offset;
         let index_buf = read_block(&*file, path, at, trailer.index_len)?;
-        let index = decode_index(&index_buf).map_err(bad(at))?;
+        let index = decode_index(&index_buf, trailer.index_flags()).map_err(bad(at))?;
         check_index(&index, at).map_err(bad(at))?;
 
         let at = trailer.info_offset;
@@ -194,6 +194,31 @@ impl StoreFileReader {
     /// The number of data blocks.
     pub fn block_count(&self) -> usize {
         self.index.len()
+    }
+
+    /// The first key of data block `i` (`None` past the last block).
+    pub fn block_first_key(&self, i: usize) -> Option<StoreKey> {
+        self.index.get(i).map(|e| e.first_key.clone())
+    }
+
+    /// The block a forward seek to `key` starts in: the last block starting at or before
+    /// `key` ([`Self::block_at_or_before`], or 0), unless the next block starts `key`'s row
+    /// (its index entry says so, version 4): then that block holds no cell of the row and
+    /// every earlier cell sorts before `key`, so the seek starts in the next block (a point
+    /// read of a row that begins a block reads that block alone).
+    pub(crate) fn seek_block(&self, key: &StoreKey) -> usize {
+        let idx = self.block_at_or_before(key).unwrap_or(0);
+        match self.index.get(idx + 1) {
+            Some(next) if next.starts_row && next.first_key.row == key.row => idx + 1,
+            _ => idx,
+        }
+    }
+
+    /// True when data block `i` exists and its first key's row sorts after `row`.
+    pub(crate) fn block_starts_past_row(&self, i: usize, row: &[u8]) -> bool {
+        self.index
+            .get(i)
+            .is_some_and(|e| e.first_key.row.as_ref() > row)
     }
 
     /// The first key of the middle data block (the split point HBase picks); `None` for an

@@ -11,6 +11,7 @@ use super::data::DataBlock;
 use super::reader::{ReadAhead, StoreFileReader};
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::Result;
+use bytes::Bytes;
 use std::sync::Arc;
 
 enum State<S> {
@@ -58,6 +59,8 @@ pub struct StoreFileScanner {
     mode: CacheMode,
     /// Runs of blocks read ahead for moves to the next block.
     ahead: ReadAhead,
+    /// The last row wanted (a point read's row): a block starting past it is not read.
+    end_row: Option<Bytes>,
 }
 
 impl StoreFileScanner {
@@ -70,7 +73,16 @@ impl StoreFileScanner {
             pos: 0,
             mode: CacheMode::Normal,
             ahead: ReadAhead::default(),
+            end_row: None,
         }
+    }
+
+    /// Ends the scan before the first block that starts past `row`. The scanner may still
+    /// return cells of later rows from a block it reads; the caller stops at them. A point
+    /// read of a row that ends where its block does reads no further block.
+    pub fn end_at_row(mut self, row: Bytes) -> Self {
+        self.end_row = Some(row);
+        self
     }
 
     /// Sets how the blocks this scanner reads use the block cache (default
@@ -99,7 +111,7 @@ impl StoreFileScanner {
     /// or before it, or else at the start of the next block.
     fn seek(&mut self, key: &StoreKey) -> Result<()> {
         let r = &self.reader;
-        let idx = r.block_at_or_before(key).unwrap_or(0);
+        let idx = r.seek_block(key);
         if idx >= r.block_count() {
             return Ok(());
         }
@@ -121,7 +133,11 @@ impl StoreFileScanner {
         } else if self.block.is_some() {
             let next = self.idx + 1;
             self.block = None;
-            if next < self.reader.block_count() {
+            let past_end = self
+                .end_row
+                .as_ref()
+                .is_some_and(|row| self.reader.block_starts_past_row(next, row));
+            if next < self.reader.block_count() && !past_end {
                 self.block = Some(self.reader.next_block(next, self.mode, &mut self.ahead)?);
                 self.idx = next;
                 self.pos = 0;

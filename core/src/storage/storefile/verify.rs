@@ -183,6 +183,8 @@ struct Extent {
     offset: u64,
     len: u64,
     index_key: Option<StoreKey>,
+    /// The index says the block starts a row (no cell of its first row before it).
+    starts_row: bool,
 }
 
 /// What the data blocks hold, gathered while checking them.
@@ -343,7 +345,7 @@ impl Verifier<'_> {
     fn index(&mut self, t: &Trailer) -> Option<Vec<IndexEntry>> {
         let at = t.index_offset;
         let payload = self.block("index", at, u64::from(t.index_len), t.info_offset)?;
-        match decode_index(&payload) {
+        match decode_index(&payload, t.index_flags()) {
             Ok(entries) => Some(entries),
             Err(r) => {
                 self.add(at, FindingKind::Index, r);
@@ -404,6 +406,7 @@ impl Verifier<'_> {
                 offset: e.offset,
                 len: u64::from(e.len),
                 index_key: Some(e.first_key.clone()),
+                starts_row: e.starts_row,
             });
         }
         Some(out)
@@ -441,6 +444,7 @@ impl Verifier<'_> {
                 offset: at,
                 len,
                 index_key: None,
+                starts_row: false,
             });
             at += len;
         }
@@ -481,6 +485,19 @@ impl Verifier<'_> {
                 if let Some(k) = e.index_key.as_ref().filter(|k| **k != key) {
                     let reason =
                         format!("index key {k:?} differs from the block's first key {key:?}");
+                    self.add(e.offset, FindingKind::Index, reason);
+                }
+                // Seeks trust the flag to skip the block before: it must not hide cells.
+                if let Some(last) = seen
+                    .last
+                    .as_ref()
+                    .filter(|l| e.starts_row && l.row == key.row)
+                {
+                    let reason = format!(
+                        "index says the block starts row {:?}, but the block before ends with \
+                         {last:?}",
+                        key.row
+                    );
                     self.add(e.offset, FindingKind::Index, reason);
                 }
             }
@@ -678,16 +695,19 @@ mod tests {
         blocks: &[Vec<StoreCell>],
         tweak: impl FnOnce(&mut Vec<IndexEntry>, &mut FileInfo, &mut Vec<u64>),
     ) {
-        write_crafted_as(path, blocks, None, tweak)
+        write_crafted_as(path, blocks, None, false, tweak)
     }
 
-    /// [`write_crafted`], as format version 3 when `offsets` is given: each data block ends
-    /// with the offsets table `offsets` makes of the block's number and its true offsets.
+    /// [`write_crafted`], as format version 3 when `offsets` is given (version 4 with
+    /// `flags`: index entries with their true starts-a-row flags, before `tweak`): each data
+    /// block ends with the offsets table `offsets` makes of the block's number and its true
+    /// offsets.
     #[allow(clippy::type_complexity)]
     fn write_crafted_as(
         path: &Path,
         blocks: &[Vec<StoreCell>],
         offsets: Option<&dyn Fn(usize, Vec<u32>) -> Vec<u32>>,
+        flags: bool,
         tweak: impl FnOnce(&mut Vec<IndexEntry>, &mut FileInfo, &mut Vec<u64>),
     ) {
         let mut framer = Framer::new(Compression::None).unwrap();
@@ -722,10 +742,13 @@ mod tests {
             framer
                 .frame(&payload, Compression::None, &mut framed)
                 .unwrap();
+            let starts_row =
+                n == 0 || blocks[n - 1].last().map(|c| &c.key.row) != Some(&b[0].key.row);
             index.push(IndexEntry {
                 first_key: b[0].key.clone(),
                 offset: out.len() as u64,
                 len: framed.len() as u32,
+                starts_row,
             });
             out.extend_from_slice(&framed);
         }
@@ -739,7 +762,8 @@ mod tests {
             (at, framed.len() as u32)
         };
         let mut payload = Vec::new();
-        encode_index(&index, &mut payload);
+        let flags = flags && offsets.is_some();
+        encode_index(&index, flags, &mut payload);
         let (index_offset, index_len) = block(&payload, &mut out);
         payload.clear();
         encode_info(&info, &mut payload);
@@ -754,10 +778,11 @@ mod tests {
             bloom_offset,
             bloom_len,
             entry_count: info.entry_count,
-            version: match offsets {
-                Some(_) => super::super::meta::VERSION,
+            version: match (offsets, flags) {
+                (Some(_), true) => super::super::meta::VERSION,
+                (Some(_), false) => super::super::meta::VERSION_3,
                 // Blocks of entries only, as version 2 wrote them: old files stay checkable.
-                None => super::super::meta::VERSION_2,
+                (None, _) => super::super::meta::VERSION_2,
             },
         };
         out.extend_from_slice(&trailer.encode());
@@ -830,6 +855,88 @@ mod tests {
         }
     }
 
+    /// Rows that straddle blocks (`b`, `d`) and a row that starts one (`d` starts block 2).
+    fn straddling_blocks() -> Vec<Vec<StoreCell>> {
+        vec![
+            vec![cell("a", "q", 9, 1), cell("b", "q", 9, 2)],
+            vec![cell("b", "r", 9, 3), cell("c", "q", 9, 4)],
+            vec![cell("d", "q", 9, 5)],
+            vec![cell("d", "r", 9, 6), cell("e", "q", 9, 7)],
+        ]
+    }
+
+    #[test]
+    fn versions_2_3_and_4_read_alike_and_version_4_seeks_skip_the_block_before_a_row() {
+        let blocks = straddling_blocks();
+        let all: Vec<StoreCell> = blocks.iter().flatten().cloned().collect();
+        type Offsets<'a> = Option<&'a dyn Fn(usize, Vec<u32>) -> Vec<u32>>;
+        let layouts: [(Offsets, bool, u32); 3] = [
+            (None, false, super::super::meta::VERSION_2),
+            (Some(&|_, at| at), false, super::super::meta::VERSION_3),
+            (Some(&|_, at| at), true, super::super::meta::VERSION),
+        ];
+        for (offsets, flags, version) in layouts {
+            let (_dir, path) = tmp();
+            write_crafted_as(&path, &blocks, offsets, flags, |_, _, _| {});
+            let raw = std::fs::read(&path).unwrap();
+            let stored =
+                u32::from_be_bytes(raw[raw.len() - 52..raw.len() - 48].try_into().unwrap());
+            assert_eq!(stored, version);
+            assert!(
+                verify_file(&crate::fs::StdFs, &path).is_healthy(),
+                "v{version}"
+            );
+            let cache = std::sync::Arc::new(super::super::BlockCache::new(1 << 20));
+            let fs = crate::fs::StdFs::shared();
+            let r = StoreFileReader::open(&fs, &path, 1, Some(cache.clone())).unwrap();
+            for row in ["a", "b", "c", "d", "e", "bb", "z"] {
+                let start = StoreKey::first_on_row(Bytes::from(row));
+                let want: Vec<&StoreCell> = all.iter().filter(|c| c.key >= start).collect();
+                let got: Vec<StoreCell> = r.scan_from(&start).map(|c| c.unwrap()).collect();
+                assert_eq!(
+                    got.iter().collect::<Vec<_>>(),
+                    want,
+                    "v{version} from {row}"
+                );
+            }
+            // A point read of `d` (which starts block 2): version 4 reads block 2 alone,
+            // older versions read block 1 first (the last block starting before `d`).
+            let d = Bytes::from("d");
+            let before = cache.hits() + cache.misses();
+            let got: Vec<StoreCell> = r
+                .scan_from(&StoreKey::first_on_row(d.clone()))
+                .end_at_row(d.clone())
+                .map(|c| c.unwrap())
+                .filter(|c| c.key.row == d)
+                .collect();
+            assert_eq!(got.len(), 2, "v{version}");
+            let blocks_read = cache.hits() + cache.misses() - before;
+            let expected = if flags { 2 } else { 3 };
+            assert_eq!(blocks_read, expected, "v{version}: blocks read for row d");
+        }
+    }
+
+    #[test]
+    fn a_starts_row_flag_that_hides_cells_is_reported() {
+        let (_dir, path) = tmp();
+        let mut at = 0;
+        // Block 1 starts with row `b`, whose first cell is in block 0.
+        write_crafted_as(
+            &path,
+            &straddling_blocks(),
+            Some(&|_, at| at),
+            true,
+            |index, _, _| {
+                index[1].starts_row = true;
+                at = index[1].offset;
+            },
+        );
+        let c = verify_file(&crate::fs::StdFs, &path);
+        assert_eq!(kinds(&c), [FindingKind::Index], "{c:?}");
+        assert_eq!(c.findings[0].offset, at);
+        assert!(c.findings[0].reason.contains("starts row"), "{c:?}");
+    }
+
     #[test]
     fn version_3_files_end_each_data_block_with_its_offsets() {
         let (_dir, path) = tmp();
@@ -856,7 +963,7 @@ mod tests {
     fn an_offsets_table_pointing_inside_an_entry_is_reported() {
         let (_dir, path) = tmp();
         let blocks = three_blocks();
-        write_crafted_as(&path, &blocks, Some(&|_, at| at), |_, _, _| {});
+        write_crafted_as(&path, &blocks, Some(&|_, at| at), true, |_, _, _| {});
         assert!(verify_file(&crate::fs::StdFs, &path).is_healthy());
         // Block 1's second offset moved 3 bytes into its first entry, under a valid CRC.
         let inside = |n: usize, mut at: Vec<u32>| {
@@ -865,7 +972,7 @@ mod tests {
             }
             at
         };
-        write_crafted_as(&path, &blocks, Some(&inside), |_, _, _| {});
+        write_crafted_as(&path, &blocks, Some(&inside), true, |_, _, _| {});
         let c = verify_file(&crate::fs::StdFs, &path);
         assert_eq!(kinds(&c), [FindingKind::DataBlock], "{c:?}");
         let block_1 = c.findings[0].offset;

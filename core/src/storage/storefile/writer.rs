@@ -11,7 +11,7 @@ use super::bloom;
 use super::codec::{entry_len, put_entry};
 use super::data::{offsets_len, put_offsets, OFFSETS_OVERHEAD};
 use super::meta::{encode_index, encode_info, IndexEntry, Trailer, VERSION};
-use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN};
+use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN, ROW_SLACK};
 use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, IoWriter};
@@ -35,6 +35,8 @@ pub struct StoreFileWriter {
     /// The offset of each entry of the open data block (written after its entries).
     block_offsets: Vec<u32>,
     block_first: Option<StoreKey>,
+    /// Whether the open block's first cell is its row's first cell.
+    block_starts_row: bool,
     /// Reused buffer for framed blocks.
     framed: Vec<u8>,
     index: Vec<IndexEntry>,
@@ -79,6 +81,7 @@ impl StoreFileWriter {
             block: Vec::with_capacity(opts.block_size.min(MAX_BLOCK_LEN) + 1024),
             block_offsets: Vec::new(),
             block_first: None,
+            block_starts_row: false,
             framed: Vec::new(),
             index: Vec::new(),
             info: FileInfo {
@@ -117,11 +120,21 @@ impl StoreFileWriter {
             )));
         }
         let listed = offsets_len(self.block_offsets.len() + 1, self.block.len() + len);
-        if !self.block.is_empty() && self.block.len() + len + listed > MAX_BLOCK_LEN {
+        let size = self.opts.block_size;
+        let new_row = self
+            .info
+            .last_key
+            .as_ref()
+            .is_none_or(|l| !same_bytes(&l.row, &cell.key.row));
+        // A full block closes at a row boundary, or inside a row past the slack.
+        let full = self.block.len() >= size
+            && (new_row || self.block.len() >= size.saturating_add(size / ROW_SLACK));
+        if !self.block.is_empty() && (full || self.block.len() + len + listed > MAX_BLOCK_LEN) {
             self.guard(Self::flush_block)?;
         }
         if self.block.is_empty() {
             self.block_first = Some(cell.key.clone());
+            self.block_starts_row = new_row;
         }
         // Blocks stay under MAX_BLOCK_LEN (checked above), so offsets fit in a u32.
         self.block_offsets
@@ -155,9 +168,6 @@ impl StoreFileWriter {
         info.min_ts = info.min_ts.min(cell.key.ts);
         info.max_ts = info.max_ts.max(cell.key.ts);
         info.entry_count += 1;
-        if self.block.len() >= self.opts.block_size {
-            self.guard(Self::flush_block)?;
-        }
         Ok(())
     }
 
@@ -182,7 +192,7 @@ impl StoreFileWriter {
         self.flush_block()?;
         let index_offset = self.offset;
         let mut payload = Vec::new();
-        encode_index(&self.index, &mut payload);
+        encode_index(&self.index, true, &mut payload);
         let index_len = self.write_block(&payload, self.opts.compression)?;
         let info_offset = self.offset;
         payload.clear();
@@ -255,6 +265,7 @@ impl StoreFileWriter {
             first_key,
             offset,
             len,
+            starts_row: self.block_starts_row,
         });
         Ok(())
     }

@@ -23,6 +23,16 @@ fn check_against_model(
             "scan_from {:?}",
             p
         );
+        // A point read's scanner (ending at the probe's row) returns a prefix of the same
+        // cells that holds every cell of that row.
+        let point = collect(reader.scan_from(p).end_at_row(p.row.clone())).unwrap();
+        prop_assert!(want.starts_with(&point), "end_at_row {:?}", p);
+        let of_row = want.iter().take_while(|(k, _)| k.row <= p.row).count();
+        prop_assert!(
+            point.len() >= of_row,
+            "end_at_row {:?} lost cells of its row",
+            p
+        );
         let want: Vec<_> = model
             .range(..=p)
             .rev()
@@ -175,7 +185,7 @@ fn large_cells_exceed_the_block_size() {
     }
     write(&path, &model, 1024, Compression::Lz4).unwrap();
     let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
-    // A block closes once it reaches the block size: [r0 r1] [r2 r3] [r4].
+    // A block closes at the next row once it reaches the block size: [r0 r1] [r2 r3] [r4].
     assert_eq!(r.block_count(), 3);
     let got = collect(r.scan_from(&min_key())).unwrap();
     assert_eq!(got, model.into_iter().collect::<Vec<_>>());
@@ -315,4 +325,100 @@ fn read_ahead_runs_return_every_cell_in_every_cache_mode() {
             }
         }
     }
+}
+
+/// Rows of `cells` cells of `value_len`-byte values each, `rows` of them.
+fn rows_model(rows: usize, cells: usize, value_len: usize) -> Model {
+    let mut model = Model::new();
+    for r in 0..rows {
+        for q in 0..cells {
+            let k = key(
+                format!("row{r:05}").as_bytes(),
+                format!("q{q}").as_bytes(),
+                1,
+                CellType::Put,
+                1,
+            );
+            model.insert(k, Bytes::from(vec![r as u8; value_len]));
+        }
+    }
+    model
+}
+
+#[test]
+fn blocks_end_at_row_boundaries_when_rows_fit_the_slack() {
+    // Rows of about 5 x 60 bytes in 256-byte blocks: each fits the 128-byte slack.
+    let (_dir, path) = tmp();
+    let model = rows_model(200, 5, 40);
+    write(&path, &model, 256, Compression::None).unwrap();
+    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    assert!(r.block_count() > 20, "{} blocks", r.block_count());
+    let mut rows_seen = 0;
+    for i in 0..r.block_count() {
+        let first = r.block_first_key(i).unwrap();
+        // Every block starts with a row's first cell.
+        let row_first = model.keys().find(|k| k.row == first.row).unwrap();
+        assert_eq!(&first, row_first, "block {i} starts inside a row");
+        rows_seen += 1;
+    }
+    assert!(rows_seen > 20);
+    assert_eq!(
+        collect(r.scan_from(&min_key())).unwrap(),
+        model.into_iter().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn rows_larger_than_the_slack_are_cut_inside() {
+    // One row of 40 cells x ~60 bytes in 256-byte blocks: cut once a block reaches 384 bytes.
+    let (_dir, path) = tmp();
+    let model = rows_model(1, 40, 40);
+    write(&path, &model, 256, Compression::None).unwrap();
+    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    assert!(r.block_count() >= 5, "{} blocks", r.block_count());
+    assert_eq!(
+        collect(r.scan_from(&min_key())).unwrap(),
+        model.into_iter().collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_point_read_of_a_row_ending_its_block_reads_no_further_block() {
+    let (_dir, path) = tmp();
+    let model = rows_model(100, 5, 40);
+    write(&path, &model, 256, Compression::None).unwrap();
+    let cache = Arc::new(BlockCache::new(1 << 20));
+    let r =
+        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, Some(cache.clone())).unwrap();
+    // The last row of block 0 ends where block 0 does (rows fit the slack).
+    let second = r.block_first_key(1).unwrap();
+    let last_row = model
+        .keys()
+        .take_while(|k| k.row < second.row)
+        .last()
+        .unwrap()
+        .row
+        .clone();
+    let before = cache.hits() + cache.misses();
+    let got = collect(
+        r.scan_from(&StoreKey::first_on_row(last_row.clone()))
+            .end_at_row(last_row.clone()),
+    )
+    .unwrap();
+    assert_eq!(got.len(), 5);
+    assert!(got.iter().all(|(k, _)| k.row == last_row));
+    assert_eq!(cache.hits() + cache.misses() - before, 1, "one block read");
+    // Without the end row, the scanner goes on into block 1.
+    let all = collect(r.scan_from(&StoreKey::first_on_row(last_row.clone()))).unwrap();
+    assert!(all.len() > 5);
+    // The row that starts block 1: its seek goes straight to block 1 (the index flags it
+    // as starting a row), not to block 0 first.
+    let before = cache.hits() + cache.misses();
+    let got = collect(
+        r.scan_from(&StoreKey::first_on_row(second.row.clone()))
+            .end_at_row(second.row.clone()),
+    )
+    .unwrap();
+    assert_eq!(got.iter().filter(|(k, _)| k.row == second.row).count(), 5);
+    assert_eq!(cache.hits() + cache.misses() - before, 1, "one block read");
 }
