@@ -26,7 +26,7 @@ use basalt_core::client::{
     Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
 };
 use basalt_core::coprocessor::{
-    CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch, RegionHooks,
+    CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch, MutationHook, RegionHooks,
 };
 use basalt_core::server::compact::CompactionOutcome;
 use basalt_core::wal::WalEdit;
@@ -371,6 +371,18 @@ impl RegionHooks for CoprocessorHost {
         }
         self.active_any()
             .all(|c| c.default_hooks.load(Ordering::Relaxed) & need == need)
+    }
+
+    fn skips(&self, hook: MutationHook) -> bool {
+        let need = match hook {
+            MutationHook::PrePut => Hook::PrePut,
+            MutationHook::PostPut => Hook::PostPut,
+            MutationHook::PreDelete => Hook::PreDelete,
+            MutationHook::PostDelete => Hook::PostDelete,
+            MutationHook::PostBatchMutate => Hook::PostBatchMutate,
+            MutationHook::PostBatch => Hook::PostBatch,
+        };
+        self.active_any().all(|c| !c.runs(need))
     }
 
     async fn pre_put(&self, env: &HookEnv<'_>, put: &mut Put) -> Result<Flow> {

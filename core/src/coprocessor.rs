@@ -364,6 +364,24 @@ pub struct Savepoint {
     vetoed: Vec<bool>,
 }
 
+/// A write-path hook that [`RegionHooks::skips`] can rule out before the engine prepares
+/// its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MutationHook {
+    /// `pre_put`.
+    PrePut,
+    /// `post_put`.
+    PostPut,
+    /// `pre_delete`.
+    PreDelete,
+    /// `post_delete`.
+    PostDelete,
+    /// `post_batch_mutate`.
+    PostBatchMutate,
+    /// `post_batch`.
+    PostBatch,
+}
+
 /// The hooks the engine calls on a table's operations; every method defaults to a no-op.
 /// See the module doc for where each is called and what it may do. An error from a hook
 /// fails the operation with that error (a post-hook's error after the write committed).
@@ -375,6 +393,13 @@ pub trait RegionHooks: Send + Sync + std::fmt::Debug {
     /// a table without coprocessors. Must only answer true when skipping every one of those
     /// calls changes nothing. Defaults to false.
     fn skips_mutation_hooks(&self, _puts: bool, _deletes: bool) -> bool {
+        false
+    }
+    /// True when `hook` would run nothing (every coprocessor's body for it is known to be
+    /// the trait's no-op default): the engine then does not call it, nor build what the
+    /// call needs (the region of the row, a batch's grouping by region). Must only answer
+    /// true when skipping the call changes nothing. Defaults to false.
+    fn skips(&self, _hook: MutationHook) -> bool {
         false
     }
     /// Before a put; may change it or bypass it.

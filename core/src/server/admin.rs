@@ -172,6 +172,7 @@ impl Engine {
             Arc::new(TableState {
                 name: desc.name.clone(),
                 key: desc.name.to_string(),
+                key_hash: crate::keys::hash::xxh3(desc.name.to_string().as_bytes()),
                 descriptor: RwLock::new(desc),
                 enabled: AtomicBool::new(true),
                 regions: RwLock::new(regions),

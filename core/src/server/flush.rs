@@ -49,16 +49,25 @@ impl Engine {
         } else {
             Vec::new()
         };
+        // The next MemStores, built before the locks (a row filter planned for twice the
+        // rows of the one it replaces is zeroed on allocation).
+        let fresh: Vec<Arc<MemStore>> = stores
+            .iter()
+            .map(|s| {
+                let rows = s.state.read().active.row_count().saturating_mul(2);
+                Arc::new(MemStore::for_rows(rows))
+            })
+            .collect();
         let (read_point, snapshots) = {
             let _w = region.update_lock.write();
             let s = self.mvcc.read_point();
             let mut snaps = Vec::new();
-            for store in &stores {
+            for (store, next) in stores.iter().zip(fresh) {
                 let mut st = store.state.write();
                 if st.active.is_empty() {
                     continue;
                 }
-                let old = std::mem::replace(&mut st.active, Arc::new(MemStore::new()));
+                let old = std::mem::replace(&mut st.active, next);
                 st.snapshot = Some(old.clone());
                 snaps.push((store.clone(), old));
             }

@@ -23,7 +23,7 @@ use super::{now_ms, Config, Engine, TableState};
 use crate::client::ops::{
     Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult,
 };
-use crate::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch, RegionHooks};
+use crate::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch, MutationHook, RegionHooks};
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::schema::{CoprocessorDescriptor, TableDescriptor, TableName};
@@ -174,6 +174,11 @@ fn set(results: &mut [Slot], i: usize, r: Result<BatchOutcome>) {
     }
 }
 
+/// The table an added write goes to: `target`, or the batch's own table `t`.
+fn target_of<'a>(t: &'a TableState, target: &'a Option<Arc<TableState>>) -> &'a TableState {
+    target.as_deref().unwrap_or(t)
+}
+
 impl Engine {
     fn region_for(&self, t: &TableState, row: &[u8]) -> Result<Arc<Region>> {
         t.locate(row)
@@ -306,6 +311,13 @@ impl Engine {
         hooks: &Arc<dyn RegionHooks>,
         m: &mut Mutation,
     ) -> Result<Flow> {
+        let hook = match m {
+            Mutation::Put(_) => MutationHook::PrePut,
+            Mutation::Delete(_) => MutationHook::PreDelete,
+        };
+        if hooks.skips(hook) {
+            return Ok(Flow::Continue);
+        }
         let env = self.env_for(t, m.row())?;
         match m {
             Mutation::Put(p) => hooks.pre_put(&env, p).await,
@@ -319,6 +331,13 @@ impl Engine {
         hooks: &Arc<dyn RegionHooks>,
         m: &Mutation,
     ) -> Result<()> {
+        let hook = match m {
+            Mutation::Put(_) => MutationHook::PostPut,
+            Mutation::Delete(_) => MutationHook::PostDelete,
+        };
+        if hooks.skips(hook) {
+            return Ok(());
+        }
         let env = self.env_for(t, m.row())?;
         match m {
             Mutation::Put(p) => hooks.post_put(&env, p).await,
@@ -374,6 +393,9 @@ impl Engine {
         t: &TableState,
         muts: &[&Mutation],
     ) -> Result<Vec<(Arc<Region>, Vec<usize>)>> {
+        if let [m] = muts {
+            return Ok(vec![(self.region_for(t, m.row())?, vec![0])]);
+        }
         let mut by_region: BTreeMap<u64, (Arc<Region>, Vec<usize>)> = BTreeMap::new();
         for (i, m) in muts.iter().enumerate() {
             let r = self.region_for(t, m.row())?;
@@ -477,25 +499,18 @@ impl Engine {
                 .commit_tables(&[t], cells, durability, Some(post))
                 .await;
         }
-        let table_name = |target: &Option<Arc<TableState>>| {
-            target
-                .as_ref()
-                .map_or_else(|| t.key.clone(), |x| x.key.clone())
-        };
-        let names: Vec<String> = added.iter().map(|(target, _)| table_name(target)).collect();
-        let absent_names: Vec<String> = absent
+        let names: Vec<&str> = added
             .iter()
-            .map(|(target, _)| table_name(target))
+            .map(|(target, _)| target_of(t, target).key.as_str())
             .collect();
         let more: Vec<(&str, &[u8])> = names
             .iter()
             .zip(&added)
-            .map(|(n, (_, op))| (n.as_str(), op.row().as_ref()))
+            .map(|(n, (_, op))| (*n, op.row().as_ref()))
             .chain(
-                absent_names
+                absent
                     .iter()
-                    .zip(&absent)
-                    .map(|(n, (_, row))| (n.as_str(), row.as_ref())),
+                    .map(|(target, row)| (target_of(t, target).key.as_str(), row.as_ref())),
             )
             .collect();
         let bounded = plan.attempts >= RELOCK_ATTEMPTS;
@@ -592,7 +607,7 @@ impl Engine {
                 AddedOp::Increment(inc) => {
                     durabilities.push(inc.durability);
                     let slot = incs
-                        .entry((name.as_str(), &inc.row))
+                        .entry((*name, &inc.row))
                         .or_insert_with(|| (target, BTreeMap::new()));
                     for (f, q, amount) in &inc.columns {
                         let sum = slot.1.entry((f, q)).or_insert(0);
@@ -623,6 +638,9 @@ impl Engine {
     /// Runs `post_batch_mutate` once per region of a commit's operations (the batch is in
     /// the MemStore, not yet visible).
     pub(super) async fn post_apply(self: &Arc<Self>, p: &PostApply<'_>) -> Result<()> {
+        if p.hooks.skips(MutationHook::PostBatchMutate) {
+            return Ok(());
+        }
         for (region, idx) in self.by_region(p.table, p.ops)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| p.ops.get(*i).copied()).collect();
             let env = HookEnv::new(self, p.table, region);
@@ -640,6 +658,9 @@ impl Engine {
         ops: &[&Mutation],
         outcome: &Result<()>,
     ) -> Result<()> {
+        if hooks.skips(MutationHook::PostBatch) {
+            return Ok(());
+        }
         let mut first = None;
         for (region, idx) in self.by_region(t, ops)? {
             let region_ops: Vec<&Mutation> =

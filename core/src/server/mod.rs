@@ -223,6 +223,8 @@ pub struct TableState {
     pub name: TableName,
     /// The name as `ns:name`, formatted once (row locks are keyed by it on every write).
     pub key: String,
+    /// XXH3 of `key`, the seed of the hooked-write clock's row hash.
+    pub(crate) key_hash: u64,
     /// The descriptor.
     pub descriptor: RwLock<TableDescriptor>,
     /// False when disabled.

@@ -203,30 +203,41 @@ impl Engine {
                     cells.push(c);
                 }
             }
-            let mut mine: BTreeMap<StoreKey, StoreCell> = BTreeMap::new();
-            for p in pending {
-                if p.region.id == region.id
-                    && p.store.family == store.family
-                    && p.cell.key.row == g.row
-                {
+            // The batch's cells of this row, latest last; of equal keys the last counts.
+            let mut mine: Vec<StoreCell> = pending
+                .iter()
+                .filter(|p| {
+                    p.region.id == region.id
+                        && p.store.family == store.family
+                        && p.cell.key.row == g.row
+                })
+                .map(|p| {
                     let mut c = p.cell.clone();
                     c.key.seq = read_point.saturating_add(1);
-                    mine.insert(c.key.clone(), c);
-                }
-            }
+                    c
+                })
+                .collect();
+            mine.reverse();
+            mine.sort_by(|a, b| a.key.cmp(&b.key));
+            mine.dedup_by(|later, kept| later.key == kept.key);
             let family = store.family.clone();
             let rules = store.rules();
-            match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| {
-                before.push(Cell {
-                    row: g.row.clone(),
-                    family: family.clone(),
-                    qualifier: c.key.qualifier,
-                    timestamp: c.key.ts,
-                    value: c.value,
-                })
-            });
-            cells.extend(mine.into_values());
-            cells.sort_by(|a, b| a.key.cmp(&b.key));
+            if cells.is_empty() {
+                // Nothing committed (a new row): `before` has nothing of this store.
+                cells = mine;
+            } else {
+                match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| {
+                    before.push(Cell {
+                        row: g.row.clone(),
+                        family: family.clone(),
+                        qualifier: c.key.qualifier,
+                        timestamp: c.key.ts,
+                        value: c.value,
+                    })
+                });
+                cells.extend(mine);
+                cells.sort_by(|a, b| a.key.cmp(&b.key));
+            }
             match_row_into(cells, &rules, &spec, columns.as_ref(), |c| {
                 out.push(Cell {
                     row: g.row.clone(),

@@ -145,6 +145,7 @@ fn open_table(
     Ok(Arc::new(TableState {
         name: entry.descriptor.name.clone(),
         key: entry.descriptor.name.to_string(),
+        key_hash: crate::keys::hash::xxh3(entry.descriptor.name.to_string().as_bytes()),
         descriptor: RwLock::new(entry.descriptor.clone()),
         enabled: AtomicBool::new(entry.enabled),
         regions: RwLock::new(regions),

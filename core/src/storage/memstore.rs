@@ -21,6 +21,7 @@
 
 use crate::cell::{same_bytes, CellType, StoreCell, StoreKey, Timestamp};
 use crate::error::Result;
+use crate::storage::row_filter::RowFilter;
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
 use parking_lot::{Mutex, RwLock};
@@ -549,9 +550,11 @@ enum Inserted {
 type RowCells = RwLock<RowMap>;
 
 /// One store's in-memory sorted cells.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MemStore {
     rows: SkipMap<RowKey, RowCells>,
+    /// Every row inserted (see [`RowFilter`]): most absent rows skip the skiplist search.
+    filter: RowFilter,
     arena: Mutex<Arena>,
     size: AtomicUsize,
     len: AtomicUsize,
@@ -562,10 +565,36 @@ pub struct MemStore {
     stacked: AtomicBool,
 }
 
+impl Default for MemStore {
+    fn default() -> Self {
+        Self::for_rows(0)
+    }
+}
+
 impl MemStore {
-    /// An empty MemStore.
+    /// An empty MemStore (its row filter at the smallest size).
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty MemStore whose row filter is planned for `rows` rows (a flush plans the
+    /// next MemStore for twice the rows of the one it flushes).
+    pub fn for_rows(rows: usize) -> Self {
+        MemStore {
+            rows: SkipMap::new(),
+            filter: RowFilter::for_rows(rows),
+            arena: Mutex::default(),
+            size: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            max_seq: AtomicU64::new(0),
+            deletes: AtomicBool::new(false),
+            stacked: AtomicBool::new(false),
+        }
+    }
+
+    /// The number of rows held.
+    pub fn row_count(&self) -> usize {
+        self.rows.len()
     }
 
     /// Inserts one cell.
@@ -598,6 +627,7 @@ impl MemStore {
             Some(_) if !row.is_empty() => blob.slice(..row.len()),
             _ => row.clone(),
         };
+        self.filter.insert(row);
         // One search: the row's map is built only when the row is new.
         let entry = self.rows.get_or_insert_with(RowKey::new(row_key), || {
             RwLock::new(RowMap::with_capacity(hint))
@@ -630,7 +660,7 @@ impl MemStore {
 
     /// True when some cell of `row` was inserted.
     pub fn contains_row(&self, row: &Bytes) -> bool {
-        self.rows.contains_key(&RowKey::new(row.clone()))
+        self.filter.may_contain(row) && self.rows.contains_key(&RowKey::new(row.clone()))
     }
 
     /// Approximate bytes held.

@@ -8,4 +8,5 @@ pub mod compaction;
 pub mod matcher;
 pub mod memstore;
 pub mod merge;
+pub mod row_filter;
 pub mod storefile;
