@@ -348,20 +348,31 @@ fn rows_model(rows: usize, cells: usize, value_len: usize) -> Model {
 #[test]
 fn blocks_end_at_row_boundaries_when_rows_fit_the_slack() {
     // Rows of about 5 x 60 bytes in 256-byte blocks: each fits the 128-byte slack.
-    let (_dir, path) = tmp();
     let model = rows_model(200, 5, 40);
-    write(&path, &model, 256, Compression::None).unwrap();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let (_dir, r) = written_in_256_byte_blocks(&model, None);
     assert!(r.block_count() > 20, "{} blocks", r.block_count());
-    let mut rows_seen = 0;
     for i in 0..r.block_count() {
         let first = r.block_first_key(i).unwrap();
         // Every block starts with a row's first cell.
         let row_first = model.keys().find(|k| k.row == first.row).unwrap();
         assert_eq!(&first, row_first, "block {i} starts inside a row");
-        rows_seen += 1;
     }
-    assert!(rows_seen > 20);
+    assert_scans_as(&r, model);
+}
+
+/// `model` written with 256-byte blocks, uncompressed, and opened (with `cache`).
+fn written_in_256_byte_blocks(
+    model: &Model,
+    cache: Option<Arc<BlockCache>>,
+) -> (tempfile::TempDir, Arc<StoreFileReader>) {
+    let (dir, path) = tmp();
+    write(&path, model, 256, Compression::None).unwrap();
+    let fs = crate::fs::StdFs::shared();
+    (dir, StoreFileReader::open(&fs, &path, 1, cache).unwrap())
+}
+
+/// A full scan of `r` gives exactly `model`.
+fn assert_scans_as(r: &Arc<StoreFileReader>, model: Model) {
     assert_eq!(
         collect(r.scan_from(&min_key())).unwrap(),
         model.into_iter().collect::<Vec<_>>()
@@ -371,25 +382,17 @@ fn blocks_end_at_row_boundaries_when_rows_fit_the_slack() {
 #[test]
 fn rows_larger_than_the_slack_are_cut_inside() {
     // One row of 40 cells x ~60 bytes in 256-byte blocks: cut once a block reaches 384 bytes.
-    let (_dir, path) = tmp();
     let model = rows_model(1, 40, 40);
-    write(&path, &model, 256, Compression::None).unwrap();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let (_dir, r) = written_in_256_byte_blocks(&model, None);
     assert!(r.block_count() >= 5, "{} blocks", r.block_count());
-    assert_eq!(
-        collect(r.scan_from(&min_key())).unwrap(),
-        model.into_iter().collect::<Vec<_>>()
-    );
+    assert_scans_as(&r, model);
 }
 
 #[test]
 fn a_point_read_of_a_row_ending_its_block_reads_no_further_block() {
-    let (_dir, path) = tmp();
     let model = rows_model(100, 5, 40);
-    write(&path, &model, 256, Compression::None).unwrap();
     let cache = Arc::new(BlockCache::new(1 << 20));
-    let r =
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, Some(cache.clone())).unwrap();
+    let (_dir, r) = written_in_256_byte_blocks(&model, Some(cache.clone()));
     // The last row of block 0 ends where block 0 does (rows fit the slack).
     let second = r.block_first_key(1).unwrap();
     let last_row = model
