@@ -208,7 +208,12 @@ impl Layout {
                 }
             }
         }
-        let key = self.physical(&self.logical_key(&values, data_row)?)?;
+        let logical = self.logical_key(&values, data_row)?;
+        let key = match &self.salt {
+            // Unsalted: the logical key is the row key (no copy).
+            None => Bytes::from(logical),
+            Some(_) => self.physical(&logical)?,
+        };
         if self.def.unique {
             times.extend_from_slice(data_row);
         }
