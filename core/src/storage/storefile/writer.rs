@@ -140,20 +140,18 @@ impl StoreFileWriter {
         self.block_offsets
             .push(u32::try_from(self.block.len()).unwrap_or(u32::MAX));
         put_entry(&mut self.block, cell);
-        // Keys are sorted, so a row (or row + qualifier) is new iff it differs from the last.
+        // Keys are sorted, so a row (`new_row`, above) or a row + qualifier is new iff it
+        // differs from the last.
         let last = self.info.last_key.as_ref();
         match self.opts.bloom {
             BloomType::None => {}
             BloomType::Row => {
-                if last.is_none_or(|l| !same_bytes(&l.row, &cell.key.row)) {
+                if new_row {
                     self.bloom_hashes.push(bloom::row_hash(&cell.key.row));
                 }
             }
             BloomType::RowCol => {
-                if last.is_none_or(|l| {
-                    !same_bytes(&l.row, &cell.key.row)
-                        || !same_bytes(&l.qualifier, &cell.key.qualifier)
-                }) {
+                if new_row || last.is_none_or(|l| !same_bytes(&l.qualifier, &cell.key.qualifier)) {
                     let h = bloom::row_col_hash(&cell.key.row, &cell.key.qualifier);
                     self.bloom_hashes.push(h);
                 }
