@@ -789,6 +789,13 @@ mod tests {
         std::fs::write(path, out).unwrap();
     }
 
+    /// The format version in `path`'s trailer (bytes 8..12 of the last 60).
+    fn stored_version(path: &Path) -> u32 {
+        let raw = std::fs::read(path).unwrap();
+        let at = raw.len() - super::super::meta::TRAILER_LEN + 8;
+        u32::from_be_bytes(raw[at..at + 4].try_into().unwrap())
+    }
+
     fn three_blocks() -> Vec<Vec<StoreCell>> {
         vec![
             vec![cell("a", "q", 9, 1), cell("b", "q", 9, 2)],
@@ -841,9 +848,7 @@ mod tests {
         let (_dir, path) = tmp();
         let blocks = three_blocks();
         write_crafted(&path, &blocks, |_, _, _| {});
-        let raw = std::fs::read(&path).unwrap();
-        let version = u32::from_be_bytes(raw[raw.len() - 52..raw.len() - 48].try_into().unwrap());
-        assert_eq!(version, super::super::meta::VERSION_2);
+        assert_eq!(stored_version(&path), super::super::meta::VERSION_2);
         let all: Vec<StoreCell> = blocks.iter().flatten().cloned().collect();
         let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         let first = StoreKey::first_on_row(Bytes::new());
@@ -878,10 +883,7 @@ mod tests {
         for (offsets, flags, version) in layouts {
             let (_dir, path) = tmp();
             write_crafted_as(&path, &blocks, offsets, flags, |_, _, _| {});
-            let raw = std::fs::read(&path).unwrap();
-            let stored =
-                u32::from_be_bytes(raw[raw.len() - 52..raw.len() - 48].try_into().unwrap());
-            assert_eq!(stored, version);
+            assert_eq!(stored_version(&path), version);
             assert!(
                 verify_file(&crate::fs::StdFs, &path).is_healthy(),
                 "v{version}"
@@ -938,12 +940,11 @@ mod tests {
     }
 
     #[test]
-    fn version_3_files_end_each_data_block_with_its_offsets() {
+    fn new_files_end_each_data_block_with_its_offsets() {
         let (_dir, path) = tmp();
         write_real(&path, 40, Compression::None, BloomType::Row);
+        assert_eq!(stored_version(&path), super::super::meta::VERSION);
         let raw = std::fs::read(&path).unwrap();
-        let version = u32::from_be_bytes(raw[raw.len() - 52..raw.len() - 48].try_into().unwrap());
-        assert_eq!(version, super::super::meta::VERSION);
         let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         let cells = r.info().entry_count as usize;
         // The first block, uncompressed: stored length at 1..5, payload from 5.
