@@ -210,7 +210,7 @@ impl MergeIter {
     #[inline]
     pub fn peek(&self) -> Option<&StoreCell> {
         if let Some(p) = &self.piped {
-            return p.head.as_ref();
+            return p.head();
         }
         if self.done || self.pending_err.is_some() {
             return None;
@@ -221,7 +221,7 @@ impl MergeIter {
     /// True when the merge has an error to report: `peek` says `None` but `next` has more.
     pub fn has_error(&self) -> bool {
         if let Some(p) = &self.piped {
-            return p.head.is_none() && p.err.is_some();
+            return p.head().is_none() && p.err.is_some();
         }
         !self.done && self.pending_err.is_some()
     }
@@ -235,8 +235,8 @@ impl MergeIter {
         let past = |k: &StoreKey| if reverse { k <= key } else { k >= key };
         if let Some(p) = self.piped.as_deref_mut() {
             // The sources are on the helper thread: step to the key.
-            while p.head.as_ref().is_some_and(|c| !past(&c.key)) {
-                p.advance();
+            while p.head().is_some_and(|c| !past(&c.key)) {
+                let _ = p.take();
             }
             return;
         }
@@ -331,11 +331,12 @@ enum BatchEnd {
 
 /// The reader's side of a merge running on a helper thread.
 ///
-/// Invariants: `head` is the next cell, taken from `batch` or else from the channel, so
-/// `peek` needs no blocking; an error comes after every cell merged before it; a channel that
-/// closes without the helper's `Done` is an error, never a silently shorter merge.
+/// Invariants: the next cell is the first of `batch` (so `peek` is a look at a slice, and a
+/// cell is moved once, out of the batch, when taken); `batch` is refilled from the channel
+/// as soon as it runs empty, so `peek` never blocks; an error comes after every cell merged
+/// before it; a channel that closes without the helper's `Done` is an error, never a
+/// silently shorter merge.
 struct Piped {
-    head: Option<StoreCell>,
     batch: std::vec::IntoIter<StoreCell>,
     rx: Option<Receiver<(Vec<StoreCell>, BatchEnd)>>,
     err: Option<crate::error::Error>,
@@ -354,14 +355,15 @@ impl Drop for Piped {
 }
 
 impl Piped {
-    /// Moves `head` to the next cell, waiting for the helper's next batch if need be.
-    fn advance(&mut self) {
-        loop {
-            if let Some(c) = self.batch.next() {
-                self.head = Some(c);
-                return;
-            }
-            self.head = None;
+    /// The next cell, if one is here (`None` at the end or before a pending error).
+    #[inline]
+    fn head(&self) -> Option<&StoreCell> {
+        self.batch.as_slice().first()
+    }
+
+    /// Waits for the helper's next batch while `batch` is empty and more may come.
+    fn refill(&mut self) {
+        while self.batch.as_slice().is_empty() {
             if self.err.is_some() {
                 return;
             }
@@ -391,10 +393,13 @@ impl Piped {
     }
 
     /// The next item: the head cell, or the error once the cells before it are taken.
+    #[inline]
     fn take(&mut self) -> Option<Result<StoreCell>> {
-        match self.head.take() {
+        match self.batch.next() {
             Some(c) => {
-                self.advance();
+                if self.batch.as_slice().is_empty() {
+                    self.refill();
+                }
                 Some(Ok(c))
             }
             None => self.err.take().map(Err),
@@ -459,13 +464,12 @@ impl MergeIter {
             return;
         }
         let mut piped = Piped {
-            head: None,
             batch: Vec::new().into_iter(),
             rx: Some(rx),
             err: None,
             helper: Some(helper),
         };
-        piped.advance();
+        piped.refill();
         self.piped = Some(Box::new(piped));
     }
 }
