@@ -477,10 +477,18 @@ impl MergeIter {
 impl Iterator for MergeIter {
     type Item = Result<StoreCell>;
 
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if let Some(p) = self.piped.as_deref_mut() {
             return p.take();
         }
+        self.step()
+    }
+}
+
+impl MergeIter {
+    /// The next cell of a merge that runs here (not pipelined).
+    fn step(&mut self) -> Option<Result<StoreCell>> {
         if self.done {
             return None;
         }

@@ -73,6 +73,7 @@ impl RawKey {
     }
 
     /// Builds an owned key whose byte fields are zero-copy slices of `buf`.
+    #[inline(always)]
     pub(crate) fn to_key(&self, buf: &bytes::Bytes) -> StoreKey {
         StoreKey {
             row: buf.slice(self.row.clone()),
@@ -90,7 +91,7 @@ impl RawKey {
 /// This is the scan's hot path: blocks are checked entry by entry when they are decoded
 /// ([`super::data::DataBlock::decode`] uses the [`Cursor`], which says what is wrong), so here
 /// a failure only needs to be detected, not explained.
-#[inline]
+#[inline(always)]
 pub(crate) fn parse_entry(buf: &[u8], at: usize) -> Option<(RawKey, Range<usize>, usize)> {
     let (row, p) = len_prefixed_at(buf, at)?;
     let (qualifier, p) = len_prefixed_at(buf, p)?;
@@ -115,7 +116,7 @@ pub(crate) fn row_at(buf: &[u8], at: usize) -> Option<Range<usize>> {
 }
 
 /// A varint length at `at` and the range of that many following bytes, plus its end.
-#[inline]
+#[inline(always)]
 fn len_prefixed_at(buf: &[u8], at: usize) -> Option<(Range<usize>, usize)> {
     let (len, n) = crate::varint::decode(buf.get(at..)?).ok()?;
     let start = at + n;

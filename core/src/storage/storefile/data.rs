@@ -241,7 +241,7 @@ impl DataBlock {
 
     /// Parses entry `i`: its key, its value's range. The entry must end exactly where the
     /// next one starts (or where the entries end).
-    #[inline]
+    #[inline(always)]
     fn entry(&self, i: usize) -> Dec<(RawKey, std::ops::Range<usize>)> {
         let at = *self.offsets.get(i).ok_or("entry index out of range")? as usize;
         let next = match self.offsets.get(i + 1) {
@@ -250,7 +250,7 @@ impl DataBlock {
         };
         match parse_entry(&self.buf, at) {
             Some((key, value, end)) if end == next => Ok((key, value)),
-            _ => Err(format!("malformed entry at {at}").into()),
+            _ => Err(malformed_entry(at)),
         }
     }
 
@@ -307,7 +307,7 @@ impl DataBlock {
     }
 
     /// Entry `i` as a cell (zero-copy).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn cell(&self, i: usize) -> Dec<StoreCell> {
         let (key, value) = self.entry(i)?;
         Ok(StoreCell {
@@ -315,6 +315,13 @@ impl DataBlock {
             value: self.buf.slice(value),
         })
     }
+}
+
+/// The error of an entry at `at` that does not parse (off the hot path).
+#[cold]
+#[inline(never)]
+fn malformed_entry(at: usize) -> std::borrow::Cow<'static, str> {
+    format!("malformed entry at {at}").into()
 }
 
 #[cfg(test)]
