@@ -1110,3 +1110,144 @@ async fn concurrent_follow_and_unfollow_keep_the_counters_exact() {
     }
     conn.close().await.unwrap();
 }
+
+/// Adds, for each put to `owner`, an owned write of `side` row `<row>/idx` (a row only the
+/// owner row's writes make, as a non-unique index row).
+struct Owning;
+
+#[async_trait]
+impl RegionObserver for Owning {
+    async fn pre_batch_mutate(
+        &self,
+        _: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        let rows: Vec<bytes::Bytes> = batch.operations().map(|m| m.row().clone()).collect();
+        for row in rows {
+            let mut side = row.to_vec();
+            side.extend_from_slice(b"/idx");
+            batch.add_owned_mutation_to(
+                tn("side"),
+                Mutation::Put(Put::new(side).add_column("f", "from", row)),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Holds a `side` row's lock (its batch hook runs under it) until released.
+struct Holding {
+    entered: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+#[async_trait]
+impl RegionObserver for Holding {
+    async fn pre_batch_mutate(
+        &self,
+        _: &mut ObserverContext<'_>,
+        _: &mut MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        self.entered.notify_one();
+        self.release.notified().await;
+        Ok(())
+    }
+}
+
+/// An owned added write commits with its batch, is checked like any added write, and takes
+/// no lock of its own: a batch adding one to a row whose lock another writer holds commits
+/// without waiting for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn owned_added_writes_commit_with_the_batch_without_a_lock_of_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let entered = Arc::new(tokio::sync::Notify::new());
+    let release = Arc::new(tokio::sync::Notify::new());
+    let (e, r) = (entered.clone(), release.clone());
+    register(&reg, "owning", || Owning);
+    register(&reg, "holding", move || Holding {
+        entered: e.clone(),
+        release: r.clone(),
+    });
+    let conn = open_dir(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(with_cp("owner", "owning"))
+        .await
+        .unwrap();
+    conn.admin()
+        .create_table(with_cp("side", "holding"))
+        .await
+        .unwrap();
+    let (owner, side) = (conn.table("owner").unwrap(), conn.table("side").unwrap());
+
+    // Another writer holds the lock of `a/idx` in `side`.
+    let holder = tokio::spawn({
+        let side = side.clone();
+        async move {
+            side.put(Put::new("a/idx").add_column("f", "held", "1"))
+                .await
+        }
+    });
+    tokio::time::timeout(Duration::from_secs(5), entered.notified())
+        .await
+        .expect("the holder's hook runs under its row lock");
+
+    // The owner's put adds an owned write to `a/idx` and commits all the same.
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        owner.put(Put::new("a").add_column("f", "q", "A")),
+    )
+    .await
+    .expect("an owned write waits for no lock")
+    .unwrap();
+    let got = side.get(Get::new("a/idx")).await.unwrap();
+    assert_eq!(
+        got.value("f", "from").map(|v| text(v)).as_deref(),
+        Some("a")
+    );
+    assert!(!holder.is_finished(), "the holder still holds its lock");
+    release.notify_one();
+    holder.await.unwrap().unwrap();
+    let got = side.get(Get::new("a/idx")).await.unwrap();
+    assert_eq!(
+        got.value("f", "held").map(|v| text(v)).as_deref(),
+        Some("1")
+    );
+    assert_eq!(
+        got.value("f", "from").map(|v| text(v)).as_deref(),
+        Some("a")
+    );
+
+    // Checked like any added write: a family `side` lacks fails the batch, nothing written.
+    struct Bad;
+    #[async_trait]
+    impl RegionObserver for Bad {
+        async fn pre_batch_mutate(
+            &self,
+            _: &mut ObserverContext<'_>,
+            batch: &mut MiniBatch<'_>,
+        ) -> basalt::Result<()> {
+            batch.add_owned_mutation_to(
+                tn("side"),
+                Mutation::Put(Put::new("b/idx").add_column("nope", "q", "v")),
+            );
+            Ok(())
+        }
+    }
+    register(&reg, "bad", || Bad);
+    conn.admin()
+        .create_table(with_cp("bad_owner", "bad"))
+        .await
+        .unwrap();
+    let err = conn
+        .table("bad_owner")
+        .unwrap()
+        .put(Put::new("b").add_column("f", "q", "B"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::InvalidAddedMutation { .. }), "{err:?}");
+    let bad = conn.table("bad_owner").unwrap();
+    assert!(bad.get(Get::new("b")).await.unwrap().is_empty());
+    assert!(side.get(Get::new("b/idx")).await.unwrap().is_empty());
+    conn.close().await.unwrap();
+}

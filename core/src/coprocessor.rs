@@ -185,13 +185,16 @@ pub enum AddedOp {
     /// commits: the new value is the latest committed value plus the amount (an absent
     /// counter counts as 0). Increments of one counter added in one batch are summed.
     Increment(Increment),
+    /// A put or a delete of a row that belongs to one of the batch's own rows, written as
+    /// given without a lock or a clock turn of its own ([`MiniBatch::add_owned_mutation_to`]).
+    Owned(Mutation),
 }
 
 impl AddedOp {
     /// The row written.
     pub fn row(&self) -> &Bytes {
         match self {
-            AddedOp::Mutation(m) => m.row(),
+            AddedOp::Mutation(m) | AddedOp::Owned(m) => m.row(),
             AddedOp::Increment(i) => i.row(),
         }
     }
@@ -302,6 +305,19 @@ impl<'a> MiniBatch<'a> {
     /// [`Error::RowLockTimeout`], having written nothing.
     pub fn add_mutation_to(&mut self, table: TableName, m: Mutation) {
         self.elsewhere.push((table, AddedOp::Mutation(m)));
+    }
+
+    /// [`MiniBatch::add_mutation_to`] for a row that belongs to one of this batch's own
+    /// rows: the caller promises that only writes holding that row's lock ever write it, as
+    /// with a non-unique index row, whose key ends with its data row's key and which only
+    /// the data row's writes (maintained under the data row's lock) put or delete. The write
+    /// is validated and committed atomically with the batch as an added mutation is, but it
+    /// takes no row lock of its own (the owner's lock already orders every write to it) and
+    /// no turn of the hooked-write clock (the owner's turn gives each of its writes a later
+    /// timestamp than the one before). A row that other writers may also write must use
+    /// [`MiniBatch::add_mutation_to`]: without the lock, two such writes could interleave.
+    pub fn add_owned_mutation_to(&mut self, table: TableName, m: Mutation) {
+        self.elsewhere.push((table, AddedOp::Owned(m)));
     }
 
     /// Adds counter increments of a row of `table` (another table, or this one) that commit

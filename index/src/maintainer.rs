@@ -156,8 +156,12 @@ impl RegionObserver for Maintainer {
             };
             match self.changes(&row, &before, &after, touch, &repairs, &mut taken)? {
                 Ok(plan) => {
-                    for (t, m) in plan.writes {
-                        batch.add_mutation_to(t, m);
+                    for (t, m, owned) in plan.writes {
+                        if owned {
+                            batch.add_owned_mutation_to(t, m);
+                        } else {
+                            batch.add_mutation_to(t, m);
+                        }
                     }
                     for (t, r) in plan.absent {
                         batch.require_absent_in(t, r);
@@ -179,7 +183,12 @@ impl RegionObserver for Maintainer {
 /// The index writes one data row's change needs.
 #[derive(Default)]
 struct RowPlan {
-    writes: Vec<(TableName, Mutation)>,
+    /// Each write's index table, the write, and whether its row belongs to the data row:
+    /// a non-unique index row's key ends with the data row's key, so only the data row's
+    /// writes (under its lock) ever touch it, and it needs no lock of its own
+    /// ([`MiniBatch::add_owned_mutation_to`]). A unique index row is keyed by the values
+    /// alone and any data row may race for it.
+    writes: Vec<(TableName, Mutation, bool)>,
     absent: Vec<(TableName, Bytes)>,
 }
 
@@ -208,6 +217,7 @@ impl Maintainer {
     ) -> Result<std::result::Result<RowPlan, Error>> {
         let mut plan = RowPlan::default();
         for (i, (layout, itable)) in self.indexes.iter().enumerate() {
+            let owned = !layout.def.unique;
             let old = layout.entry(row, before)?;
             let new = layout.entry(row, after)?;
             for (_, r) in repairs.iter().filter(|(n, r)| {
@@ -215,7 +225,8 @@ impl Maintainer {
                     && old.as_ref().is_none_or(|o| o.row != *r)
                     && new.as_ref().is_none_or(|e| e.row != *r)
             }) {
-                plan.writes.push((itable.clone(), Delete::new(r).into()));
+                plan.writes
+                    .push((itable.clone(), Delete::new(r).into(), owned));
             }
             if old == new && !touch {
                 continue;
@@ -227,7 +238,7 @@ impl Maintainer {
             if let Some(o) = &old {
                 if !same_row {
                     plan.writes
-                        .push((itable.clone(), Delete::new(&o.row).into()));
+                        .push((itable.clone(), Delete::new(&o.row).into(), owned));
                 }
             }
             let Some(n) = &new else { continue };
@@ -254,10 +265,10 @@ impl Maintainer {
                     for q in gone {
                         d = d.add_columns(FAMILY, q);
                     }
-                    plan.writes.push((itable.clone(), d.into()));
+                    plan.writes.push((itable.clone(), d.into(), owned));
                 }
             }
-            plan.writes.push((itable.clone(), put_of(n)));
+            plan.writes.push((itable.clone(), put_of(n), owned));
         }
         Ok(Ok(plan))
     }

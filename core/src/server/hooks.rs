@@ -455,7 +455,7 @@ impl Engine {
         for (target, op) in &added {
             let target: &TableState = target.as_deref().unwrap_or(t);
             let checked = target.check_enabled().and_then(|()| match op {
-                AddedOp::Mutation(m) => self.validate_mutation(target, m),
+                AddedOp::Mutation(m) | AddedOp::Owned(m) => self.validate_mutation(target, m),
                 AddedOp::Increment(inc) => self.validate_increment(target, inc),
             });
             checked.map_err(|e| invalid_added(&target.name, e))?;
@@ -503,9 +503,11 @@ impl Engine {
             .iter()
             .map(|(target, _)| target_of(t, target).key.as_str())
             .collect();
+        // Owned rows take no lock of their own: their owner's lock is held.
         let more: Vec<(&str, &[u8])> = names
             .iter()
             .zip(&added)
+            .filter(|(_, (_, op))| !matches!(op, AddedOp::Owned(_)))
             .map(|(n, (_, op))| (*n, op.row().as_ref()))
             .chain(
                 absent
@@ -515,16 +517,21 @@ impl Engine {
             .collect();
         let bounded = plan.attempts >= RELOCK_ATTEMPTS;
         let wait = Duration::from_millis(self.config.row_lock_wait_ms);
-        let locked = self
-            .locks
-            .lock_more(
-                held.iter()
-                    .map(|r| (t.key.as_str(), r.as_ref()))
-                    .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
-                &more,
-                bounded.then_some(wait),
-            )
-            .await;
+        let locked = if more.is_empty() {
+            // Only owned rows were added: every lock they need is held.
+            Ok(None)
+        } else {
+            self.locks
+                .lock_more(
+                    held.iter()
+                        .map(|r| (t.key.as_str(), r.as_ref()))
+                        .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
+                    &more,
+                    bounded.then_some(wait),
+                )
+                .await
+                .map(Some)
+        };
         let _extra = match locked {
             Ok(g) => g,
             Err(_) if !bounded => {
@@ -571,7 +578,8 @@ impl Engine {
             .iter()
             .filter_map(|(target, op)| match op {
                 AddedOp::Mutation(m) => Some((target.as_deref().unwrap_or(t), m.row())),
-                AddedOp::Increment(_) => None,
+                // An owned row's writes are ordered by its owner's clock turn.
+                AddedOp::Increment(_) | AddedOp::Owned(_) => None,
             })
             .collect();
         let last = added_rows
@@ -599,7 +607,7 @@ impl Engine {
                 tables.push(target);
             }
             match op {
-                AddedOp::Mutation(m) => {
+                AddedOp::Mutation(m) | AddedOp::Owned(m) => {
                     durabilities.push(mutation_durability(m));
                     self.prepare(target, m, now, &mut cells)
                         .map_err(|e| invalid_added(&target.name, e))?;
