@@ -164,7 +164,7 @@ impl Engine {
         pending: &[super::write::PreparedCell],
     ) -> Result<(RowResult, RowResult)> {
         use crate::cell::{Cell, StoreCell, StoreKey};
-        use crate::storage::matcher::match_row_into;
+        use crate::storage::matcher::{lone_put_visible, match_row_into};
         let stores = resolve(region, &g.columns)?;
         // Under the row lock nobody else writes the row: a row no store may hold (no
         // MemStore has it, every file's bloom filter rules it out) stays absent, and the
@@ -188,6 +188,29 @@ impl Engine {
         let mut out = Vec::new();
         let mut before = Vec::new();
         for ((store, columns), present) in stores.into_iter().zip(present) {
+            let rules = store.rules();
+            if !present {
+                // Nothing committed: when the batch only puts distinct columns of this
+                // store, each is visible or not on its own (no version or delete of the
+                // row to weigh it against), and the matcher has nothing to decide.
+                let mine = fresh_puts(pending, region, &store, &g.row);
+                if let Some(mine) = mine {
+                    for p in mine {
+                        // Pending cells are read as the next write: the read point covers them.
+                        let k = &p.cell.key;
+                        if lone_put_visible(&k.qualifier, k.ts, &rules, &spec, columns.as_ref()) {
+                            out.push(Cell {
+                                row: g.row.clone(),
+                                family: store.family.clone(),
+                                qualifier: k.qualifier.clone(),
+                                timestamp: k.ts,
+                                value: p.cell.value.clone(),
+                            });
+                        }
+                    }
+                    continue;
+                }
+            }
             let start = StoreKey::first_on_row(g.row.clone());
             let mut cells: Vec<StoreCell> = Vec::new();
             let iter = present
@@ -221,7 +244,6 @@ impl Engine {
             mine.sort_by(|a, b| a.key.cmp(&b.key));
             mine.dedup_by(|later, kept| later.key == kept.key);
             let family = store.family.clone();
-            let rules = store.rules();
             if cells.is_empty() {
                 // Nothing committed (a new row): `before` has nothing of this store.
                 cells = mine;
@@ -298,6 +320,34 @@ impl Engine {
         });
         Ok(Box::pin(stream))
     }
+}
+
+/// The batch's pending cells of `row` in `store` of `region`, in qualifier order, when
+/// they are all puts of distinct columns (one write per column, so none hides another);
+/// `None` otherwise.
+fn fresh_puts<'a>(
+    pending: &'a [super::write::PreparedCell],
+    region: &Region,
+    store: &crate::region::Store,
+    row: &Bytes,
+) -> Option<Vec<&'a super::write::PreparedCell>> {
+    let mut mine: Vec<&super::write::PreparedCell> = Vec::new();
+    for p in pending {
+        if p.region.id == region.id && p.store.family == store.family && p.cell.key.row == *row {
+            if p.cell.key.kind != crate::cell::CellType::Put {
+                return None;
+            }
+            mine.push(p);
+        }
+    }
+    mine.sort_unstable_by(|a, b| a.cell.key.qualifier.cmp(&b.cell.key.qualifier));
+    if mine
+        .windows(2)
+        .any(|w| matches!(w, [a, b] if a.cell.key.qualifier == b.cell.key.qualifier))
+    {
+        return None;
+    }
+    Some(mine)
 }
 
 /// A chunk of rows and the region they came from (the last one read, when a chunk spans

@@ -168,6 +168,29 @@ pub fn match_row_into<I>(
     }
 }
 
+/// Whether [`match_row_into`] returns a put of column `qualifier` at `ts`, one the read
+/// point covers, when no other cell of its column is read with it (and no family marker):
+/// a new row's only write of a column. Same rules, without the state a column's versions
+/// and markers need.
+pub fn lone_put_visible(
+    qualifier: &Bytes,
+    ts: Timestamp,
+    rules: &FamilyRules,
+    spec: &ReadSpec,
+    columns: Option<&BTreeSet<Bytes>>,
+) -> bool {
+    let expire_before = rules
+        .ttl_ms
+        .map(|ttl| spec.now_ms.saturating_sub(ttl))
+        .unwrap_or(0);
+    rules.max_versions >= 1
+        && (ts >= expire_before || rules.min_versions >= 1)
+        && ts >= spec.min_ts
+        && ts < spec.max_ts
+        && spec.max_versions >= 1
+        && columns.is_none_or(|c| c.contains(qualifier))
+}
+
 /// The state of the column being matched. Its qualifier is kept as a reused byte buffer, so
 /// moving to the next column costs a copy of a few bytes, not a reference-count round trip.
 #[derive(Default)]
@@ -294,5 +317,52 @@ mod tests {
             5,
         );
         assert_eq!(got, vec![("a".into(), 6)]);
+    }
+
+    proptest::proptest! {
+        /// A row's lone puts (one per column, no markers): each is returned exactly when
+        /// `lone_put_visible` says so, in the matcher's order.
+        #[test]
+        fn lone_puts_match_the_matcher(
+            puts in proptest::collection::btree_map(0u8..12, (0u64..40, 1u64..30), 0..8),
+            max_versions in 0u32..3,
+            min_versions in 0u32..2,
+            ttl_ms in proptest::option::of(0u64..30),
+            min_ts in 0u64..20,
+            span in 1u64..40,
+            spec_versions in 0u32..3,
+            read_point in 0u64..30,
+            now_ms in 0u64..60,
+            columns in proptest::option::of(proptest::collection::btree_set(0u8..12, 0..6)),
+        ) {
+            let cells: Vec<StoreCell> = puts
+                .iter()
+                .map(|(q, (ts, seq))| c(&format!("q{q:02}"), *ts, CellType::Put, *seq, "v"))
+                .collect();
+            let rules = FamilyRules { max_versions, min_versions, ttl_ms, keep_deleted_cells: false };
+            let spec = ReadSpec {
+                read_point,
+                min_ts,
+                max_ts: min_ts + span,
+                max_versions: spec_versions,
+                now_ms,
+            };
+            let columns: Option<BTreeSet<Bytes>> = columns.map(|cs| {
+                cs.iter().map(|q| Bytes::from(format!("q{q:02}"))).collect()
+            });
+            let mut sorted = cells.clone();
+            sorted.sort_by(|a, b| a.key.cmp(&b.key));
+            let mut matched = Vec::new();
+            match_row_into(sorted, &rules, &spec, columns.as_ref(), |c| matched.push(c.key));
+            let lone: Vec<StoreKey> = cells
+                .into_iter()
+                .filter(|c| {
+                    c.key.seq <= spec.read_point
+                        && lone_put_visible(&c.key.qualifier, c.key.ts, &rules, &spec, columns.as_ref())
+                })
+                .map(|c| c.key)
+                .collect();
+            proptest::prop_assert_eq!(matched, lone);
+        }
     }
 }

