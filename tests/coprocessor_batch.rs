@@ -1251,3 +1251,129 @@ async fn owned_added_writes_commit_with_the_batch_without_a_lock_of_their_own() 
     assert!(side.get(Get::new("b/idx")).await.unwrap().is_empty());
     conn.close().await.unwrap();
 }
+
+/// Records what `get_before_after` answers for the first row of each batch.
+struct BeforeAfter {
+    seen: Arc<Mutex<Vec<(RowResult, RowResult)>>>,
+    versions: u32,
+}
+
+#[async_trait]
+impl RegionObserver for BeforeAfter {
+    async fn pre_batch_mutate(
+        &self,
+        ctx: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        let row = batch.operations().next().map(|m| m.row().clone());
+        if let Some(row) = row {
+            let g = Get::new(&row).max_versions(self.versions);
+            let seen = ctx.get_before_after(batch, &g)?;
+            self.seen.lock().unwrap().push(seen);
+        }
+        Ok(())
+    }
+}
+
+fn cells_of(r: &RowResult) -> Vec<(String, String, u64, String)> {
+    r.cells
+        .iter()
+        .map(|c| {
+            (
+                text(&c.family),
+                text(&c.qualifier),
+                c.timestamp,
+                text(&c.value),
+            )
+        })
+        .collect()
+}
+
+/// A hook's view of a new row as the batch will leave it equals a get of the row once the
+/// batch committed: batches of distinct puts (read without the matcher), puts of one column
+/// twice, puts older than the family's TTL, deletes, over two families with their own
+/// version limits, read for one version and for three.
+#[tokio::test]
+async fn before_and_after_of_a_new_row_match_the_committed_row() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let seen: Arc<Mutex<Vec<(RowResult, RowResult)>>> = Arc::default();
+    for (name, versions) in [("seen.one", 1), ("seen.three", 3)] {
+        let seen = seen.clone();
+        register(&reg, name, move || BeforeAfter {
+            seen: seen.clone(),
+            versions,
+        });
+    }
+    let conn = open_dir(dir.path(), &reg).await;
+    for (table, cp) in [("one", "seen.one"), ("three", "seen.three")] {
+        conn.admin()
+            .create_table(
+                TableDescriptor::new(tn(table))
+                    .family(ColumnFamilyDescriptor::new("f").max_versions(3))
+                    .family(ColumnFamilyDescriptor::new("g").ttl_secs(3600))
+                    .coprocessor(CoprocessorDescriptor::new(cp)),
+            )
+            .await
+            .unwrap();
+    }
+    let mut rng = StdRng::seed_from_u64(7);
+    let hour_ago = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+        - 7_200_000;
+    let (mut fast, mut slow) = (0, 0);
+    for i in 0..300 {
+        let table = conn
+            .table(if i % 2 == 0 { "one" } else { "three" })
+            .unwrap();
+        let row = format!("r{i:04}");
+        let mut ops = Vec::new();
+        let mut distinct_puts = true;
+        let mut columns = std::collections::BTreeSet::new();
+        for _ in 0..rng.random_range(1..3) {
+            if rng.random_bool(0.15) {
+                distinct_puts = false;
+                let fam = if rng.random_bool(0.5) { "f" } else { "g" };
+                let q = format!("q{}", rng.random_range(0..3));
+                ops.push(BatchOp::Delete(Delete::new(&row).add_columns(fam, q)));
+                continue;
+            }
+            let mut p = Put::new(&row);
+            for _ in 0..rng.random_range(1..4) {
+                let fam = if rng.random_bool(0.5) { "f" } else { "g" };
+                let q = format!("q{}", rng.random_range(0..3));
+                let v = format!("v{}", rng.random_range(0..100));
+                distinct_puts &= columns.insert((fam, q.clone()));
+                p = match rng.random_range(0..4) {
+                    0 => p.add_column_ts(fam, q, hour_ago + rng.random_range(0..3), v),
+                    1 => p.add_column_ts(fam, q, 1_000 + rng.random_range(0..3), v),
+                    _ => p.add_column(fam, q, v),
+                };
+            }
+            ops.push(BatchOp::Put(p));
+        }
+        if distinct_puts {
+            fast += 1;
+        } else {
+            slow += 1;
+        }
+        for r in table.batch(ops).await.unwrap() {
+            r.unwrap();
+        }
+        let (before, after) = seen.lock().unwrap().pop().unwrap();
+        let versions = if i % 2 == 0 { 1 } else { 3 };
+        let got = table
+            .get(Get::new(&row).max_versions(versions))
+            .await
+            .unwrap();
+        assert!(
+            before.is_empty(),
+            "row {row}: before {:?}",
+            cells_of(&before)
+        );
+        assert_eq!(cells_of(&after), cells_of(&got), "row {row}");
+    }
+    assert!(fast > 50 && slow > 50, "fast {fast}, slow {slow}");
+}
