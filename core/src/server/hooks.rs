@@ -596,7 +596,7 @@ impl Engine {
                 "retrying past an added row's last write".into(),
             ));
         }
-        let mut durabilities = vec![durability];
+        let mut durability = durability;
         // Increments of one row are resolved together, amounts of one counter summed, so
         // that two increments of a counter in one batch do not read the same old value.
         let mut incs: BTreeMap<(&str, &Bytes), RowIncrements<'_>> = BTreeMap::new();
@@ -608,12 +608,12 @@ impl Engine {
             }
             match op {
                 AddedOp::Mutation(m) | AddedOp::Owned(m) => {
-                    durabilities.push(mutation_durability(m));
+                    durability = strongest([durability, mutation_durability(m)]);
                     self.prepare(target, m, now, &mut cells)
                         .map_err(|e| invalid_added(&target.name, e))?;
                 }
                 AddedOp::Increment(inc) => {
-                    durabilities.push(inc.durability);
+                    durability = strongest([durability, inc.durability]);
                     let slot = incs
                         .entry((*name, &inc.row))
                         .or_insert_with(|| (target, BTreeMap::new()));
@@ -633,7 +633,7 @@ impl Engine {
                 .map_err(|e| invalid_added(&target.name, e))?;
         }
         let out = self
-            .commit_tables(&tables, cells, strongest(durabilities), Some(post))
+            .commit_tables(&tables, cells, durability, Some(post))
             .await;
         for (target, row) in added_rows.into_iter().filter(|_| out.is_ok()) {
             if let Some(s) = self.row_slot(target, row) {
@@ -697,7 +697,9 @@ impl Engine {
             .hooked_now(t, refs.iter().map(|m| m.row()), plan.min_ts)
             .await;
         let run = async {
-            let mut cells = Vec::new();
+            // Room for the cells of the writes hooks add too (an index row or two per row).
+            let hint: usize = refs.iter().map(|m| super::write::cell_hint(m)).sum();
+            let mut cells = Vec::with_capacity(hint + hint / 2 + 2);
             for m in &refs {
                 self.prepare(t, m, now, &mut cells)?;
             }

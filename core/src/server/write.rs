@@ -397,6 +397,15 @@ impl Engine {
         if let [region] = regions.as_slice() {
             region.apply(&cells);
             region.write_requests.fetch_add(1, Ordering::Relaxed);
+        } else if runs_by_region(&cells) == regions.len() {
+            // Each region's cells form one run (a batch's own cells, then each hook's added
+            // rows, as usual): the runs are applied as they lie.
+            for run in cells.chunk_by(|a, b| Arc::ptr_eq(&a.region, &b.region)) {
+                if let Some(first) = run.first() {
+                    first.region.apply(run);
+                    first.region.write_requests.fetch_add(1, Ordering::Relaxed);
+                }
+            }
         } else {
             for region in &regions {
                 let mine: Vec<&PreparedCell> = cells
@@ -478,6 +487,24 @@ impl Engine {
                 return self.mutate_hooked(t, &hooks, muts.to_vec()).await;
             }
         }
+        self.mutate_unhooked(t, muts).await
+    }
+
+    /// [`Engine::mutate`] of one mutation the caller gives away: a hooked table's hooks get
+    /// it without a copy.
+    async fn mutate_one(self: &Arc<Self>, t: &TableState, m: Mutation) -> Result<()> {
+        t.check_enabled()?;
+        let one = std::slice::from_ref(&m);
+        if let Some(hooks) = t.hooks() {
+            if !skips_hooks(&*hooks, one) {
+                return self.mutate_hooked(t, &hooks, vec![m]).await;
+            }
+        }
+        self.mutate_unhooked(t, one).await
+    }
+
+    /// [`Engine::mutate`] once the table's write hooks are known to have nothing to run.
+    async fn mutate_unhooked(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
         for m in muts {
             self.validate_mutation(t, m)?;
         }
@@ -519,12 +546,12 @@ impl Engine {
 
     /// Puts one row.
     pub async fn put(self: &Arc<Self>, t: &TableState, p: Put) -> Result<()> {
-        self.mutate(t, &[Mutation::Put(p)]).await
+        self.mutate_one(t, Mutation::Put(p)).await
     }
 
     /// Deletes from one row.
     pub async fn delete(self: &Arc<Self>, t: &TableState, d: Delete) -> Result<()> {
-        self.mutate(t, &[Mutation::Delete(d)]).await
+        self.mutate_one(t, Mutation::Delete(d)).await
     }
 
     /// Applies a row's mutations atomically.
@@ -1009,8 +1036,16 @@ pub(crate) fn mutation_durability(m: &Mutation) -> Durability {
     }
 }
 
+/// The number of runs of consecutive cells of one region.
+fn runs_by_region(cells: &[PreparedCell]) -> usize {
+    1 + cells
+        .windows(2)
+        .filter(|w| matches!(w, [a, b] if !Arc::ptr_eq(&a.region, &b.region)))
+        .count()
+}
+
 /// About how many cells a mutation writes.
-fn cell_hint(m: &Mutation) -> usize {
+pub(super) fn cell_hint(m: &Mutation) -> usize {
     match m {
         Mutation::Put(p) => p.cells().len(),
         Mutation::Delete(d) => d.kinds.len().max(1),
