@@ -156,7 +156,12 @@ impl Engine {
     }
 
     /// [`Engine::read_row_after`], with the row as committed (what a get at the current
-    /// read point gives) from the same read of the stores: `(before, after)`.
+    /// read point gives) from the same read of the stores: `(before, after)`. A store that
+    /// cannot hold the row is not read; when the batch puts each of the row's columns in it
+    /// once, its after-image is those puts as [`lone_put_visible`] judges each (the matcher's
+    /// verdict without a column to weigh them against).
+    ///
+    /// [`lone_put_visible`]: crate::storage::matcher::lone_put_visible
     pub(crate) fn read_row_before_after(
         self: &Arc<Self>,
         region: &Region,

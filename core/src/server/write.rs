@@ -1077,6 +1077,8 @@ fn check_same_row(rm: &RowMutations) -> Result<()> {
 
 /// True when `hooks` are known to do nothing for a write of `muts` (see
 /// [`RegionHooks::skips_mutation_hooks`]): the write then takes the unhooked path.
+///
+/// [`RegionHooks::skips_mutation_hooks`]: crate::coprocessor::RegionHooks::skips_mutation_hooks
 fn skips_hooks(hooks: &dyn crate::coprocessor::RegionHooks, muts: &[Mutation]) -> bool {
     let puts = muts.iter().any(|m| matches!(m, Mutation::Put(_)));
     let deletes = muts.iter().any(|m| matches!(m, Mutation::Delete(_)));

@@ -142,7 +142,7 @@ impl<'a> EditRef<'a> {
 
 /// A frame encoded before its sequence id is known: the engine encodes a batch outside its
 /// commit lock and, under the lock, only writes the sequence id, the length and the CRC
-/// ([`UnsealedFrame::seal`]). The sealed frame is byte for byte what [`encode_frame`] writes
+/// ([`UnsealedFrame::seal`]). The sealed frame is byte for byte what `encode_frame` writes
 /// (the format above is unchanged).
 ///
 /// Layout of the buffer: 8 bytes for the frame header, [`SEQ_SLOT`] bytes for the sequence
