@@ -20,7 +20,7 @@
 
 use crate::def::IndexDef;
 use basalt_core::client::RowResult;
-use basalt_core::keys::{Field, KeySchema, Kind, Value};
+use basalt_core::keys::{encode_bytes_value, Field, KeySchema, Kind, Value};
 use basalt_core::schema::salt::SaltSpec;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
@@ -187,28 +187,34 @@ impl Layout {
         if row.is_empty() {
             return Ok(None);
         }
-        let mut values = Vec::with_capacity(self.def.columns.len());
-        let mut times = Vec::with_capacity(self.def.columns.len() * 8);
-        for (c, _) in &self.def.columns {
-            let cell = row
-                .cells
+        let find = |c: &crate::def::ColumnRef| {
+            row.cells
                 .iter()
-                .find(|x| x.family.as_ref() == c.family && x.qualifier.as_ref() == c.qualifier);
-            match cell {
+                .find(|x| x.family.as_ref() == c.family && x.qualifier.as_ref() == c.qualifier)
+        };
+        let n = self.def.columns.len();
+        let mut times =
+            Vec::with_capacity(n * 8 + if self.def.unique { data_row.len() } else { 0 });
+        let mut value_len = 0;
+        for (c, _) in &self.def.columns {
+            match find(c) {
                 Some(x) => {
-                    values.push(Some(x.value.clone()));
+                    value_len += x.value.len();
                     times.extend_from_slice(&x.timestamp.to_be_bytes());
                 }
-                None => {
-                    if self.def.sparse || self.def.unique {
-                        return Ok(None);
-                    }
-                    values.push(None);
-                    times.extend_from_slice(&0u64.to_be_bytes());
-                }
+                None if self.def.sparse || self.def.unique => return Ok(None),
+                None => times.extend_from_slice(&0u64.to_be_bytes()),
             }
         }
-        let logical = self.logical_key(&values, data_row)?;
+        // The values escaped (a zero byte takes two) and framed (a null flag before, two
+        // bytes after each), then the data row: one buffer, written once.
+        let mut logical = Vec::with_capacity(value_len + value_len / 8 + 3 * n + data_row.len());
+        for ((c, _), field) in self.def.columns.iter().zip(&self.schema.fields) {
+            encode_bytes_value(&mut logical, field, find(c).map(|x| x.value.as_ref()))?;
+        }
+        if !self.def.unique {
+            logical.extend_from_slice(data_row);
+        }
         let key = match &self.salt {
             // Unsalted: the logical key is the row key (no copy).
             None => Bytes::from(logical),
@@ -331,5 +337,70 @@ mod tests {
         let ttl = |f: &[u8]| (f == b"f").then_some(100);
         assert_eq!(unique.expiry(&e.cells, &ttl), Some(107));
         assert_eq!(unique.expiry(&e.cells, &|_| None), None);
+    }
+
+    proptest::proptest! {
+        /// An entry's row key is the key of its values as `logical_key` encodes them (each
+        /// value, null for a missing column, then the data row unless unique), salted as
+        /// `physical` salts it, and its `m` cell holds the values' timestamps.
+        #[test]
+        fn entry_keys_are_the_values_keys(
+            values in proptest::collection::vec(
+                proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..6)),
+                1..4,
+            ),
+            desc in proptest::collection::vec(proptest::prelude::any::<bool>(), 3),
+            unique in proptest::prelude::any::<bool>(),
+            sparse in proptest::prelude::any::<bool>(),
+            salt in proptest::option::of(2u32..9),
+            data_row in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..6),
+        ) {
+            let mut def = IndexDef::new("i", "t");
+            for (i, d) in values.iter().zip(&desc).enumerate().map(|(i, (_, d))| (i, d)) {
+                let q = format!("c{i}");
+                def = if *d { def.column_desc("f", &q) } else { def.column("f", &q) };
+            }
+            if unique { def = def.unique(); }
+            if sparse { def = def.sparse(); }
+            if let Some(b) = salt { def = def.salt_buckets(b); }
+            let layout = Layout::new(def);
+            let cells: Vec<Cell> = values
+                .iter()
+                .enumerate()
+                .filter_map(|(i, v)| v.as_ref().map(|v| (i, v)))
+                .map(|(i, v)| Cell {
+                    row: Bytes::copy_from_slice(&data_row),
+                    family: Bytes::from_static(b"f"),
+                    qualifier: Bytes::from(format!("c{i}")),
+                    timestamp: 10 + i as u64,
+                    value: Bytes::copy_from_slice(v),
+                })
+                .chain(std::iter::once(Cell {
+                    row: Bytes::copy_from_slice(&data_row),
+                    family: Bytes::from_static(b"f"),
+                    qualifier: Bytes::from_static(b"other"),
+                    timestamp: 1,
+                    value: Bytes::from_static(b"o"),
+                }))
+                .collect();
+            let r = RowResult { row: Bytes::copy_from_slice(&data_row), cells };
+            let got = layout.entry(&data_row, &r).unwrap();
+            let missing = values.iter().any(Option::is_none);
+            if missing && (unique || sparse) {
+                proptest::prop_assert!(got.is_none());
+                return Ok(());
+            }
+            let got = got.unwrap();
+            let vals: Vec<IndexValue> = values.iter().map(|v| v.clone().map(Bytes::from)).collect();
+            let logical = layout.logical_key(&vals, &data_row).unwrap();
+            proptest::prop_assert_eq!(&got.row, &layout.physical(&logical).unwrap());
+            let mut times: Vec<u8> = values
+                .iter()
+                .enumerate()
+                .flat_map(|(i, v)| if v.is_some() { 10 + i as u64 } else { 0 }.to_be_bytes())
+                .collect();
+            if unique { times.extend_from_slice(&data_row); }
+            proptest::prop_assert_eq!(got.cells.get(META).map(|b| b.to_vec()), Some(times));
+        }
     }
 }

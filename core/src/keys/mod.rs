@@ -16,7 +16,7 @@ pub mod hash;
 pub mod snowflake;
 pub mod time;
 
-pub use codec::{Field, KeySchema, Kind, Order, Value};
+pub use codec::{encode_bytes_value, Field, KeySchema, Kind, Order, Value};
 pub use hash::{md5_hex_prefix, md5_prefix, xxh3_hex_prefix, xxh3_prefix};
 pub use snowflake::Snowflake;
 pub use time::{
