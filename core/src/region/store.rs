@@ -42,7 +42,10 @@ pub struct Store {
 }
 
 /// False when `f`'s bloom filter proves that `row` (with any of `columns`, for a ROWCOL
-/// filter) is not in the file.
+/// filter) is not in the file. A ROWCOL filter holds a row's family delete markers under
+/// the empty qualifier (their column), and they mask every column: a file that may hold one
+/// for the row is read whatever columns are asked for (HBase keeps a separate delete-family
+/// filter for this).
 fn may_contain(f: &StoreFileReader, row: &[u8], columns: Option<&BTreeSet<Bytes>>) -> bool {
     may_contain_hashed(f, row, columns, &mut None)
 }
@@ -60,7 +63,10 @@ fn may_contain_hashed(
             f.may_contain_row_hash(*hash.get_or_insert_with(|| StoreFileReader::row_hash(row)))
         }
         BloomType::RowCol => match columns {
-            Some(cols) if !cols.is_empty() => cols.iter().any(|q| f.may_contain_row_col(row, q)),
+            Some(cols) if !cols.is_empty() => {
+                f.may_contain_row_col(row, b"")
+                    || cols.iter().any(|q| f.may_contain_row_col(row, q))
+            }
             _ => true,
         },
     }
