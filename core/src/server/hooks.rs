@@ -751,7 +751,9 @@ impl Engine {
     ) -> (Vec<usize>, Result<()>) {
         let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
         let now = self.hooked_now(t, held.iter(), plan.min_ts).await;
-        let mut cells = Vec::new();
+        // Room for the cells of the writes hooks add too (an index row or two per row).
+        let hint: usize = group.iter().map(|(_, m)| super::write::cell_hint(m)).sum();
+        let mut cells = Vec::with_capacity(hint + hint / 2 + 2);
         let mut spans = Vec::with_capacity(group.len());
         for (i, m) in group.iter() {
             let mark = cells.len();
