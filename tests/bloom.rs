@@ -5,7 +5,8 @@
 use basalt::client::{Get, Put};
 use basalt::{BloomType, ColumnFamilyDescriptor, Connection, TableDescriptor, TableName};
 
-async fn two_files(bloom: BloomType) -> (tempfile::TempDir, Connection, TableName) {
+/// A fresh engine with table `t` of one family `f` with `bloom` filters.
+async fn table_with(bloom: BloomType) -> (tempfile::TempDir, Connection, TableName) {
     let dir = tempfile::tempdir().unwrap();
     let conn = Connection::open(dir.path()).await.unwrap();
     let name = TableName::parse("t").unwrap();
@@ -16,6 +17,11 @@ async fn two_files(bloom: BloomType) -> (tempfile::TempDir, Connection, TableNam
         )
         .await
         .unwrap();
+    (dir, conn, name)
+}
+
+async fn two_files(bloom: BloomType) -> (tempfile::TempDir, Connection, TableName) {
+    let (dir, conn, name) = table_with(bloom).await;
     let t = conn.table("t").unwrap();
     for batch in 0..2 {
         for i in 0..200 {
@@ -140,16 +146,7 @@ async fn a_bloom_error_rate_outside_0_1_is_refused() {
 #[tokio::test]
 async fn row_col_filter_never_skips_a_family_delete() {
     use basalt::client::Delete;
-    let dir = tempfile::tempdir().unwrap();
-    let conn = Connection::open(dir.path()).await.unwrap();
-    let name = TableName::parse("t").unwrap();
-    conn.admin()
-        .create_table(
-            TableDescriptor::new(name.clone())
-                .family(ColumnFamilyDescriptor::new("f").bloom(BloomType::RowCol)),
-        )
-        .await
-        .unwrap();
+    let (_dir, conn, name) = table_with(BloomType::RowCol).await;
     let t = conn.table("t").unwrap();
     for i in 0..50 {
         let row = format!("r{i:02}");
