@@ -697,9 +697,7 @@ impl Engine {
             .hooked_now(t, refs.iter().map(|m| m.row()), plan.min_ts)
             .await;
         let run = async {
-            // Room for the cells of the writes hooks add too (an index row or two per row).
-            let hint: usize = refs.iter().map(|m| super::write::cell_hint(m)).sum();
-            let mut cells = Vec::with_capacity(hint + hint / 2 + 2);
+            let mut cells = cells_with_room(refs.iter().copied());
             for m in &refs {
                 self.prepare(t, m, now, &mut cells)?;
             }
@@ -751,9 +749,7 @@ impl Engine {
     ) -> (Vec<usize>, Result<()>) {
         let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
         let now = self.hooked_now(t, held.iter(), plan.min_ts).await;
-        // Room for the cells of the writes hooks add too (an index row or two per row).
-        let hint: usize = group.iter().map(|(_, m)| super::write::cell_hint(m)).sum();
-        let mut cells = Vec::with_capacity(hint + hint / 2 + 2);
+        let mut cells = cells_with_room(group.iter().map(|(_, m)| m));
         let mut spans = Vec::with_capacity(group.len());
         for (i, m) in group.iter() {
             let mark = cells.len();
@@ -1015,4 +1011,11 @@ impl Engine {
             }
         }
     }
+}
+
+/// An empty vector for the cells of `muts`, with room for the cells of the writes their
+/// hooks add too (an index row or two per row).
+fn cells_with_room<'m>(muts: impl Iterator<Item = &'m Mutation>) -> Vec<PreparedCell> {
+    let hint: usize = muts.map(super::write::cell_hint).sum();
+    Vec::with_capacity(hint + hint / 2 + 2)
 }
