@@ -304,6 +304,7 @@ async fn run(dir: &std::path::Path, scale: Scale) -> Result<bool> {
         .coprocessor_loader(registry)
         .row_lock_wait_ms(200);
     let conn = Connection::open_with(config).await?;
+    println!("{}", conn.recovery_report());
     conn.admin()
         .create_table(
             TableDescriptor::new(TableName::parse("category")?)

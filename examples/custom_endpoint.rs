@@ -70,6 +70,7 @@ fn merge(
 async fn main() -> Result<()> {
     let dir = tempfile::tempdir()?;
     let conn = Connection::open(dir.path()).await?;
+    println!("{}", conn.recovery_report());
     let name = TableName::parse("events")?;
     // Four regions over hex-looking keys.
     conn.admin()

@@ -159,6 +159,7 @@ async fn run(dir: &std::path::Path) -> Result<Vec<String>> {
         }) as Arc<dyn RegionObserver>)
     })?;
     let conn = Connection::open_with(Config::new(dir).coprocessor_loader(registry.clone())).await?;
+    println!("{}", conn.recovery_report());
     let admin = conn.admin();
     admin
         .create_table(

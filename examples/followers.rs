@@ -165,6 +165,7 @@ async fn run(dir: &std::path::Path, edges: u64) -> Result<Vec<String>> {
         }) as Arc<dyn RegionObserver>)
     })?;
     let conn = Connection::open_with(Config::new(dir).coprocessor_loader(registry)).await?;
+    println!("{}", conn.recovery_report());
     let admin = conn.admin();
     admin
         .create_table(

@@ -67,6 +67,7 @@ fn ids(rows: &[RowResult]) -> Res<Vec<(u64, u64)>> {
 async fn main() -> Res<()> {
     let dir = tempfile::tempdir()?;
     let conn = Connection::open(dir.path()).await?;
+    println!("{}", conn.recovery_report());
     let admin = conn.admin();
     admin.create_namespace("im").await?;
     let spec = SaltSpec::new(BUCKETS)

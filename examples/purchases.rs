@@ -40,6 +40,7 @@ fn parse(row: &[u8]) -> Res<(u64, u32)> {
 async fn main() -> Res<()> {
     let dir = tempfile::tempdir()?;
     let conn = Connection::open(dir.path()).await?;
+    println!("{}", conn.recovery_report());
     conn.admin()
         .create_table(
             TableDescriptor::new(TableName::parse("purchases")?)

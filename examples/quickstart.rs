@@ -99,6 +99,7 @@ async fn main() -> Result<()> {
     conn.close().await?;
     println!("closed; reopening");
     let conn = Connection::open(&dir).await?;
+    println!("{}", conn.recovery_report());
     let users = conn.table("demo:users")?;
     let rows: Vec<_> = users.scan(Scan::new())?.try_collect().await?;
     println!("after reopen: {} rows", rows.len());

@@ -191,6 +191,7 @@ async fn run(dir: &std::path::Path, scale: Scale) -> Result<bool> {
         .coprocessor_loader(registry)
         .row_lock_wait_ms(100);
     let conn = Connection::open_with(config).await?;
+    println!("{}", conn.recovery_report());
     let admin = conn.admin();
     admin
         .create_table(

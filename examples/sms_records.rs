@@ -62,6 +62,7 @@ async fn main() -> Res<()> {
     let registry = Arc::new(basalt::coprocessors::Registry::new());
     let runtime = basalt::index::register(&registry)?;
     let conn = Connection::open_with(Config::new(dir.path()).coprocessor_loader(registry)).await?;
+    println!("{}", conn.recovery_report());
     let admin = conn.admin();
     let name = TableName::parse("sms")?;
     // SPLITS => ['05','10','15',...,'95'] from the seed.

@@ -84,6 +84,7 @@ async fn run(dir: &std::path::Path) -> Result<Vec<String>> {
         Ok(Arc::new(AgeRule) as Arc<dyn RegionObserver>)
     })?;
     let conn = Connection::open_with(Config::new(dir).coprocessor_loader(registry.clone())).await?;
+    println!("{}", conn.recovery_report());
     let name = TableName::parse("users")?;
     conn.admin()
         .create_table(

@@ -7,3 +7,8 @@
 pub use basalt_coprocessors as coprocessors;
 pub use basalt_core::*;
 pub use basalt_index as index;
+
+/// The snippets of `docs/recovery.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/recovery.md")]
+pub struct RecoveryGuideSnippets;

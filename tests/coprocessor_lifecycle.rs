@@ -436,7 +436,15 @@ async fn scanner_hooks_rewrite_the_scan_filter_batches_and_always_close() {
 /// MemStore size.
 struct Flushes {
     log: Log,
-    panic_post: bool,
+    post: PostFlush,
+}
+
+/// What [`Flushes::post_flush`] does after logging.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum PostFlush {
+    Fine,
+    Panic,
+    Fail,
 }
 
 #[async_trait]
@@ -459,10 +467,11 @@ impl RegionObserver for Flushes {
             &self.log,
             format!("post_flush({},{})", s(family), info.store_files),
         );
-        if self.panic_post {
-            panic!("post_flush bug");
+        match self.post {
+            PostFlush::Fine => Ok(()),
+            PostFlush::Panic => panic!("post_flush bug"),
+            PostFlush::Fail => Err(basalt::Error::bad_argument("post_flush says no")),
         }
-        Ok(())
     }
 }
 
@@ -474,7 +483,7 @@ async fn flush_hooks_run_per_store_with_cells() {
     let l = log.clone();
     register(&reg, "flushes", move || Flushes {
         log: l.clone(),
-        panic_post: false,
+        post: PostFlush::Fine,
     });
     let conn = open_with(config(dir.path(), &reg)).await;
     let admin = conn.admin();
@@ -507,8 +516,10 @@ async fn flush_hooks_run_per_store_with_cells() {
     );
 }
 
-#[tokio::test]
-async fn a_panicking_post_flush_leaves_data_flushed_and_the_engine_usable() {
+/// A post_flush that panics or errs under each policy: the flush is done either way and
+/// the engine goes on. A panic is a fault (under `Unload` the coprocessor is unloaded); an
+/// error is a refusal, logged by the engine, that never unloads.
+async fn post_flush_failure(post: PostFlush) {
     for policy in [FailurePolicy::FailOperation, FailurePolicy::Unload] {
         let dir = tempfile::tempdir().unwrap();
         let reg = Arc::new(Registry::new());
@@ -516,7 +527,7 @@ async fn a_panicking_post_flush_leaves_data_flushed_and_the_engine_usable() {
         let l = log.clone();
         register(&reg, "flushes", move || Flushes {
             log: l.clone(),
-            panic_post: true,
+            post,
         });
         let conn = open_with(config(dir.path(), &reg)).await;
         let admin = conn.admin();
@@ -537,23 +548,36 @@ async fn a_panicking_post_flush_leaves_data_flushed_and_the_engine_usable() {
         assert_eq!(scan_rows(&t, Scan::new()).await, ["a", "b"]);
         admin.flush(&tn("t")).await.unwrap();
         let m = reg.metrics(&tn("t"));
-        assert!(m[0].panics >= 1, "{policy:?}: {m:?}");
-        assert_eq!(m[0].loaded, policy == FailurePolicy::FailOperation);
-        // Under Unload the second flush no longer calls it.
+        let unloads = post == PostFlush::Panic && policy == FailurePolicy::Unload;
+        if post == PostFlush::Panic {
+            assert!(m[0].panics >= 1, "{policy:?}: {m:?}");
+            assert_eq!(m[0].faults, m[0].panics, "{policy:?}: {m:?}");
+            assert_eq!(m[0].refusals, 0, "{policy:?}: {m:?}");
+        } else {
+            assert_eq!((m[0].refusals, m[0].faults), (2, 0), "{policy:?}: {m:?}");
+        }
+        assert_eq!(m[0].loaded, !unloads, "{policy:?}: {m:?}");
+        // Once unloaded the second flush no longer calls it.
         let calls = log
             .lock()
             .unwrap()
             .iter()
             .filter(|e| e.starts_with("post_flush"))
             .count();
-        let want = if policy == FailurePolicy::Unload {
-            1
-        } else {
-            2
-        };
+        let want = if unloads { 1 } else { 2 };
         assert_eq!(calls, want, "{policy:?}");
         conn.close().await.unwrap();
     }
+}
+
+#[tokio::test]
+async fn a_panicking_post_flush_leaves_data_flushed_and_the_engine_usable() {
+    post_flush_failure(PostFlush::Panic).await;
+}
+
+#[tokio::test]
+async fn an_erring_post_flush_leaves_data_flushed_and_its_coprocessor_loaded() {
+    post_flush_failure(PostFlush::Fail).await;
 }
 
 /// Drops the cells of rows starting with `drop` and upper-cases the values of rows starting
@@ -1089,6 +1113,57 @@ async fn wal_observer_failures_refuse_writes_and_panics_are_contained() {
     let m = host.metrics();
     assert!(m[0].panics >= 1, "{m:?}");
     assert!(m[0].errors > m[0].panics, "the refusal counts too: {m:?}");
+    assert_eq!(m[0].refusals, 1, "{m:?}");
+    assert_eq!(m[0].faults, m[0].panics, "{m:?}");
+}
+
+/// A WAL observer whose `pre_wal_append` refuses rows starting with `no`, and nothing else.
+struct RefuseOnly;
+
+impl WalObserver for RefuseOnly {
+    fn pre_wal_append(&self, record: &WalRecord) -> basalt::Result<()> {
+        if record
+            .edits
+            .iter()
+            .any(|e| e.cell.key.row.starts_with(b"no"))
+        {
+            return Err(Error::bad_argument("refused"));
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_wal_observer_refusal_under_unload_refuses_every_time_and_keeps_it_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let host = Arc::new(EngineObserverHost::new().wal_observer(
+        "refuse",
+        1,
+        FailurePolicy::Unload,
+        Arc::new(RefuseOnly),
+    ));
+    let conn = open_with(config(dir.path(), &reg).observer(host.clone())).await;
+    conn.admin().create_table(desc("t")).await.unwrap();
+    let t = conn.table("t").unwrap();
+    for i in 0..3 {
+        let row = format!("no{i}");
+        let err = t.put(put(&row, "v")).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Coprocessor { name, .. } if name == "refuse"),
+            "{err:?}"
+        );
+        assert!(!t.exists(Get::new(row.as_str())).await.unwrap());
+    }
+    t.put(put("yes", "v")).await.unwrap();
+    assert!(t.exists(Get::new("yes")).await.unwrap());
+    let m = host.metrics();
+    assert!(m[0].loaded, "{m:?}");
+    assert_eq!(
+        (m[0].refusals, m[0].faults, m[0].errors),
+        (3, 0, 3),
+        "{m:?}"
+    );
 }
 
 /// Records `name:pre_put`.

@@ -630,42 +630,38 @@ async fn failure_case(fault: Fault, policy: FailurePolicy) {
     let out = t.put(Put::new("r").add_column("f", "boom", "1")).await;
     assert!(started.elapsed() < Duration::from_secs(10));
     let m = reg.metrics(&tn("t")).remove(0);
+    // An error returned is the hook's answer: it fails the operation under every policy
+    // and unloads nothing. Only a fault (panic, timeout) is up to the policy.
+    let fails = policy == FailurePolicy::FailOperation || matches!(fault, Fault::Fail);
     // post_open at create and pre_put (no-op defaults, counted too), the failed
-    // pre_batch_mutate and, under FailOperation, post_batch with the failure; under Unload
-    // the coprocessor is gone.
-    let calls = if policy == FailurePolicy::FailOperation {
-        4
-    } else {
-        3
-    };
+    // pre_batch_mutate and, when the operation failed, post_batch with the failure; once
+    // unloaded the coprocessor hears nothing more.
+    let calls = if fails { 4 } else { 3 };
     assert_eq!((m.calls, m.errors), (calls, 1), "{m:?}");
     match fault {
-        Fault::Fail => assert_eq!((m.panics, m.timeouts), (0, 0)),
-        Fault::Panic => assert_eq!((m.panics, m.timeouts), (1, 0)),
-        Fault::Sleep => assert_eq!((m.panics, m.timeouts), (0, 1)),
+        Fault::Fail => assert_eq!((m.refusals, m.faults, m.panics, m.timeouts), (1, 0, 0, 0)),
+        Fault::Panic => assert_eq!((m.refusals, m.faults, m.panics, m.timeouts), (0, 1, 1, 0)),
+        Fault::Sleep => assert_eq!((m.refusals, m.faults, m.panics, m.timeouts), (0, 1, 0, 1)),
     }
-    match policy {
-        FailurePolicy::FailOperation => {
-            match out {
-                Err(Error::Coprocessor { name, msg }) => {
-                    assert_eq!(name, "faulty");
-                    match fault {
-                        Fault::Fail => assert!(msg.contains("boom refused"), "{msg}"),
-                        Fault::Panic => assert!(msg.contains("panicked"), "{msg}"),
-                        Fault::Sleep => assert!(msg.contains("timeout"), "{msg}"),
-                    }
+    if fails {
+        match out {
+            Err(Error::Coprocessor { name, msg }) => {
+                assert_eq!(name, "faulty");
+                match fault {
+                    Fault::Fail => assert!(msg.contains("boom refused"), "{msg}"),
+                    Fault::Panic => assert!(msg.contains("panicked"), "{msg}"),
+                    Fault::Sleep => assert!(msg.contains("timeout"), "{msg}"),
                 }
-                other => panic!("expected a coprocessor error, got {other:?}"),
             }
-            assert!(!t.exists(Get::new("r")).await.unwrap());
-            assert!(m.loaded);
+            other => panic!("expected a coprocessor error, got {other:?}"),
         }
-        FailurePolicy::Unload => {
-            out.unwrap();
-            assert!(t.exists(Get::new("r")).await.unwrap());
-            assert!(!m.loaded);
-            assert!(reg.host(&tn("t")).unwrap().loaded().is_empty());
-        }
+        assert!(!t.exists(Get::new("r")).await.unwrap());
+        assert!(m.loaded);
+    } else {
+        out.unwrap();
+        assert!(t.exists(Get::new("r")).await.unwrap());
+        assert!(!m.loaded);
+        assert!(reg.host(&tn("t")).unwrap().loaded().is_empty());
     }
     // The failed coprocessor's addition was rolled back.
     assert!(!t.exists(Get::new("faulty-added")).await.unwrap());
@@ -681,9 +677,9 @@ async fn failure_case(fault: Fault, policy: FailurePolicy) {
     assert!(started.elapsed() < Duration::from_secs(2));
     let r = t.get(Get::new("r")).await.unwrap();
     assert_eq!(val(&r, "q").as_deref(), Some("2"));
-    // Loaded (FailOperation) it ran again and added its row; unloaded it did not.
+    // Still loaded it ran again and added its row; unloaded it did not.
     let added = t.exists(Get::new("faulty-added")).await.unwrap();
-    assert_eq!(added, policy == FailurePolicy::FailOperation);
+    assert_eq!(added, fails);
     // The engine keeps serving other tables too.
     conn.admin().create_table(desc("other")).await.unwrap();
     conn.table("other")
@@ -700,7 +696,7 @@ async fn failing_hook_fails_the_operation_and_frees_the_row_lock() {
 }
 
 #[tokio::test]
-async fn failing_hook_is_unloaded_and_the_operation_goes_on() {
+async fn failing_hook_fails_the_operation_under_unload_too_and_stays_loaded() {
     failure_case(Fault::Fail, FailurePolicy::Unload).await;
 }
 
@@ -722,6 +718,84 @@ async fn sleeping_hook_times_out_and_fails_the_operation() {
 #[tokio::test]
 async fn sleeping_hook_times_out_and_is_unloaded() {
     failure_case(Fault::Sleep, FailurePolicy::Unload).await;
+}
+
+/// Refuses, in `pre_put`, every put whose `f:age` is not a number from 0 to 150.
+struct AgeValidator;
+
+#[async_trait]
+impl RegionObserver for AgeValidator {
+    async fn pre_put(&self, _: &mut ObserverContext<'_>, put: &mut Put) -> basalt::Result<()> {
+        for (_, q, _, v) in put.cells() {
+            if q == b"age".as_slice() {
+                let ok = std::str::from_utf8(v)
+                    .ok()
+                    .and_then(|s| s.parse::<u8>().ok())
+                    .is_some_and(|a| a <= 150);
+                if !ok {
+                    return Err(Error::bad_argument(format!(
+                        "age {:?} is not a number from 0 to 150",
+                        String::from_utf8_lossy(v)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_refusing_hook_under_unload_fails_each_bad_write_and_stays_loaded() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    reg.register("age", |_| {
+        Ok(Arc::new(AgeValidator) as Arc<dyn RegionObserver>)
+    })
+    .unwrap();
+    let conn = open(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(
+            desc("t").coprocessor(CoprocessorDescriptor::new("age").policy(FailurePolicy::Unload)),
+        )
+        .await
+        .unwrap();
+    let t = conn.table("t").unwrap();
+    // The refusal is the hook's answer: each bad put fails with the typed error, under
+    // Unload as under FailOperation, and writes nothing.
+    for (i, bad) in ["-1", "151", "old", "999"].iter().enumerate() {
+        let row = format!("bad{i}");
+        let err = t
+            .put(Put::new(row.as_str()).add_column("f", "age", *bad))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(&err, Error::Coprocessor { name, msg } if name == "age" && msg.contains("not a number from 0 to 150")),
+            "{bad}: {err:?}"
+        );
+        assert!(
+            t.get(Get::new(row.as_str())).await.unwrap().is_empty(),
+            "{bad}"
+        );
+        // Still loaded after every refusal.
+        assert_eq!(reg.host(&tn("t")).unwrap().loaded(), ["age"], "{bad}");
+    }
+    // A good put goes through.
+    t.put(Put::new("good").add_column("f", "age", "36"))
+        .await
+        .unwrap();
+    assert_eq!(
+        val(&t.get(Get::new("good")).await.unwrap(), "age").as_deref(),
+        Some("36")
+    );
+    let m = reg.metrics(&tn("t")).remove(0);
+    assert!(m.loaded, "{m:?}");
+    assert_eq!(
+        (m.refusals, m.faults, m.panics, m.timeouts),
+        (4, 0, 0, 0),
+        "{m:?}"
+    );
+    assert_eq!(m.errors, 4, "{m:?}");
+    conn.close().await.unwrap();
 }
 
 /// Under the row lock, writes the same row again through the client API: it waits for the
@@ -852,6 +926,8 @@ async fn metrics_count_calls_errors_and_latency() {
     // post_batch_mutate, post_batch and post_put at the first put, pre_exists and
     // post_exists at the exists.
     assert_eq!((m[0].calls, m[0].errors), (11, 1), "{:?}", m[0]);
+    // The error was a refusal, not a fault.
+    assert_eq!((m[0].refusals, m[0].faults), (1, 0), "{:?}", m[0]);
     assert!(m[0].loaded);
     // rec never saw the failed put.
     // rec: post_open, 3 each of pre_put, pre_batch_mutate and post_put, pre_exists and
@@ -897,6 +973,9 @@ async fn bypass_in_a_post_hook_is_a_failure() {
     );
     // A post-hook fails the call after the write committed, as HBase's postPut.
     assert!(t.exists(Get::new("r")).await.unwrap());
+    // A bypass where none is supported is a bug of the coprocessor: a fault.
+    let m = reg.metrics(&tn("t")).remove(0);
+    assert_eq!((m.refusals, m.faults), (0, 1), "{m:?}");
     conn.close().await.unwrap();
 }
 

@@ -6,15 +6,16 @@
 //!   and the rows exist only in the WAL). The newest segment is then cut at many offsets
 //!   (inside the header, inside a frame header, inside a payload, at a record boundary),
 //!   has a byte flipped (in the header, a length field, a payload) or gets a zeroed tail;
-//!   an older segment is damaged while newer ones exist. Reopening never fails: exactly
-//!   the records before the damage are readable (a prefix, nothing after a hole), a warning
-//!   naming the segment is logged, the engine takes new writes and they survive another
-//!   reopen.
+//!   an older segment is damaged while newer ones exist. The default recovery mode either
+//!   refuses (`WalCorruption` naming the segment, nothing changed) or cuts the newest
+//!   segment's tail; in point-in-time mode reopening never fails: exactly the records
+//!   before the damage are readable (a prefix, nothing after a hole), a warning naming the
+//!   segment is logged, the engine takes new writes and they survive another reopen.
 //! * Store files (`data/{id:016}.sf`): a flipped byte in a data block leaves open working
 //!   and makes exactly the reads that touch that block fail with `Error::Corruption` whose
 //!   `file` is that store file; reads of other blocks still succeed. A flipped trailer or
-//!   index byte, a truncated file, or a missing file makes open fail with `Corruption`
-//!   naming the file.
+//!   index byte, a truncated file, or a missing file takes its region offline: the engine
+//!   opens, and the region's reads and writes fail with `RegionOffline` naming the file.
 //! * Catalog (`catalog`): a flipped payload byte, a bad magic or a truncated file makes open
 //!   fail with `Corruption` naming the catalog; a leftover `catalog.tmp` (a crash during a
 //!   catalog write) is ignored.
@@ -22,6 +23,7 @@
 use basalt::client::{Get, Put, Scan};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, TableDescriptor, TableName,
+    WalRecoveryMode,
 };
 use futures::StreamExt;
 use std::fs;
@@ -204,7 +206,8 @@ fn newest_segment_with_records(dir: &Path) -> PathBuf {
             let name = p.file_name().unwrap().to_string_lossy().into_owned();
             name.starts_with("wal-") && name.ends_with(".log") && name.len() == 28
         })
-        .filter(|p| fs::metadata(p).unwrap().len() > 24)
+        // Past the 24-byte header and the opening marker (under 20 bytes): a record.
+        .filter(|p| fs::metadata(p).unwrap().len() > 24 + 20)
         .collect();
     segs.sort();
     segs.pop().expect("a WAL segment with records")
@@ -238,6 +241,20 @@ async fn write_wal_only(dir: &Path, n: usize, segment_size: u64) -> Vec<RecordEn
         "dropping without close must not flush"
     );
     ends
+}
+
+/// Every file under `dir/wal` with its bytes.
+fn dir_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(dir.join("wal"))
+        .unwrap()
+        .map(|e| {
+            let p = e.unwrap().path();
+            let b = fs::read(&p).unwrap();
+            (p, b)
+        })
+        .collect();
+    v.sort();
+    v
 }
 
 /// The start offset of record `i`.
@@ -289,9 +306,26 @@ async fn wal_case(
         WalDamage::ZeroTail(k) => append(&segment, &vec![0u8; k]),
     }
 
-    let conn = Connection::open(dir)
+    // The default mode either refuses, naming the segment and changing nothing, or gives
+    // the same prefix point in time gives.
+    let before = dir_bytes(dir);
+    match Connection::open(dir).await {
+        Err(Error::WalCorruption { segment: s, .. }) => {
+            assert_eq!(s, segment, "{what}: the refusal names another segment");
+            assert!(
+                dir_bytes(dir) == before,
+                "{what}: a refused open changed files"
+            );
+        }
+        Err(e) => panic!("{what}: open after WAL damage failed: {e}"),
+        Ok(conn) => {
+            check_prefix(&conn, n, survivors, &[], &what).await;
+            conn.close().await.unwrap();
+        }
+    }
+    let conn = Connection::open_with(Config::new(dir).wal_recovery(WalRecoveryMode::PointInTime))
         .await
-        .unwrap_or_else(|e| panic!("{what}: open after WAL damage failed: {e}"));
+        .unwrap_or_else(|e| panic!("{what}: point-in-time open after WAL damage failed: {e}"));
     check_prefix(&conn, n, survivors, &[], &what).await;
     if expect_warning {
         assert!(
@@ -530,7 +564,14 @@ async fn wal_damage_moves_later_segments_aside() {
     };
     assert!(!later.is_empty());
     flip(&first, 30);
-    let conn = Connection::open(dir).await.unwrap();
+    let err = Connection::open(dir).await.unwrap_err();
+    assert!(
+        matches!(&err, Error::WalCorruption { segment, .. } if *segment == first),
+        "{err}"
+    );
+    let conn = Connection::open_with(Config::new(dir).wal_recovery(WalRecoveryMode::PointInTime))
+        .await
+        .unwrap();
     for s in &later {
         let mut aside = s.as_os_str().to_owned();
         aside.push(".corrupt");
@@ -685,7 +726,7 @@ async fn store_file_flipped_data_byte_fails_only_reads_of_that_block() {
 }
 
 #[tokio::test]
-async fn store_file_flipped_trailer_or_index_byte_fails_open() {
+async fn store_file_flipped_trailer_or_index_byte_takes_its_region_offline() {
     let golden = tempfile::tempdir().unwrap();
     let sf = store_file_fixture(golden.path()).await;
     let len = fs::metadata(&sf).unwrap().len();
@@ -703,26 +744,55 @@ async fn store_file_flipped_trailer_or_index_byte_fails_open() {
     for (what, at) in cases {
         let (tmp, path) = fixture_copy(golden.path(), &sf);
         flip(&path, at);
-        let err = Connection::open(tmp.path()).await.unwrap_err();
-        assert_corruption_of(err, &path, what);
+        assert_region_offline(tmp.path(), &path, what).await;
     }
 }
 
+/// The engine opens with the region of damaged store file `file` offline: its reads and
+/// writes fail with `RegionOffline` naming the file, and `Admin::offline_regions` lists it.
+async fn assert_region_offline(dir: &Path, file: &Path, what: &str) {
+    let conn = Connection::open(dir)
+        .await
+        .unwrap_or_else(|e| panic!("{what}: one bad store file must not stop the engine: {e}"));
+    let offline = conn.admin().offline_regions().await;
+    assert_eq!(offline.len(), 1, "{what}: {offline:?}");
+    assert_eq!(offline[0].file, file, "{what}");
+    let names_it = |e: &Error| matches!(e, Error::RegionOffline { file: f, .. } if f == file);
+    let table = conn.table("t").unwrap();
+    assert!(
+        names_it(&table.get(Get::new(row(0))).await.unwrap_err()),
+        "{what}: get"
+    );
+    let put = Put::new(row(1)).add_column(FAMILY, QUALIFIER, "x");
+    assert!(names_it(&table.put(put).await.unwrap_err()), "{what}: put");
+    // The scan refuses when it is built or at its first row.
+    match table.scan(Scan::new()) {
+        Err(e) => assert!(names_it(&e), "{what}: scan: {e}"),
+        Ok(mut stream) => {
+            let first = stream.next().await;
+            assert!(
+                matches!(&first, Some(Err(e)) if names_it(e)),
+                "{what}: scan"
+            );
+        }
+    }
+    drop(table);
+    conn.close().await.unwrap();
+}
+
 #[tokio::test]
-async fn store_file_truncated_or_missing_fails_open() {
+async fn store_file_truncated_or_missing_takes_its_region_offline() {
     let golden = tempfile::tempdir().unwrap();
     let sf = store_file_fixture(golden.path()).await;
     let len = fs::metadata(&sf).unwrap().len();
     for cut in [0, 20, len / 2, len - 1] {
         let (tmp, path) = fixture_copy(golden.path(), &sf);
         truncate(&path, cut);
-        let err = Connection::open(tmp.path()).await.unwrap_err();
-        assert_corruption_of(err, &path, &format!("store file cut to {cut} bytes"));
+        assert_region_offline(tmp.path(), &path, &format!("store file cut to {cut} bytes")).await;
     }
     let (tmp, path) = fixture_copy(golden.path(), &sf);
     fs::remove_file(&path).unwrap();
-    let err = Connection::open(tmp.path()).await.unwrap_err();
-    assert_corruption_of(err, &path, "missing store file");
+    assert_region_offline(tmp.path(), &path, "missing store file").await;
 }
 
 #[tokio::test]

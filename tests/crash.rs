@@ -1,7 +1,11 @@
 //! Crash recovery with real process kills: every write acknowledged with the default
 //! durability (`SyncWal`) survives a `SIGKILL` at any moment, reads after recovery return the
 //! last acknowledged value of every row, and a full scan is sorted, duplicate-free and holds
-//! no row that was never written (or was deleted and acknowledged as such).
+//! no row that was never written (or was deleted and acknowledged as such). Writes through
+//! hooks (secondary indexes and an observer-kept counter) commit atomically with their data
+//! row at every durability: after any kill each index equals its data table and each counter
+//! counts its rows; with `AsyncWal` and `SkipWal`, which may lose acknowledged writes, what
+//! survives is a prefix of the writes.
 //!
 //! How it works (after sled's `test_crash_recovery.rs`): the test re-executes its own test
 //! binary as a child (`BASALT_CRASH_CHILD=<dir> <exe> --exact child_writer --nocapture`). The
@@ -16,12 +20,41 @@
 //! cycle's child continues in the same directory, inserting new rows, overwriting old ones and
 //! deleting some.
 //!
+//! Indexed tables: before the first cycle the parent creates three data tables, each with a
+//! covered index (`f:b`, shared by many rows, covering `f:c`) and a unique index (`f:u`,
+//! derived from the row key, so distinct rows never collide), and listing an observer of this
+//! file (`RowCounter`) whose `pre_batch_mutate` adds, for every put of the batch, an increment
+//! of the table's counter cell in table `ix_counts` (`MiniBatch::add_increment_to`): the index
+//! rows, the counter and the data row are one engine batch. Every put writes a new row, never
+//! overwritten or deleted, so a table's counter must equal the number of its rows present.
+//! The tables differ in the durability set on their puts (`Put::durability`):
+//! * `ix_sync` (`SyncWal`, two writer tasks, pre-split into 3 regions): every acknowledged put
+//!   is present, and every row present is one whose put began;
+//! * `ix_async` (`AsyncWal`, pre-split into 3 regions) and `ix_skip` (`SkipWal`, one region:
+//!   no pre-split, no split by the test, and a row cap that keeps it far below the automatic
+//!   split size, with a 4 KiB flush size so it flushes often) each have ONE sequential
+//!   writer, whose put `n + 1` begins after put `n` was acknowledged; so in each child run,
+//!   with `b` puts begun (the acknowledged ones and at most one more, unacknowledged, last),
+//!   the run's rows present must be exactly its puts `1..=k` for some `0 <= k <= b`:
+//!   acknowledged puts after `k` may be lost, a hole may not (nor may a row lost once come
+//!   back). For `AsyncWal` the WAL is one log in sequence order and a flush syncs it before
+//!   writing, so this holds over the several regions of the data, index and counter tables.
+//!   A `SkipWal` write whose hooks add writes is raised to `AsyncWal` (one WAL record keeps
+//!   data, index rows and counter together), so `ix_skip` must behave like `ix_async`; its
+//!   single data region would keep the prefix check meaningful even for a pure memstore
+//!   write, whose region flushes on its own.
+//!
+//! The parent's check then verifies every index (`IndexAdmin::verify` reports no difference)
+//! and compares each counter with its table's rows; a row's cells must be exactly the ones
+//! its put wrote.
+//!
 //! Crash windows covered (the kill lands wherever the child happens to be):
 //! * between the WAL write of a batch and its acknowledgement, and mid-write (a torn WAL tail,
 //!   which recovery must cut without losing any earlier acknowledged record);
 //! * during a background flush: before the store file is renamed into place (orphan `.tmp`),
 //!   after the rename but before the catalog update (orphan `.sf`), after the catalog update
-//!   but before the WAL purge;
+//!   but before the WAL purge; with hooked writes, while the data, index and counter regions
+//!   of one batch flush at different times;
 //! * during a WAL roll (a new segment with a torn or empty header) and during a WAL purge;
 //! * during open and WAL replay (some cycles kill the child within a few milliseconds of its
 //!   start), and right after a previous crash (some cycles skip the parent's check, so the
@@ -29,20 +62,24 @@
 //! * after a parent check that closed the engine cleanly, or dropped it without closing (so
 //!   replayed edits must survive a second replay);
 //! * during region splits and merges (the child's admin task splits regions at their
-//!   computed split points and merges adjacent ones while the writers run, and regions also
-//!   split by themselves past 1 MiB): before and after the catalog update that commits one,
-//!   and during the compaction of a daughter's references (recovery must skip WAL records of
-//!   retired regions, whose edits are in the files their successors list, and keep a parent's
-//!   file while any daughter lists it).
+//!   computed split points and merges adjacent ones while the writers run, in table `crash`,
+//!   in `ix_sync` and `ix_async` and in their index tables, and regions also split by
+//!   themselves past 1 MiB): before and after the catalog update that commits one, and during
+//!   the compaction of a daughter's references (recovery must skip WAL records of retired
+//!   regions, whose edits are in the files their successors list, and keep a parent's file
+//!   while any daughter lists it).
 //!
-//! Knobs: `BASALT_CRASH_CYCLES` (default 24) and `BASALT_CRASH_SEED` (default: random, and
+//! Knobs: `BASALT_CRASH_CYCLES` (default 32) and `BASALT_CRASH_SEED` (default: random, and
 //! printed so a failure can be replayed).
 #![cfg(unix)]
 
-use basalt::client::{Delete, Get, Put, Scan};
+use async_trait::async_trait;
+use basalt::client::{Delete, Get, Increment, Mutation, Put, RowResult, Scan};
+use basalt::coprocessors::{MiniBatch, ObserverContext, RegionObserver, Registry};
+use basalt::index::{IndexAdmin, IndexDef, Runtime};
 use basalt::{
-    ColumnFamilyDescriptor, Config, Connection, PreSplit, SplitAlgorithm, TableDescriptor,
-    TableName,
+    ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor, Durability, Filter,
+    PreSplit, SplitAlgorithm, TableDescriptor, TableName,
 };
 use futures::TryStreamExt;
 use rand::rngs::StdRng;
@@ -52,7 +89,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "BASALT_CRASH_CHILD";
@@ -66,6 +103,80 @@ const QUALIFIER: &str = "v";
 const WRITERS: u64 = 6;
 /// SIGKILL.
 const SIGKILL: i32 = 9;
+/// The table of the counters `RowCounter` keeps: one row per indexed table (named like it),
+/// counter cell `f:n`.
+const COUNTS: &str = "ix_counts";
+const COUNT_QUALIFIER: &str = "n";
+/// The name `RowCounter` is registered under.
+const COUNTER_CP: &str = "crash_row_counter";
+/// The covered index of every indexed table (`f:b`, covering `f:c`) and its unique one (`f:u`).
+const BY_B: &str = "by_b";
+const BY_U: &str = "by_u";
+const INDEXES: [&str; 2] = [BY_B, BY_U];
+
+/// One indexed table: every put writes a new row with the durability given.
+#[derive(Debug, Clone, Copy)]
+struct IxSpec {
+    name: &'static str,
+    /// Its mark in the child's lines (`BEGIN I <tag> <row>`).
+    tag: &'static str,
+    durability: Durability,
+    /// Writer tasks; one makes the order of the puts known (the prefix check needs it).
+    writers: u64,
+    /// Regions at creation (1: no pre-split).
+    regions: usize,
+    /// The table's MemStore flush size.
+    flush_size: u64,
+    /// A writer pauses `pause_ms` after every `pause_every` puts, bounding the data.
+    pause_every: u64,
+    pause_ms: u64,
+    /// Writers stop once the table holds this many rows (`None`: never), so that a table
+    /// that must keep one region stays far below the automatic split size.
+    max_rows: Option<usize>,
+    /// The child's admin task splits and merges its regions (and its index tables').
+    split_by_test: bool,
+}
+
+const IX_TABLES: [IxSpec; 3] = [
+    IxSpec {
+        name: "ix_sync",
+        tag: "S",
+        durability: Durability::SyncWal,
+        writers: 2,
+        regions: 3,
+        flush_size: 64 << 10,
+        pause_every: 8,
+        pause_ms: 1,
+        max_rows: None,
+        split_by_test: true,
+    },
+    IxSpec {
+        name: "ix_async",
+        tag: "A",
+        durability: Durability::AsyncWal,
+        writers: 1,
+        regions: 3,
+        flush_size: 64 << 10,
+        pause_every: 8,
+        pause_ms: 1,
+        max_rows: None,
+        split_by_test: true,
+    },
+    IxSpec {
+        name: "ix_skip",
+        tag: "K",
+        durability: Durability::SkipWal,
+        writers: 1,
+        regions: 1,
+        flush_size: 4 << 10,
+        pause_every: 1,
+        pause_ms: 1,
+        // About 150 bytes a row in store files: far under 1 MiB, even with replayed cells
+        // flushed twice.
+        max_rows: Some(2500),
+        split_by_test: false,
+    },
+];
 
 fn config(dir: &Path) -> Config {
     Config::new(dir)
@@ -73,6 +184,108 @@ fn config(dir: &Path) -> Config {
         .wal_segment_size(1 << 20)
         .split_policy(basalt::SplitPolicy::ConstantSize)
         .max_region_size(1 << 20)
+}
+
+fn tn(name: &str) -> TableName {
+    TableName::parse(name).unwrap()
+}
+
+/// The engine's coprocessors: the index maintainers and `RowCounter`. Returns the registry
+/// (for `Config::coprocessor_loader`) and the index runtime (for `IndexAdmin`).
+fn registry() -> (Arc<Registry>, Arc<Runtime>) {
+    let reg = Registry::new();
+    let rt = basalt::index::register(&reg).unwrap();
+    reg.register(COUNTER_CP, |_| {
+        Ok(Arc::new(RowCounter) as Arc<dyn RegionObserver>)
+    })
+    .unwrap();
+    (Arc::new(reg), rt)
+}
+
+/// The engine config with the registry as its coprocessor loader.
+fn hooked_config(dir: &Path) -> (Config, Arc<Runtime>) {
+    let (reg, rt) = registry();
+    (config(dir).coprocessor_loader(reg), rt)
+}
+
+/// On each indexed table: every put of a batch (an index build's touch excepted) adds an
+/// increment of the table's counter in `COUNTS` to the batch, so the counter commits
+/// atomically with the rows it counts.
+struct RowCounter;
+
+#[async_trait]
+impl RegionObserver for RowCounter {
+    async fn pre_batch_mutate(
+        &self,
+        ctx: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        let puts = batch
+            .operations()
+            .enumerate()
+            .filter(|(k, m)| match m {
+                Mutation::Put(p) => !p.is_touch() && !batch.is_vetoed(*k),
+                Mutation::Delete(_) => false,
+            })
+            .count();
+        let counter = ctx.table().qualifier().to_string();
+        for _ in 0..puts {
+            batch.add_increment_to(
+                tn(COUNTS),
+                Increment::new(&counter).add_column(FAMILY, COUNT_QUALIFIER, 1),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The cells of an indexed row, all derived from its key: `b` (the covered index's value,
+/// shared by about one row in 64), `c` (covered), `u` (the unique index's value).
+fn ix_cells(row: &str) -> [(&'static str, String); 3] {
+    let h = row.bytes().fold(0u64, |a, b| mix(a ^ u64::from(b)));
+    [
+        ("b", format!("b{:02}", h % 64)),
+        ("c", format!("c|{row}|{:x}", h >> 40)),
+        ("u", format!("u|{row}")),
+    ]
+}
+
+/// Creates the indexed tables, their indexes and the counter table (the parent, once, before
+/// the first child).
+async fn create_indexed_tables(dir: &Path) {
+    let (config, rt) = hooked_config(dir);
+    let conn = Connection::open_with(config).await.unwrap();
+    let admin = conn.admin();
+    admin
+        .create_table(TableDescriptor::new(tn(COUNTS)).family(ColumnFamilyDescriptor::new(FAMILY)))
+        .await
+        .unwrap();
+    let indexes = IndexAdmin::new(&conn, rt);
+    for spec in IX_TABLES {
+        let desc = TableDescriptor::new(tn(spec.name))
+            .family(ColumnFamilyDescriptor::new(FAMILY))
+            .memstore_flush_size(spec.flush_size)
+            .coprocessor(CoprocessorDescriptor::new(COUNTER_CP));
+        let split = if spec.regions > 1 {
+            PreSplit::Algorithm(SplitAlgorithm::HexString, spec.regions)
+        } else {
+            PreSplit::None
+        };
+        admin.create_table_with_splits(desc, split).await.unwrap();
+        indexes
+            .create(
+                IndexDef::new(BY_B, spec.name)
+                    .column(FAMILY, "b")
+                    .cover(FAMILY, "c"),
+            )
+            .await
+            .unwrap();
+        indexes
+            .create(IndexDef::new(BY_U, spec.name).column(FAMILY, "u").unique())
+            .await
+            .unwrap();
+    }
+    conn.close().await.unwrap();
 }
 
 /// splitmix64: spreads row keys over the hex key space (and so over the regions).
@@ -160,7 +373,7 @@ fn child_writer() {
 }
 
 async fn child_main(dir: PathBuf, run: u64, seed: u64) {
-    let conn = Connection::open_with(config(&dir))
+    let conn = Connection::open_with(hooked_config(&dir).0)
         .await
         .unwrap_or_else(|e| child_fail(&format!("open failed: {e}")));
     let admin = conn.admin();
@@ -181,6 +394,23 @@ async fn child_main(dir: PathBuf, run: u64, seed: u64) {
         .try_collect()
         .await
         .unwrap_or_else(|e| child_fail(&format!("startup scan failed: {e}")));
+    // The rows of the indexed tables with a row cap (the others' are not needed: their
+    // writers only add rows).
+    let mut ix_rows = Vec::new();
+    for spec in IX_TABLES {
+        let n = match spec.max_rows {
+            Some(_) => conn
+                .table(spec.name)
+                .unwrap()
+                .scan(Scan::new().filter(Filter::FirstKeyOnly))
+                .unwrap()
+                .try_fold(0usize, |n, _| async move { Ok(n + 1) })
+                .await
+                .unwrap_or_else(|e| child_fail(&format!("startup count failed: {e}"))),
+            None => 0,
+        };
+        ix_rows.push(n);
+    }
     emit("READY");
 
     let mut tasks = Vec::new();
@@ -224,25 +454,52 @@ async fn child_main(dir: PathBuf, run: u64, seed: u64) {
             }
         }));
     }
-    // Splits and merges while the writers run, so kills land in them too.
+    for (spec, existing) in IX_TABLES.into_iter().zip(ix_rows) {
+        let table = conn.table(spec.name).unwrap();
+        for writer in 0..spec.writers {
+            let budget = spec.max_rows.map(|m| m.saturating_sub(existing));
+            tasks.push(tokio::spawn(ix_writer(
+                table.clone(),
+                spec,
+                run,
+                seed,
+                writer,
+                budget,
+            )));
+        }
+    }
+    // Splits and merges while the writers run, so kills land in them too: half of them in
+    // table `crash`, the others in the indexed tables the test splits and their index tables.
+    let mut split_tables = Vec::new();
+    for spec in IX_TABLES.iter().filter(|s| s.split_by_test) {
+        split_tables.push(tn(spec.name));
+        for index in INDEXES {
+            split_tables.push(IndexDef::new(index, spec.name).index_table().unwrap());
+        }
+    }
     let admin = conn.admin();
     tasks.push(tokio::spawn(async move {
         let mut rng = StdRng::seed_from_u64(mix(seed ^ mix(run) ^ 77));
         loop {
             let pause = rng.random_range(5..40);
             tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
-            let Ok(rs) = admin.regions(&name).await else {
+            let name = if rng.random_bool(0.5) {
+                &name
+            } else {
+                &split_tables[rng.random_range(0..split_tables.len())]
+            };
+            let Ok(rs) = admin.regions(name).await else {
                 continue;
             };
             let outcome = if rs.len() > 8 || (rs.len() > 2 && rng.random_bool(0.3)) {
                 let i = rng.random_range(0..rs.len() - 1);
                 admin
-                    .merge_regions(&name, rs[i].id, rs[i + 1].id)
+                    .merge_regions(name, rs[i].id, rs[i + 1].id)
                     .await
                     .map(|_| ())
             } else {
                 let r = &rs[rng.random_range(0..rs.len())];
-                admin.split_region(&name, r.id, None).await.map(|_| ())
+                admin.split_region(name, r.id, None).await.map(|_| ())
             };
             // A region a split by itself replaced meanwhile is not a failure.
             if let Err(e @ (basalt::Error::Io(_) | basalt::Error::Corruption { .. })) = outcome {
@@ -253,6 +510,40 @@ async fn child_main(dir: PathBuf, run: u64, seed: u64) {
     for t in tasks {
         if t.await.is_err() {
             child_fail("writer task panicked");
+        }
+    }
+}
+
+/// One writer of an indexed table: puts new rows (`<hash>-<run>-<writer>-<n>`, so every row
+/// is written once) with the table's durability, in order, until killed, or until it wrote
+/// `budget` rows.
+async fn ix_writer(
+    table: basalt::Table,
+    spec: IxSpec,
+    run: u64,
+    seed: u64,
+    writer: u64,
+    budget: Option<usize>,
+) {
+    let salt = spec.name.bytes().fold(0u64, |a, b| mix(a ^ u64::from(b)));
+    for n in 0u64.. {
+        if budget.is_some_and(|b| n as usize >= b) {
+            return;
+        }
+        let key = mix(seed ^ salt ^ mix(run << 40 | writer << 32 | n)) as u32;
+        let row = format!("{key:08x}-{run}-{writer}-{n}");
+        let mut put = Put::new(&row).durability(spec.durability);
+        for (q, v) in ix_cells(&row) {
+            put = put.add_column(FAMILY, q, v);
+        }
+        emit(&format!("BEGIN I {} {row}", spec.tag));
+        table
+            .put(put)
+            .await
+            .unwrap_or_else(|e| child_fail(&format!("put {row} to {}: {e}", spec.name)));
+        emit(&format!("ACK I {} {row}", spec.tag));
+        if n % spec.pause_every == spec.pause_every - 1 {
+            tokio::time::sleep(std::time::Duration::from_millis(spec.pause_ms)).await;
         }
     }
 }
@@ -321,7 +612,244 @@ impl Model {
     }
 }
 
-fn state_of(row: &str, r: &basalt::client::RowResult) -> State {
+/// What the parent knows of one indexed table (every put writes a new row, never overwritten
+/// or deleted, so a row is present or not).
+struct IxModel {
+    spec: IxSpec,
+    /// Rows that must be present: found by the last check and, with `SyncWal`, acknowledged
+    /// since.
+    present: BTreeSet<String>,
+    /// `SyncWal`: rows whose put began since the last check and was not acknowledged.
+    maybe: BTreeSet<String>,
+    /// `AsyncWal` and `SkipWal` (one writer): for each child run since the last check, its
+    /// rows in the order their puts began, and how many of them were acknowledged.
+    runs: Vec<(Vec<String>, usize)>,
+    acks: u64,
+    /// Acknowledged puts found missing (allowed with `AsyncWal` and `SkipWal` only).
+    lost: u64,
+}
+
+impl IxModel {
+    fn new(spec: IxSpec) -> Self {
+        IxModel {
+            spec,
+            present: BTreeSet::new(),
+            maybe: BTreeSet::new(),
+            runs: Vec::new(),
+            acks: 0,
+            lost: 0,
+        }
+    }
+
+    /// Whether the table's check is the prefix check (one sequential writer, acknowledged
+    /// writes may be lost).
+    fn prefix(&self) -> bool {
+        self.spec.durability != Durability::SyncWal
+    }
+
+    fn apply(&mut self, phase: &str, row: &str) {
+        let name = self.spec.name;
+        if !self.prefix() {
+            match phase {
+                "BEGIN" => {
+                    assert!(
+                        self.maybe.insert(row.to_string()),
+                        "{name}: row {row} put twice"
+                    );
+                }
+                _ => {
+                    assert!(
+                        self.maybe.remove(row),
+                        "{name}: ACK of {row} without a BEGIN"
+                    );
+                    self.present.insert(row.to_string());
+                    self.acks += 1;
+                }
+            }
+            return;
+        }
+        let (rows, acked) = self.runs.last_mut().expect("a run was started");
+        match phase {
+            "BEGIN" => {
+                assert_eq!(
+                    *acked,
+                    rows.len(),
+                    "{name}: put {row} began before the last ended"
+                );
+                rows.push(row.to_string());
+            }
+            _ => {
+                assert_eq!(
+                    rows.get(*acked).map(String::as_str),
+                    Some(row),
+                    "{name}: ACK of {row} out of order"
+                );
+                *acked += 1;
+                self.acks += 1;
+            }
+        }
+    }
+
+    /// Checks the rows found against the model, then collapses it to them.
+    fn check(&mut self, found: &BTreeSet<String>, cycle: usize) {
+        let name = self.spec.name;
+        for row in &self.present {
+            assert!(
+                found.contains(row),
+                "cycle {cycle}: {name}: row {row} is lost (acknowledged with SyncWal, or found \
+                 by an earlier check)"
+            );
+        }
+        let mut known = self.present.clone();
+        if self.prefix() {
+            for (run, (rows, acked)) in self.runs.iter().enumerate() {
+                let k = rows.iter().take_while(|r| found.contains(*r)).count();
+                if let Some(later) = rows[k..].iter().position(|r| found.contains(r)) {
+                    panic!(
+                        "cycle {cycle}: {name}: not a prefix: in child run {} of those since \
+                         the last check (puts begun: {}, acknowledged: {acked}), put {} ({}) \
+                         is present but put {} ({}) is not",
+                        run + 1,
+                        rows.len(),
+                        k + later + 1,
+                        rows[k + later],
+                        k + 1,
+                        rows[k]
+                    );
+                }
+                known.extend(rows[..k].iter().cloned());
+                self.lost += acked.saturating_sub(k) as u64;
+            }
+        } else {
+            known.extend(self.maybe.iter().filter(|r| found.contains(*r)).cloned());
+        }
+        let unknown: Vec<&String> = found.difference(&known).take(5).collect();
+        assert!(
+            unknown.is_empty(),
+            "cycle {cycle}: {name}: rows present that no put of the model can have written \
+             (never begun, or lost at an earlier check): {unknown:?}"
+        );
+        self.present = found.clone();
+        self.maybe.clear();
+        self.runs.clear();
+    }
+}
+
+/// The models of the indexed tables.
+struct Ix {
+    tables: Vec<IxModel>,
+}
+
+impl Ix {
+    fn new() -> Self {
+        Ix {
+            tables: IX_TABLES.into_iter().map(IxModel::new).collect(),
+        }
+    }
+
+    /// Before the lines of a child run.
+    fn start_run(&mut self) {
+        for t in self.tables.iter_mut().filter(|t| t.prefix()) {
+            t.runs.push((Vec::new(), 0));
+        }
+    }
+
+    /// Applies a line `BEGIN I <tag> <row>` or `ACK I <tag> <row>`; false for other lines.
+    fn apply(&mut self, line: &str) -> bool {
+        let parts: Vec<&str> = line.split(' ').collect();
+        let [phase @ ("BEGIN" | "ACK"), "I", tag, row] = parts[..] else {
+            return false;
+        };
+        let t = self
+            .tables
+            .iter_mut()
+            .find(|t| t.spec.tag == tag)
+            .unwrap_or_else(|| panic!("unknown table tag in {line:?}"));
+        t.apply(phase, row);
+        true
+    }
+
+    /// Checks every indexed table on `conn`: its rows against its model, its cells, its
+    /// counter and its indexes.
+    async fn check(&mut self, conn: &Connection, indexes: &IndexAdmin, cycle: usize) {
+        let counts = conn.table(COUNTS).unwrap();
+        for t in &mut self.tables {
+            let name = t.spec.name;
+            let infos = conn.admin().regions(&tn(name)).await.unwrap();
+            let (regions, bytes) = (
+                infos.len(),
+                infos.iter().map(|r| r.store_file_size).sum::<u64>(),
+            );
+            if t.spec.max_rows.is_some() {
+                assert_eq!(
+                    regions, 1,
+                    "cycle {cycle}: {name} must keep one region (its prefix check is global)"
+                );
+            }
+            let rows: Vec<RowResult> = conn
+                .table(name)
+                .unwrap()
+                .scan(Scan::new())
+                .unwrap()
+                .try_collect()
+                .await
+                .unwrap_or_else(|e| panic!("cycle {cycle}: scan of {name} failed: {e}"));
+            let mut found = BTreeSet::new();
+            for r in &rows {
+                let row = String::from_utf8(r.row.to_vec()).unwrap();
+                let want = ix_cells(&row);
+                assert!(
+                    r.cells.len() == want.len()
+                        && want
+                            .iter()
+                            .all(|(q, v)| r.value(FAMILY, q).map(|x| x.as_ref())
+                                == Some(v.as_bytes())),
+                    "cycle {cycle}: {name}: row {row} holds {r:?}, its put wrote {want:?}"
+                );
+                found.insert(row);
+            }
+            t.check(&found, cycle);
+            let counter = counts
+                .get(Get::new(name))
+                .await
+                .unwrap_or_else(|e| panic!("cycle {cycle}: get of {name}'s counter failed: {e}"))
+                .value(FAMILY, COUNT_QUALIFIER)
+                .map_or(0, |v| i64::from_be_bytes(v.as_ref().try_into().unwrap()));
+            assert_eq!(
+                counter,
+                found.len() as i64,
+                "cycle {cycle}: {name}: the counter kept by its observer is not the number of \
+                 its rows"
+            );
+            for index in INDEXES {
+                let report = indexes
+                    .verify(name, index)
+                    .await
+                    .unwrap_or_else(|e| panic!("cycle {cycle}: verify {name}/{index}: {e}"));
+                assert!(
+                    report.differences() == 0,
+                    "cycle {cycle}: index {name}/{index} differs from its data: {} rows, {} \
+                     index rows, {} missing, {} extra, {} stale; first: {:?} {:?} {:?}",
+                    report.data_rows,
+                    report.index_rows,
+                    report.missing.len(),
+                    report.extra.len(),
+                    report.stale.len(),
+                    report.missing.first(),
+                    report.extra.first(),
+                    report.stale.first()
+                );
+            }
+            eprintln!(
+                "cycle {cycle}: {name}: {} rows, {regions} regions, {bytes} bytes in store \
+                 files",
+                found.len()
+            );
+        }
+    }
+}
+
+fn state_of(row: &str, r: &RowResult) -> State {
     if r.is_empty() {
         return State::Absent;
     }
@@ -332,12 +860,20 @@ fn state_of(row: &str, r: &basalt::client::RowResult) -> State {
     State::Value(token_of(row, v))
 }
 
-/// Opens the engine as the parent and checks it against the model; collapses every row's
-/// possibilities to the state found. Returns the number of rows present.
-async fn check(dir: &Path, model: &mut Model, rng: &mut StdRng, cycle: usize) -> usize {
-    let conn = Connection::open_with(config(dir))
+/// Opens the engine as the parent and checks it against the models; collapses every row's
+/// possibilities to the state found. Returns the number of rows present in table `crash`.
+async fn check(
+    dir: &Path,
+    model: &mut Model,
+    ix: &mut Ix,
+    rng: &mut StdRng,
+    cycle: usize,
+) -> usize {
+    let (config, rt) = hooked_config(dir);
+    let conn = Connection::open_with(config)
         .await
         .unwrap_or_else(|e| panic!("cycle {cycle}: recovery failed: {e}"));
+    ix.check(&conn, &IndexAdmin::new(&conn, rt), cycle).await;
     let name = TableName::parse(TABLE).unwrap();
     let mut found: BTreeMap<String, State> = BTreeMap::new();
     if conn.admin().table_exists(&name).await.unwrap() {
@@ -525,7 +1061,7 @@ fn crash_recovery_cycles() {
     let cycles: usize = std::env::var(CYCLES_ENV)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(24);
+        .unwrap_or(32);
     let seed: u64 = std::env::var(SEED_ENV)
         .ok()
         .and_then(|s| s.parse().ok())
@@ -540,17 +1076,23 @@ fn crash_recovery_cycles() {
         .build()
         .unwrap();
 
-    let mut model = Model::default();
-    let (mut checks, mut early, mut rows) = (0, 0, 0);
     let started = Instant::now();
+    rt.block_on(create_indexed_tables(&dir));
+    let mut model = Model::default();
+    let mut ix = Ix::new();
+    let (mut checks, mut early, mut rows) = (0, 0, 0);
     for cycle in 0..cycles {
         // The first and last cycles are ordinary; otherwise one in five kills early.
         let early_kill = cycle > 0 && cycle + 1 < cycles && rng.random_bool(0.2);
         let t0 = Instant::now();
         let lines = run_child(&dir, cycle as u64, seed, early_kill, &mut rng);
         let before = (model.acks, model.rows.len());
+        let ix_before: u64 = ix.tables.iter().map(|t| t.acks).sum();
+        ix.start_run();
         for line in &lines {
-            model.apply(line);
+            if !ix.apply(line) {
+                model.apply(line);
+            }
         }
         let begun = lines.iter().filter(|l| l.starts_with("BEGIN ")).count();
         let acked = lines.iter().filter(|l| l.starts_with("ACK ")).count();
@@ -561,16 +1103,17 @@ fn crash_recovery_cycles() {
         let do_check = cycle + 1 == cycles || rng.random_bool(0.75);
         let note = if do_check {
             checks += 1;
-            rows = rt.block_on(check(&dir, &mut model, &mut rng, cycle));
+            rows = rt.block_on(check(&dir, &mut model, &mut ix, &mut rng, cycle));
             "checked"
         } else {
             "not checked"
         };
         println!(
-            "cycle {cycle:>2}: {} acks, {} new rows, early kill {early_kill}, {pending} \
-             unacknowledged ops, {note}, {rows} rows, {:?}",
+            "cycle {cycle:>2}: {} acks, {} new rows, {} indexed puts acknowledged, early kill \
+             {early_kill}, {pending} unacknowledged ops, {note}, {rows} rows, {:?}",
             model.acks - before.0,
             model.rows.len() - before.1,
+            ix.tables.iter().map(|t| t.acks).sum::<u64>() - ix_before,
             t0.elapsed()
         );
     }
@@ -584,5 +1127,24 @@ fn crash_recovery_cycles() {
         model.rows.len(),
         started.elapsed()
     );
+    for t in &ix.tables {
+        println!(
+            "crash test: {}: {} puts acknowledged ({} of them lost), {} rows present",
+            t.spec.name,
+            t.acks,
+            t.lost,
+            t.present.len()
+        );
+    }
     assert!(model.acks > 0, "the children acknowledged nothing");
+    for t in &ix.tables {
+        // The last cycle is always checked, so `present` is what the engine holds.
+        assert!(
+            t.acks > 0 && !t.present.is_empty(),
+            "{}: {} puts acknowledged, {} rows present: the workload did not exercise it",
+            t.spec.name,
+            t.acks,
+            t.present.len()
+        );
+    }
 }

@@ -4,7 +4,7 @@
 //! fuzz-style proptest that feeds random strings to the parser, which must never panic.
 
 use basalt::client::{CompareOp, Put, RowResult, Scan, Table};
-use basalt::filter::{ColumnValueCondition, Comparator, Filter, ListOp};
+use basalt::filter::{ColumnValueCondition, Comparator, Filter, ListOp, MAX_FILTER_DEPTH};
 use basalt::{ColumnFamilyDescriptor, Connection, Error, TableDescriptor, TableName};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -409,6 +409,58 @@ fn malformed_inputs_point_at_the_problem() {
     assert!(parse_error(&deep).1.contains("nested too deeply"));
     let display = Filter::parse("PageFilter (x)").unwrap_err().to_string();
     assert!(display.contains("byte 12"), "{display}");
+}
+
+/// The text of a filter `levels` deep of kind `kind`: SKIPs, WHILEs or nested ANDs.
+fn nested_text(kind: usize, levels: usize) -> String {
+    let leaf = "PageFilter (1)";
+    let n = levels - 1;
+    match kind {
+        0 => format!("{}{leaf}", "SKIP ".repeat(n)),
+        1 => format!("{}{leaf}", "WHILE ".repeat(n)),
+        _ => format!(
+            "{}{leaf}{}",
+            "KeyOnlyFilter () AND (".repeat(n),
+            ")".repeat(n)
+        ),
+    }
+}
+
+#[test]
+fn a_million_nested_levels_are_a_parse_error_not_a_stack_overflow() {
+    for kind in 0..3 {
+        let text = nested_text(kind, 1_000_000);
+        let (_, msg) = parse_error(&text);
+        assert!(msg.contains("nested too deeply"), "{msg}");
+    }
+    let parens = format!(
+        "{}PageFilter (1){}",
+        "(".repeat(1_000_000),
+        ")".repeat(1_000_000)
+    );
+    assert!(parse_error(&parens).1.contains("nested too deeply"));
+}
+
+#[test]
+fn a_filter_at_the_depth_limit_parses_and_round_trips_and_one_level_more_does_not() {
+    for kind in 0..3 {
+        let f = p(&nested_text(kind, MAX_FILTER_DEPTH));
+        assert_eq!(f.depth(), MAX_FILTER_DEPTH, "kind {kind}");
+        assert_eq!(Filter::from_bytes(&f.to_bytes().unwrap()).unwrap(), f);
+        // One level more: what the decoder would refuse, the parser refuses, at the operator
+        // (or the chain) that went too deep.
+        let text = nested_text(kind, MAX_FILTER_DEPTH + 1);
+        let (pos, msg) = parse_error(&text);
+        assert!(
+            msg.contains(&format!("more than {MAX_FILTER_DEPTH} levels")),
+            "kind {kind}: {msg}"
+        );
+        assert!(pos < text.len(), "kind {kind}: {pos}");
+    }
+    // Parentheses that add no level do not count against the filter's depth, only against
+    // the parser's own nesting bound.
+    let f = p(&format!("(({}))", nested_text(0, MAX_FILTER_DEPTH)));
+    assert_eq!(f.depth(), MAX_FILTER_DEPTH);
 }
 
 proptest! {

@@ -1,13 +1,17 @@
 //! Filters against the engine: one behaviour per test, each on cells chosen for the filter's
 //! edge cases (empty values, missing columns, several versions, deleted cells, several
 //! families and regions, reverse scans), through the public async API; check-and-mutate with
-//! a filter condition; the postcard round trip; and a proptest comparing filtered engine scans
-//! (with their seeks) with the same filter applied to the model's unfiltered results.
+//! a filter condition; the postcard round trip and its bounds on untrusted bytes (nesting
+//! depth, lengths the input does not back), with a proptest that every filter within the
+//! depth limit round-trips; and a proptest comparing filtered engine scans (with their seeks)
+//! with the same filter applied to the model's unfiltered results.
 
 mod common;
 
 use basalt::client::{CheckAndMutate, CompareOp, Delete, Get, Put, RowResult, Scan, Table};
-use basalt::filter::{BitOp, ColumnValueCondition, Comparator, Filter, ListOp, RowRangeSpec};
+use basalt::filter::{
+    BitOp, ColumnValueCondition, Comparator, Filter, ListOp, RowRangeSpec, MAX_FILTER_DEPTH,
+};
 use basalt::{ColumnFamilyDescriptor, Connection, Error, PreSplit, TableDescriptor, TableName};
 use bytes::Bytes;
 use common::model::{b, DeleteSpec, Model, PutSpec, ScanSpec};
@@ -759,6 +763,154 @@ fn filters_round_trip_through_postcard() {
     let bytes = f.to_bytes().unwrap();
     assert_eq!(Filter::from_bytes(&bytes).unwrap(), f);
     assert!(Filter::from_bytes(&bytes[..bytes.len() / 2]).is_err());
+}
+
+/// The encoding of a filter `levels` deep: `levels - 1` times `wrap` around
+/// FirstKeyOnlyFilter, made by repeating the bytes `wrap` puts before the filter it wraps
+/// (so it can be longer than any filter the encoder would take).
+fn nested_bytes(wrap: fn(Filter) -> Filter, levels: usize) -> Vec<u8> {
+    let leaf = Filter::FirstKeyOnly.to_bytes().unwrap();
+    let one = wrap(Filter::FirstKeyOnly).to_bytes().unwrap();
+    let (head, tail) = one.split_at(one.len() - leaf.len());
+    assert_eq!(tail, &leaf[..], "the wrapped filter's bytes come last");
+    let mut out = head.repeat(levels - 1);
+    out.extend_from_slice(&leaf);
+    out
+}
+
+/// The three ways a filter holds another.
+const WRAPS: [fn(Filter) -> Filter; 3] = [
+    |f| Filter::WhileMatch(Box::new(f)),
+    |f| Filter::Skip(Box::new(f)),
+    |f| Filter::all([f]),
+];
+
+fn assert_too_deep(out: basalt::Result<impl std::fmt::Debug>) {
+    match out {
+        Err(Error::BadArgument(msg)) => assert!(
+            msg.contains(&format!("limit of {MAX_FILTER_DEPTH} levels")),
+            "{msg}"
+        ),
+        other => panic!("expected a typed error naming the limit, got {other:?}"),
+    }
+}
+
+#[test]
+fn decoding_a_million_nested_levels_is_a_typed_error_not_a_stack_overflow() {
+    for wrap in WRAPS {
+        // Before the limit, this overflowed the stack and aborted the process.
+        let bytes = nested_bytes(wrap, 1_000_000);
+        assert_too_deep(Filter::from_bytes(&bytes));
+        // The thread's nesting count is back to zero: a filter at the limit decodes after.
+        let ok = nested_bytes(wrap, MAX_FILTER_DEPTH);
+        assert_eq!(Filter::from_bytes(&ok).unwrap().depth(), MAX_FILTER_DEPTH);
+    }
+}
+
+#[test]
+fn a_filter_at_the_depth_limit_round_trips_and_one_level_more_is_refused_both_ways() {
+    // Mixed wrappers, with siblings in the lists, exactly MAX_FILTER_DEPTH levels deep.
+    let mut f = Filter::prefix("p");
+    for i in 1..MAX_FILTER_DEPTH {
+        f = match i % 3 {
+            0 => Filter::WhileMatch(Box::new(f)),
+            1 => Filter::Skip(Box::new(f)),
+            _ => Filter::any([Filter::FirstKeyOnly, f, Filter::Page(3)]),
+        };
+    }
+    assert_eq!(f.depth(), MAX_FILTER_DEPTH);
+    let bytes = f.to_bytes().unwrap();
+    assert_eq!(Filter::from_bytes(&bytes).unwrap(), f);
+    for wrap in WRAPS {
+        // One level more: the encoder refuses what the decoder would.
+        let deeper = wrap(f.clone());
+        assert_eq!(deeper.depth(), MAX_FILTER_DEPTH + 1);
+        assert_too_deep(deeper.to_bytes());
+        assert_too_deep(Filter::from_bytes(&nested_bytes(
+            wrap,
+            MAX_FILTER_DEPTH + 1,
+        )));
+        assert!(Filter::from_bytes(&nested_bytes(wrap, MAX_FILTER_DEPTH)).is_ok());
+    }
+}
+
+#[test]
+fn lengths_the_input_does_not_back_are_a_typed_error() {
+    // A list, a timestamp list, a prefix list and a fuzzy list claiming u64::MAX elements,
+    // and a prefix claiming u64::MAX bytes, in a few bytes of input.
+    let huge = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+    for empty in [
+        Filter::all([]),
+        Filter::Timestamps(vec![]),
+        Filter::MultipleColumnPrefix(vec![]),
+        Filter::FuzzyRow(vec![]),
+        Filter::MultiRowRange(vec![]),
+        Filter::prefix(""),
+    ] {
+        let mut bytes = empty.to_bytes().unwrap();
+        assert_eq!(bytes.pop(), Some(0), "{empty:?} ends with its length");
+        bytes.extend_from_slice(&huge);
+        match Filter::from_bytes(&bytes) {
+            Err(Error::BadArgument(msg)) => assert!(msg.contains("filter decoding"), "{msg}"),
+            other => panic!("{empty:?}: {other:?}"),
+        }
+    }
+}
+
+/// The depth of a filter, counted here independently of [`Filter::depth`].
+fn nesting(f: &Filter) -> usize {
+    match f {
+        Filter::WhileMatch(f) | Filter::Skip(f) => 1 + nesting(f),
+        Filter::List(_, fs) => 1 + fs.iter().map(nesting).max().unwrap_or(0),
+        _ => 1,
+    }
+}
+
+/// Filters around the depth limit: a chain of wrappers (with random siblings in lists)
+/// around a random filter.
+fn deep_filter() -> impl Strategy<Value = Filter> {
+    (
+        filter(),
+        prop::collection::vec((0u8..4, filter()), 0..MAX_FILTER_DEPTH + 4),
+    )
+        .prop_map(|(inner, wraps)| {
+            wraps
+                .into_iter()
+                .fold(inner, |f, (kind, sibling)| match kind {
+                    0 => Filter::Skip(Box::new(f)),
+                    1 => Filter::WhileMatch(Box::new(f)),
+                    2 => Filter::all([sibling, f]),
+                    _ => Filter::any([f, sibling]),
+                })
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    /// Every filter within the depth limit encodes and decodes back to itself; every deeper
+    /// one is refused by the encoder (which would otherwise write what the decoder refuses).
+    #[test]
+    fn filters_within_the_depth_limit_round_trip(f in prop_oneof![filter(), deep_filter()]) {
+        let depth = nesting(&f);
+        prop_assert_eq!(f.depth(), depth);
+        if depth <= MAX_FILTER_DEPTH {
+            let bytes = f.to_bytes().unwrap();
+            prop_assert_eq!(Filter::from_bytes(&bytes).unwrap(), f);
+            // Any cut of the bytes is an error, never a panic.
+            for cut in [0, bytes.len() / 3, bytes.len().saturating_sub(1)] {
+                if cut < bytes.len() {
+                    prop_assert!(Filter::from_bytes(&bytes[..cut]).is_err());
+                }
+            }
+        } else {
+            prop_assert!(f.to_bytes().is_err());
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ use basalt::coprocessors::Registry;
 use basalt::fs::{CrashKind, FaultFs};
 use basalt::index::query::val;
 use basalt::index::{IndexAdmin, IndexDef, IndexState, Query, Runtime};
-use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor, TableName};
+use basalt::{
+    ColumnFamilyDescriptor, Config, Connection, Durability, Error, TableDescriptor, TableName,
+};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use proptest::prelude::*;
@@ -882,4 +884,84 @@ async fn after_a_simulated_crash_every_index_verifies_with_zero_differences() {
         check_all(&conn, &admin).await.unwrap();
         conn.close().await.unwrap();
     }
+}
+
+/// The durability of a write to an indexed table covers its index rows. An ASYNC_WAL write
+/// is not promoted to SYNC_WAL by the index rows the maintainer adds: when its WAL write
+/// never happens (the disk is full) it is acknowledged, then lost with its index rows in a
+/// process crash. A SKIP_WAL write with index rows is logged as ASYNC_WAL (data and index
+/// regions flush apart, so only a record keeps them together): once a later SYNC_WAL write
+/// has carried it to the log, it survives the crash with its index rows. Every index
+/// verifies with zero differences after the crash.
+#[tokio::test]
+async fn async_wal_keeps_its_durability_and_skip_wal_is_logged_with_its_index_rows() {
+    let fs = FaultFs::new();
+    let config = |fs: &FaultFs, reg: Arc<Registry>| {
+        Config::new("/idx")
+            .filesystem(fs.as_dyn())
+            .coprocessor_loader(reg)
+    };
+    let (reg, rt) = registry();
+    let conn = Connection::open_with(config(&fs, reg)).await.unwrap();
+    data_table(&conn).await;
+    let admin = IndexAdmin::new(&conn, rt);
+    for s in ALL {
+        admin.create(s.def("t")).await.unwrap();
+    }
+    let t = conn.table("t").unwrap();
+    let put = |row: &str, v: &str, d: Durability| {
+        ["a", "b", "c", "u", "n"]
+            .iter()
+            .fold(Put::new(row), |p, q| {
+                p.add_column("f", q, format!("{row}-{q}-{v}"))
+            })
+            .durability(d)
+    };
+    t.put(put("kept", "1", Durability::SyncWal)).await.unwrap();
+    t.put(put("skipped", "2", Durability::SkipWal))
+        .await
+        .unwrap();
+    // Writes the queue, the skipped write's record included.
+    t.put(put("later", "4", Durability::SyncWal)).await.unwrap();
+    // Before the crash every write is there, index rows included.
+    check_all(&conn, &admin).await.unwrap();
+    let plain = admin.index("t", PLAIN.name).await.unwrap();
+    let keys = |k: &[&str]| {
+        k.iter()
+            .map(|k| Bytes::from(k.to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        plain.keys(&Query::range(None, None)).await.unwrap(),
+        keys(&["kept", "later", "skipped"])
+    );
+    // No WAL byte can be written any more: an ASYNC_WAL write is acknowledged without
+    // waiting for its record (were its index rows SYNC_WAL, the write would wait for the
+    // record and fail).
+    fs.disk_full_after(Some(0));
+    t.put(put("async", "3", Durability::AsyncWal))
+        .await
+        .unwrap();
+    assert_eq!(
+        plain.keys(&Query::range(None, None)).await.unwrap(),
+        keys(&["async", "kept", "later", "skipped"])
+    );
+    // The process dies before any flush: what was not logged is gone.
+    let fs = fs.crash(CrashKind::Process);
+    drop(plain);
+    drop(t);
+    drop(conn);
+    let (reg, rt) = registry();
+    let conn = Connection::open_with(config(&fs, reg)).await.unwrap();
+    let admin = IndexAdmin::new(&conn, rt);
+    let rows: Vec<Bytes> = data_rows(&conn).await.into_iter().map(|r| r.row).collect();
+    assert_eq!(rows, keys(&["kept", "later", "skipped"]));
+    for s in ALL {
+        let idx = admin.index("t", s.name).await.unwrap();
+        let mut got = idx.keys(&Query::range(None, None)).await.unwrap();
+        got.sort();
+        assert_eq!(got, keys(&["kept", "later", "skipped"]), "{}", s.name);
+    }
+    check_all(&conn, &admin).await.unwrap();
+    conn.close().await.unwrap();
 }

@@ -4,10 +4,12 @@
 //! through `basalt_core::coprocessor::EngineHooks` (set it with `Config::observer`).
 //!
 //! Invariants: observers run by priority (lower first), ties in the order added; every call
-//! is isolated like a region observer's: a panic is caught, a table hook past its timeout is
-//! cancelled, and the failure is handled under the observer's [`FailurePolicy`] (fail the
-//! operation, or unload the observer and go on). WAL hooks are synchronous (they run on the
-//! commit path under the engine's commit lock), so they have no timeout; a failing
+//! is isolated like a region observer's: a panic is caught and a table hook past its
+//! timeout is cancelled. As for region observers, an `Err` a hook returns is a refusal: it
+//! fails (vetoes) the operation under every policy and unloads nothing; a panic or a
+//! timeout is a fault, handled under the observer's [`FailurePolicy`] (fail the operation,
+//! or unload the observer and go on). WAL hooks are synchronous (they run on the commit
+//! path under the engine's commit lock), so they have no timeout; a panicking
 //! `post_wal_append` or roll hook cannot fail anything (the record is already logged), it
 //! is counted and, under `Unload`, unloads its observer.
 
@@ -25,7 +27,9 @@ use std::time::{Duration, Instant};
 
 /// Hooks on table operations; every method defaults to a no-op. A `pre_*` hook's error
 /// vetoes the operation (nothing changes); a `post_*` hook's error reaches the caller
-/// although the change is done.
+/// although the change is done. Either way, under every [`FailurePolicy`]: an error is the
+/// hook's answer and never unloads the observer (only panics and timeouts do, under
+/// `Unload`).
 #[async_trait]
 pub trait TableObserver: Send + Sync {
     /// Before a table is created.
@@ -78,7 +82,8 @@ pub trait TableObserver: Send + Sync {
 /// path under the engine's commit lock, in sequence-id order: keep them short and never
 /// write to the engine from them.
 pub trait WalObserver: Send + Sync {
-    /// Before a record is appended; an error fails the write (nothing is logged or applied).
+    /// Before a record is appended; an error fails the write (nothing is logged or
+    /// applied) under every [`FailurePolicy`], and leaves the observer loaded.
     fn pre_wal_append(&self, _record: &WalRecord) -> Result<()> {
         Ok(())
     }
@@ -98,6 +103,8 @@ struct Slot<T: ?Sized> {
     unloaded: AtomicBool,
     calls: AtomicU64,
     errors: AtomicU64,
+    refusals: AtomicU64,
+    faults: AtomicU64,
     panics: AtomicU64,
     timeouts: AtomicU64,
     latency_ns: AtomicU64,
@@ -114,6 +121,8 @@ impl<T: ?Sized> Slot<T> {
             unloaded: AtomicBool::new(false),
             calls: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             latency_ns: AtomicU64::new(0),
@@ -131,6 +140,8 @@ impl<T: ?Sized> Slot<T> {
             loaded: self.active(),
             calls: self.calls.load(Ordering::Relaxed),
             errors: self.errors.load(Ordering::Relaxed),
+            refusals: self.refusals.load(Ordering::Relaxed),
+            faults: self.faults.load(Ordering::Relaxed),
             panics: self.panics.load(Ordering::Relaxed),
             timeouts: self.timeouts.load(Ordering::Relaxed),
             total_latency: Duration::from_nanos(self.latency_ns.load(Ordering::Relaxed)),
@@ -142,10 +153,21 @@ impl<T: ?Sized> Slot<T> {
         self.latency_ns.fetch_add(ns, Ordering::Relaxed);
     }
 
-    /// Applies the policy to a failure described by `msg`: the error to fail with, or `Ok`
-    /// after unloading the observer.
-    fn settle(&self, msg: String) -> Result<()> {
+    /// A refusal: the hook returned `e`, which fails the operation under every policy.
+    fn refuse(&self, e: &Error) -> Result<()> {
         self.errors.fetch_add(1, Ordering::Relaxed);
+        self.refusals.fetch_add(1, Ordering::Relaxed);
+        Err(Error::Coprocessor {
+            name: self.name.clone(),
+            msg: e.to_string(),
+        })
+    }
+
+    /// Applies the policy to a fault (a panic or a timeout) described by `msg`: the error
+    /// to fail with, or `Ok` after unloading the observer.
+    fn fault(&self, msg: String) -> Result<()> {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.faults.fetch_add(1, Ordering::Relaxed);
         let err = Error::Coprocessor {
             name: self.name.clone(),
             msg,
@@ -154,7 +176,7 @@ impl<T: ?Sized> Slot<T> {
             FailurePolicy::FailOperation => Err(err),
             FailurePolicy::Unload => {
                 self.unloaded.store(true, Ordering::Release);
-                tracing::warn!(observer = %self.name, error = %err, "engine observer unloaded after a failure");
+                tracing::warn!(observer = %self.name, error = %err, "engine observer unloaded after a fault");
                 Ok(())
             }
         }
@@ -168,10 +190,10 @@ impl<T: ?Sized> Slot<T> {
         self.record(start);
         match out {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => self.settle(e.to_string()),
+            Ok(Err(e)) => self.refuse(&e),
             Err(p) => {
                 self.panics.fetch_add(1, Ordering::Relaxed);
-                self.settle(format!("hook panicked: {}", panic_message(p.as_ref())))
+                self.fault(format!("hook panicked: {}", panic_message(p.as_ref())))
             }
         }
     }
@@ -184,14 +206,14 @@ impl<T: ?Sized> Slot<T> {
         self.record(start);
         match out {
             Ok(Ok(Ok(()))) => Ok(()),
-            Ok(Ok(Err(e))) => self.settle(e.to_string()),
+            Ok(Ok(Err(e))) => self.refuse(&e),
             Ok(Err(p)) => {
                 self.panics.fetch_add(1, Ordering::Relaxed);
-                self.settle(format!("hook panicked: {}", panic_message(p.as_ref())))
+                self.fault(format!("hook panicked: {}", panic_message(p.as_ref())))
             }
             Err(_) => {
                 self.timeouts.fetch_add(1, Ordering::Relaxed);
-                self.settle(format!(
+                self.fault(format!(
                     "hook ran past its timeout of {} ms",
                     self.timeout.as_millis()
                 ))

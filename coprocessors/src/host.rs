@@ -6,13 +6,23 @@
 //! load order (the order of the table descriptor's list), so every run is deterministic.
 //! Every hook call runs under `catch_unwind`, and once it waits, under a timer of the
 //! coprocessor's timeout (a hook that finishes in its first poll needs no timer and costs
-//! no clock read): an error, a panic or a timeout is counted and then either fails the operation with
-//! [`Error::Coprocessor`] (`FailOperation`) or unloads the coprocessor for the rest of
-//! this host's life and lets the operation go on (`Unload`). A failed coprocessor's
-//! changes to a batch (vetoes, added mutations) are rolled back; changes it made to a put,
-//! delete or get before failing under `Unload` stay. A bypass ends the chain; a bypass in a
-//! hook that does not support it (post-hooks, the batch hooks) is a failure. `post_batch`
-//! runs every coprocessor's hook even after one failed (each must hear the outcome).
+//! no clock read). What goes wrong in a call is one of two things, as in HBase (where an
+//! `IOException` from a coprocessor fails the operation and only unexpected errors count
+//! against the coprocessor):
+//!
+//! - a *refusal*: the hook returned `Err`. That is the hook's answer: it fails the
+//!   operation with [`Error::Coprocessor`] under every policy, and unloads nothing;
+//! - a *fault*: the hook panicked, ran past its timeout, or bypassed where bypass is not
+//!   supported (post-hooks, the batch hooks). A fault is handled under the coprocessor's
+//!   policy: it fails the operation with [`Error::Coprocessor`] (`FailOperation`), or
+//!   unloads the coprocessor for the rest of this host's life and lets the operation go on
+//!   (`Unload`).
+//!
+//! Both are counted apart ([`CoprocessorMetrics::refusals`], [`CoprocessorMetrics::faults`]).
+//! A failed coprocessor's changes to a batch (vetoes, added mutations) are rolled back;
+//! changes it made to a put, delete or get before a fault under `Unload` stay. A bypass
+//! ends the chain. `post_batch` runs every coprocessor's hook even after one failed (each
+//! must hear the outcome).
 //!
 //! Hooks a coprocessor does not implement are learnt: the trait's default (no-op) bodies
 //! mark the call, and the host does not call that hook of that coprocessor again (skipping
@@ -55,11 +65,18 @@ pub struct CoprocessorMetrics {
     /// Hook calls started. A hook learnt to be the trait's no-op default is called (and
     /// counted) once, then skipped.
     pub calls: u64,
-    /// Hook calls that failed (returned an error, panicked or timed out).
+    /// Hook calls that failed, for whatever reason: `refusals + faults`.
     pub errors: u64,
-    /// Of the errors, panics.
+    /// Of the errors, refusals: the hook returned `Err`. A refusal fails the operation
+    /// under every policy and never unloads the coprocessor.
+    pub refusals: u64,
+    /// Of the errors, faults: the hook panicked, ran past its timeout or bypassed where
+    /// bypass is not supported. A fault is handled under the coprocessor's
+    /// [`FailurePolicy`] (fail the operation, or unload the coprocessor).
+    pub faults: u64,
+    /// Of the faults, panics.
     pub panics: u64,
-    /// Of the errors, timeouts.
+    /// Of the faults, timeouts.
     pub timeouts: u64,
     /// Time spent in its hooks, in total, estimated: calls that wait are timed from their
     /// first wait; one call in 64 is timed from its start and, when it finished without
@@ -122,6 +139,8 @@ pub(crate) struct Loaded {
     unloaded: AtomicBool,
     calls: AtomicU64,
     errors: AtomicU64,
+    refusals: AtomicU64,
+    faults: AtomicU64,
     panics: AtomicU64,
     timeouts: AtomicU64,
     latency_ns: AtomicU64,
@@ -144,6 +163,8 @@ impl Loaded {
             unloaded: AtomicBool::new(false),
             calls: AtomicU64::new(0),
             errors: AtomicU64::new(0),
+            refusals: AtomicU64::new(0),
+            faults: AtomicU64::new(0),
             panics: AtomicU64::new(0),
             timeouts: AtomicU64::new(0),
             latency_ns: AtomicU64::new(0),
@@ -165,9 +186,12 @@ impl Loaded {
     }
 }
 
-/// How one hook call went wrong.
+/// How one hook call went wrong: a refusal (`Returned`) or a fault (the others).
 enum Failure {
+    /// The hook returned this error: its answer, which fails the operation.
     Returned(Error),
+    /// The hook bypassed where bypass is not supported (a bug of the coprocessor).
+    Misused(String),
     Panicked(String),
     TimedOut(Duration),
 }
@@ -232,6 +256,8 @@ impl CoprocessorHost {
                 loaded: !c.unloaded.load(Ordering::Acquire),
                 calls: c.calls.load(Ordering::Relaxed),
                 errors: c.errors.load(Ordering::Relaxed),
+                refusals: c.refusals.load(Ordering::Relaxed),
+                faults: c.faults.load(Ordering::Relaxed),
                 panics: c.panics.load(Ordering::Relaxed),
                 timeouts: c.timeouts.load(Ordering::Relaxed),
                 total_latency: Duration::from_nanos(c.latency_ns.load(Ordering::Relaxed)),
@@ -297,36 +323,42 @@ impl CoprocessorHost {
     /// `DoesNotSupportBypassException`).
     fn no_bypass(ctx: &ObserverContext<'_>, hook: &str) -> std::result::Result<(), Failure> {
         if ctx.is_bypassed() {
-            return Err(Failure::Returned(Error::bad_argument(format!(
-                "{hook} does not support bypass"
-            ))));
+            return Err(Failure::Misused(format!("{hook} does not support bypass")));
         }
         Ok(())
     }
 
-    /// Applies `cp`'s policy to a failed call: an error to fail the operation with, or
-    /// `Ok` after unloading it.
+    /// Settles a failed call of `cp`: a refusal fails the operation under every policy; a
+    /// fault gives the error to fail the operation with (`FailOperation`), or `Ok` after
+    /// unloading `cp` (`Unload`).
     fn settle(&self, cp: &Loaded, f: Failure) -> Result<()> {
         cp.errors.fetch_add(1, Ordering::Relaxed);
-        let err = match f {
-            Failure::Returned(e @ Error::Coprocessor { .. }) => e,
-            Failure::Returned(e) => Error::Coprocessor {
+        let fault = |msg: String| {
+            cp.faults.fetch_add(1, Ordering::Relaxed);
+            Error::Coprocessor {
                 name: cp.name.clone(),
-                msg: e.to_string(),
-            },
+                msg,
+            }
+        };
+        let err = match f {
+            Failure::Returned(e) => {
+                cp.refusals.fetch_add(1, Ordering::Relaxed);
+                return Err(match e {
+                    e @ Error::Coprocessor { .. } => e,
+                    e => Error::Coprocessor {
+                        name: cp.name.clone(),
+                        msg: e.to_string(),
+                    },
+                });
+            }
+            Failure::Misused(m) => fault(m),
             Failure::Panicked(m) => {
                 cp.panics.fetch_add(1, Ordering::Relaxed);
-                Error::Coprocessor {
-                    name: cp.name.clone(),
-                    msg: format!("hook panicked: {m}"),
-                }
+                fault(format!("hook panicked: {m}"))
             }
             Failure::TimedOut(d) => {
                 cp.timeouts.fetch_add(1, Ordering::Relaxed);
-                Error::Coprocessor {
-                    name: cp.name.clone(),
-                    msg: format!("hook ran past its timeout of {} ms", d.as_millis()),
-                }
+                fault(format!("hook ran past its timeout of {} ms", d.as_millis()))
             }
         };
         match cp.policy {
@@ -334,7 +366,7 @@ impl CoprocessorHost {
             FailurePolicy::Unload => {
                 cp.unloaded.store(true, Ordering::Release);
                 tracing::warn!(table = %self.table, coprocessor = %cp.name, error = %err,
-                    "coprocessor unloaded after a failure");
+                    "coprocessor unloaded after a fault");
                 Ok(())
             }
         }

@@ -9,8 +9,9 @@
 //!   persisted in the catalog, so reopening the engine reloads them; `Admin::add_coprocessor`
 //!   and `Admin::remove_coprocessor` change them without a restart.
 //! - [`CoprocessorHost`]: one table's chain, run in priority order (ties in load order),
-//!   each hook call isolated (errors, panics, timeouts handled under the coprocessor's
-//!   policy) and counted ([`CoprocessorMetrics`], through [`Registry::metrics`]).
+//!   each hook call isolated and counted ([`CoprocessorMetrics`], through
+//!   [`Registry::metrics`]): an error a hook returns (a refusal) fails the operation under
+//!   every policy; panics and timeouts (faults) are handled under the coprocessor's policy.
 //!
 //! Invariants: a coprocessor never brings down the engine or leaves a row lock held; the
 //! engine's dispatch interface is `basalt_core::coprocessor::RegionHooks`, which this crate

@@ -4,8 +4,11 @@
 //! Every hook has a no-op default, so an observer implements only what it needs. Pre-hooks
 //! may change the operation they are handed; those documented as bypassable may call
 //! [`ObserverContext::bypass`], which skips the engine's own work for the operation and
-//! the rest of the chain (HBase 2's `ObserverContext.bypass()`). An error returned, a panic
-//! or a timeout is handled under the coprocessor's [`basalt_core::FailurePolicy`].
+//! the rest of the chain (HBase 2's `ObserverContext.bypass()`). An error a hook returns is
+//! its answer (a refusal): it fails the operation under every failure policy and never
+//! unloads the coprocessor. A panic, a timeout or a bypass where none is supported is a
+//! fault, handled under the coprocessor's [`basalt_core::FailurePolicy`] (fail the
+//! operation, or unload the coprocessor and go on).
 
 use async_trait::async_trait;
 use basalt_core::client::{
@@ -320,7 +323,9 @@ pub trait RegionObserver: Send + Sync {
     // Region lifecycle, scanner, flush, compaction, split and WAL-replay hooks. Where the
     // engine calls each: `basalt_core::server::lifecycle`. Not bypassable unless said so.
     // The engine logs the errors of notifications (open, close, flush and `post_*` hooks)
-    // and goes on; the failure policy still counts and applies them.
+    // and goes on: an error returned is counted as a refusal and unloads nothing; a panic
+    // or timeout is a fault, counted and handled under the failure policy (`Unload`
+    // unloads).
     /// After a region is open and readable (engine open, table create or enable, split
     /// daughters, merge result).
     async fn post_open(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {

@@ -10,10 +10,13 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 5 (1 to 4 are still read, see below) |
+//! | 8 | 4 | format version: 6 (1 to 5 are still read, see below) |
 //! | 12 | 4 | payload length N |
-//! | 16 | 4 | crc32 (IEEE, crc32fast) of the payload |
+//! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
+//!
+//! Nothing may follow the payload: trailing bytes are reported as corruption, so every byte
+//! of the file is checked.
 //!
 //! Postcard's wire format is stable and documented (varint integers, length-prefixed byte
 //! strings, fields in declaration order). It is not self-describing, so a struct that gains a
@@ -26,7 +29,8 @@
 //! Version 4 appended the salt ([`crate::schema::salt::SaltSpec`]); a version-3 catalog is
 //! read as unsalted. Version 5 appended the compaction compression (HBase's
 //! `COMPRESSION_COMPACT`) to every column-family descriptor; older catalogs are read with
-//! none (compactions use the family's compression).
+//! none (compactions use the family's compression). Version 6 extended the checksum over the
+//! header's first 16 bytes; its payload is version 5's.
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
 //! regions of one table (a split's daughters share the parent's files) and is deleted only
@@ -43,7 +47,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
-const VERSION: u32 = 5;
+const VERSION: u32 = 6;
 const HEADER: usize = 20;
 
 /// One store file of a region's family.
@@ -175,7 +179,8 @@ impl Catalog {
         buf.extend_from_slice(MAGIC);
         buf.extend_from_slice(&VERSION.to_be_bytes());
         buf.extend_from_slice(&len.to_be_bytes());
-        buf.extend_from_slice(&crc32fast::hash(&payload).to_be_bytes());
+        let crc = checksum(VERSION, &buf, &payload);
+        buf.extend_from_slice(&crc.to_be_bytes());
         buf.extend_from_slice(&payload);
         let tmp = self.dir.join("catalog.tmp");
         {
@@ -187,6 +192,17 @@ impl Catalog {
         self.fs.sync_dir(&self.dir)?;
         Ok(())
     }
+}
+
+/// The checksum a catalog of `version` stores: over the first 16 header bytes and the
+/// payload from version 6, over the payload alone before.
+fn checksum(version: u32, head: &[u8], payload: &[u8]) -> u32 {
+    let mut h = crc32fast::Hasher::new();
+    if version >= 6 {
+        h.update(head.get(..16).unwrap_or(head));
+    }
+    h.update(payload);
+    h.finalize()
 }
 
 fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
@@ -211,7 +227,15 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
     let payload = bytes
         .get(HEADER..HEADER + len)
         .ok_or_else(|| corrupt(HEADER as u64, "catalog payload truncated"))?;
-    if crc32fast::hash(payload) != crc {
+    if bytes.len() > HEADER + len {
+        // Every byte of the file is covered: the header by its checks, the payload by its
+        // checksum, and nothing may follow.
+        return Err(corrupt(
+            (HEADER + len) as u64,
+            &format!("{} bytes after the payload", bytes.len() - HEADER - len),
+        ));
+    }
+    if checksum(version, &bytes[..16], payload) != crc {
         return Err(corrupt(HEADER as u64, "catalog checksum mismatch"));
     }
     let decoded = match version {
@@ -676,7 +700,7 @@ mod tests {
             Some(Compression::Lz4);
         drop(c);
         let bytes = fs::read(dir.path().join("catalog")).unwrap();
-        assert_eq!(&bytes[8..12], &5u32.to_be_bytes());
+        assert_eq!(&bytes[8..12], &VERSION.to_be_bytes());
         let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         assert_eq!(again.snapshot(), s);
     }
@@ -710,5 +734,46 @@ mod tests {
             Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
             other => panic!("expected corruption, got {other:?}"),
         }
+    }
+
+    /// Every single-bit flip, every cut and any appended bytes are reported, or (a version
+    /// field naming an older format whose payload reads the same) give the same state.
+    #[test]
+    fn any_damage_to_the_catalog_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let fs = crate::fs::StdFs::shared();
+        let c = Catalog::open(&fs, dir.path()).unwrap();
+        c.update(|s| {
+            s.namespaces.insert("im".into());
+            s.next_file_id = 7;
+            Ok(())
+        })
+        .unwrap();
+        let want = c.snapshot();
+        let path = dir.path().join("catalog");
+        let good = fs::read(&path).unwrap();
+        let check = |bytes: &[u8], what: &str| match decode(&path, bytes) {
+            Err(Error::Corruption { .. }) => {}
+            Ok(state) => assert_eq!(state, want, "{what}: damage read as another state"),
+            Err(other) => panic!("{what}: {other:?}"),
+        };
+        for at in 0..good.len() {
+            for bit in 0..8 {
+                let mut bytes = good.clone();
+                bytes[at] ^= 1 << bit;
+                check(&bytes, &format!("bit {bit} of byte {at}"));
+                if !(8..12).contains(&at) {
+                    assert!(decode(&path, &bytes).is_err(), "flip at {at} not reported");
+                }
+            }
+        }
+        for cut in 0..good.len() {
+            assert!(decode(&path, &good[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = good.clone();
+        longer.extend_from_slice(b"garbage");
+        assert!(
+            matches!(decode(&path, &longer), Err(Error::Corruption { offset, .. }) if offset == good.len() as u64)
+        );
     }
 }

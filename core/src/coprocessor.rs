@@ -261,6 +261,18 @@ impl<'a> MiniBatch<'a> {
         self.ops.iter().copied()
     }
 
+    /// The durability operation `i` asked for (None past the end). The batch is logged as
+    /// one WAL record with the strongest durability of its operations that are written and
+    /// of the writes its hooks add ([`MiniBatch::add_mutation_to`]): an added write that
+    /// should share its cause's fate (an index row, a derived row) takes its cause's
+    /// durability, so that a `SkipWal` or `AsyncWal` write stays one, and a lost write loses
+    /// what was derived from it too.
+    pub fn durability(&self, i: usize) -> Option<crate::wal::Durability> {
+        self.ops
+            .get(i)
+            .map(|m| crate::server::write::mutation_durability(m))
+    }
+
     /// Refuses operation `i` with `why`: it is not written and its caller gets `why` (for
     /// an atomic put, delete or row mutation, the whole operation fails). An index past the
     /// end is ignored.

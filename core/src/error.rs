@@ -37,6 +37,21 @@ pub enum Error {
         /// The region id asked for.
         id: u64,
     },
+    /// The region is offline: a store file it lists is missing or cannot be opened. Every
+    /// other region and table serves; `Admin::offline_regions` lists it, and the offline
+    /// repair (`basalt_core::server::repair::repair_dir`) sets the file aside so that it
+    /// opens again.
+    #[error("region {region} of table {table} is offline: {} {reason}", .file.display())]
+    RegionOffline {
+        /// The table.
+        table: String,
+        /// The region's id.
+        region: u64,
+        /// The store file at fault.
+        file: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The namespace does not exist.
     #[error("namespace not found: {0}")]
     NamespaceNotFound(String),
@@ -85,6 +100,22 @@ pub enum Error {
         offset: u64,
         /// What is wrong.
         reason: String,
+    },
+    /// The WAL is damaged where the recovery mode does not accept it: a bad record other
+    /// than the newest segment's tail, or a cut that would leave some table's store files
+    /// holding writes newer than the cut (not a point in time). Nothing on disk was
+    /// changed; open again with another [`crate::wal::WalRecoveryMode`], or repair.
+    #[error("WAL damaged in {segment} at offset {offset}: {reason}{}", tables_note(.tables))]
+    WalCorruption {
+        /// The segment file.
+        segment: PathBuf,
+        /// The byte offset of the damage.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+        /// The tables whose store files hold writes newer than the cut (empty when the
+        /// damage itself is refused).
+        tables: Vec<String>,
     },
     /// The engine refuses writes after a failure it cannot recover from without reopening.
     #[error("engine refuses writes until reopened: {0}")]
@@ -154,6 +185,14 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+}
+
+fn tables_note(tables: &[String]) -> String {
+    if tables.is_empty() {
+        String::new()
+    } else {
+        format!(" (tables with newer store files: {})", tables.join(", "))
+    }
 }
 
 impl Error {

@@ -36,6 +36,7 @@ pub use schema::{
     FailurePolicy, TableDescriptor, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
+pub use server::recovery::RecoveryReport;
 pub use server::split::SplitPolicy;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
-pub use wal::Durability;
+pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalRecoveryMode};

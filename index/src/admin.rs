@@ -64,6 +64,17 @@ impl VerifyReport {
     }
 }
 
+/// One index [`IndexAdmin::repair_after_recovery`] verified and repaired.
+#[derive(Debug, Clone)]
+pub struct RecoveredIndex {
+    /// The data table.
+    pub table: String,
+    /// The index.
+    pub index: String,
+    /// The differences found (and repaired).
+    pub found: VerifyReport,
+}
+
 /// Index administration on one connection.
 #[derive(Debug, Clone)]
 pub struct IndexAdmin {
@@ -367,6 +378,27 @@ impl IndexAdmin {
             report.missing.push(k);
         }
         Ok((report, owners))
+    }
+
+    /// After an open that salvaged a damaged WAL ([`basalt_core::WalRecoveryMode::Salvage`]:
+    /// bad records skipped, so a data row may have kept or lost its index rows alone):
+    /// verifies every index of every table the connection's recovery report names and
+    /// repairs what differs. Returns, per index, what was found before the repair; empty
+    /// when the report names no table (a clean open, or another mode).
+    pub async fn repair_after_recovery(&self) -> Result<Vec<RecoveredIndex>> {
+        let mut out = Vec::new();
+        for table in self.conn.recovery_report().tables_to_verify {
+            let table = table.to_string();
+            for def in self.list(&table).await? {
+                let found = self.repair(&table, &def.name).await?;
+                out.push(RecoveredIndex {
+                    table: table.clone(),
+                    index: def.name,
+                    found,
+                });
+            }
+        }
+        Ok(out)
     }
 
     /// Verifies index `name` of `table` and repairs what differs: missing and stale index

@@ -42,7 +42,7 @@ pub mod layout;
 pub mod maintainer;
 pub mod query;
 
-pub use admin::{IndexAdmin, VerifyReport};
+pub use admin::{IndexAdmin, RecoveredIndex, VerifyReport};
 pub use def::{ColumnRef, IndexDef, IndexState};
 pub use maintainer::{Guard, Maintainer, Runtime};
 pub use query::{Hit, Index, Query};

@@ -24,6 +24,14 @@
 //! row gives a value up and another takes it is refused too (the check reads the committed
 //! index).
 //!
+//! Durability: the index rows share the durability of the data write that caused them (the
+//! strongest of the row's operations in the batch, [`MiniBatch::durability`]), and the
+//! batch is one WAL record, so an `AsyncWal` write to an indexed table stays one, and a
+//! crash that loses it loses its index rows with it: index == data still holds. A
+//! `SkipWal` write with index rows is logged as `AsyncWal` by the engine (the data and
+//! index regions flush apart, so without a record a crash could keep one and lose the
+//! other).
+//!
 //! A touch ([`basalt_core::Table::touch`]) rewrites a row's index rows from its current
 //! values (online build and repair); repair also hands the maintainer index rows to delete
 //! for a data row through [`Runtime`], deleted under the data row's lock.
@@ -33,7 +41,7 @@ use crate::layout::{Entry, Layout, FAMILY};
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, RegionObserver};
 use basalt_core::client::{Delete, Get, Mutation, Put};
-use basalt_core::{Error, Result, TableName};
+use basalt_core::{Durability, Error, Result, TableName};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::{BTreeSet, HashMap};
@@ -108,12 +116,25 @@ impl Maintainer {
     }
 }
 
-fn put_of(e: &Entry) -> Mutation {
-    let mut p = Put::new(&e.row);
+fn put_of(e: &Entry, durability: Durability) -> Mutation {
+    let mut p = Put::new(&e.row).durability(durability);
     for (q, v) in &e.cells {
         p = p.add_column(FAMILY, q, v);
     }
     p.into()
+}
+
+/// The strongest of `ds` (`SkipWal` < `AsyncWal` < `SyncWal` < `FsyncWal`), as the engine
+/// folds a batch's durability; the default when there is none.
+fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability {
+    ds.into_iter()
+        .max_by_key(|d| match d {
+            Durability::SkipWal => 0,
+            Durability::AsyncWal => 1,
+            Durability::SyncWal => 2,
+            Durability::FsyncWal => 3,
+        })
+        .unwrap_or_default()
 }
 
 #[async_trait]
@@ -147,6 +168,12 @@ impl RegionObserver for Maintainer {
                 // Nothing of this row is written (an earlier coprocessor refused it).
                 continue;
             }
+            // The index rows share the fate of the data write: its durability.
+            let durability = strongest(
+                mine.iter()
+                    .filter(|k| !batch.is_vetoed(**k))
+                    .filter_map(|k| batch.durability(*k)),
+            );
             let (before, after) = ctx.get_before_after(batch, &Get::new(&row))?;
             let touch = touched.contains(&row);
             let repairs = if touch {
@@ -154,7 +181,14 @@ impl RegionObserver for Maintainer {
             } else {
                 Vec::new()
             };
-            match self.changes(&row, &before, &after, touch, &repairs, &mut taken)? {
+            let change = Change {
+                row: &row,
+                before: &before,
+                after: &after,
+                touch,
+                durability,
+            };
+            match self.changes(&change, &repairs, &mut taken)? {
                 Ok(plan) => {
                     for (t, m, owned) in plan.writes {
                         if owned {
@@ -202,19 +236,37 @@ fn copy(e: &Error) -> Error {
     }
 }
 
+/// One data row's change in a batch.
+struct Change<'a> {
+    row: &'a Bytes,
+    /// The row as committed.
+    before: &'a basalt_core::client::RowResult,
+    /// The row as the batch leaves it.
+    after: &'a basalt_core::client::RowResult,
+    /// A touch: rewrite the index rows even if nothing changed.
+    touch: bool,
+    /// The durability of the row's writes, which its index writes take.
+    durability: Durability,
+}
+
 impl Maintainer {
-    /// The index writes that take `row` from `before` to `after` (or rewrite it, for a
-    /// touch); `Ok(Err(_))` when the row would take a unique value another row of the batch
-    /// took.
+    /// The index writes that take `c.row` from `c.before` to `c.after` (or rewrite it, for a
+    /// touch), with the row's durability; `Ok(Err(_))` when the row would take a unique
+    /// value another row of the batch took.
     fn changes(
         &self,
-        row: &Bytes,
-        before: &basalt_core::client::RowResult,
-        after: &basalt_core::client::RowResult,
-        touch: bool,
+        c: &Change<'_>,
         repairs: &[(String, Bytes)],
         taken: &mut BTreeSet<(usize, Bytes)>,
     ) -> Result<std::result::Result<RowPlan, Error>> {
+        let Change {
+            row,
+            before,
+            after,
+            touch,
+            durability,
+        } = *c;
+        let delete = |r: &Bytes| Delete::new(r).durability(durability);
         let mut plan = RowPlan::default();
         for (i, (layout, itable)) in self.indexes.iter().enumerate() {
             let owned = !layout.def.unique;
@@ -225,8 +277,7 @@ impl Maintainer {
                     && old.as_ref().is_none_or(|o| o.row != *r)
                     && new.as_ref().is_none_or(|e| e.row != *r)
             }) {
-                plan.writes
-                    .push((itable.clone(), Delete::new(r).into(), owned));
+                plan.writes.push((itable.clone(), delete(r).into(), owned));
             }
             if old == new && !touch {
                 continue;
@@ -238,7 +289,7 @@ impl Maintainer {
             if let Some(o) = &old {
                 if !same_row {
                     plan.writes
-                        .push((itable.clone(), Delete::new(&o.row).into(), owned));
+                        .push((itable.clone(), delete(&o.row).into(), owned));
                 }
             }
             let Some(n) = &new else { continue };
@@ -261,14 +312,15 @@ impl Maintainer {
                     .filter(|q| !n.cells.contains_key(*q))
                     .collect();
                 if !gone.is_empty() {
-                    let mut d = Delete::new(&n.row);
+                    let mut d = delete(&n.row);
                     for q in gone {
                         d = d.add_columns(FAMILY, q);
                     }
                     plan.writes.push((itable.clone(), d.into(), owned));
                 }
             }
-            plan.writes.push((itable.clone(), put_of(n), owned));
+            plan.writes
+                .push((itable.clone(), put_of(n, durability), owned));
         }
         Ok(Ok(plan))
     }

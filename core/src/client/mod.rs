@@ -94,6 +94,12 @@ impl Connection {
         Snapshot::new(Arc::new(self.engine.register_scan()))
     }
 
+    /// What the open recovered from the WAL, and any damage it found and how it dealt with
+    /// it (see [`crate::wal::WalRecoveryMode`]).
+    pub fn recovery_report(&self) -> crate::server::recovery::RecoveryReport {
+        self.engine.recovery_report()
+    }
+
     /// The engine behind this connection.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
@@ -343,6 +349,11 @@ impl Admin {
     /// [`IntegrityReport`]; this fails only if the table does not exist.
     pub async fn check_table(&self, name: &TableName) -> Result<IntegrityReport> {
         self.engine.check_table(name).await
+    }
+    /// Every offline region of every table (a store file it lists is missing or cannot be
+    /// opened), with the file and why; empty when all regions serve.
+    pub async fn offline_regions(&self) -> Vec<crate::server::recovery::OfflineRegion> {
+        self.engine.offline_regions()
     }
 }
 

@@ -30,7 +30,12 @@
 //! Invariant: a hint never skips a cell or row the filter would accept, so a filtered scan
 //! with seeks returns exactly what [`Filter::apply`] (the same filter run over the unfiltered
 //! rows, with no seeks) returns; the `filters` proptest checks this against the model.
+//!
+//! Filters nest (`WhileMatch`, `Skip`, `List`) at most [`MAX_FILTER_DEPTH`] levels in what
+//! [`Filter::from_bytes`] decodes, [`Filter::to_bytes`] encodes and [`Filter::parse`]
+//! parses, so untrusted bytes or text cannot exhaust the stack.
 
+mod codec;
 mod compare;
 mod exec;
 pub mod parse;
@@ -45,6 +50,13 @@ use crate::client::CompareOp;
 use crate::error::Result;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
+
+/// The deepest nesting of filters (`WhileMatch`, `Skip` and `List` inside one another) that
+/// [`Filter::from_bytes`] decodes, [`Filter::to_bytes`] encodes and [`Filter::parse`]
+/// parses; a filter without inner filters is 1 level deep ([`Filter::depth`]). Deeper input
+/// is refused with a typed error: far beyond any real filter, it keeps hostile input from
+/// exhausting the stack.
+pub const MAX_FILTER_DEPTH: usize = 64;
 
 /// How a [`Filter::List`] combines its filters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -132,6 +144,9 @@ impl RowRangeSpec {
 
 /// A filter: which rows and cells a get or scan returns. See the module doc for how it is
 /// evaluated; each variant names the HBase filter it mirrors.
+///
+/// Every field through which a filter holds other filters decodes through `codec`, which
+/// bounds the nesting ([`MAX_FILTER_DEPTH`]); a new such field must too.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Filter {
     /// PrefixFilter: rows whose key starts with the prefix.
@@ -147,7 +162,7 @@ pub enum Filter {
     /// ColumnPrefixFilter: cells whose qualifier starts with the prefix.
     ColumnPrefix(Bytes),
     /// MultipleColumnPrefixFilter: cells whose qualifier starts with any of the prefixes.
-    MultipleColumnPrefix(Vec<Bytes>),
+    MultipleColumnPrefix(#[serde(deserialize_with = "codec::capped_vec")] Vec<Bytes>),
     /// ColumnRangeFilter: cells whose qualifier lies in the range (`None`: unbounded).
     ColumnRange {
         /// Lower bound.
@@ -201,7 +216,7 @@ pub enum Filter {
     /// PageFilter: at most this many rows in the whole scan.
     Page(u64),
     /// TimestampsFilter: the versions with exactly these timestamps.
-    Timestamps(Vec<Timestamp>),
+    Timestamps(#[serde(deserialize_with = "codec::capped_vec")] Vec<Timestamp>),
     /// RandomRowFilter: each row with probability `chance`, decided by a hash of the seed and
     /// the row key, so the same seed picks the same rows every time.
     RandomRow {
@@ -212,17 +227,20 @@ pub enum Filter {
     },
     /// WhileMatchFilter: rows while the inner filter accepts everything; the first row in
     /// which it refuses a row key, a cell or the row ends the scan (that row is dropped).
-    WhileMatch(Box<Filter>),
+    WhileMatch(#[serde(deserialize_with = "codec::nested_box")] Box<Filter>),
     /// SkipFilter: rows in which the inner filter accepts every cell; a row with any refused
     /// cell is dropped whole.
-    Skip(Box<Filter>),
+    Skip(#[serde(deserialize_with = "codec::nested_box")] Box<Filter>),
     /// FuzzyRowFilter: rows matching any `(key, mask)` pair: the row is at least as long as
     /// the key and equals it at every position whose mask byte is 0 (1: any byte).
-    FuzzyRow(Vec<(Bytes, Bytes)>),
+    FuzzyRow(#[serde(deserialize_with = "codec::capped_vec")] Vec<(Bytes, Bytes)>),
     /// MultiRowRangeFilter: rows inside any of the ranges.
-    MultiRowRange(Vec<RowRangeSpec>),
+    MultiRowRange(#[serde(deserialize_with = "codec::capped_vec")] Vec<RowRangeSpec>),
     /// FilterList: the filters combined with AND (MUST_PASS_ALL) or OR (MUST_PASS_ONE).
-    List(ListOp, Vec<Filter>),
+    List(
+        ListOp,
+        #[serde(deserialize_with = "codec::nested_list")] Vec<Filter>,
+    ),
 }
 
 /// Copies caller bytes.
@@ -302,15 +320,24 @@ impl Filter {
         Ok(out)
     }
 
-    /// The filter as postcard bytes.
-    pub fn to_bytes(&self) -> Result<Vec<u8>> {
-        postcard::to_allocvec(self)
-            .map_err(|e| crate::Error::bad_argument(format!("filter encoding: {e}")))
+    /// How deeply filters nest in this one: 1 for a filter without inner filters, one more
+    /// per `WhileMatch`, `Skip` or `List` around the deepest. Computed without recursion.
+    pub fn depth(&self) -> usize {
+        codec::depth(self)
     }
 
-    /// A filter from postcard bytes.
+    /// The filter as postcard bytes. A filter nested deeper than [`MAX_FILTER_DEPTH`] is
+    /// refused with [`crate::Error::BadArgument`] ([`Filter::from_bytes`] would refuse it).
+    pub fn to_bytes(&self) -> Result<Vec<u8>> {
+        codec::encode(self)
+    }
+
+    /// A filter from postcard bytes, which may come from anywhere: malformed bytes, filters
+    /// nested deeper than [`MAX_FILTER_DEPTH`] and lengths longer than the input give
+    /// [`crate::Error::BadArgument`], never a panic; a length read from the input reserves
+    /// at most a few elements ahead of the bytes that back them. Everything
+    /// [`Filter::to_bytes`] encodes decodes back.
     pub fn from_bytes(bytes: &[u8]) -> Result<Filter> {
-        postcard::from_bytes(bytes)
-            .map_err(|e| crate::Error::bad_argument(format!("filter decoding: {e}")))
+        codec::decode(bytes)
     }
 }

@@ -21,15 +21,24 @@
 //! `DependentColumnFilter`, `MultiRowRangeFilter`) plus `RandomRowFilter (chance[, seed])` and
 //! `FuzzyRowFilter ('key', 'mask', ...)` whose mask is one `0` (fixed) or `1` (any) per key
 //! byte. Every error is an [`Error::FilterParse`] with the byte position of the offending
-//! token; no input panics (a proptest feeds random strings).
+//! token; no input panics (a proptest feeds random strings). A filter nested deeper than
+//! [`MAX_FILTER_DEPTH`] levels (what [`Filter::from_bytes`] decodes) is refused, and so are
+//! parentheses and `SKIP`/`WHILE` nested more than [`MAX_NESTING`] deep, which bounds the
+//! parser's recursion whatever the text.
 
-use super::{ColumnValueCondition, Comparator, Filter, ListOp, RowRangeSpec};
+use super::{ColumnValueCondition, Comparator, Filter, ListOp, RowRangeSpec, MAX_FILTER_DEPTH};
 use crate::client::CompareOp;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 
-/// Nesting deeper than this is refused, so hostile input cannot exhaust the stack.
-const MAX_DEPTH: usize = 64;
+/// Parentheses and unary operators nested deeper than this are refused, so hostile input
+/// cannot exhaust the stack. Every filter of at most [`MAX_FILTER_DEPTH`] levels can be
+/// written within it (a level needs at most one parenthesis or one operator), with room to
+/// spare for parentheses that add no level.
+pub const MAX_NESTING: usize = 2 * MAX_FILTER_DEPTH;
+
+/// A parsed filter and its depth ([`Filter::depth`]), kept as the parser builds it.
+type Parsed = (Filter, usize);
 
 #[derive(Debug, Clone, PartialEq)]
 enum Tok {
@@ -222,39 +231,44 @@ impl Parser {
         matches!(self.peek(), Some(Tok::Word(x)) if x == w)
     }
 
-    fn or(&mut self, depth: usize) -> Result<Filter> {
-        let first = self.and(depth)?;
+    fn or(&mut self, nesting: usize) -> Result<Parsed> {
+        let pos = self.pos();
+        let first = self.and(nesting)?;
         let mut more = Vec::new();
         while self.is_word("OR") {
             self.at += 1;
-            more.push(self.and(depth)?);
+            more.push(self.and(nesting)?);
         }
-        Ok(join(ListOp::MustPassOne, first, more))
+        join(ListOp::MustPassOne, first, more, pos)
     }
 
-    fn and(&mut self, depth: usize) -> Result<Filter> {
-        let first = self.unary(depth)?;
+    fn and(&mut self, nesting: usize) -> Result<Parsed> {
+        let pos = self.pos();
+        let first = self.unary(nesting)?;
         let mut more = Vec::new();
         while self.is_word("AND") {
             self.at += 1;
-            more.push(self.unary(depth)?);
+            more.push(self.unary(nesting)?);
         }
-        Ok(join(ListOp::MustPassAll, first, more))
+        join(ListOp::MustPassAll, first, more, pos)
     }
 
-    fn unary(&mut self, depth: usize) -> Result<Filter> {
-        if depth > MAX_DEPTH {
+    fn unary(&mut self, nesting: usize) -> Result<Parsed> {
+        if nesting > MAX_NESTING {
             return Err(err(self.pos(), "filter nested too deeply"));
         }
-        if self.is_word("SKIP") {
-            self.at += 1;
-            return Ok(Filter::Skip(Box::new(self.unary(depth + 1)?)));
-        }
-        if self.is_word("WHILE") {
-            self.at += 1;
-            return Ok(Filter::WhileMatch(Box::new(self.unary(depth + 1)?)));
-        }
-        self.primary(depth)
+        let pos = self.pos();
+        let wrap: fn(Box<Filter>) -> Filter = if self.is_word("SKIP") {
+            Filter::Skip
+        } else if self.is_word("WHILE") {
+            Filter::WhileMatch
+        } else {
+            return self.primary(nesting);
+        };
+        self.at += 1;
+        let (inner, depth) = self.unary(nesting + 1)?;
+        deeper(pos, depth)?;
+        Ok((wrap(Box::new(inner)), depth + 1))
     }
 
     fn expect(&mut self, t: Tok, what: &str) -> Result<()> {
@@ -266,12 +280,12 @@ impl Parser {
         }
     }
 
-    fn primary(&mut self, depth: usize) -> Result<Filter> {
+    fn primary(&mut self, nesting: usize) -> Result<Parsed> {
         let pos = self.pos();
         match self.peek().cloned() {
             Some(Tok::Open) => {
                 self.at += 1;
-                let f = self.or(depth + 1)?;
+                let f = self.or(nesting + 1)?;
                 self.expect(Tok::Close, "')'")?;
                 Ok(f)
             }
@@ -305,7 +319,7 @@ impl Parser {
                         }
                     }
                 }
-                build(&name, pos, &args)
+                Ok((build(&name, pos, &args)?, 1))
             }
             None => Err(err(pos, "expected a filter, found the end")),
             Some(_) => Err(err(pos, "expected a filter name or '('")),
@@ -313,15 +327,33 @@ impl Parser {
     }
 }
 
-/// `first op more...`, flattening a chain of one operator into one list.
-fn join(op: ListOp, first: Filter, more: Vec<Filter>) -> Filter {
+/// Refuses, at `pos`, to put a filter `depth` levels deep inside another: the result would
+/// be deeper than [`MAX_FILTER_DEPTH`].
+fn deeper(pos: usize, depth: usize) -> Result<()> {
+    if depth >= MAX_FILTER_DEPTH {
+        return Err(err(
+            pos,
+            format!("filter nested too deeply: more than {MAX_FILTER_DEPTH} levels"),
+        ));
+    }
+    Ok(())
+}
+
+/// `first op more...` (starting at `pos`), flattening a chain of one operator into one
+/// list.
+fn join(op: ListOp, first: Parsed, more: Vec<Parsed>, pos: usize) -> Result<Parsed> {
     if more.is_empty() {
-        return first;
+        return Ok(first);
     }
     let mut v = Vec::with_capacity(1 + more.len());
-    v.push(first);
-    v.extend(more);
-    Filter::List(op, v)
+    let mut depth = first.1;
+    v.push(first.0);
+    for (f, d) in more {
+        depth = depth.max(d);
+        v.push(f);
+    }
+    deeper(pos, depth)?;
+    Ok((Filter::List(op, v), depth + 1))
 }
 
 fn arity(name: &str, pos: usize, args: &[Arg], allowed: &[usize]) -> Result<()> {
@@ -522,7 +554,7 @@ pub fn parse(text: &str) -> Result<Filter> {
         at: 0,
         end: text.len(),
     };
-    let f = p.or(0)?;
+    let (f, _) = p.or(0)?;
     if p.at < p.toks.len() {
         return Err(err(p.pos(), "unexpected text after the filter"));
     }

@@ -142,7 +142,10 @@ impl WriteFile for StdFile {
         (&self.0).write_all(buf)
     }
     fn set_len(&self, len: u64) -> io::Result<()> {
-        self.0.set_len(len)
+        self.0.set_len(len)?;
+        // A file opened without `append` writes at its cursor: move it to the new end.
+        std::io::Seek::seek(&mut &self.0, std::io::SeekFrom::Start(len))?;
+        Ok(())
     }
     fn sync_data(&self) -> io::Result<()> {
         self.0.sync_data()

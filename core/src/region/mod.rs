@@ -24,6 +24,7 @@ pub mod store;
 pub use store::Store;
 
 use crate::cell::StoreCell;
+use crate::error::{Error, Result};
 use crate::schema::TableName;
 use crate::storage::storefile::StoreFileReader;
 use bytes::Bytes;
@@ -69,6 +70,20 @@ pub struct Region {
     pub write_gate: Arc<tokio::sync::RwLock<()>>,
     /// Set once a split or merge replaced the region; it takes no writes afterwards.
     pub retired: AtomicBool,
+    /// Set at open when a store file the region lists is missing or cannot be opened: the
+    /// region then refuses reads and writes with [`Error::RegionOffline`] (and is never
+    /// compacted, split or merged) until an offline repair sets the file aside. WAL edits
+    /// are still replayed into it and flushed, so nothing acknowledged is dropped.
+    pub offline: std::sync::OnceLock<RegionFault>,
+}
+
+/// Why a region is offline.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionFault {
+    /// The store file at fault.
+    pub file: std::path::PathBuf,
+    /// What is wrong with it.
+    pub reason: String,
 }
 
 impl Region {
@@ -98,7 +113,26 @@ impl Region {
             flush_requested: AtomicBool::new(false),
             write_gate: Arc::new(tokio::sync::RwLock::new(())),
             retired: AtomicBool::new(false),
+            offline: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Fails with [`Error::RegionOffline`] when the region is offline.
+    pub fn check_online(&self) -> Result<()> {
+        match self.offline.get() {
+            None => Ok(()),
+            Some(fault) => Err(Error::RegionOffline {
+                table: self.table.to_string(),
+                region: self.id,
+                file: fault.file.clone(),
+                reason: fault.reason.clone(),
+            }),
+        }
+    }
+
+    /// True when the region is offline (see [`Region::offline`]).
+    pub fn is_offline(&self) -> bool {
+        self.offline.get().is_some()
     }
 
     /// True once a split or merge replaced this region.

@@ -350,7 +350,10 @@ pub struct TableDescriptor {
     pub salt: Option<salt::SaltSpec>,
 }
 
-/// What a coprocessor's failure (an error, a panic or a timeout in one of its hooks) does.
+/// What a coprocessor's fault (a panic or a timeout in one of its hooks, or a bypass where
+/// none is supported) does. An error a hook *returns* is not a fault but its answer, as an
+/// `IOException` from an HBase coprocessor: it fails the operation with
+/// [`Error::Coprocessor`] under every policy and never unloads the coprocessor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub enum FailurePolicy {
     /// The operation fails with [`Error::Coprocessor`]; the coprocessor stays loaded and the

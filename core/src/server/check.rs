@@ -9,7 +9,7 @@
 //! that flushes add after the first snapshot are not checked this time.
 
 use super::{store_file_path, Engine};
-use crate::catalog::FileEntry;
+use crate::catalog::{CatalogState, FileEntry};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::schema::TableName;
@@ -166,8 +166,31 @@ impl Engine {
 
     /// The region count and the files the catalog lists for table `key`, right now.
     fn catalog_jobs(&self, key: &str) -> Result<(usize, Vec<Job>)> {
-        let snapshot = self.catalog.snapshot();
-        let entry = snapshot
+        catalog_jobs(&self.catalog.snapshot(), key)
+    }
+}
+
+/// Checks every store file `state` lists for table `key` in data directory `dir`, with no
+/// engine open (the offline check, [`super::repair`]).
+pub(crate) fn check_table_offline(
+    fs: &dyn FileSystem,
+    dir: &Path,
+    state: &CatalogState,
+    key: &str,
+    name: &TableName,
+) -> Result<IntegrityReport> {
+    let (regions, jobs) = catalog_jobs(state, key)?;
+    let files = jobs
+        .into_iter()
+        .map(|job| check_one(fs, dir, job))
+        .collect();
+    Ok(IntegrityReport::new(name.clone(), regions, files))
+}
+
+/// The region count and the files `state` lists for table `key`.
+fn catalog_jobs(state: &CatalogState, key: &str) -> Result<(usize, Vec<Job>)> {
+    {
+        let entry = state
             .tables
             .get(key)
             .ok_or_else(|| Error::TableNotFound(key.to_string()))?;

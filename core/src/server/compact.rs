@@ -169,6 +169,11 @@ impl Engine {
         if region.is_retired() {
             return Ok(None); // a split or merge replaced it; its daughters compact their own
         }
+        // An offline region's catalog entry still lists its bad file for the repair; the
+        // other regions of its table compact as usual.
+        if region.is_offline() {
+            return Ok(None);
+        }
         let settings = self.compaction_settings(&region.table)?;
         let inputs: Vec<Arc<StoreFileReader>> = {
             let st = store.state.read();
@@ -446,6 +451,9 @@ impl Engine {
     /// Starts a background minor compaction of each store of `region` that has enough files
     /// and is not compacting already.
     pub(crate) fn maybe_compact(self: &Arc<Self>, region: &Arc<Region>) {
+        if region.is_offline() {
+            return;
+        }
         let Ok(settings) = self.compaction_settings(&region.table) else {
             return;
         };

@@ -119,6 +119,13 @@ impl Engine {
         // The WAL first: once the catalog lists the new files, the writes in them survive a
         // machine crash, and so must every write before them (in any region), or recovery
         // could keep a later write and lose an earlier one.
+        // A marker with the largest seq handed out goes first: if a later crash or damage
+        // cuts the WAL before it, recovery sees that these files may hold newer writes
+        // (skipped-WAL ones included) than the cut.
+        {
+            let _order = self.commit_lock.lock();
+            self.wal.mark(self.mvcc.last_assigned())?;
+        }
         self.wal.sync(true).await?;
         let mut jobs = Vec::new();
         let smallest_read_point = self.smallest_read_point();

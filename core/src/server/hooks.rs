@@ -181,8 +181,11 @@ fn target_of<'a>(t: &'a TableState, target: &'a Option<Arc<TableState>>) -> &'a 
 
 impl Engine {
     fn region_for(&self, t: &TableState, row: &[u8]) -> Result<Arc<Region>> {
-        t.locate(row)
-            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))
+        let region = t
+            .locate(row)
+            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
+        region.check_online()?;
+        Ok(region)
     }
 
     /// Locks `rows` of `t` and the plan's extra rows, in ascending stripe order.
@@ -623,6 +626,12 @@ impl Engine {
                     }
                 }
             }
+        }
+        // Added writes go to other rows, often other regions that flush apart: only a WAL
+        // record keeps them atomic with the batch across a crash, so a SKIP_WAL batch with
+        // added writes is logged as ASYNC_WAL (see `Durability::SkipWal`).
+        if !added.is_empty() && durability == crate::wal::Durability::SkipWal {
+            durability = crate::wal::Durability::AsyncWal;
         }
         for ((_, row), (target, columns)) in incs {
             let deltas = columns

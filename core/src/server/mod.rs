@@ -8,7 +8,8 @@
 //! (lifecycle, scanner and engine-wide hook calls), [`memory`] (the global MemStore budget),
 //! [`compact`] (minor and major compaction, write throttling), [`endpoint`] (region-local calls
 //! at one pinned read point, for endpoints), [`split`] (region split and
-//! merge, split policy) and [`recovery`] (open and replay). Invariant: a table's regions are
+//! merge, split policy), [`recovery`] (open and replay) and [`repair`] (offline check and
+//! repair of a closed data directory). Invariant: a table's regions are
 //! sorted by start key and cover the whole key space without gaps or overlaps.
 
 pub mod admin;
@@ -22,6 +23,7 @@ pub mod memory;
 pub mod read;
 pub(crate) mod read_points;
 pub mod recovery;
+pub mod repair;
 pub mod split;
 pub mod write;
 
@@ -34,7 +36,7 @@ use crate::region::locks::RowLocks;
 use crate::region::Region;
 use crate::schema::{ColumnFamilyDescriptor, CoprocessorDescriptor, TableDescriptor, TableName};
 use crate::storage::storefile::{BlockCache, WriterOptions};
-use crate::wal::Wal;
+use crate::wal::{Wal, WalRecoveryMode};
 use parking_lot::{Mutex, RwLock};
 pub use split::SplitPolicy;
 use std::collections::BTreeMap;
@@ -105,6 +107,10 @@ pub struct Config {
     pub system_coprocessors: Vec<CoprocessorDescriptor>,
     /// The engine-wide observer of table operations and the WAL (default none).
     pub observer: Option<Arc<dyn EngineHooks>>,
+    /// How damage found in the WAL at open is treated (default
+    /// [`WalRecoveryMode::TolerateCorruptedTail`], which never loses an acknowledged write
+    /// without failing the open). See [`recovery`].
+    pub wal_recovery: WalRecoveryMode,
 }
 
 impl Config {
@@ -130,7 +136,13 @@ impl Config {
             row_lock_wait_ms: 5000,
             system_coprocessors: Vec::new(),
             observer: None,
+            wal_recovery: WalRecoveryMode::default(),
         }
+    }
+    /// Sets how damage found in the WAL at open is treated.
+    pub fn wal_recovery(mut self, mode: WalRecoveryMode) -> Self {
+        self.wal_recovery = mode;
+        self
     }
     /// Sets the longest out-of-order wait for the row lock of a row a batch hook added.
     pub fn row_lock_wait_ms(mut self, ms: u64) -> Self {
@@ -293,6 +305,8 @@ pub struct Engine {
     pub(crate) read_points: read_points::ReadPoints,
     /// Serializes region splits and merges engine-wide.
     pub(crate) region_ops: Arc<tokio::sync::Mutex<()>>,
+    /// What the open recovered, repaired and set aside.
+    pub(crate) recovery: RwLock<recovery::RecoveryReport>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -307,6 +321,12 @@ impl Engine {
     /// The data directory.
     pub fn dir(&self) -> &Path {
         &self.config.dir
+    }
+
+    /// What the open found and did: WAL segments read, records replayed, damage cut,
+    /// skipped or set aside.
+    pub fn recovery_report(&self) -> recovery::RecoveryReport {
+        self.recovery.read().clone()
     }
 
     /// How a flush writes a store file of a family: the family's block size, compression and

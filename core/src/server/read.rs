@@ -39,7 +39,9 @@ fn family_err(region: &Region, family: &[u8]) -> Error {
 }
 
 /// Resolves a column selection to stores with optional qualifier sets.
+/// Fails first if the region is offline.
 pub(crate) fn resolve(region: &Region, sel: &ColumnSelection) -> Result<Vec<StoreSelection>> {
+    region.check_online()?;
     if sel.items.is_empty() {
         return Ok(region.all_stores().into_iter().map(|s| (s, None)).collect());
     }

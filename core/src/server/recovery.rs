@@ -14,10 +14,11 @@ use crate::catalog::{Catalog, RegionEntry, TableEntry};
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
 use crate::region::locks::RowLocks;
-use crate::region::{Region, Store};
+use crate::region::{Region, RegionFault, Store};
 use crate::schema::TableDescriptor;
+use crate::schema::TableName;
 use crate::storage::storefile::{BlockCache, StoreFileReader};
-use crate::wal::{Wal, WalOptions};
+use crate::wal::{DamageAction, Wal, WalCut, WalDamage, WalOptions, WalRecoveryMode};
 
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
@@ -53,16 +54,10 @@ impl Engine {
         let fs = &config.fs;
         fs.create_dir_all(&config.dir.join("data"))?;
         fs.create_dir_all(&config.dir.join("wal"))?;
-        let lock = match fs.lock(&config.dir.join("LOCK")) {
-            Ok(lock) => lock,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                return Err(Error::bad_argument(format!(
-                    "{} is already open in another engine",
-                    config.dir.display()
-                )))
-            }
-            Err(e) => return Err(Error::Io(e)),
-        };
+        let lock = lock_data_dir(&config)?;
+        if let Some(problem) = missing_catalog(&**fs, &config.dir)? {
+            return Err(Error::corruption(config.dir.join("catalog"), 0, problem));
+        }
         let catalog = Catalog::open(fs, &config.dir)?;
         let state = catalog.snapshot();
         let cache = Arc::new(BlockCache::new(config.block_cache_size));
@@ -74,22 +69,125 @@ impl Engine {
             let t = open_table(&config, entry, &cache, &mut live_files, &mut max_seq)?;
             tables.insert(t.name.clone(), t);
         }
+        let wal_dir = config.dir.join("wal");
+        let mode = config.wal_recovery;
+        let mut recovered = Wal::scan(fs, &wal_dir, mode)?;
+        // A WAL without markers was written before they existed: in the default mode its
+        // cut can only be the newest segment's torn tail, which that version's flushes
+        // (they synced the WAL before writing files) kept above every store file.
+        let check_cut = match mode {
+            WalRecoveryMode::Salvage => false,
+            WalRecoveryMode::TolerateCorruptedTail => recovered.saw_marker,
+            WalRecoveryMode::PointInTime => true,
+        };
+        if let Some(cut) = recovered.cut.as_ref().filter(|_| check_cut) {
+            let newer = tables_newer_than(&state, cut.last_seq);
+            if !newer.is_empty() {
+                return Err(Error::WalCorruption {
+                    segment: cut.segment.clone(),
+                    offset: cut.offset,
+                    reason: format!(
+                        "replay would stop here, but store files hold writes newer than the \
+                         last record before it (seq {}): not a point in time",
+                        cut.last_seq
+                    ),
+                    tables: newer,
+                });
+            }
+        }
+        // Every flush wrote a marker at least as high as its files' writes before it wrote
+        // them, so a store file past the WAL's end means the WAL lost its tail.
+        let marked = recovered.saw_marker;
+        let past_end = if marked {
+            tables_newer_than(&state, recovered.max_seq)
+        } else {
+            Vec::new()
+        };
+        if !past_end.is_empty() {
+            let (segment, offset) = recovered
+                .last_segment
+                .clone()
+                .unwrap_or_else(|| (wal_dir.clone(), 0));
+            let reason = format!(
+                "the WAL ends at seq {}, but store files hold later writes: records at its end \
+                 were lost",
+                recovered.max_seq
+            );
+            if mode != WalRecoveryMode::Salvage {
+                return Err(Error::WalCorruption {
+                    segment,
+                    offset,
+                    reason,
+                    tables: past_end,
+                });
+            }
+            recovered.damage.push(WalDamage {
+                segment,
+                offset,
+                reason,
+                action: DamageAction::Lost,
+                moved_to: None,
+            });
+            recovered.bridge_to(max_seq);
+        }
         remove_orphans(&config, &live_files)?;
-
-        let (wal, records) = Wal::open(
+        // Cuts, moves aside and rewrites now, so that the report says where files went.
+        recovered.apply(&**fs, &wal_dir)?;
+        let records = std::mem::take(&mut recovered.records);
+        // The new segment's opening marker: the WAL's own largest seq continues the chain;
+        // a WAL without markers (written before they existed) or that lost its tail
+        // (salvaged) starts from the store files' largest seq.
+        let opening = if marked && past_end.is_empty() {
+            recovered.max_seq
+        } else {
+            max_seq.max(recovered.max_seq)
+        };
+        for rec in &records {
+            max_seq = max_seq.max(rec.seq);
+        }
+        max_seq = max_seq.max(recovered.max_seq);
+        let mut report = RecoveryReport {
+            mode,
+            segments_read: recovered.segments_read,
+            records_replayed: records.len(),
+            cells_replayed: 0,
+            cut: recovered.cut.clone(),
+            damage: recovered.damage.clone(),
+            tables_to_verify: Vec::new(),
+            offline_regions: Vec::new(),
+        };
+        let wal = Wal::start(
             fs,
-            &config.dir.join("wal"),
+            &wal_dir,
             WalOptions {
                 segment_size: config.wal_segment_size,
+                recovery: mode,
             },
+            recovered,
+            opening,
         )?;
+        if let Some(damage) = report.damage.first() {
+            if mode == WalRecoveryMode::Salvage {
+                // Skipped records may have held any table's writes: a data row may have
+                // lost its index row or the reverse.
+                report.tables_to_verify = state
+                    .tables
+                    .values()
+                    .map(|t| t.descriptor.name.clone())
+                    .collect();
+            }
+            tracing::warn!(
+                mode = ?mode,
+                damaged = report.damage.len(),
+                first = %damage.segment.display(),
+                offset = damage.offset,
+                "WAL recovery found damage: {report}"
+            );
+        }
         if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
             wal.on_roll(Box::new(move |closed, opened| {
                 o.post_wal_roll(closed, opened)
             }));
-        }
-        for rec in &records {
-            max_seq = max_seq.max(rec.seq);
         }
         let next_file_id = state.next_file_id;
         let engine = Arc::new(Engine {
@@ -112,6 +210,7 @@ impl Engine {
             dir_lock: Mutex::new(Some(lock)),
             read_points: Default::default(),
             region_ops: Arc::new(tokio::sync::Mutex::new(())),
+            recovery: RwLock::new(report),
             config,
         });
         // After the engine exists: the WAL-restore and open hooks of tables with
@@ -120,8 +219,207 @@ impl Engine {
         if replayed > 0 {
             tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
         }
+        let offline = engine.offline_regions();
+        if !offline.is_empty() {
+            tracing::warn!(
+                regions = offline.len(),
+                "regions offline: store files missing or unreadable; run the offline repair"
+            );
+        }
+        {
+            let mut report = engine.recovery.write();
+            report.cells_replayed = replayed;
+            report.offline_regions = offline;
+        }
         Ok(engine)
     }
+}
+
+/// What an open recovered: the WAL segments read and replayed, and every piece of damage
+/// found with what was done about it. Read it from [`Engine::recovery_report`] (or
+/// `Connection::recovery_report`); when it is not clean it is also logged at WARN.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecoveryReport {
+    /// The WAL recovery mode the engine opened with.
+    pub mode: WalRecoveryMode,
+    /// WAL segments read.
+    pub segments_read: usize,
+    /// WAL records (batches) read for replay.
+    pub records_replayed: usize,
+    /// Cells replayed into MemStores (edits of regions that had not flushed them).
+    pub cells_replayed: usize,
+    /// Where replay stopped before the end of the WAL, if it did: every write after it is
+    /// lost (and no store file holds one, or the open would have failed).
+    pub cut: Option<WalCut>,
+    /// Every piece of damage found in the WAL, in file order, with what was done.
+    pub damage: Vec<WalDamage>,
+    /// Tables whose indexes must be verified and repaired before they are trusted (salvage
+    /// with damage): `basalt::index::IndexAdmin::repair_after_recovery` does it.
+    pub tables_to_verify: Vec<TableName>,
+    /// Regions left offline because a store file they list is missing or cannot be opened.
+    pub offline_regions: Vec<OfflineRegion>,
+}
+
+impl RecoveryReport {
+    /// True when the WAL held no damage and every region opened.
+    pub fn is_clean(&self) -> bool {
+        self.damage.is_empty() && self.offline_regions.is_empty()
+    }
+
+    /// Bytes cut, skipped or set aside, over all damage.
+    pub fn bytes_dropped(&self) -> u64 {
+        self.damage
+            .iter()
+            .map(|d| match d.action {
+                DamageAction::Cut { bytes }
+                | DamageAction::Skipped { bytes }
+                | DamageAction::SetAside { bytes } => bytes,
+                DamageAction::Removed | DamageAction::Lost => 0,
+            })
+            .sum()
+    }
+}
+
+impl std::fmt::Display for RecoveryReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "WAL recovery ({:?}): {} segments read, {} records and {} cells replayed",
+            self.mode, self.segments_read, self.records_replayed, self.cells_replayed
+        )?;
+        if let Some(cut) = &self.cut {
+            write!(
+                f,
+                "; cut at {} offset {} (after seq {})",
+                cut.segment.display(),
+                cut.offset,
+                cut.last_seq
+            )?;
+        }
+        for d in &self.damage {
+            write!(
+                f,
+                "; {} at offset {}: {} -> {:?}",
+                d.segment.display(),
+                d.offset,
+                d.reason,
+                d.action
+            )?;
+            if let Some(to) = &d.moved_to {
+                write!(f, " (original kept as {})", to.display())?;
+            }
+        }
+        for r in &self.offline_regions {
+            write!(
+                f,
+                "; region {} of {} offline: {} {}",
+                r.region_id,
+                r.table,
+                r.file.display(),
+                r.reason
+            )?;
+        }
+        if !self.tables_to_verify.is_empty() {
+            let names: Vec<String> = self
+                .tables_to_verify
+                .iter()
+                .map(|t| t.to_string())
+                .collect();
+            write!(f, "; indexes to verify on: {}", names.join(", "))?;
+        }
+        Ok(())
+    }
+}
+
+/// A region that refuses reads and writes because a store file it lists is missing or
+/// cannot be opened (see [`crate::region::Region::offline`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfflineRegion {
+    /// The table.
+    pub table: TableName,
+    /// The region's id.
+    pub region_id: u64,
+    /// The region's start key (inclusive; empty = first).
+    pub start: bytes::Bytes,
+    /// The region's end key (exclusive; empty = last).
+    pub end: bytes::Bytes,
+    /// The store file at fault.
+    pub file: std::path::PathBuf,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+impl Engine {
+    /// Every offline region of every table, in table then key order.
+    pub fn offline_regions(&self) -> Vec<OfflineRegion> {
+        let tables: Vec<Arc<TableState>> = self.tables.read().values().cloned().collect();
+        let mut out = Vec::new();
+        for t in tables {
+            for r in t.regions.read().iter() {
+                if let Some(fault) = r.offline.get() {
+                    out.push(OfflineRegion {
+                        table: t.name.clone(),
+                        region_id: r.id,
+                        start: r.start.clone(),
+                        end: r.end.clone(),
+                        file: fault.file.clone(),
+                        reason: fault.reason.clone(),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Takes the exclusive lock of `config.dir` (`LOCK`): one engine or offline tool at a time.
+pub(crate) fn lock_data_dir(config: &Config) -> Result<Box<dyn crate::fs::FileLock>> {
+    match config.fs.lock(&config.dir.join("LOCK")) {
+        Ok(lock) => Ok(lock),
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(Error::bad_argument(format!(
+            "{} is already open in another engine",
+            config.dir.display()
+        ))),
+        Err(e) => Err(Error::Io(e)),
+    }
+}
+
+/// Why the directory cannot be opened for want of its catalog: it has none, yet `data/`
+/// holds store files (an open would delete them all as orphans). `None` when a catalog
+/// exists or `data/` holds no store file (a new directory).
+pub(crate) fn missing_catalog(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &std::path::Path,
+) -> Result<Option<String>> {
+    if fs.exists(&dir.join("catalog"))? || !fs.exists(&dir.join("data"))? {
+        return Ok(None);
+    }
+    let files = fs
+        .list_dir(&dir.join("data"))?
+        .iter()
+        .filter(|n| n.to_string_lossy().ends_with(".sf"))
+        .count();
+    Ok((files > 0).then(|| {
+        format!(
+            "the catalog is missing, yet data/ holds {files} store files; restore the catalog \
+             from a backup (nothing was changed)"
+        )
+    }))
+}
+
+/// The tables some of whose store files hold a write with a seq above `seq`.
+fn tables_newer_than(state: &crate::catalog::CatalogState, seq: u64) -> Vec<String> {
+    state
+        .tables
+        .values()
+        .filter(|t| {
+            t.regions
+                .iter()
+                .flat_map(|r| r.files.values().flatten())
+                .any(|f| f.max_seq > seq)
+        })
+        .map(|t| t.descriptor.name.to_string())
+        .collect()
 }
 
 fn open_table(
@@ -167,36 +465,48 @@ pub(crate) fn open_region(
 ) -> Result<Region> {
     *max_seq = (*max_seq).max(entry.flushed_seq);
     let mut stores = BTreeMap::new();
+    let mut fault: Option<RegionFault> = None;
     for fam in &desc.families {
         let mut readers = Vec::new();
         for f in entry.files.get(&fam.name).into_iter().flatten() {
             let path = store_file_path(&config.dir, f.id);
-            if !config.fs.exists(&path)? {
-                return Err(Error::corruption(
-                    path,
-                    0,
-                    "store file listed in the catalog is missing",
-                ));
-            }
-            readers.push(StoreFileReader::open(
-                &config.fs,
-                &path,
-                f.id,
-                Some(cache.clone()),
-            )?);
+            // Listed, so never removed as an orphan: the repair needs it.
             live.insert(f.id);
             *max_seq = (*max_seq).max(f.max_seq);
+            let opened = if config.fs.exists(&path)? {
+                StoreFileReader::open(&config.fs, &path, f.id, Some(cache.clone()))
+                    .map_err(|e| e.to_string())
+            } else {
+                Err("store file listed in the catalog is missing".to_string())
+            };
+            match opened {
+                Ok(reader) => readers.push(reader),
+                Err(reason) => {
+                    tracing::error!(
+                        table = %desc.name,
+                        region = entry.id,
+                        file = %path.display(),
+                        %reason,
+                        "store file cannot be opened; the region stays offline"
+                    );
+                    fault.get_or_insert(RegionFault { file: path, reason });
+                }
+            }
         }
         stores.insert(fam.name.clone(), Arc::new(Store::new(fam.clone(), readers)));
     }
-    Ok(Region::new(
+    let region = Region::new(
         entry.id,
         desc.name.clone(),
         entry.start.clone(),
         entry.end.clone(),
         entry.flushed_seq,
         stores,
-    ))
+    );
+    if let Some(fault) = fault {
+        let _ = region.offline.set(fault);
+    }
+    Ok(region)
 }
 
 fn remove_orphans(config: &Config, live: &HashSet<u64>) -> Result<()> {

@@ -223,6 +223,7 @@ impl Engine {
         }
         let _ops = self.region_ops.lock().await;
         let parent = find_region(&t, region_id).ok_or_else(|| region_not_found(name, region_id))?;
+        parent.check_online()?;
         self.split_locked(&t, &parent, split_row.map(Bytes::copy_from_slice))
             .await
     }
@@ -371,6 +372,8 @@ impl Engine {
         let _ops = self.region_ops.lock().await;
         let a = find_region(&t, region_a).ok_or_else(|| region_not_found(name, region_a))?;
         let b = find_region(&t, region_b).ok_or_else(|| region_not_found(name, region_b))?;
+        a.check_online()?;
+        b.check_online()?;
         let (first, second) = if a.end == b.start && !a.end.is_empty() {
             (a, b)
         } else if b.end == a.start && !b.end.is_empty() {
@@ -549,6 +552,9 @@ impl Engine {
     /// Splits `region` in the background when the split policy says it is too big and it
     /// holds no references (once no other split, merge, table flush or compaction runs).
     pub(crate) fn maybe_split(self: &Arc<Self>, region: &Arc<Region>) {
+        if region.is_offline() {
+            return;
+        }
         let Ok(t) = self.table(&region.table) else {
             return;
         };

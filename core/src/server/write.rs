@@ -106,8 +106,11 @@ impl Engine {
     }
 
     fn region_of(&self, t: &TableState, row: &[u8]) -> Result<Arc<Region>> {
-        t.locate(row)
-            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))
+        let region = t
+            .locate(row)
+            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
+        region.check_online()?;
+        Ok(region)
     }
 
     fn check_value(&self, v: &[u8]) -> Result<()> {

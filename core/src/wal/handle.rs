@@ -8,7 +8,7 @@
 
 use super::record::{EditRef, UnsealedFrame};
 use super::recovery;
-use super::segment::{self, HEADER_LEN};
+use super::segment;
 use super::writer::{Current, Shared, PENDING_LIMIT};
 use super::{Durability, SegmentInfo, WalOptions, WalRecord};
 use crate::error::{Error, Result};
@@ -90,38 +90,85 @@ impl fmt::Debug for WalTicket {
 
 impl Wal {
     /// Opens the WAL in `dir` (created if missing): reads every existing segment in order,
-    /// cuts a torn or corrupt tail (see the `recovery` module), returns all good records in
-    /// file order, and starts a NEW segment for appends (old segments are kept until purged).
-    /// All file access goes through `fs`.
+    /// treats damage as `opts.recovery` says (see the `recovery` module; an open that fails
+    /// changes nothing), returns all good records in file order, and starts a NEW segment
+    /// for appends (old segments are kept until purged). All file access goes through
+    /// `fs`. The engine opens in two steps instead (`Wal::scan`, then `Wal::start`) so
+    /// that it can check a cut against its store files in between.
     pub fn open(
         fs: &Arc<dyn FileSystem>,
         dir: &Path,
         opts: WalOptions,
     ) -> Result<(Wal, Vec<WalRecord>)> {
+        let mut recovered = Wal::scan(fs, dir, opts.recovery)?;
+        let base = recovered.max_seq;
+        let records = std::mem::take(&mut recovered.records);
+        let wal = Wal::start(fs, dir, opts, recovered, base)?;
+        Ok((wal, records))
+    }
+
+    /// Reads the WAL in `dir` (created if missing) under `mode`, changing nothing in it.
+    pub(crate) fn scan(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        mode: super::WalRecoveryMode,
+    ) -> Result<recovery::Recovered> {
         fs.create_dir_all(dir)?;
-        let recovered = recovery::recover(&**fs, dir)?;
+        recovery::scan(&**fs, dir, mode)
+    }
+
+    /// Makes the changes `recovered` planned, then starts a new segment whose opening
+    /// marker carries `base_seq` (at least every seq on disk, store files included).
+    pub(crate) fn start(
+        fs: &Arc<dyn FileSystem>,
+        dir: &Path,
+        opts: WalOptions,
+        mut recovered: recovery::Recovered,
+        base_seq: u64,
+    ) -> Result<Wal> {
+        recovered.apply(&**fs, dir)?;
         let id = recovered.next_id;
-        let (file, path) = segment::create(&**fs, dir, id)?;
+        let base_seq = base_seq.max(recovered.max_seq);
+        let (file, path, base) = segment::create(&**fs, dir, id, base_seq)?;
         let mut segments = recovered.segments;
         segments.push(SegmentInfo {
             id,
             path,
             max_seq: None,
-            size: HEADER_LEN as u64,
+            size: base,
         });
-        let current = Current::new(Arc::clone(fs), dir.to_path_buf(), opts, file, id);
+        let current = Current::new(
+            Arc::clone(fs),
+            dir.to_path_buf(),
+            opts,
+            file,
+            id,
+            base,
+            base_seq,
+        );
         let shared = Arc::new(Shared::new(segments, current));
         let flusher = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("basalt-wal".into())
             .spawn(move || flusher.run_flusher())?;
-        let wal = Wal {
+        Ok(Wal {
             shared,
             fs: Arc::clone(fs),
             dir: dir.to_path_buf(),
             thread: Mutex::new(Some(thread)),
-        };
-        Ok((wal, recovered.records))
+        })
+    }
+
+    /// Queues a marker (a record without edits, see the `recovery` module) carrying `seq`:
+    /// once written, a crash that loses records after it shows in recovery as a cut whose
+    /// bound is at least `seq`. A flush marks the largest seq handed out before it syncs the
+    /// WAL; call it under the engine's commit lock so that file order stays seq order.
+    pub(crate) fn mark(&self, seq: u64) -> Result<()> {
+        let frame = recovery::marker_frame(seq)?;
+        let mut q = self.shared.queue.lock();
+        self.shared.check()?;
+        q.push_marker(&frame, seq);
+        Ok(())
     }
 
     /// Appends a record; call it in increasing `seq` order (file order equals call order).
@@ -224,15 +271,17 @@ impl Wal {
         self.shared.segments.lock().clone()
     }
 
-    /// Deletes every closed (non-current) segment whose records all have seq <= `seq`;
-    /// returns how many.
+    /// Deletes the oldest closed (non-current) segments whose records all have seq <=
+    /// `seq`, up to the first that has a later one; returns how many.
     pub fn purge_up_to(&self, seq: u64) -> Result<usize> {
         let victims: Vec<SegmentInfo> = {
             let segments = self.shared.segments.lock();
             let closed = segments.len().saturating_sub(1);
+            // Oldest first and without gaps: each segment's opening marker is checked
+            // against the end of the one before it at recovery.
             segments[..closed]
                 .iter()
-                .filter(|s| s.max_seq.is_none_or(|m| m <= seq))
+                .take_while(|s| s.max_seq.is_none_or(|m| m <= seq))
                 .cloned()
                 .collect()
         };

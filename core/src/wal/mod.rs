@@ -37,7 +37,10 @@ use std::path::PathBuf;
 /// How durable a write must be before it is acknowledged (HBase's `Durability`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
 pub enum Durability {
-    /// Not written to the WAL at all: lost if the process dies before a flush.
+    /// Not written to the WAL at all: lost if the process dies before a flush. A write
+    /// whose coprocessor hooks add writes (index rows, counters) is logged as `AsyncWal`
+    /// instead: its rows live in regions that flush independently, and only one WAL record
+    /// keeps them atomic across a crash (a data row never survives without its index row).
     SkipWal,
     /// Written to the OS in the background; the write is acknowledged without waiting.
     AsyncWal,
@@ -46,6 +49,83 @@ pub enum Durability {
     SyncWal,
     /// Acknowledged once fsynced: survives a power loss.
     FsyncWal,
+}
+
+/// How recovery treats damage found in the WAL when the engine opens (RocksDB's WAL
+/// recovery modes). Whatever the mode, the open's [`crate::server::recovery::RecoveryReport`]
+/// lists every piece of damage and what was done about it, and an open that fails changes
+/// nothing on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WalRecoveryMode {
+    /// The default: a torn or bad tail of the newest segment (the write a crash
+    /// interrupted) is cut; damage anywhere else, or a bad record followed by good ones,
+    /// fails the open with [`crate::Error::WalCorruption`], since it would lose
+    /// acknowledged writes. A cut must also leave a point in time (as `PointInTime`).
+    #[default]
+    TolerateCorruptedTail,
+    /// Replay stops at the first damage anywhere; later segments are set aside. The open
+    /// succeeds only if the result is a true point in time for every table: if any store
+    /// file holds a write newer than the cut, it fails with
+    /// [`crate::Error::WalCorruption`] naming the segment, the offset and the tables.
+    PointInTime,
+    /// The user's explicit choice when the other modes refuse: bad records are skipped and
+    /// every readable record after them is replayed. The result may mix writes from either
+    /// side of a hole, so the indexes of every table must be verified and repaired
+    /// afterwards (`basalt::index::IndexAdmin::repair_after_recovery`); the report says
+    /// what was skipped.
+    Salvage,
+}
+
+/// What recovery did about one piece of damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DamageAction {
+    /// The segment was cut here; `bytes` from here to its end were dropped.
+    Cut {
+        /// Bytes dropped.
+        bytes: u64,
+    },
+    /// `bytes` of bad data were skipped; reading went on after them (salvage).
+    Skipped {
+        /// Bytes skipped.
+        bytes: u64,
+    },
+    /// The whole segment was set aside (renamed `.corrupt`), unread.
+    SetAside {
+        /// The segment's size when it was bad itself; 0 when it only followed a cut.
+        bytes: u64,
+    },
+    /// The segment held nothing (its header was cut short) and was removed.
+    Removed,
+    /// No frame is bad, but records are missing: the segment ends below the seq the next
+    /// segment opens with, or store files hold writes past the WAL's end.
+    Lost,
+}
+
+/// One piece of damage found in the WAL at open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalDamage {
+    /// The segment file.
+    pub segment: PathBuf,
+    /// The byte offset of the damage in it.
+    pub offset: u64,
+    /// What is wrong.
+    pub reason: String,
+    /// What recovery did.
+    pub action: DamageAction,
+    /// Where the original file was moved (`<name>.corrupt`), if it was.
+    pub moved_to: Option<PathBuf>,
+}
+
+/// Where replay stopped before the end of the WAL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WalCut {
+    /// The segment cut.
+    pub segment: PathBuf,
+    /// The offset of the cut in it.
+    pub offset: u64,
+    /// The largest seq read before the cut: every write a crash may have lost at the cut
+    /// has a larger one.
+    pub last_seq: u64,
 }
 
 /// One cell of a batch, with the region and family it belongs to.
@@ -77,12 +157,15 @@ pub type RollListener = Box<dyn Fn(u64, u64) + Send + Sync>;
 pub struct WalOptions {
     /// A segment is rolled once a write makes it at least this large (default 64 MiB).
     pub segment_size: u64,
+    /// How damage found at open is treated.
+    pub recovery: WalRecoveryMode,
 }
 
 impl Default for WalOptions {
     fn default() -> Self {
         WalOptions {
             segment_size: 64 << 20,
+            recovery: WalRecoveryMode::default(),
         }
     }
 }

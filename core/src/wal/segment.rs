@@ -21,8 +21,8 @@
 //!
 //! # Invariants
 //!
-//! A segment is created with `create_new`, its header written and synced, then the directory
-//! synced, before any record goes into it. A segment is closed (never written again) only
+//! A segment is created with `create_new`, its header and opening marker written and
+//! synced, then the directory synced, before any record goes into it. A segment is closed (never written again) only
 //! after an fsync, so at most the newest segment can have a torn tail or a torn header.
 
 use crate::error::{Error, Result};
@@ -94,18 +94,25 @@ pub(crate) fn check_header(h: &[u8], id: u64) -> std::result::Result<(), String>
     Ok(())
 }
 
-/// Creates segment `id` in `dir`: writes and syncs its header, then syncs the directory.
+/// Creates segment `id` in `dir`: writes and syncs its header and its opening marker (a
+/// record without edits carrying `marker_seq`, see the `recovery` module), then syncs the
+/// directory. Returns the file, its path and its size.
 pub(crate) fn create(
     fs: &dyn FileSystem,
     dir: &Path,
     id: u64,
-) -> io::Result<(Box<dyn WriteFile>, PathBuf)> {
+    marker_seq: u64,
+) -> io::Result<(Box<dyn WriteFile>, PathBuf, u64)> {
     let path = dir.join(file_name(id));
     let file = fs.create_new(&path)?;
-    file.write_all(&encode_header(id))?;
+    let mut bytes = encode_header(id).to_vec();
+    bytes.extend_from_slice(
+        &super::recovery::marker_frame(marker_seq).map_err(|e| io::Error::other(e.to_string()))?,
+    );
+    file.write_all(&bytes)?;
     file.sync_data()?;
     sync_dir(fs, dir)?;
-    Ok((file, path))
+    Ok((file, path, bytes.len() as u64))
 }
 
 /// Makes renames, creations and removals in `dir` durable.
@@ -115,6 +122,13 @@ pub(crate) fn sync_dir(fs: &dyn FileSystem, dir: &Path) -> io::Result<()> {
 
 /// Renames `path` to `<path>.corrupt` (or `.corrupt.N` if taken); returns the new path.
 pub(crate) fn move_aside(fs: &dyn FileSystem, path: &Path) -> io::Result<PathBuf> {
+    let target = aside_name(fs, path)?;
+    fs.rename(path, &target)?;
+    Ok(target)
+}
+
+/// The first free name of `<path>.corrupt`, `<path>.corrupt.1`, ...
+pub(crate) fn aside_name(fs: &dyn FileSystem, path: &Path) -> io::Result<PathBuf> {
     let base = path.as_os_str().to_owned();
     for n in 0u32.. {
         let mut target = base.clone();
@@ -124,7 +138,6 @@ pub(crate) fn move_aside(fs: &dyn FileSystem, path: &Path) -> io::Result<PathBuf
         }
         let target = PathBuf::from(target);
         if !fs.exists(&target)? {
-            fs.rename(path, &target)?;
             return Ok(target);
         }
     }

@@ -41,7 +41,7 @@
 //! [`Shared::failure`] is set once, later appends return `WritesRefused`, and tickets not yet
 //! satisfied fail with the I/O error.
 
-use super::segment::{self, HEADER_LEN};
+use super::segment;
 use super::{SegmentInfo, WalOptions};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, WriteFile};
@@ -84,8 +84,10 @@ impl Failure {
 pub(crate) struct Queue {
     /// The frames, in append order; they occupy positions `appended - len..appended`.
     pending: Vec<u8>,
-    /// The largest seq in `pending`.
+    /// The largest seq of a record in `pending`.
     pending_max_seq: Option<u64>,
+    /// The largest seq in `pending`, markers included.
+    pending_high: u64,
     /// Record bytes appended since open (written or queued).
     appended: u64,
     /// The flusher was woken for `AsyncWal` bytes and no writer took the queue since.
@@ -97,6 +99,16 @@ impl Queue {
     pub fn push(&mut self, frame: &[u8], seq: u64) -> u64 {
         self.pending.extend_from_slice(frame);
         self.pending_max_seq = self.pending_max_seq.max(Some(seq));
+        self.pending_high = self.pending_high.max(seq);
+        self.appended += frame.len() as u64;
+        self.appended
+    }
+
+    /// Queues a marker frame (a record without edits, see the `recovery` module): it
+    /// counts for the bound of later segments' markers, not for the segment's `max_seq`.
+    pub fn push_marker(&mut self, frame: &[u8], seq: u64) -> u64 {
+        self.pending.extend_from_slice(frame);
+        self.pending_high = self.pending_high.max(seq);
         self.appended += frame.len() as u64;
         self.appended
     }
@@ -121,6 +133,10 @@ pub(crate) struct Current {
     id: u64,
     /// Bytes in the segment file, header included.
     size: u64,
+    /// Bytes of a segment holding no record: its header and its opening marker.
+    base: u64,
+    /// The largest seq written so far, markers included: the next segment's marker.
+    high_seq: u64,
     /// Record bytes written to the OS since open, over all segments.
     written: u64,
     /// The buffer a write swaps with the queue's (kept empty between writes for reuse).
@@ -135,6 +151,8 @@ impl Current {
         opts: WalOptions,
         file: Box<dyn WriteFile>,
         id: u64,
+        base: u64,
+        high_seq: u64,
     ) -> Self {
         Current {
             fs,
@@ -142,7 +160,9 @@ impl Current {
             opts,
             file: Arc::from(file),
             id,
-            size: HEADER_LEN as u64,
+            size: base,
+            base,
+            high_seq,
             written: 0,
             spare: Vec::new(),
         }
@@ -150,7 +170,7 @@ impl Current {
 
     /// Whether the segment holds no record.
     pub fn is_empty(&self) -> bool {
-        self.size == HEADER_LEN as u64
+        self.size == self.base
     }
 }
 
@@ -293,6 +313,7 @@ impl Shared {
             let mut q = self.queue.lock();
             q.flusher_woken = false;
             std::mem::swap(&mut q.pending, &mut cur.spare);
+            cur.high_seq = cur.high_seq.max(std::mem::take(&mut q.pending_high));
             q.pending_max_seq.take()
         };
         let n = cur.spare.len() as u64;
@@ -305,6 +326,13 @@ impl Shared {
             cur.spare = Vec::new();
         }
         if let Err(e) = outcome {
+            // Markers alone (a flush on a full disk): nobody waits for them and no write is
+            // lost, so once the partial bytes are cut off the WAL goes on (the flush fails).
+            if max_seq.is_none() && cur.file.set_len(cur.size).is_ok() {
+                cur.written += n;
+                self.written_upto.store(cur.written, Ordering::Release);
+                return Err(e);
+            }
             self.fail("write", cur.id, &e);
             return Err(e);
         }
@@ -347,10 +375,11 @@ impl Shared {
             .id
             .checked_add(1)
             .ok_or_else(|| io::Error::other("WAL segment ids exhausted"))?;
-        let (file, path) = segment::create(&*cur.fs, &cur.dir, id)?;
+        let (file, path, base) = segment::create(&*cur.fs, &cur.dir, id, cur.high_seq)?;
         cur.file = Arc::from(file);
         cur.id = id;
-        cur.size = HEADER_LEN as u64;
+        cur.size = base;
+        cur.base = base;
         self.segments.lock().push(SegmentInfo {
             id,
             path,

@@ -9,7 +9,7 @@ mod writer;
 
 use super::record::{read_frame, Frame};
 use super::segment::HEADER_LEN;
-use super::{Wal, WalEdit, WalOptions, WalRecord};
+use super::{Wal, WalEdit, WalOptions, WalRecord, WalRecoveryMode};
 use crate::cell::{CellType, StoreCell, StoreKey};
 use bytes::Bytes;
 use std::path::{Path, PathBuf};
@@ -39,26 +39,40 @@ fn rec(seq: u64, n: usize) -> WalRecord {
     WalRecord { seq, edits }
 }
 
+/// Opens in point-in-time mode: recovery stops at the first damage anywhere.
 fn open(dir: &Path, segment_size: u64) -> (Wal, Vec<WalRecord>) {
+    open_in(dir, segment_size, WalRecoveryMode::PointInTime).unwrap()
+}
+
+fn open_in(
+    dir: &Path,
+    segment_size: u64,
+    recovery: WalRecoveryMode,
+) -> crate::error::Result<(Wal, Vec<WalRecord>)> {
     Wal::open(
         &crate::fs::StdFs::shared(),
         dir,
-        WalOptions { segment_size },
+        WalOptions {
+            segment_size,
+            recovery,
+        },
     )
-    .unwrap()
 }
 
 fn seqs(records: &[WalRecord]) -> Vec<u64> {
     records.iter().map(|r| r.seq).collect()
 }
 
-/// `(start, end, seq)` of every good frame of a segment file.
+/// `(start, end, seq)` of every good frame of a segment file but its markers (records
+/// without edits).
 fn frames(path: &Path) -> Vec<(usize, usize, u64)> {
     let data = std::fs::read(path).unwrap();
     let mut out = Vec::new();
     let mut off = HEADER_LEN;
     while let Frame::Record { record, len } = read_frame(&data[off..]) {
-        out.push((off, off + len, record.seq));
+        if !record.edits.is_empty() {
+            out.push((off, off + len, record.seq));
+        }
         off += len;
     }
     out
