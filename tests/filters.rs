@@ -1225,3 +1225,15 @@ async fn skip_filter_passes_only_cells_to_the_filter_it_wraps() {
     let f = Filter::parse("SKIP ValueFilter (!=, 'binary:w')").unwrap();
     assert_eq!(rows(&t, f).await, v(&["r1", "r3", "r5", "r7", "s1"]));
 }
+
+/// An empty list at the depth limit has no filter below it: it encodes, so it decodes.
+#[test]
+fn an_empty_list_at_the_depth_limit_round_trips() {
+    let mut f = Filter::List(ListOp::MustPassAll, Vec::new());
+    for _ in 1..MAX_FILTER_DEPTH {
+        f = Filter::WhileMatch(Box::new(f));
+    }
+    assert_eq!(f.depth(), MAX_FILTER_DEPTH);
+    let bytes = f.to_bytes().unwrap();
+    assert_eq!(Filter::from_bytes(&bytes).unwrap(), f);
+}

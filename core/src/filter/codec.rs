@@ -87,12 +87,41 @@ pub(super) fn nested_box<'de, D: Deserializer<'de>>(
     Filter::deserialize(d).map(Box::new)
 }
 
-/// Decodes the filters of a `List`, one level deeper.
+/// Decodes the filters of a `List`, one level deeper. The limit applies to the filters
+/// the list holds: an empty list adds no level (as [`depth`] counts it).
 pub(super) fn nested_list<'de, D: Deserializer<'de>>(
     d: D,
 ) -> std::result::Result<Vec<Filter>, D::Error> {
-    let _level = Level::enter::<D::Error>()?;
-    capped_vec(d)
+    struct Filters;
+
+    impl<'de> Visitor<'de> for Filters {
+        type Value = Vec<Filter>;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a sequence of filters")
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(
+            self,
+            mut seq: A,
+        ) -> std::result::Result<Vec<Filter>, A::Error> {
+            let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(PREALLOC));
+            let mut _level = None;
+            loop {
+                // The level opens before the first element, so only a list that holds
+                // filters can pass the limit.
+                if _level.is_none() && seq.size_hint() != Some(0) {
+                    _level = Some(Level::enter::<A::Error>()?);
+                }
+                match seq.next_element()? {
+                    Some(x) => out.push(x),
+                    None => return Ok(out),
+                }
+            }
+        }
+    }
+
+    d.deserialize_seq(Filters)
 }
 
 /// Decodes a sequence, reserving at most [`PREALLOC`] elements ahead of those read.

@@ -122,11 +122,11 @@ impl Engine {
         // A marker with the largest seq handed out goes first: if a later crash or damage
         // cuts the WAL before it, recovery sees that these files may hold newer writes
         // (skipped-WAL ones included) than the cut.
-        {
+        let marker = {
             let _order = self.commit_lock.lock();
-            self.wal.mark(self.mvcc.last_assigned())?;
-        }
-        self.wal.sync(true).await?;
+            self.wal.mark(self.mvcc.last_assigned())?
+        };
+        self.wal.sync_marker(marker).await?;
         let mut jobs = Vec::new();
         let smallest_read_point = self.smallest_read_point();
         let now = super::now_ms();

@@ -297,17 +297,7 @@ impl std::fmt::Display for RecoveryReport {
             )?;
         }
         for d in &self.damage {
-            write!(
-                f,
-                "; {} at offset {}: {} -> {:?}",
-                d.segment.display(),
-                d.offset,
-                d.reason,
-                d.action
-            )?;
-            if let Some(to) = &d.moved_to {
-                write!(f, " (original kept as {})", to.display())?;
-            }
+            write!(f, "; {d}")?;
         }
         for r in &self.offline_regions {
             write!(

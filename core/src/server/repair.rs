@@ -78,13 +78,7 @@ impl fmt::Display for DirectoryCheck {
             self.wal_damage.len()
         )?;
         for d in &self.wal_damage {
-            writeln!(
-                f,
-                "  {} at offset {}: {}",
-                d.segment.display(),
-                d.offset,
-                d.reason
-            )?;
+            writeln!(f, "  {d}")?;
         }
         Ok(())
     }

@@ -30,6 +30,12 @@ pub struct Wal {
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
+/// Where a queued marker ends in the WAL's stream (see [`Wal::sync_marker`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct MarkerTicket {
+    end: u64,
+}
+
 /// Resolves once an appended record is as durable as its [`Durability`] asked.
 pub struct WalTicket {
     state: Ticket,
@@ -163,11 +169,24 @@ impl Wal {
     /// once written, a crash that loses records after it shows in recovery as a cut whose
     /// bound is at least `seq`. A flush marks the largest seq handed out before it syncs the
     /// WAL; call it under the engine's commit lock so that file order stays seq order.
-    pub(crate) fn mark(&self, seq: u64) -> Result<()> {
+    pub(crate) fn mark(&self, seq: u64) -> Result<MarkerTicket> {
         let frame = recovery::marker_frame(seq)?;
         let mut q = self.shared.queue.lock();
         self.shared.check()?;
-        q.push_marker(&frame, seq);
+        Ok(MarkerTicket {
+            end: q.push_marker(&frame, seq),
+        })
+    }
+
+    /// Waits until the marker of `ticket` is written and fsynced with everything before it;
+    /// fails if the write that carried it failed (whoever made that write).
+    pub(crate) async fn sync_marker(&self, ticket: MarkerTicket) -> Result<()> {
+        self.sync(true).await?;
+        if self.shared.marker_lost(ticket.end) {
+            return Err(Error::Io(io::Error::other(
+                "the WAL write carrying a flush marker failed",
+            )));
+        }
         Ok(())
     }
 

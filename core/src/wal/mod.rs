@@ -116,6 +116,23 @@ pub struct WalDamage {
     pub moved_to: Option<PathBuf>,
 }
 
+impl std::fmt::Display for WalDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} at offset {}: {} -> {:?}",
+            self.segment.display(),
+            self.offset,
+            self.reason,
+            self.action
+        )?;
+        if let Some(to) = &self.moved_to {
+            write!(f, " (original kept as {})", to.display())?;
+        }
+        Ok(())
+    }
+}
+
 /// Where replay stopped before the end of the WAL.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WalCut {

@@ -231,9 +231,10 @@ impl Recovered {
             self.actions.push(Action::Remove {
                 path: path.to_path_buf(),
             });
-            // Whatever the segment held is gone: replay ends here (a crash while the newest
-            // segment was created loses nothing, and its marker-bounded cut shows that).
-            if mode == WalRecoveryMode::Salvage {
+            // The newest segment's header and opening marker are synced before any record
+            // goes in: cut short, it is a crash while it was created, and it lost nothing.
+            // Any other segment lost whatever it held: replay ends here.
+            if mode == WalRecoveryMode::Salvage || is_newest {
                 return Ok(false);
             }
             self.set_cut(path, 0);
@@ -343,6 +344,25 @@ impl Recovered {
                     self.finish(info, frames, true);
                     return Ok(false);
                 };
+                // The newest segment's opening marker torn, nothing after it: a crash while
+                // the segment was created (header and marker are synced before any record).
+                if is_newest
+                    && bad.offset == HEADER_LEN
+                    && next.is_none()
+                    && bad.reason.starts_with("torn")
+                {
+                    self.damage.push(WalDamage {
+                        segment: path.to_path_buf(),
+                        offset: bad.offset as u64,
+                        reason: bad.reason,
+                        action: DamageAction::Removed,
+                        moved_to: None,
+                    });
+                    self.actions.push(Action::Remove {
+                        path: path.to_path_buf(),
+                    });
+                    return Ok(false);
+                }
                 if mode == WalRecoveryMode::TolerateCorruptedTail {
                     if !is_newest {
                         return Err(refuse(

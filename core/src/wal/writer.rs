@@ -39,7 +39,11 @@
 //! always looks again. After a failed write or fsync nothing is written again (a failed fsync
 //! may have dropped dirty pages, so retrying could acknowledge lost data):
 //! [`Shared::failure`] is set once, later appends return `WritesRefused`, and tickets not yet
-//! satisfied fail with the I/O error.
+//! satisfied fail with the I/O error. One exception: a write that carried markers alone
+//! (a flush's, see the `recovery` module) and failed is cut off the file and remembered
+//! (`lost_markers`); no record was in it, so the WAL goes on, and the flush that queued
+//! the marker fails ([`super::Wal::sync_marker`]). The next segment's opening marker only
+//! counts seqs actually written.
 
 use super::segment;
 use super::{SegmentInfo, WalOptions};
@@ -78,6 +82,9 @@ impl Failure {
         Error::Io(io::Error::new(self.kind, self.reason.clone()))
     }
 }
+
+/// How many failed marker-only writes [`Shared::marker_lost`] remembers.
+const LOST_MARKERS_KEPT: usize = 64;
 
 /// Frames appended and not yet written, guarded by [`Shared::queue`].
 #[derive(Default)]
@@ -236,6 +243,9 @@ pub(crate) struct Shared {
     presync_due: AtomicBool,
     /// Called after each roll with the closed and the new segment's ids.
     pub roll_listener: OnceLock<super::RollListener>,
+    /// Stream positions `(start, end)` of the latest writes of markers alone that failed
+    /// (and were cut off): a flush whose marker lies there must fail.
+    lost_markers: parking_lot::Mutex<Vec<(u64, u64)>>,
     /// Test hook: the next write fails with an injected I/O error.
     #[cfg(test)]
     pub inject_failure: AtomicBool,
@@ -265,6 +275,7 @@ impl Shared {
             closing: AtomicBool::new(false),
             failure: OnceLock::new(),
             presync_due: AtomicBool::new(false),
+            lost_markers: parking_lot::Mutex::new(Vec::new()),
             roll_listener: OnceLock::new(),
             #[cfg(test)]
             inject_failure: AtomicBool::new(false),
@@ -309,12 +320,12 @@ impl Shared {
     /// and drops the bytes it took. A failed roll after a good write does too, but the write
     /// itself still succeeded.
     pub fn write_queued(&self, cur: &mut Current) -> io::Result<()> {
-        let max_seq = {
+        let (max_seq, high_seq) = {
             let mut q = self.queue.lock();
             q.flusher_woken = false;
             std::mem::swap(&mut q.pending, &mut cur.spare);
-            cur.high_seq = cur.high_seq.max(std::mem::take(&mut q.pending_high));
-            q.pending_max_seq.take()
+            let high = cur.high_seq.max(std::mem::take(&mut q.pending_high));
+            (q.pending_max_seq.take(), high)
         };
         let n = cur.spare.len() as u64;
         if n == 0 {
@@ -329,13 +340,20 @@ impl Shared {
             // Markers alone (a flush on a full disk): nobody waits for them and no write is
             // lost, so once the partial bytes are cut off the WAL goes on (the flush fails).
             if max_seq.is_none() && cur.file.set_len(cur.size).is_ok() {
+                let start = cur.written;
                 cur.written += n;
                 self.written_upto.store(cur.written, Ordering::Release);
+                let mut lost = self.lost_markers.lock();
+                if lost.len() >= LOST_MARKERS_KEPT {
+                    lost.remove(0);
+                }
+                lost.push((start, cur.written));
                 return Err(e);
             }
             self.fail("write", cur.id, &e);
             return Err(e);
         }
+        cur.high_seq = high_seq;
         let before = cur.size;
         cur.size += n;
         cur.written += n;
@@ -391,6 +409,15 @@ impl Shared {
             listener(id - 1, id);
         }
         Ok(())
+    }
+
+    /// Whether the marker whose frame ends at stream position `end` was cut off by a
+    /// failed write (see `lost_markers`).
+    pub fn marker_lost(&self, end: u64) -> bool {
+        self.lost_markers
+            .lock()
+            .iter()
+            .any(|&(start, stop)| start < end && end <= stop)
     }
 
     /// [`super::Wal::roll`]: writes the queued bytes, then rolls unless the segment is

@@ -217,3 +217,40 @@ async fn failed_write_refuses_later_writes() {
     assert_eq!(seqs(&got), vec![1]);
     assert!(files_ending(dir.path(), ".corrupt").is_empty());
 }
+
+#[tokio::test]
+async fn a_failed_marker_write_fails_its_flush_but_not_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wal, _) = open(dir.path(), 1 << 20);
+    wal.append(rec(1, 2), Durability::SyncWal)
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let before = std::fs::metadata(&wal.segments()[0].path).unwrap().len();
+    // The write that carries the marker alone fails in another caller's hands: the flush
+    // that queued the marker still learns it.
+    let marker = wal.mark(5).unwrap();
+    wal.shared
+        .inject_failure
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    assert!(wal.sync(false).await.is_err());
+    assert!(wal.sync_marker(marker).await.is_err());
+    assert_eq!(
+        std::fs::metadata(&wal.segments()[0].path).unwrap().len(),
+        before,
+        "the failed bytes are cut off"
+    );
+    // The WAL goes on: a record and a later marker are written and come back.
+    wal.append(rec(2, 2), Durability::SyncWal)
+        .unwrap()
+        .wait()
+        .await
+        .unwrap();
+    let marker = wal.mark(6).unwrap();
+    wal.sync_marker(marker).await.unwrap();
+    wal.close().unwrap();
+    drop(wal);
+    let (_wal, got) = open(dir.path(), 1 << 20);
+    assert_eq!(seqs(&got), vec![1, 2]);
+}
