@@ -244,7 +244,7 @@ pub struct RecoveryReport {
     pub mode: WalRecoveryMode,
     /// WAL segments read.
     pub segments_read: usize,
-    /// WAL records (batches) read for replay.
+    /// WAL records (batches) read; those a region had flushed are read but not applied.
     pub records_replayed: usize,
     /// Cells replayed into MemStores (edits of regions that had not flushed them).
     pub cells_replayed: usize,
@@ -284,7 +284,7 @@ impl std::fmt::Display for RecoveryReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "WAL recovery ({:?}): {} segments read, {} records and {} cells replayed",
+            "WAL recovery ({:?}): {} segments read, {} records read, {} cells replayed",
             self.mode, self.segments_read, self.records_replayed, self.cells_replayed
         )?;
         if let Some(cut) = &self.cut {
