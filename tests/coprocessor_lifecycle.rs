@@ -1117,22 +1117,6 @@ async fn wal_observer_failures_refuse_writes_and_panics_are_contained() {
     assert_eq!(m[0].faults, m[0].panics, "{m:?}");
 }
 
-/// A WAL observer whose `pre_wal_append` refuses rows starting with `no`, and nothing else.
-struct RefuseOnly;
-
-impl WalObserver for RefuseOnly {
-    fn pre_wal_append(&self, record: &WalRecord) -> basalt::Result<()> {
-        if record
-            .edits
-            .iter()
-            .any(|e| e.cell.key.row.starts_with(b"no"))
-        {
-            return Err(Error::bad_argument("refused"));
-        }
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_wal_observer_refusal_under_unload_refuses_every_time_and_keeps_it_loaded() {
     let dir = tempfile::tempdir().unwrap();
@@ -1141,7 +1125,7 @@ async fn a_wal_observer_refusal_under_unload_refuses_every_time_and_keeps_it_loa
         "refuse",
         1,
         FailurePolicy::Unload,
-        Arc::new(RefuseOnly),
+        Arc::new(Refuse),
     ));
     let conn = open_with(config(dir.path(), &reg).observer(host.clone())).await;
     conn.admin().create_table(desc("t")).await.unwrap();
