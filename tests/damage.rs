@@ -13,9 +13,10 @@
 //!
 //! Where the default mode refuses WAL damage, point-in-time mode must either refuse too
 //! (naming the segment) or give a prefix that verifies, and salvage mode must open, report
-//! what it skipped, and leave every index verifying with zero differences once
-//! `IndexAdmin::repair_after_recovery` ran. Where store files are damaged, the offline
-//! repair must set them aside, report them, and let every region open again.
+//! what it skipped and the index repairs it ran itself, and leave every index verifying with
+//! zero differences. Where store files are damaged, the offline repair must set them aside,
+//! report them, and let every region open again, the open verifying and repairing the
+//! indexes by itself.
 //!
 //! `BASALT_DAMAGE_OFFSETS=N` (default 3) sets how many cut and flip offsets each file gets:
 //! raise it for more cases.
@@ -358,8 +359,7 @@ async fn wal_fallbacks(
             .all(|d| d.moved_to.as_ref().is_some_and(|p| p.exists())),
         "{case}: {report}"
     );
-    assert!(!report.tables_to_verify.is_empty(), "{case}");
-    idx.repair_after_recovery().await.unwrap();
+    assert_verified_by_open(&report, case);
     for index in ["by_v", "by_u"] {
         let v = idx.verify(DATA, index).await.unwrap();
         assert_eq!(v.differences(), 0, "{case}: salvage, index {index}: {v:?}");
@@ -370,10 +370,10 @@ async fn wal_fallbacks(
     let (conn, _idx) = open(dir, WalRecoveryMode::default())
         .await
         .unwrap_or_else(|e| panic!("{case}: the default mode refuses a salvaged directory: {e}"));
+    let report = conn.recovery_report();
     assert!(
-        conn.recovery_report().is_clean(),
-        "{case}: {}",
-        conn.recovery_report()
+        report.is_clean() && report.tables_to_verify.is_empty() && report.repairs.is_empty(),
+        "{case}: {report}"
     );
     conn.close().await.unwrap();
 }
@@ -411,15 +411,21 @@ async fn repair_case(dir: &Path, case: &str, damaged: &Path, tally: &mut Tally) 
     if let Some(to) = &entry.moved_to {
         assert!(to.exists() && !damaged.exists(), "{case}");
     }
+    assert!(
+        repaired
+            .tables_to_verify
+            .contains(&TableName::parse(DATA).unwrap()),
+        "{case}: {repaired}"
+    );
     let (conn, idx) = open(dir, WalRecoveryMode::default()).await.unwrap();
     assert!(conn.admin().offline_regions().await.is_empty(), "{case}");
+    assert_verified_by_open(&conn.recovery_report(), case);
     for table in [DATA, PLAIN] {
         read_table(&conn, table)
             .await
             .unwrap_or_else(|e| panic!("{case}: after repair, {table}: {e}"));
     }
     for index in ["by_v", "by_u"] {
-        idx.repair(DATA, index).await.unwrap();
         assert_eq!(
             idx.verify(DATA, index).await.unwrap().differences(),
             0,
@@ -428,6 +434,29 @@ async fn repair_case(dir: &Path, case: &str, damaged: &Path, tally: &mut Tally) 
     }
     tally.repaired += 1;
     conn.close().await.unwrap();
+}
+
+/// The open verified and repaired both indexes of the data table (and nothing else).
+fn assert_verified_by_open(report: &basalt::RecoveryReport, case: &str) {
+    // The tables with coprocessors: the data table, and its index tables (their guard).
+    let listed = |name: &str| {
+        report
+            .tables_to_verify
+            .contains(&TableName::parse(name).unwrap())
+    };
+    assert!(listed(DATA) && !listed(PLAIN), "{case}: {report}");
+    let mut repaired: Vec<(&TableName, &str)> = report
+        .repairs
+        .iter()
+        .map(|r| (&r.table, r.what.as_str()))
+        .collect();
+    repaired.sort_by_key(|r| r.1);
+    let data = TableName::parse(DATA).unwrap();
+    assert_eq!(
+        repaired,
+        [(&data, "index by_u"), (&data, "index by_v")],
+        "{case}: {report}"
+    );
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -766,5 +795,103 @@ async fn a_deleted_store_file_takes_one_region_offline_until_the_offline_repair(
         .put(Put::new("apple").add_column("f", "n", "4"))
         .await
         .unwrap();
+    conn.close().await.unwrap();
+}
+
+/// A recovery repair that always fails: the open must fail and keep the tables recorded.
+#[derive(Debug)]
+struct FailingRepair;
+
+#[async_trait::async_trait]
+impl basalt::RecoveryRepair for FailingRepair {
+    async fn repair(
+        &self,
+        _conn: &Connection,
+        _table: &TableName,
+    ) -> basalt::Result<Vec<basalt::RecoveryRepairOutcome>> {
+        Err(Error::bad_argument("repair refused"))
+    }
+}
+
+/// The tables to verify survive every interruption until a connection's repairs ran: an
+/// open whose repair fails, an engine opened without a connection, a damaged record (which
+/// names every table with coprocessors); then one open repairs the index the offline repair
+/// broke, and the next open has nothing left to verify.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tables_to_verify_survive_until_a_connection_repaired_them() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    let (conn, idx) = open(&dir, WalRecoveryMode::default()).await.unwrap();
+    let data_name = TableName::parse(DATA).unwrap();
+    conn.admin()
+        .create_table(
+            TableDescriptor::new(data_name.clone()).family(ColumnFamilyDescriptor::new("f")),
+        )
+        .await
+        .unwrap();
+    idx.create(IndexDef::new("by_v", DATA).column("f", "v"))
+        .await
+        .unwrap();
+    let data = conn.table(DATA).unwrap();
+    for n in 0..20 {
+        data.put(Put::new(format!("r{n:02}")).add_column("f", "v", format!("v{n}")))
+            .await
+            .unwrap();
+    }
+    conn.close().await.unwrap();
+    // The index table loses its store file: the data rows keep no index rows.
+    let check = check_dir(&Config::new(&dir)).unwrap();
+    let index_file = check
+        .tables
+        .iter()
+        .find(|t| t.table.to_string().contains("idx"))
+        .and_then(|t| t.files.first())
+        .map(|f| f.check.path.clone())
+        .expect("the index table's store file");
+    std::fs::remove_file(&index_file).unwrap();
+    let repaired = repair_dir(&Config::new(&dir)).unwrap();
+    assert!(repaired.tables_to_verify.contains(&data_name), "{repaired}");
+    let record = dir.join("VERIFY-PENDING");
+    assert!(record.exists());
+
+    // A failing repair (run before the index's) fails the open and keeps the record.
+    let failing = Registry::new();
+    failing.register_recovery_repair(Arc::new(FailingRepair));
+    basalt::index::register(&failing).unwrap();
+    let err = Connection::open_with(config(&dir, &Arc::new(failing), WalRecoveryMode::default()))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("repair refused"), "{err}");
+    assert!(record.exists());
+
+    // An engine opened alone reports the tables and keeps the record.
+    let (registry, _) = registry();
+    let engine =
+        basalt::server::Engine::open(config(&dir, &registry, WalRecoveryMode::default())).unwrap();
+    assert!(engine
+        .recovery_report()
+        .tables_to_verify
+        .contains(&data_name));
+    engine.close().await.unwrap();
+    assert!(record.exists());
+
+    // A damaged record names every table with coprocessors.
+    std::fs::write(&record, b"basalt verify-pending 1\ngarbage").unwrap();
+    let (conn, idx) = open(&dir, WalRecoveryMode::default()).await.unwrap();
+    let report = conn.recovery_report();
+    assert!(report.tables_to_verify.contains(&data_name), "{report}");
+    assert_eq!(report.repairs.len(), 1, "{report}");
+    assert_eq!(report.repairs[0].what, "index by_v");
+    assert_eq!(report.repairs[0].differences, 20, "{report}");
+    assert_eq!(idx.verify(DATA, "by_v").await.unwrap().differences(), 0);
+    assert!(!record.exists());
+    conn.close().await.unwrap();
+
+    let (conn, _idx) = open(&dir, WalRecoveryMode::default()).await.unwrap();
+    let report = conn.recovery_report();
+    assert!(
+        report.tables_to_verify.is_empty() && report.repairs.is_empty(),
+        "{report}"
+    );
     conn.close().await.unwrap();
 }

@@ -10,6 +10,7 @@
 
 use crate::host::{CoprocessorHost, CoprocessorMetrics, Loaded};
 use crate::observer::RegionObserver;
+use basalt_core::client::RecoveryRepair;
 use basalt_core::coprocessor::{HooksLoader, RegionHooks};
 use basalt_core::{Error, Result, TableDescriptor, TableName};
 use parking_lot::{Mutex, RwLock};
@@ -44,6 +45,7 @@ pub struct Registry {
     factories: RwLock<HashMap<String, Arc<Factory>>>,
     default_timeout: Duration,
     hosts: Mutex<HashMap<TableName, Weak<CoprocessorHost>>>,
+    repairs: RwLock<Vec<Arc<dyn RecoveryRepair>>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -76,6 +78,7 @@ impl Registry {
             factories: RwLock::new(HashMap::new()),
             default_timeout: timeout,
             hosts: Mutex::new(HashMap::new()),
+            repairs: RwLock::new(Vec::new()),
         }
     }
 
@@ -93,6 +96,13 @@ impl Registry {
         }
         map.insert(name, Arc::new(factory));
         Ok(())
+    }
+
+    /// Adds a verification and repair of derived data that a connection opened with this
+    /// registry runs after a salvage or an offline repair (see
+    /// [`basalt_core::client::RecoveryRepair`]); run in registration order.
+    pub fn register_recovery_repair(&self, repair: Arc<dyn RecoveryRepair>) {
+        self.repairs.write().push(repair);
     }
 
     /// True when `name` is registered.
@@ -147,6 +157,10 @@ impl HooksLoader for Registry {
         hosts.retain(|_, w| w.strong_count() > 0);
         hosts.insert(table.name.clone(), Arc::downgrade(&host));
         Ok(host)
+    }
+
+    fn recovery_repairs(&self) -> Vec<Arc<dyn RecoveryRepair>> {
+        self.repairs.read().clone()
     }
 }
 

@@ -718,6 +718,13 @@ pub trait HooksLoader: Send + Sync + std::fmt::Debug {
     /// The hooks for `table` (whose `coprocessors` list is not empty), or an error when a
     /// listed coprocessor cannot be loaded (the table change, or the open, then fails).
     fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>>;
+
+    /// The verifications and repairs of derived data (indexes) that
+    /// `Connection::open_with` runs after a salvage or an offline repair
+    /// ([`crate::client::RecoveryRepair`]); none by default.
+    fn recovery_repairs(&self) -> Vec<Arc<dyn crate::client::RecoveryRepair>> {
+        Vec::new()
+    }
 }
 
 // Types of the lifecycle hooks: compaction selection and cell transforms, and the engine

@@ -25,7 +25,9 @@ pub mod varint;
 pub mod wal;
 
 pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
-pub use client::{Admin, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
+pub use client::{
+    Admin, Config, Connection, PreSplit, RecoveryRepair, RegionReport, SaltedTable, Table,
+};
 pub use error::{Error, Result};
 pub use filter::{Comparator, Filter};
 pub use region::RegionInfo;
@@ -36,7 +38,7 @@ pub use schema::{
     FailurePolicy, TableDescriptor, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
-pub use server::recovery::RecoveryReport;
+pub use server::recovery::{RecoveryRepairOutcome, RecoveryReport};
 pub use server::split::SplitPolicy;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
 pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalRecoveryMode};

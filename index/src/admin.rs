@@ -21,10 +21,10 @@ use crate::def::{IndexDef, IndexState};
 use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
-use basalt_core::client::{BatchOp, Put, RowResult, Scan};
+use basalt_core::client::{BatchOp, Put, RecoveryRepair, RowResult, Scan};
 use basalt_core::{
-    ColumnFamilyDescriptor, Connection, CoprocessorDescriptor, Error, Result, TableDescriptor,
-    TableName,
+    ColumnFamilyDescriptor, Connection, CoprocessorDescriptor, Error, RecoveryRepairOutcome,
+    Result, TableDescriptor, TableName,
 };
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -64,15 +64,34 @@ impl VerifyReport {
     }
 }
 
-/// One index [`IndexAdmin::repair_after_recovery`] verified and repaired.
-#[derive(Debug, Clone)]
-pub struct RecoveredIndex {
-    /// The data table.
-    pub table: String,
-    /// The index.
-    pub index: String,
-    /// The differences found (and repaired).
-    pub found: VerifyReport,
+/// The indexes' recovery repair, which `Connection::open_with` runs after a salvage or an
+/// offline repair: verifies every index of the table and repairs what differs.
+/// [`crate::register`] registers it.
+#[derive(Debug)]
+pub(crate) struct IndexRecovery {
+    pub(crate) runtime: Arc<Runtime>,
+}
+
+#[async_trait::async_trait]
+impl RecoveryRepair for IndexRecovery {
+    async fn repair(
+        &self,
+        conn: &Connection,
+        table: &TableName,
+    ) -> Result<Vec<RecoveryRepairOutcome>> {
+        let admin = IndexAdmin::new(conn, self.runtime.clone());
+        let name = table.to_string();
+        let mut out = Vec::new();
+        for def in admin.list(&name).await? {
+            let found = admin.repair(&name, &def.name).await?;
+            out.push(RecoveryRepairOutcome {
+                table: table.clone(),
+                what: format!("index {}", def.name),
+                differences: found.differences(),
+            });
+        }
+        Ok(out)
+    }
 }
 
 /// Index administration on one connection.
@@ -378,27 +397,6 @@ impl IndexAdmin {
             report.missing.push(k);
         }
         Ok((report, owners))
-    }
-
-    /// After an open that salvaged a damaged WAL ([`basalt_core::WalRecoveryMode::Salvage`]:
-    /// bad records skipped, so a data row may have kept or lost its index rows alone):
-    /// verifies every index of every table the connection's recovery report names and
-    /// repairs what differs. Returns, per index, what was found before the repair; empty
-    /// when the report names no table (a clean open, or another mode).
-    pub async fn repair_after_recovery(&self) -> Result<Vec<RecoveredIndex>> {
-        let mut out = Vec::new();
-        for table in self.conn.recovery_report().tables_to_verify {
-            let table = table.to_string();
-            for def in self.list(&table).await? {
-                let found = self.repair(&table, &def.name).await?;
-                out.push(RecoveredIndex {
-                    table: table.clone(),
-                    index: def.name,
-                    found,
-                });
-            }
-        }
-        Ok(out)
     }
 
     /// Verifies index `name` of `table` and repairs what differs: missing and stale index

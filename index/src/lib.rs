@@ -42,17 +42,22 @@ pub mod layout;
 pub mod maintainer;
 pub mod query;
 
-pub use admin::{IndexAdmin, RecoveredIndex, VerifyReport};
+pub use admin::{IndexAdmin, VerifyReport};
 pub use def::{ColumnRef, IndexDef, IndexState};
 pub use maintainer::{Guard, Maintainer, Runtime};
 pub use query::{Hit, Index, Query};
 
 use std::sync::Arc;
 
-/// Registers the index coprocessors in `registry`; returns the runtime to give every
+/// Registers the index coprocessors in `registry`, and the recovery repair that verifies
+/// and repairs every index of a table after a salvage or an offline repair
+/// (`basalt_core::client::RecoveryRepair`); returns the runtime to give every
 /// [`IndexAdmin`] of a connection using that registry.
 pub fn register(registry: &basalt_coprocessors::Registry) -> basalt_core::Result<Arc<Runtime>> {
     let runtime = Arc::new(Runtime::default());
     maintainer::register(registry, runtime.clone())?;
+    registry.register_recovery_repair(Arc::new(admin::IndexRecovery {
+        runtime: runtime.clone(),
+    }));
     Ok(runtime)
 }

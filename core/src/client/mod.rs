@@ -45,6 +45,26 @@ use crate::storage::compaction::CompactionKind;
 use std::path::Path;
 use std::sync::Arc;
 
+/// Verification and repair of what a coprocessor library derives from a table (an
+/// index's rows, an observer's counters), run by [`Connection::open_with`] before it
+/// returns when the directory's derived data may disagree with its tables: after an open
+/// that salvaged a damaged WAL ([`crate::wal::WalRecoveryMode::Salvage`]), or after the
+/// offline repair set store files aside. The configured
+/// [`crate::coprocessor::HooksLoader`] supplies them
+/// ([`crate::coprocessor::HooksLoader::recovery_repairs`]); `basalt::index::register`
+/// registers the indexes' one.
+#[async_trait::async_trait]
+pub trait RecoveryRepair: Send + Sync + std::fmt::Debug {
+    /// Verifies and repairs what this library derives from `table`, returning one outcome
+    /// per derived structure (none when it derives nothing from it). An error fails the
+    /// open; the directory keeps the table recorded for the next one.
+    async fn repair(
+        &self,
+        conn: &Connection,
+        table: &TableName,
+    ) -> Result<Vec<crate::server::recovery::RecoveryRepairOutcome>>;
+}
+
 /// An open engine. Cheap to clone; every clone shares the engine.
 #[derive(Debug, Clone)]
 pub struct Connection {
@@ -63,7 +83,54 @@ impl Connection {
             .await
             .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
         engine.start_periodic_compactions();
-        Ok(Connection { engine })
+        let conn = Connection { engine };
+        if let Err(e) = conn.run_recovery_repairs().await {
+            // The directory still records the tables: the next open tries again.
+            if let Err(close) = conn.close().await {
+                tracing::warn!(error = %close, "closing after failed recovery repairs");
+            }
+            return Err(e);
+        }
+        Ok(conn)
+    }
+
+    /// Runs the loader's recovery repairs ([`RecoveryRepair`]) on every enabled table the
+    /// recovery report names, then clears the directory's record of them (a disabled table
+    /// stays recorded for a later open).
+    async fn run_recovery_repairs(&self) -> Result<()> {
+        let tables = self.engine.recovery_report().tables_to_verify;
+        if tables.is_empty() {
+            return Ok(());
+        }
+        let repairs = self
+            .engine
+            .config
+            .coprocessor_loader
+            .as_ref()
+            .map(|l| l.recovery_repairs())
+            .unwrap_or_default();
+        let mut outcomes = Vec::new();
+        let mut still_pending = Vec::new();
+        for table in &tables {
+            let enabled = self
+                .engine
+                .table(table)
+                .is_ok_and(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire));
+            if !enabled {
+                tracing::warn!(%table, "disabled: its derived data stays to verify");
+                still_pending.push(table.clone());
+                continue;
+            }
+            for repair in &repairs {
+                outcomes.extend(repair.repair(self, table).await?);
+            }
+        }
+        let report: Vec<String> = outcomes
+            .iter()
+            .map(|o| format!("{} of {}: {}", o.what, o.table, o.differences))
+            .collect();
+        tracing::warn!(repaired = ?report, "recovery repairs ran");
+        self.engine.finish_recovery_repairs(outcomes, still_pending)
     }
 
     /// The administration handle.

@@ -25,6 +25,7 @@ pub(crate) mod read_points;
 pub mod recovery;
 pub mod repair;
 pub mod split;
+pub(crate) mod verify_pending;
 pub mod write;
 
 use crate::catalog::Catalog;

@@ -131,6 +131,12 @@ impl Engine {
             recovered.bridge_to(max_seq);
         }
         remove_orphans(&config, &live_files)?;
+        if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
+            // Skipped records may have held any table's writes: a data row may have lost
+            // what derives from it (its index rows) or the reverse. Recorded before the WAL
+            // changes, so that no crash forgets it.
+            super::verify_pending::add(&**fs, &config.dir, &with_coprocessors(&state))?;
+        }
         // Cuts, moves aside and rewrites now, so that the report says where files went.
         recovered.apply(&**fs, &wal_dir)?;
         let records = std::mem::take(&mut recovered.records);
@@ -146,14 +152,15 @@ impl Engine {
             max_seq = max_seq.max(rec.seq);
         }
         max_seq = max_seq.max(recovered.max_seq);
-        let mut report = RecoveryReport {
+        let report = RecoveryReport {
             mode,
             segments_read: recovered.segments_read,
             records_replayed: records.len(),
             cells_replayed: 0,
             cut: recovered.cut.clone(),
             damage: recovered.damage.clone(),
-            tables_to_verify: Vec::new(),
+            tables_to_verify: pending_tables(&**fs, &config.dir, &state)?,
+            repairs: Vec::new(),
             offline_regions: Vec::new(),
         };
         let wal = Wal::start(
@@ -167,15 +174,6 @@ impl Engine {
             opening,
         )?;
         if let Some(damage) = report.damage.first() {
-            if mode == WalRecoveryMode::Salvage {
-                // Skipped records may have held any table's writes: a data row may have
-                // lost its index row or the reverse.
-                report.tables_to_verify = state
-                    .tables
-                    .values()
-                    .map(|t| t.descriptor.name.clone())
-                    .collect();
-            }
             tracing::warn!(
                 mode = ?mode,
                 damaged = report.damage.len(),
@@ -235,6 +233,21 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Records what the recovery repairs found ([`RecoveryReport::repairs`]) and makes the
+    /// directory's record of tables to verify name only `still_pending` (tables that could
+    /// not be verified yet, such as disabled ones), durably.
+    pub fn finish_recovery_repairs(
+        &self,
+        repairs: Vec<RecoveryRepairOutcome>,
+        still_pending: Vec<TableName>,
+    ) -> Result<()> {
+        super::verify_pending::replace(&*self.config.fs, &self.config.dir, still_pending)?;
+        self.recovery.write().repairs = repairs;
+        Ok(())
+    }
+}
+
 /// What an open recovered: the WAL segments read and replayed, and every piece of damage
 /// found with what was done about it. Read it from [`Engine::recovery_report`] (or
 /// `Connection::recovery_report`); when it is not clean it is also logged at WARN.
@@ -253,9 +266,15 @@ pub struct RecoveryReport {
     pub cut: Option<WalCut>,
     /// Every piece of damage found in the WAL, in file order, with what was done.
     pub damage: Vec<WalDamage>,
-    /// Tables whose indexes must be verified and repaired before they are trusted (salvage
-    /// with damage): `basalt::index::IndexAdmin::repair_after_recovery` does it.
+    /// Tables with coprocessors whose derived data (index rows, rows an observer keeps)
+    /// had to be verified and repaired: after a salvage with damage, or an offline repair
+    /// that set store files aside (the directory records them until the repairs ran).
+    /// `Connection::open_with` runs the loader's recovery repairs on them before it
+    /// returns ([`Self::repairs`]); an `Engine` opened alone leaves them recorded.
     pub tables_to_verify: Vec<TableName>,
+    /// What the recovery repairs found and repaired, one entry per derived structure (an
+    /// index) of each table in [`Self::tables_to_verify`].
+    pub repairs: Vec<RecoveryRepairOutcome>,
     /// Regions left offline because a store file they list is missing or cannot be opened.
     pub offline_regions: Vec<OfflineRegion>,
 }
@@ -315,10 +334,57 @@ impl std::fmt::Display for RecoveryReport {
                 .iter()
                 .map(|t| t.to_string())
                 .collect();
-            write!(f, "; indexes to verify on: {}", names.join(", "))?;
+            write!(f, "; derived data to verify on: {}", names.join(", "))?;
+        }
+        for r in &self.repairs {
+            write!(
+                f,
+                "; {} of {}: {} differences repaired",
+                r.what, r.table, r.differences
+            )?;
         }
         Ok(())
     }
+}
+
+/// What one recovery repair found in one derived structure of a table (see
+/// [`RecoveryReport::repairs`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryRepairOutcome {
+    /// The data table.
+    pub table: TableName,
+    /// What was verified, as its library names it (`index by_user`).
+    pub what: String,
+    /// Differences found between the table and what derives from it, all repaired.
+    pub differences: usize,
+}
+
+/// The tables with coprocessors (the ones with derived data).
+pub(crate) fn with_coprocessors(state: &crate::catalog::CatalogState) -> Vec<TableName> {
+    state
+        .tables
+        .values()
+        .filter(|t| !t.descriptor.coprocessors.is_empty())
+        .map(|t| t.descriptor.name.clone())
+        .collect()
+}
+
+/// The tables the directory's record names that still exist (a damaged record: every table
+/// with coprocessors).
+fn pending_tables(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &std::path::Path,
+    state: &crate::catalog::CatalogState,
+) -> Result<Vec<TableName>> {
+    use super::verify_pending::Pending;
+    Ok(match super::verify_pending::read(fs, dir)? {
+        Pending::Nothing => Vec::new(),
+        Pending::Unreadable => with_coprocessors(state),
+        Pending::Tables(t) => t
+            .into_iter()
+            .filter(|t| state.tables.contains_key(&t.to_string()))
+            .collect(),
+    })
 }
 
 /// A region that refuses reads and writes because a store file it lists is missing or

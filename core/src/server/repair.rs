@@ -14,8 +14,9 @@
 //! and dropped from every region that lists it, in one atomic catalog update. The report
 //! names, for each, the table, the regions, the row range and the largest sequence id it
 //! held and the cells it had: what may have been lost (a lost file may also have held delete
-//! markers, so cells they hid can show again), and the tables whose indexes must be
-//! verified. The regions then open again. The WAL is left to the next open, whose recovery
+//! markers, so cells they hid can show again), and the tables whose derived data (indexes)
+//! must be verified, which it records in the directory before it moves anything, for the
+//! next `Connection` open to verify and repair. The regions then open again. The WAL is left to the next open, whose recovery
 //! mode decides. A missing catalog while `data/` holds store files is reported (and the
 //! engine refuses to open rather than delete them as orphans).
 //!
@@ -116,10 +117,11 @@ pub struct RepairReport {
     pub check: DirectoryCheck,
     /// The store files set aside.
     pub set_aside: Vec<SetAsideFile>,
-    /// Tables that lost store files: their rows may have lost cells (or, where a lost file
-    /// held delete markers, deleted cells may show again), so the indexes of these tables,
-    /// and the data tables of these index tables, must be verified and repaired
-    /// (`basalt::index::IndexAdmin::repair`).
+    /// When files were set aside, the tables with coprocessors: a lost file may have held
+    /// a table's rows or its index's (or delete markers, so deleted cells may show again),
+    /// so what derives from each must be verified and repaired. The directory records
+    /// them; the next `Connection` open runs its loader's recovery repairs on them
+    /// (`RecoveryReport::repairs`).
     pub tables_to_verify: Vec<TableName>,
 }
 
@@ -135,7 +137,7 @@ impl fmt::Display for RepairReport {
                 .collect();
             writeln!(
                 f,
-                "  verify and repair the indexes of: {}",
+                "  verified and repaired by the next open: {}",
                 names.join(", ")
             )?;
         }
@@ -187,6 +189,19 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
     };
     let state = catalog.snapshot();
     let fs = &config.fs;
+    let damaged_any = check
+        .tables
+        .iter()
+        .any(|t| t.files.iter().any(|f| !f.check.is_healthy()));
+    // Setting a file aside may separate a table from what derives from it (its index table
+    // may lose rows the data kept, or the reverse): recorded first, so that the next
+    // `Connection` open verifies and repairs them even if this repair is interrupted.
+    let tables_to_verify = if damaged_any {
+        super::recovery::with_coprocessors(&state)
+    } else {
+        Vec::new()
+    };
+    super::verify_pending::add(&**fs, &config.dir, &tables_to_verify)?;
     let mut set_aside: Vec<SetAsideFile> = Vec::new();
     for report in &check.tables {
         let key = report.table.to_string();
@@ -242,9 +257,6 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
             "offline repair set damaged store files aside"
         );
     }
-    let mut tables_to_verify: Vec<TableName> = set_aside.iter().map(|s| s.table.clone()).collect();
-    tables_to_verify.sort_by_key(|t| t.to_string());
-    tables_to_verify.dedup();
     Ok(RepairReport {
         check,
         set_aside,

@@ -70,9 +70,11 @@ pub enum WalRecoveryMode {
     PointInTime,
     /// The user's explicit choice when the other modes refuse: bad records are skipped and
     /// every readable record after them is replayed. The result may mix writes from either
-    /// side of a hole, so the indexes of every table must be verified and repaired
-    /// afterwards (`basalt::index::IndexAdmin::repair_after_recovery`); the report says
-    /// what was skipped.
+    /// side of a hole, so what derives from every table with coprocessors (its indexes)
+    /// must be verified and repaired: the directory records those tables and
+    /// `Connection::open_with` runs the loader's recovery repairs on them before it
+    /// returns (`basalt::index::register` registers the indexes' one); the report says
+    /// what was skipped and what the repairs found.
     Salvage,
 }
 
