@@ -12,3 +12,8 @@ pub use basalt_index as index;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/recovery.md")]
 pub struct RecoveryGuideSnippets;
+
+/// The snippets of `docs/hbase.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/hbase.md")]
+pub struct HBaseDifferencesSnippets;

@@ -10,7 +10,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 6 (1 to 5 are still read, see below) |
+//! | 8 | 4 | format version: 7 (1 to 6 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -30,7 +30,10 @@
 //! read as unsalted. Version 5 appended the compaction compression (HBase's
 //! `COMPRESSION_COMPACT`) to every column-family descriptor; older catalogs are read with
 //! none (compactions use the family's compression). Version 6 extended the checksum over the
-//! header's first 16 bytes; its payload is version 5's.
+//! header's first 16 bytes; its payload is version 5's. Version 7 widened a family's
+//! keep-deleted-cells from a `bool` to [`crate::schema::KeepDeletedCells`] (adding the `Ttl`
+//! mode); postcard writes the enum's discriminant as one varint byte, 0 or 1 for the old
+//! values, so a version-5 or -6 payload reads unchanged.
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
 //! regions of one table (a split's daughters share the parent's files) and is deleted only
@@ -47,7 +50,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
-const VERSION: u32 = 6;
+const VERSION: u32 = 7;
 const HEADER: usize = 20;
 
 /// One store file of a region's family.
@@ -432,7 +435,7 @@ pub(crate) mod v4 {
                 max_versions: d.max_versions,
                 min_versions: d.min_versions,
                 ttl_secs: d.ttl_secs,
-                keep_deleted_cells: d.keep_deleted_cells,
+                keep_deleted_cells: d.keep_deleted_cells.into(),
                 bloom: d.bloom,
                 block_size: d.block_size,
                 compression: d.compression,
@@ -452,7 +455,7 @@ pub(crate) mod v4 {
                 max_versions: d.max_versions,
                 min_versions: d.min_versions,
                 ttl_secs: d.ttl_secs,
-                keep_deleted_cells: d.keep_deleted_cells,
+                keep_deleted_cells: d.keep_deleted_cells != crate::schema::KeepDeletedCells::False,
                 bloom: d.bloom,
                 block_size: d.block_size,
                 compression: d.compression,
@@ -703,6 +706,53 @@ mod tests {
         assert_eq!(&bytes[8..12], &VERSION.to_be_bytes());
         let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
         assert_eq!(again.snapshot(), s);
+    }
+
+    /// Version 7 widened keep-deleted-cells from a bool to an enum whose first two
+    /// discriminants encode as the bool did: a version-6 catalog reads unchanged.
+    #[test]
+    fn version_6_catalogs_read_keep_deleted_cells_unchanged() {
+        use crate::schema::{ColumnFamilyDescriptor, KeepDeletedCells, TableName};
+        for (old, new) in [
+            (false, KeepDeletedCells::False),
+            (true, KeepDeletedCells::True),
+        ] {
+            assert_eq!(
+                postcard::to_stdvec(&old).unwrap(),
+                postcard::to_stdvec(&new).unwrap()
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let name = TableName::parse("t").unwrap();
+        let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        c.update(|s| {
+            let d = TableDescriptor::new(name.clone())
+                .family(ColumnFamilyDescriptor::new("f").keep_deleted_cells(true))
+                .family(ColumnFamilyDescriptor::new("g"));
+            s.tables.insert(
+                name.to_string(),
+                TableEntry {
+                    descriptor: d,
+                    enabled: true,
+                    regions: Vec::new(),
+                },
+            );
+            Ok(())
+        })
+        .unwrap();
+        let want = c.snapshot();
+        drop(c);
+        // The same payload under a version-6 header.
+        let path = dir.path().join("catalog");
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&6u32.to_be_bytes());
+        let crc = checksum(6, &bytes[..16], &bytes[20..]);
+        bytes[16..20].copy_from_slice(&crc.to_be_bytes());
+        fs::write(&path, &bytes).unwrap();
+        let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+        assert_eq!(again.snapshot(), want);
+        let d = &again.snapshot().tables[&name.to_string()].descriptor;
+        assert_eq!(d.families[0].keep_deleted_cells, KeepDeletedCells::True);
     }
 
     #[test]

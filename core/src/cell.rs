@@ -28,6 +28,11 @@ pub const MAX_ROW_LENGTH: usize = 32_767;
 pub enum CellType {
     /// A value.
     Put = 4,
+    /// A value with its own time to live (HBase's cell TTL tag, `Mutation.setTTL`): the
+    /// stored value begins with the TTL in milliseconds, 8 bytes big-endian, and the cell
+    /// expires once its timestamp plus the TTL is below the clock. Basalt's own code: it
+    /// sorts as [`CellType::Put`] does, and reads return it as a `Put` without the prefix.
+    ExpiringPut = 5,
     /// Masks exactly one version (the put at the marker's timestamp) of one column.
     Delete = 8,
     /// Masks every column of the family at exactly the marker's timestamp.
@@ -48,6 +53,7 @@ impl CellType {
     pub fn from_code(code: u8) -> Option<Self> {
         match code {
             4 => Some(CellType::Put),
+            5 => Some(CellType::ExpiringPut),
             8 => Some(CellType::Delete),
             10 => Some(CellType::DeleteFamilyVersion),
             12 => Some(CellType::DeleteColumn),
@@ -58,13 +64,37 @@ impl CellType {
 
     /// True for the four delete markers.
     pub fn is_delete(self) -> bool {
-        self != CellType::Put
+        !self.is_put()
+    }
+
+    /// True for a value ([`CellType::Put`] or [`CellType::ExpiringPut`]).
+    pub fn is_put(self) -> bool {
+        matches!(self, CellType::Put | CellType::ExpiringPut)
     }
 
     /// True for the markers that apply to a whole family (they carry an empty qualifier).
     pub fn is_family_delete(self) -> bool {
         matches!(self, CellType::DeleteFamily | CellType::DeleteFamilyVersion)
     }
+
+    /// The code keys sort by (descending): HBase's, with an expiring put ranked as a put,
+    /// so that of the puts at one timestamp the newest write comes first whatever its kind.
+    #[inline]
+    pub fn rank(self) -> u8 {
+        match self {
+            CellType::ExpiringPut => CellType::Put.code(),
+            other => other.code(),
+        }
+    }
+}
+
+/// The stored value of an [`CellType::ExpiringPut`]: the TTL in milliseconds, 8 bytes
+/// big-endian, then the value.
+pub fn expiring_value(ttl_ms: u64, value: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(8 + value.len());
+    v.extend_from_slice(&ttl_ms.to_be_bytes());
+    v.extend_from_slice(value);
+    Bytes::from(v)
 }
 
 /// Byte-string equality, inlined: the read path compares short rows and qualifiers once per
@@ -109,6 +139,9 @@ pub struct Cell {
     pub qualifier: Bytes,
     /// The version's timestamp.
     pub timestamp: Timestamp,
+    /// [`CellType::Put`] for every cell a read returns, except a raw scan's delete markers
+    /// (`Scan::raw`), whose value is empty.
+    pub kind: CellType,
     /// The value.
     pub value: Bytes,
 }
@@ -169,8 +202,9 @@ impl Ord for StoreKey {
         cmp_bytes(&self.row, &other.row)
             .then_with(|| cmp_bytes(&self.qualifier, &other.qualifier))
             .then_with(|| other.ts.cmp(&self.ts))
-            .then_with(|| other.kind.code().cmp(&self.kind.code()))
+            .then_with(|| other.kind.rank().cmp(&self.kind.rank()))
             .then_with(|| other.seq.cmp(&self.seq))
+            .then_with(|| other.kind.code().cmp(&self.kind.code()))
     }
 }
 
@@ -190,6 +224,35 @@ pub struct StoreCell {
 }
 
 impl StoreCell {
+    /// The cell's own TTL in milliseconds (an [`CellType::ExpiringPut`]'s), if any. A
+    /// stored value too short to hold one has none.
+    pub fn cell_ttl(&self) -> Option<u64> {
+        if self.key.kind != CellType::ExpiringPut {
+            return None;
+        }
+        let head: [u8; 8] = self.value.get(..8)?.try_into().ok()?;
+        Some(u64::from_be_bytes(head))
+    }
+
+    /// True when the cell's own TTL has run out at `now_ms` (HBase: timestamp + TTL below
+    /// the clock).
+    pub fn cell_expired(&self, now_ms: u64) -> bool {
+        self.cell_ttl()
+            .is_some_and(|ttl| self.key.ts.saturating_add(ttl) < now_ms)
+    }
+
+    /// The cell as readers see it: an expiring put becomes a put whose value is without its
+    /// TTL prefix.
+    pub fn into_user(mut self) -> StoreCell {
+        if self.key.kind == CellType::ExpiringPut {
+            if self.value.len() >= 8 {
+                self.value = self.value.slice(8..);
+            }
+            self.key.kind = CellType::Put;
+        }
+        self
+    }
+
     /// Approximate heap footprint, used for MemStore accounting.
     pub fn heap_size(&self) -> usize {
         self.key.row.len() + self.key.qualifier.len() + self.value.len() + 64

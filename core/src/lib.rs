@@ -35,7 +35,8 @@ pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};
 pub use schema::split::SplitAlgorithm;
 pub use schema::{
     BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, CoprocessorDescriptor,
-    FailurePolicy, TableDescriptor, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
+    FailurePolicy, KeepDeletedCells, TableDescriptor, TableName, DEFAULT_NAMESPACE,
+    SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
 pub use server::recovery::{RecoveryRepairOutcome, RecoveryReport};

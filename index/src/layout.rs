@@ -261,7 +261,7 @@ impl Layout {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use basalt_core::cell::Cell;
+    use basalt_core::cell::{Cell, CellType};
 
     fn row(cells: &[(&str, &str, u64, &str)]) -> RowResult {
         RowResult {
@@ -273,6 +273,7 @@ mod tests {
                     family: Bytes::copy_from_slice(f.as_bytes()),
                     qualifier: Bytes::copy_from_slice(q.as_bytes()),
                     timestamp: *ts,
+                    kind: CellType::Put,
                     value: Bytes::copy_from_slice(v.as_bytes()),
                 })
                 .collect(),
@@ -373,6 +374,7 @@ mod tests {
                     family: Bytes::from_static(b"f"),
                     qualifier: Bytes::from(format!("c{i}")),
                     timestamp: 10 + i as u64,
+                    kind: CellType::Put,
                     value: Bytes::copy_from_slice(v),
                 })
                 .chain(std::iter::once(Cell {
@@ -380,6 +382,7 @@ mod tests {
                     family: Bytes::from_static(b"f"),
                     qualifier: Bytes::from_static(b"other"),
                     timestamp: 1,
+                    kind: CellType::Put,
                     value: Bytes::from_static(b"o"),
                 }))
                 .collect();

@@ -6,7 +6,8 @@
 //! 1. Read points: the model has none. Operations are applied one at a time and every read
 //!    sees every earlier write, which is what a single client gets from the engine.
 //! 2. A delete marker applies when its timestamp is at or after the read's time-range minimum
-//!    (and, in a family with `keep_deleted_cells`, before the maximum too). An applying
+//!    (and, when the marker keeps deleted cells, before the maximum too: in a family with
+//!    `KEEP_DELETED_CELLS` true, or `TTL` while the marker is younger than the TTL). An applying
 //!    DeleteFamily masks the family's puts with `ts <=` its own, DeleteFamilyVersion those at
 //!    exactly its `ts`, DeleteColumn the column's puts with `ts <=` its own, Delete the
 //!    column's put at exactly its `ts`, whatever order the marker and the put were written in.
@@ -15,11 +16,15 @@
 //!    every mask that hides the newer write hides it too.
 //! 4. Per column, of the unmasked versions newest first, the family keeps the first
 //!    `max_versions`; of these, one older than the TTL is dropped unless it is among the
-//!    first `min_versions`.
+//!    first `min_versions`, and one whose own TTL ran out (a put with a cell TTL) is dropped
+//!    whatever `min_versions` says, though it was counted. A major compaction forgets such a
+//!    version only when no version older than it stays.
 //! 5. Of what remains, the versions inside the read's time range `[min, max)` are returned,
 //!    newest first, at most the reader's `max_versions` of them per column.
 //!
-//! Writes: a delete marker without an explicit timestamp gets the delete's timestamp, and a
+//! Writes: a family marker replaces the markers of its family listed before it in the same
+//! delete (HBase 2's `Delete.addFamily`). A delete marker without an explicit timestamp gets
+//! the delete's timestamp, and a
 //! delete without one gets the server's clock. A "delete the latest version" marker
 //! ([`DeleteKind::Version`] with `ts: None` in a delete without a timestamp) takes the
 //! timestamp of the column's newest visible version just before the delete (rules 2-4 with
@@ -55,8 +60,13 @@
 //! own [`RowResult`] type, so results compare with `==`.
 #![allow(dead_code)] // every test binary uses a different part of the model
 
-use basalt::client::{Delete, DeleteKind, Get, Put, RowResult, Scan, TimeRange};
-use basalt::{Cell, TableDescriptor, Timestamp, LATEST_TIMESTAMP};
+use basalt::client::{
+    CompareOp, Condition, Delete, DeleteKind, Get, Put, RowResult, Scan, TimeRange,
+};
+use basalt::{
+    Cell, CellType, Comparator, Filter, KeepDeletedCells, TableDescriptor, Timestamp,
+    LATEST_TIMESTAMP,
+};
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,6 +91,8 @@ pub struct PutSpec {
     pub row: Bytes,
     /// `(family, qualifier, timestamp, value)`.
     pub cells: Vec<(Bytes, Bytes, Timestamp, Bytes)>,
+    /// The cells' own time to live in milliseconds (`Put::ttl_ms`).
+    pub ttl: Option<u64>,
 }
 
 impl PutSpec {
@@ -89,7 +101,14 @@ impl PutSpec {
         PutSpec {
             row: b(row),
             cells: Vec::new(),
+            ttl: None,
         }
+    }
+
+    /// Gives the cells their own time to live.
+    pub fn ttl(mut self, ttl_ms: u64) -> Self {
+        self.ttl = Some(ttl_ms);
+        self
     }
 
     /// Adds a cell.
@@ -106,11 +125,16 @@ impl PutSpec {
 
     /// The engine's request.
     pub fn to_put(&self) -> Put {
-        self.cells
+        let put = self
+            .cells
             .iter()
             .fold(Put::new(&self.row), |p, (f, q, ts, v)| {
                 p.add_column_ts(f, q, *ts, v)
-            })
+            });
+        match self.ttl {
+            Some(ttl) => put.ttl_ms(ttl),
+            None => put,
+        }
     }
 }
 
@@ -242,6 +266,38 @@ impl DeleteSpec {
 /// for a whole family (which wins over single columns of the same family); empty for all.
 pub type Columns = Vec<(Bytes, Option<Bytes>)>;
 
+/// A filter on single cells that the model applies (HBase's order, HBASE-17125): after
+/// the family's rules and the time range, before the read's max versions, which counts only
+/// the cells it includes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CellFilter {
+    /// ValueFilter, EQUAL, SubstringComparator: the value contains the text.
+    ValueContains(String),
+    /// TimestampsFilter: the cell's timestamp is one of these.
+    Timestamps(Vec<Timestamp>),
+}
+
+impl CellFilter {
+    fn keeps(&self, ts: Timestamp, value: &[u8]) -> bool {
+        match self {
+            CellFilter::ValueContains(text) => String::from_utf8_lossy(value)
+                .to_lowercase()
+                .contains(&text.to_lowercase()),
+            CellFilter::Timestamps(list) => list.contains(&ts),
+        }
+    }
+
+    /// The engine's filter.
+    pub fn to_filter(&self) -> Filter {
+        match self {
+            CellFilter::ValueContains(text) => {
+                Filter::Value(CompareOp::Equal, Comparator::Substring(text.clone()))
+            }
+            CellFilter::Timestamps(list) => Filter::Timestamps(list.clone()),
+        }
+    }
+}
+
 /// A get of one row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GetSpec {
@@ -253,6 +309,8 @@ pub struct GetSpec {
     pub time_range: TimeRange,
     /// Versions per column, at least 1.
     pub max_versions: u32,
+    /// A filter on cells.
+    pub filter: Option<CellFilter>,
 }
 
 impl GetSpec {
@@ -263,14 +321,18 @@ impl GetSpec {
             columns: Vec::new(),
             time_range: TimeRange::ALL,
             max_versions: 1,
+            filter: None,
         }
     }
 
     /// The engine's request.
     pub fn to_get(&self) -> Get {
-        let g = Get::new(&self.row)
+        let mut g = Get::new(&self.row)
             .time_range(self.time_range)
             .max_versions(self.max_versions);
+        if let Some(f) = &self.filter {
+            g = g.filter(f.to_filter());
+        }
         self.columns.iter().fold(g, |g, (f, q)| match q {
             Some(q) => g.add_column(f, q),
             None => g.add_family(f),
@@ -301,6 +363,10 @@ pub struct ScanSpec {
     pub limit: Option<usize>,
     /// At most this many cells per result (at least 1); a wider row is split.
     pub batch: Option<usize>,
+    /// A filter on cells.
+    pub filter: Option<CellFilter>,
+    /// A raw scan: markers too (rules R1 to R4 of the matcher's module doc).
+    pub raw: bool,
 }
 
 impl Default for ScanSpec {
@@ -315,6 +381,8 @@ impl Default for ScanSpec {
             max_versions: 1,
             limit: None,
             batch: None,
+            filter: None,
+            raw: false,
         }
     }
 }
@@ -340,6 +408,12 @@ impl ScanSpec {
         }
         if let Some(n) = self.batch {
             s = s.batch(n);
+        }
+        if let Some(f) = &self.filter {
+            s = s.filter(f.to_filter());
+        }
+        if self.raw {
+            s = s.raw(true);
         }
         self.columns.iter().fold(s, |s, (f, q)| match q {
             Some(q) => s.add_column(f, q),
@@ -368,14 +442,36 @@ struct Rules {
     max_versions: u32,
     min_versions: u32,
     ttl_ms: Option<u64>,
-    keep_deleted_cells: bool,
+    keep_deleted_cells: KeepDeletedCells,
+}
+
+impl Rules {
+    /// Whether a marker at `ts` keeps what it masks (see `KeepDeletedCells`).
+    fn keeps(&self, ts: Timestamp, now_ms: u64) -> bool {
+        let expire_before = self.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
+        self.keep_deleted_cells.keeps(ts, expire_before)
+    }
+}
+
+/// One version of a column as written: its value and its own TTL.
+#[derive(Debug, Clone)]
+struct Stored {
+    value: Bytes,
+    ttl: Option<u64>,
+}
+
+impl Stored {
+    /// True when the version's own TTL ran out at `now_ms` (timestamp + TTL below it).
+    fn expired(&self, ts: Timestamp, now_ms: u64) -> bool {
+        self.ttl.is_some_and(|ttl| ts.saturating_add(ttl) < now_ms)
+    }
 }
 
 /// Everything written to one row of one family.
 #[derive(Debug, Clone, Default)]
 struct RowFamily {
     /// qualifier -> timestamp -> value of the latest write at that timestamp (rule 3).
-    puts: BTreeMap<Bytes, BTreeMap<Timestamp, Bytes>>,
+    puts: BTreeMap<Bytes, BTreeMap<Timestamp, Stored>>,
     /// Timestamps of DeleteFamily markers.
     family: BTreeSet<Timestamp>,
     /// Timestamps of DeleteFamilyVersion markers.
@@ -387,15 +483,71 @@ struct RowFamily {
 }
 
 impl RowFamily {
-    /// True when a marker of any time hides the put of column `q` at `ts`.
-    fn masked_by_any(&self, q: &Bytes, ts: Timestamp) -> bool {
-        self.family.iter().any(|m| ts <= *m)
-            || self.family_version.contains(&ts)
+    /// True when a marker of any time for which `counts` holds hides the put of column
+    /// `q` at `ts`.
+    fn masked_by(&self, q: &Bytes, ts: Timestamp, counts: impl Fn(Timestamp) -> bool) -> bool {
+        self.family.iter().any(|m| ts <= *m && counts(*m))
+            || self.family_version.iter().any(|m| ts == *m && counts(*m))
             || self
                 .column
                 .get(q)
-                .is_some_and(|s| s.iter().any(|m| ts <= *m))
-            || self.version.get(q).is_some_and(|s| s.contains(&ts))
+                .is_some_and(|s| s.iter().any(|m| ts <= *m && counts(*m)))
+            || self
+                .version
+                .get(q)
+                .is_some_and(|s| s.iter().any(|m| ts == *m && counts(*m)))
+    }
+
+    /// What a raw read of column `q` returns (markers of the column included, not the
+    /// family's), in store order: rules R2 to R4 of the matcher's module doc.
+    fn raw_column(
+        &self,
+        q: &Bytes,
+        rules: &Rules,
+        range: TimeRange,
+        max_versions: u32,
+        now_ms: u64,
+    ) -> Vec<(Timestamp, CellType, Bytes)> {
+        let in_range = |ts: Timestamp| ts >= range.min && ts < range.max;
+        let mut out: Vec<(Timestamp, CellType, Bytes)> = Vec::new();
+        let markers = [
+            (self.column.get(q), CellType::DeleteColumn),
+            (self.version.get(q), CellType::Delete),
+        ];
+        for (set, kind) in markers {
+            for ts in set.into_iter().flatten().filter(|ts| in_range(**ts)) {
+                out.push((*ts, kind, Bytes::new()));
+            }
+        }
+        let expire_before = rules.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
+        // What a minor compaction drops: masked by a marker that does not keep deleted
+        // cells, or expired without min versions.
+        let dropped = |ts: Timestamp| {
+            self.masked_by(q, ts, |m| !rules.keeps(m, now_ms))
+                || (ts < expire_before && rules.min_versions == 0)
+        };
+        let puts = self
+            .puts
+            .get(q)
+            .into_iter()
+            .flatten()
+            .rev()
+            .filter(|(ts, _)| !dropped(**ts) && in_range(**ts));
+        for (ts, v) in puts.take(max_versions as usize) {
+            out.push((*ts, CellType::Put, v.value.clone()));
+        }
+        out
+    }
+
+    /// The family markers inside `range`, for a raw read.
+    fn raw_family_markers(&self, range: TimeRange) -> Vec<(Timestamp, CellType, Bytes)> {
+        let in_range = |ts: &&Timestamp| **ts >= range.min && **ts < range.max;
+        let family = self.family.iter().filter(in_range);
+        let version = self.family_version.iter().filter(in_range);
+        family
+            .map(|ts| (*ts, CellType::DeleteFamily, Bytes::new()))
+            .chain(version.map(|ts| (*ts, CellType::DeleteFamilyVersion, Bytes::new())))
+            .collect()
     }
 
     /// Forgets what a major compaction at `now_ms` removes (see the module doc).
@@ -407,12 +559,11 @@ impl RowFamily {
             let mut unmasked = 0u32;
             let mut kept = BTreeMap::new();
             for (ts, v) in versions.iter().rev() {
-                let masked = self.masked_by_any(q, *ts);
-                if masked && !rules.keep_deleted_cells {
+                if self.masked_by(q, *ts, |m| !rules.keeps(m, now_ms)) {
                     continue;
                 }
                 let newer = unmasked;
-                if !masked {
+                if !self.masked_by(q, *ts, |m| rules.keeps(m, now_ms)) {
                     unmasked += 1;
                 }
                 let expired = *ts < expire_before;
@@ -420,16 +571,26 @@ impl RowFamily {
                     kept.insert(*ts, v.clone());
                 }
             }
+            // Versions whose own TTL ran out go when no version older than them stays;
+            // the others stay, counted among the versions of the older ones.
+            while let Some(entry) = kept.first_entry() {
+                if !entry.get().expired(*entry.key(), now_ms) {
+                    break;
+                }
+                entry.remove();
+            }
             *versions = kept;
         }
         puts.retain(|_, v| !v.is_empty());
         self.puts = puts;
-        if !rules.keep_deleted_cells {
-            self.family.clear();
-            self.family_version.clear();
-            self.column.clear();
-            self.version.clear();
+        let keeps = |m: &Timestamp| rules.keeps(*m, now_ms);
+        self.family.retain(keeps);
+        self.family_version.retain(keeps);
+        for set in self.column.values_mut().chain(self.version.values_mut()) {
+            set.retain(keeps);
         }
+        self.column.retain(|_, s| !s.is_empty());
+        self.version.retain(|_, s| !s.is_empty());
     }
 
     /// The versions of column `q` a reader sees, newest first (rules 2 to 5).
@@ -439,6 +600,7 @@ impl RowFamily {
         rules: &Rules,
         range: TimeRange,
         max_versions: u32,
+        filter: Option<&CellFilter>,
         now_ms: u64,
     ) -> Vec<(Timestamp, Bytes)> {
         let Some(versions) = self.puts.get(q) else {
@@ -446,7 +608,7 @@ impl RowFamily {
         };
         // Rule 2: which markers apply to this reader.
         let applies =
-            |ts: &Timestamp| *ts >= range.min && (!rules.keep_deleted_cells || *ts < range.max);
+            |ts: &Timestamp| *ts >= range.min && (!rules.keeps(*ts, now_ms) || *ts < range.max);
         let family_upto = self.family.iter().filter(|t| applies(t)).max();
         let column_upto = self
             .column
@@ -470,10 +632,13 @@ impl RowFamily {
             .take(rules.max_versions as usize)
             .enumerate()
             .filter(|(i, (ts, _))| **ts >= expire_before || *i < rules.min_versions as usize)
-            // Rule 5: the time range, then the reader's version cap.
+            // A version's own TTL, whatever min versions say (it was counted above).
+            .filter(|(_, (ts, v))| !v.expired(**ts, now_ms))
+            // Rule 5: the time range, the filter, then the reader's version cap.
             .filter(|(_, (ts, _))| **ts >= range.min && **ts < range.max)
+            .filter(|(_, (ts, v))| filter.is_none_or(|f| f.keeps(**ts, &v.value)))
             .take(max_versions as usize)
-            .map(|(_, (ts, v))| (*ts, v.clone()))
+            .map(|(_, (ts, v))| (*ts, v.value.clone()))
             .collect()
     }
 }
@@ -551,7 +716,13 @@ impl Model {
                 .puts
                 .entry(q.clone())
                 .or_default()
-                .insert(*ts, v.clone());
+                .insert(
+                    *ts,
+                    Stored {
+                        value: v.clone(),
+                        ttl: p.ttl,
+                    },
+                );
         }
     }
 
@@ -565,9 +736,18 @@ impl Model {
             }
             return;
         }
+        // A family marker replaces the markers of its family added before it (HBase 2's
+        // `Delete.addFamily`).
+        let mut kinds: Vec<&DeleteKind> = Vec::new();
+        for k in &d.kinds {
+            if let DeleteKind::Family { family, .. } = k {
+                kinds.retain(|e| e.family() != family);
+            }
+            kinds.push(k);
+        }
         let mut resolved = Vec::new();
         let mut latest_seen: BTreeMap<(Bytes, Bytes), usize> = BTreeMap::new();
-        for k in &d.kinds {
+        for k in kinds {
             match k {
                 DeleteKind::Version {
                     family,
@@ -659,6 +839,37 @@ impl Model {
         self.nth_latest(row, family, qualifier, 1)
     }
 
+    /// Whether a check-and-mutate's column condition holds on the row as it is (HBase's
+    /// rules for an empty expected value: see `basalt::client::Condition`).
+    pub fn condition_holds(
+        &self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        condition: &Condition,
+    ) -> bool {
+        let current = self.latest(row, family, qualifier).map(|(_, v)| v);
+        let no_value = current.as_ref().is_none_or(|v| v.is_empty());
+        match condition {
+            Condition::Absent => no_value,
+            Condition::Value(op, given) if given.is_empty() => {
+                no_value == (*op != CompareOp::NotEqual)
+            }
+            Condition::Value(op, given) => current.is_some_and(|stored| {
+                let o = stored.as_ref().cmp(given.as_ref());
+                match op {
+                    CompareOp::Less => o.is_lt(),
+                    CompareOp::LessOrEqual => o.is_le(),
+                    CompareOp::Equal => o.is_eq(),
+                    CompareOp::NotEqual => o.is_ne(),
+                    CompareOp::GreaterOrEqual => o.is_ge(),
+                    CompareOp::Greater => o.is_gt(),
+                }
+            }),
+            Condition::Filter(_) => panic!("model: filter conditions are not modelled"),
+        }
+    }
+
     /// The `n`-th newest (from 1) visible `(timestamp, value)` of a column, with no time range.
     pub fn nth_latest(
         &self,
@@ -673,7 +884,14 @@ impl Model {
         self.rows
             .get(row)?
             .get(&family)?
-            .read_column(&b(qualifier), &rules, TimeRange::ALL, n, wall_clock_ms())
+            .read_column(
+                &b(qualifier),
+                &rules,
+                TimeRange::ALL,
+                n,
+                None,
+                wall_clock_ms(),
+            )
             .into_iter()
             .nth(n as usize - 1)
     }
@@ -708,6 +926,7 @@ impl Model {
         columns: &Columns,
         range: TimeRange,
         max_versions: u32,
+        filter: Option<&CellFilter>,
     ) -> Vec<Cell> {
         assert!(max_versions >= 1, "model: max versions must be at least 1");
         let now = wall_clock_ms();
@@ -724,12 +943,13 @@ impl Model {
                 if wanted.as_ref().is_some_and(|w| !w.contains(q)) {
                     continue;
                 }
-                for (ts, value) in rf.read_column(q, &rules, range, max_versions, now) {
+                for (ts, value) in rf.read_column(q, &rules, range, max_versions, filter, now) {
                     out.push(Cell {
                         row: row.clone(),
                         family: family.clone(),
                         qualifier: q.clone(),
                         timestamp: ts,
+                        kind: CellType::Put,
                         value,
                     });
                 }
@@ -738,10 +958,70 @@ impl Model {
         out
     }
 
+    /// What a raw read of one row returns (rules R1 to R4 of the matcher's module doc), in
+    /// store order: by family, qualifier, timestamp descending, markers before puts.
+    fn read_row_raw(
+        &self,
+        row: &Bytes,
+        columns: &Columns,
+        range: TimeRange,
+        max_versions: u32,
+    ) -> Vec<Cell> {
+        let now = wall_clock_ms();
+        let Some(families) = self.rows.get(row) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for (family, wanted) in self.resolve(columns) {
+            let Some(rf) = families.get(&family) else {
+                continue;
+            };
+            let rules = self.rules(&family);
+            let selected = |q: &Bytes| wanted.as_ref().is_none_or(|w| w.contains(q));
+            let mut qualifiers: BTreeSet<&Bytes> = rf.puts.keys().collect();
+            qualifiers.extend(rf.column.keys());
+            qualifiers.extend(rf.version.keys());
+            let mut cells: Vec<(Bytes, Timestamp, CellType, Bytes)> = Vec::new();
+            if selected(&Bytes::new()) {
+                for (ts, kind, v) in rf.raw_family_markers(range) {
+                    cells.push((Bytes::new(), ts, kind, v));
+                }
+            }
+            for q in qualifiers.into_iter().filter(|q| selected(q)) {
+                for (ts, kind, v) in rf.raw_column(q, &rules, range, max_versions, now) {
+                    cells.push((q.clone(), ts, kind, v));
+                }
+            }
+            // Store order: qualifier, timestamp descending, kind code descending.
+            cells.sort_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then(b.1.cmp(&a.1))
+                    .then(b.2.code().cmp(&a.2.code()))
+            });
+            for (q, ts, kind, value) in cells {
+                out.push(Cell {
+                    row: row.clone(),
+                    family: family.clone(),
+                    qualifier: q,
+                    timestamp: ts,
+                    kind,
+                    value,
+                });
+            }
+        }
+        out
+    }
+
     /// What a get returns: the row's visible cells, or an empty result (with an empty row
     /// key) when there are none.
     pub fn get(&self, g: &GetSpec) -> RowResult {
-        let cells = self.read_row(&g.row, &g.columns, g.time_range, g.max_versions);
+        let cells = self.read_row(
+            &g.row,
+            &g.columns,
+            g.time_range,
+            g.max_versions,
+            g.filter.as_ref(),
+        );
         if cells.is_empty() {
             return RowResult::default();
         }
@@ -767,7 +1047,18 @@ impl Model {
             if left == 0 {
                 break;
             }
-            let cells = self.read_row(row, &s.columns, s.time_range, s.max_versions);
+            let cells = if s.raw {
+                assert!(s.filter.is_none(), "model: raw scans are not filtered");
+                self.read_row_raw(row, &s.columns, s.time_range, s.max_versions)
+            } else {
+                self.read_row(
+                    row,
+                    &s.columns,
+                    s.time_range,
+                    s.max_versions,
+                    s.filter.as_ref(),
+                )
+            };
             if cells.is_empty() {
                 continue;
             }

@@ -10,6 +10,8 @@
 use super::compare::Compiled;
 use super::rows::{next_range_start, past_all, sort_ranges, FuzzyRule, Range};
 use super::{Filter, ListOp};
+#[cfg(test)]
+use crate::cell::CellType;
 use crate::cell::{Cell, Timestamp};
 use crate::client::CompareOp;
 use crate::error::{Error, Result};
@@ -896,6 +898,12 @@ pub struct FilterExec {
     /// Whether `begin_row` may run before the row's cells are read (see
     /// [`row_key_first`](Self::row_key_first)).
     row_key_first: bool,
+    /// The read's max versions: included cells kept per column, after the filter.
+    versions: u32,
+    /// The column whose included cells `included` counts, in the current row.
+    counting: Option<(Bytes, Bytes)>,
+    /// Cells of `counting` the filter included so far.
+    included: u32,
 }
 
 /// True when `f` holds a WhileMatchFilter, whose verdict on a row key ends the scan: such a
@@ -920,7 +928,17 @@ impl FilterExec {
             seek_row: None,
             column_seek: None,
             row_key_first: !has_while(filter),
+            versions: u32::MAX,
+            counting: None,
+            included: 0,
         })
+    }
+
+    /// Caps the cells kept per column at the read's max versions, counting only the cells
+    /// the filter includes (HBase's `versionsAfterFilter`, HBASE-17125): the scanner then
+    /// offers every version the family keeps, so a filter can match an older version.
+    pub fn set_max_versions(&mut self, versions: u32) {
+        self.versions = versions;
     }
 
     /// True when the scanner may call [`begin_row`](Self::begin_row) before reading the
@@ -939,6 +957,8 @@ impl FilterExec {
         self.skip_row = false;
         self.seek_row = None;
         self.column_seek = None;
+        self.counting = None;
+        self.included = 0;
         if self.root.all_remaining() {
             return RowStart::Done;
         }
@@ -994,6 +1014,23 @@ impl FilterExec {
             }
         }
         if rc.includes() {
+            let same = self
+                .counting
+                .as_ref()
+                .is_some_and(|(f, q)| *f == c.family && *q == c.qualifier);
+            if !same {
+                self.counting = Some((c.family.clone(), c.qualifier.clone()));
+                self.included = 0;
+            }
+            self.included += 1;
+            if self.included > self.versions {
+                // The column has its versions: skip the rest of it.
+                if !self.skip_row {
+                    let t = CellHint::next_col(&c);
+                    self.skip_to = Some((t.family, t.qualifier));
+                }
+                return;
+            }
             out.push(self.root.transform(c));
         }
     }
@@ -1034,6 +1071,7 @@ mod tests {
             family: Bytes::copy_from_slice(fam.as_bytes()),
             qualifier: Bytes::copy_from_slice(q.as_bytes()),
             timestamp: ts,
+            kind: CellType::Put,
             value: Bytes::copy_from_slice(v.as_bytes()),
         }
     }

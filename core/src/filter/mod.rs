@@ -301,7 +301,20 @@ impl Filter {
         rows: impl IntoIterator<Item = RowResult>,
         reverse: bool,
     ) -> Result<Vec<RowResult>> {
+        self.apply_versions(rows, reverse, u32::MAX)
+    }
+
+    /// [`Filter::apply`] keeping at most `versions` included cells per column: what a read
+    /// with that max versions returns when `rows` hold every version the family keeps (the
+    /// filter sees them all, the cap counts what it includes, as in HBase).
+    pub fn apply_versions(
+        &self,
+        rows: impl IntoIterator<Item = RowResult>,
+        reverse: bool,
+        versions: u32,
+    ) -> Result<Vec<RowResult>> {
         let mut exec = self.compile(reverse)?;
+        exec.set_max_versions(versions);
         let mut out = Vec::new();
         for r in rows {
             match exec.begin_row(&r.row) {

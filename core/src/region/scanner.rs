@@ -191,6 +191,10 @@ pub struct RegionScanner {
     cells_hint: usize,
     /// The get's or scan's filter, if any.
     filter: Option<Box<FilterExec>>,
+    /// The read's max versions per column. With a filter, the matcher passes every version
+    /// the family keeps and the filter caps what it included at this (see
+    /// [`FilterExec::set_max_versions`]).
+    read_versions: u32,
     /// True once the filter said no later row can pass.
     filter_done: bool,
     /// Rows returned so far, until the merges are pipelined.
@@ -258,6 +262,7 @@ impl RegionScanner {
         fams.sort_by(|a, b| a.family.cmp(&b.family));
         Ok(RegionScanner {
             fams,
+            read_versions: spec.max_versions,
             spec,
             range,
             reverse,
@@ -279,12 +284,23 @@ impl RegionScanner {
 
     /// Sets the filter the rows pass through (the scan's one filter, handed from region to
     /// region so that its state, e.g. PageFilter's count, spans the whole scan).
-    pub fn set_filter(&mut self, filter: Option<Box<FilterExec>>) {
+    /// HBase's order applies (HBASE-17125): the family's version and TTL rules first, then
+    /// the filter sees every version they keep, then the read's max versions caps the cells
+    /// it included.
+    pub fn set_filter(&mut self, mut filter: Option<Box<FilterExec>>) {
+        self.spec.max_versions = match filter.as_deref_mut() {
+            Some(f) => {
+                f.set_max_versions(self.read_versions);
+                u32::MAX
+            }
+            None => self.read_versions,
+        };
         self.filter = filter;
     }
 
     /// Takes the filter back (to hand it to the next region's scanner).
     pub fn take_filter(&mut self) -> Option<Box<FilterExec>> {
+        self.spec.max_versions = self.read_versions;
         self.filter.take()
     }
 
@@ -423,6 +439,7 @@ impl RegionScanner {
                         family: family.clone(),
                         qualifier: c.key.qualifier,
                         timestamp: c.key.ts,
+                        kind: c.key.kind,
                         value: c.value,
                     };
                     match filter.as_deref_mut() {

@@ -141,6 +141,48 @@ pub enum Compression {
     Snappy,
 }
 
+/// What a family does with deleted cells (HBase's `KeepDeletedCells`).
+///
+/// Encoded in the catalog as postcard's enum discriminant: 0 and 1 are the bytes the
+/// `bool` of catalog versions up to 6 had, so those read unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum KeepDeletedCells {
+    /// A delete marker masks every put it covers from every read; a major compaction
+    /// removes both.
+    #[default]
+    False,
+    /// A read whose time range ends at or before a marker's timestamp still sees the puts
+    /// it masks; major compactions keep markers and masked puts (until the version limits
+    /// remove the puts).
+    True,
+    /// As `True` while the marker is younger than the family's TTL, as `False` once it is
+    /// older: deleted cells stay for point-in-time reads until the TTL, then go (a family
+    /// without a TTL behaves as `True`).
+    Ttl,
+}
+
+impl From<bool> for KeepDeletedCells {
+    fn from(keep: bool) -> Self {
+        if keep {
+            KeepDeletedCells::True
+        } else {
+            KeepDeletedCells::False
+        }
+    }
+}
+
+impl KeepDeletedCells {
+    /// Whether a marker at `ts` keeps what it masks, for a family whose cells older than
+    /// `expire_before` have expired (0 when it has no TTL).
+    pub fn keeps(self, ts: crate::cell::Timestamp, expire_before: u64) -> bool {
+        match self {
+            KeepDeletedCells::False => false,
+            KeepDeletedCells::True => true,
+            KeepDeletedCells::Ttl => ts >= expire_before,
+        }
+    }
+}
+
 /// Settings of one column family.
 ///
 /// ```
@@ -159,8 +201,9 @@ pub struct ColumnFamilyDescriptor {
     pub min_versions: u32,
     /// Time to live of a cell in seconds; `None` keeps cells forever.
     pub ttl_secs: Option<u64>,
-    /// Keep deleted cells visible to time-range reads that end before the delete.
-    pub keep_deleted_cells: bool,
+    /// Whether deleted cells stay visible to time-range reads that end before the delete
+    /// (and are kept by major compactions): HBase's `KEEP_DELETED_CELLS`.
+    pub keep_deleted_cells: KeepDeletedCells,
     /// Bloom filter kind.
     pub bloom: BloomType,
     /// Target size of a store-file data block in bytes (default 64 KiB).
@@ -187,7 +230,7 @@ impl ColumnFamilyDescriptor {
             max_versions: 1,
             min_versions: 0,
             ttl_secs: None,
-            keep_deleted_cells: false,
+            keep_deleted_cells: KeepDeletedCells::False,
             bloom: BloomType::Row,
             block_size: 64 * 1024,
             compression: Compression::None,
@@ -212,9 +255,15 @@ impl ColumnFamilyDescriptor {
         self.ttl_secs = Some(secs);
         self
     }
-    /// Sets keep-deleted-cells.
-    pub fn keep_deleted_cells(mut self, v: bool) -> Self {
-        self.keep_deleted_cells = v;
+    /// Sets keep-deleted-cells: `true`, `false` or a [`KeepDeletedCells`] mode.
+    ///
+    /// ```
+    /// use basalt_core::{ColumnFamilyDescriptor, KeepDeletedCells};
+    /// let cf = ColumnFamilyDescriptor::new("f").ttl_secs(3600).keep_deleted_cells(KeepDeletedCells::Ttl);
+    /// assert_eq!(ColumnFamilyDescriptor::new("g").keep_deleted_cells(true).keep_deleted_cells, KeepDeletedCells::True);
+    /// ```
+    pub fn keep_deleted_cells(mut self, v: impl Into<KeepDeletedCells>) -> Self {
+        self.keep_deleted_cells = v.into();
         self
     }
     /// Sets the bloom filter kind.

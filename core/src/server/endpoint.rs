@@ -315,6 +315,7 @@ impl RegionView<'_> {
             max_ts: scan.time_range.max,
             max_versions: scan.max_versions,
             now_ms: now_ms(),
+            raw: scan.raw,
         };
         let empty = range.is_empty();
         let mut inner = RegionScanner::new(stores, range, scan.reverse, spec, scan.cache_blocks)?;

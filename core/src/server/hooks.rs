@@ -18,7 +18,7 @@
 //! nothing is written; added writes run no hooks of their table; hooks are loaded before a
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
-use super::write::{mutation_durability, strongest, Delta, PreparedCell};
+use super::write::{mutation_durability, strongest, Delta, DeltaOptions, PreparedCell};
 use super::{now_ms, Config, Engine, TableState};
 use crate::client::ops::{
     Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult,
@@ -638,8 +638,15 @@ impl Engine {
                 .into_iter()
                 .map(|((f, q), a)| (f, q, Delta::Add(a)))
                 .collect();
-            self.resolve_deltas(target, row, deltas, now, &mut cells)
-                .map_err(|e| invalid_added(&target.name, e))?;
+            self.resolve_deltas(
+                target,
+                row,
+                deltas,
+                DeltaOptions::default(),
+                now,
+                &mut cells,
+            )
+            .map_err(|e| invalid_added(&target.name, e))?;
         }
         let out = self
             .commit_tables(&tables, cells, durability, Some(post))
@@ -890,7 +897,16 @@ impl Engine {
             .map(|(f, q, a)| (f, q, Delta::Add(*a)))
             .collect();
         let mut result = self
-            .read_modify_write_hooked(t, &inc.row, inc.durability, deltas)
+            .read_modify_write_hooked(
+                t,
+                &inc.row,
+                inc.durability,
+                DeltaOptions {
+                    range: inc.time_range,
+                    ttl_ms: inc.ttl_ms,
+                },
+                deltas,
+            )
             .await?;
         hooks.post_increment(&env, &inc, &mut result).await?;
         Ok(result)
@@ -919,7 +935,16 @@ impl Engine {
             .map(|(f, q, v)| (f, q, Delta::Append(v.clone())))
             .collect();
         let mut result = self
-            .read_modify_write_hooked(t, &app.row, app.durability, deltas)
+            .read_modify_write_hooked(
+                t,
+                &app.row,
+                app.durability,
+                DeltaOptions {
+                    range: app.time_range,
+                    ttl_ms: app.ttl_ms,
+                },
+                deltas,
+            )
             .await?;
         hooks.post_append(&env, &app, &mut result).await?;
         Ok(result)
@@ -956,6 +981,7 @@ impl Engine {
         t: &TableState,
         row: &Bytes,
         durability: Durability,
+        opts: DeltaOptions,
         deltas: Vec<(&Bytes, &Bytes, Delta)>,
     ) -> Result<RowResult> {
         self.validate_read_modify_write(t, row, &deltas)?;
@@ -963,8 +989,11 @@ impl Engine {
         loop {
             let locks = self.lock_planned(t, std::iter::once(row), &plan).await;
             let mut cells = Vec::new();
-            let result = self.resolve_deltas(t, row, deltas.clone(), now_ms(), &mut cells)?;
+            let result = self.resolve_deltas(t, row, deltas.clone(), opts, now_ms(), &mut cells)?;
             let mut put = crate::client::ops::Put::new(row).durability(durability);
+            if let Some(ttl) = opts.ttl_ms {
+                put = put.ttl_ms(ttl);
+            }
             for c in &result {
                 put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);
             }

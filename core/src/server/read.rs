@@ -128,6 +128,7 @@ impl Engine {
             max_ts: g.time_range.max,
             max_versions: g.max_versions,
             now_ms: now_ms(),
+            raw: false,
         };
         let range = RowRange {
             lo: Bound::Included(g.row.clone()),
@@ -170,7 +171,7 @@ impl Engine {
         g: &Get,
         pending: &[super::write::PreparedCell],
     ) -> Result<(RowResult, RowResult)> {
-        use crate::cell::{Cell, StoreCell, StoreKey};
+        use crate::cell::{Cell, CellType, StoreCell, StoreKey};
         use crate::storage::matcher::{lone_put_visible, match_row_into};
         let stores = resolve(region, &g.columns)?;
         // Under the row lock nobody else writes the row: a row no store may hold (no
@@ -191,6 +192,7 @@ impl Engine {
             max_ts: g.time_range.max,
             max_versions: g.max_versions,
             now_ms: now_ms(),
+            raw: false,
         };
         let mut out = Vec::new();
         let mut before = Vec::new();
@@ -211,6 +213,7 @@ impl Engine {
                                 family: store.family.clone(),
                                 qualifier: k.qualifier.clone(),
                                 timestamp: k.ts,
+                                kind: CellType::Put,
                                 value: p.cell.value.clone(),
                             });
                         }
@@ -261,6 +264,7 @@ impl Engine {
                         family: family.clone(),
                         qualifier: c.key.qualifier,
                         timestamp: c.key.ts,
+                        kind: CellType::Put,
                         value: c.value,
                     })
                 });
@@ -273,6 +277,7 @@ impl Engine {
                     family: family.clone(),
                     qualifier: c.key.qualifier,
                     timestamp: c.key.ts,
+                    kind: CellType::Put,
                     value: c.value,
                 })
             });
@@ -542,6 +547,7 @@ impl TableScanner {
                     max_ts: self.scan.time_range.max,
                     max_versions: self.scan.max_versions,
                     now_ms: now_ms(),
+                    raw: self.scan.raw,
                 };
                 let range = self.range.clip(&region.start, &region.end);
                 let mut scanner = RegionScanner::new(

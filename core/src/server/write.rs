@@ -18,7 +18,7 @@ use super::{now_ms, Engine, TableState};
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 use crate::client::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Condition, Delete, DeleteKind, Get, Increment,
-    Mutation, Put, RowMutations, RowResult,
+    Mutation, Put, RowMutations, RowResult, TimeRange,
 };
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
@@ -132,6 +132,7 @@ impl Engine {
                 if p.is_empty() && !p.is_touch() {
                     return Err(Error::bad_argument("a put needs at least one column"));
                 }
+                validate_ttl(p.ttl_ms)?;
                 for (f, _, _, v) in p.cells() {
                     self.store_of(t, &region, f)?;
                     self.check_value(v)?;
@@ -195,6 +196,10 @@ impl Engine {
         match m {
             Mutation::Put(p) => {
                 let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
+                let (kind, ttl) = match p.ttl_ms {
+                    Some(ttl) => (CellType::ExpiringPut, ttl),
+                    None => (CellType::Put, 0),
+                };
                 // Columns of one family usually come together: look the store up once per run.
                 let mut last: Option<(Bytes, Arc<Store>)> = None;
                 for (f, q, ts, v) in p.shared_cells() {
@@ -211,7 +216,12 @@ impl Engine {
                             s
                         }
                     };
-                    out.push(cell(store, q, ts, CellType::Put, v));
+                    let v = if kind == CellType::ExpiringPut {
+                        crate::cell::expiring_value(ttl, &v)
+                    } else {
+                        v
+                    };
+                    out.push(cell(store, q, ts, kind, v));
                 }
             }
             Mutation::Delete(d) => {
@@ -570,8 +580,11 @@ impl Engine {
         store: &Arc<Store>,
         row: &Bytes,
         qualifier: &Bytes,
+        range: TimeRange,
     ) -> Result<Option<(Timestamp, Bytes)>> {
-        let get = Get::new(row).add_column(&store.family, qualifier);
+        let get = Get::new(row)
+            .add_column(&store.family, qualifier)
+            .time_range(range);
         let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
         Ok(res.cells.into_iter().next().map(|c| (c.timestamp, c.value)))
     }
@@ -611,6 +624,10 @@ impl Engine {
             t,
             &inc.row,
             inc.durability,
+            DeltaOptions {
+                range: inc.time_range,
+                ttl_ms: inc.ttl_ms,
+            },
             inc.columns
                 .iter()
                 .map(|(f, q, a)| (f, q, Delta::Add(*a)))
@@ -637,6 +654,10 @@ impl Engine {
             t,
             &app.row,
             app.durability,
+            DeltaOptions {
+                range: app.time_range,
+                ttl_ms: app.ttl_ms,
+            },
             app.columns
                 .iter()
                 .map(|(f, q, v)| (f, q, Delta::Append(v.clone())))
@@ -650,9 +671,11 @@ impl Engine {
         t: &TableState,
         row: &Bytes,
         durability: Durability,
+        opts: DeltaOptions,
         deltas: Vec<(&Bytes, &Bytes, Delta)>,
     ) -> Result<RowResult> {
         self.validate_read_modify_write(t, row, &deltas)?;
+        validate_ttl(opts.ttl_ms)?;
         let name = t.name.to_string();
         let lock = self.locks.lock([(name.as_str(), row.clone())]).await;
         if t.hooks().is_some() {
@@ -660,11 +683,11 @@ impl Engine {
             // batch hooks must see this write.
             drop(lock);
             return self
-                .read_modify_write_hooked(t, row, durability, deltas)
+                .read_modify_write_hooked(t, row, durability, opts, deltas)
                 .await;
         }
         let mut cells = Vec::new();
-        let result = self.resolve_deltas(t, row, deltas, now_ms(), &mut cells)?;
+        let result = self.resolve_deltas(t, row, deltas, opts, now_ms(), &mut cells)?;
         self.commit(t, cells, durability).await?;
         Ok(RowResult {
             row: row.clone(),
@@ -749,13 +772,15 @@ impl Engine {
         }
     }
 
-    /// Reads the latest value of each column under the row lock (the caller holds it) and
-    /// prepares the cells of the new values; returns the new cells, sorted by column.
+    /// Reads the latest value of each column inside `range` under the row lock (the caller
+    /// holds it) and prepares the cells of the new values; returns the new cells, sorted by
+    /// column.
     pub(crate) fn resolve_deltas(
         &self,
         t: &TableState,
         row: &Bytes,
         deltas: Vec<(&Bytes, &Bytes, Delta)>,
+        opts: DeltaOptions,
         now: Timestamp,
         cells: &mut Vec<PreparedCell>,
     ) -> Result<Vec<crate::cell::Cell>> {
@@ -764,7 +789,7 @@ impl Engine {
         let mut result = Vec::new();
         for (f, q, delta) in deltas {
             let store = self.store_of(t, &region, f)?;
-            let old = self.latest_cell(&region, &store, row, q)?;
+            let old = self.latest_cell(&region, &store, row, q, opts.range)?;
             let ts = old
                 .as_ref()
                 .map_or(now, |(ts, _)| now.max(ts.saturating_add(1)));
@@ -799,8 +824,16 @@ impl Engine {
                 family: f.clone(),
                 qualifier: q.clone(),
                 timestamp: ts,
+                kind: crate::cell::CellType::Put,
                 value: value.clone(),
             });
+            let (kind, value) = match opts.ttl_ms {
+                Some(ttl) => (
+                    CellType::ExpiringPut,
+                    crate::cell::expiring_value(ttl, &value),
+                ),
+                None => (CellType::Put, value),
+            };
             cells.push(PreparedCell {
                 region: region.clone(),
                 store,
@@ -809,7 +842,7 @@ impl Engine {
                         row: row.clone(),
                         qualifier: q.clone(),
                         ts,
-                        kind: CellType::Put,
+                        kind,
                         seq: 0,
                     },
                     value,
@@ -882,26 +915,44 @@ impl Engine {
     ) -> Result<bool> {
         // Located under the row lock: a split may have moved the row meanwhile.
         let region = self.region_of(t, &cam.row)?;
-        let pass = if let Condition::Filter(f) = &cam.condition {
+        // Whether the condition holds, and the timestamp of the cell it was judged on.
+        let (pass, checked_ts) = if let Condition::Filter(f) = &cam.condition {
             let get = Get::new(&cam.row).filter(f.clone());
-            !self
-                .read_row_in(&region, &get, self.mvcc.read_point())?
-                .is_empty()
+            let found = self.read_row_in(&region, &get, self.mvcc.read_point())?;
+            (!found.is_empty(), found.cells.first().map(|c| c.timestamp))
         } else {
             let store = self.store_of(t, &region, &cam.family)?;
-            let current = self.latest_cell(&region, &store, &cam.row, &cam.qualifier)?;
-            match (&cam.condition, &current) {
-                (Condition::Absent, None) => true,
-                (Condition::Absent, Some(_)) => false,
-                (Condition::Value(_, _), None) => false,
-                (Condition::Value(op, given), Some((_, stored))) => op.test(stored, given),
-                (Condition::Filter(_), _) => false,
-            }
+            let current =
+                self.latest_cell(&region, &store, &cam.row, &cam.qualifier, TimeRange::ALL)?;
+            (
+                cam.condition
+                    .holds(current.as_ref().map(|(_, v)| v.as_ref())),
+                current.map(|(ts, _)| ts),
+            )
         };
-        if pass {
-            self.mutate_locked(t, &action.mutations, plan).await?;
+        if !pass {
+            return Ok(false);
         }
-        Ok(pass)
+        // As HBase (HBASE-14054): puts without a timestamp are written no older than the
+        // checked cell, so a cell dated in the future cannot hide the write the check let
+        // through.
+        match checked_ts.filter(|ts| *ts > now_ms() && *ts != LATEST_TIMESTAMP) {
+            Some(floor) => {
+                let stamped: Vec<Mutation> = action
+                    .mutations
+                    .iter()
+                    .map(|m| match m {
+                        Mutation::Put(p) if p.ts == LATEST_TIMESTAMP => {
+                            Mutation::Put(p.clone().timestamp(floor))
+                        }
+                        other => other.clone(),
+                    })
+                    .collect();
+                self.mutate_locked(t, &stamped, plan).await?;
+            }
+            None => self.mutate_locked(t, &action.mutations, plan).await?,
+        }
+        Ok(true)
     }
 
     /// Runs many operations; one result per operation, in order. Puts and deletes that pass
@@ -1062,6 +1113,31 @@ pub(crate) enum Delta {
     Add(i64),
     /// Append bytes.
     Append(Bytes),
+}
+
+/// How an increment or append reads and writes: the time range its current values are
+/// read in, and its new values' own TTL.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeltaOptions {
+    pub(crate) range: TimeRange,
+    pub(crate) ttl_ms: Option<u64>,
+}
+
+impl Default for DeltaOptions {
+    fn default() -> Self {
+        DeltaOptions {
+            range: TimeRange::ALL,
+            ttl_ms: None,
+        }
+    }
+}
+
+/// A cell TTL must be positive (HBase refuses a negative one; zero would expire at once).
+pub(crate) fn validate_ttl(ttl_ms: Option<u64>) -> Result<()> {
+    match ttl_ms {
+        Some(0) => Err(Error::bad_argument("a cell TTL must be positive")),
+        _ => Ok(()),
+    }
 }
 
 fn check_same_row(rm: &RowMutations) -> Result<()> {

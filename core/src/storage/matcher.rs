@@ -7,19 +7,40 @@
 //!
 //! 1. Cells with a sequence id above the read point do not exist for this reader.
 //! 2. A delete marker applies when it lies at or after the time range's minimum (inside the
-//!    time range when the family keeps deleted cells). DeleteFamily masks every put with
+//!    time range when it keeps deleted cells: in a family with `KEEP_DELETED_CELLS` true, or
+//!    `TTL` while the marker is younger than the TTL). DeleteFamily masks every put with
 //!    ts <= its own, DeleteFamilyVersion every put at exactly its ts, DeleteColumn the column's
 //!    puts with ts <= its own, Delete the column's put at exactly its ts, whatever order the
 //!    marker and the put were written in.
 //! 3. Of several puts at one timestamp only the newest write counts (the later one wins).
 //! 4. The family keeps its newest `max_versions` unmasked versions per column; of these, a
-//!    version older than the TTL is dropped unless it is among the newest `min_versions`.
+//!    version older than the TTL is dropped unless it is among the newest `min_versions`,
+//!    and a version whose own TTL ran out (a put with a cell TTL: timestamp plus TTL below
+//!    the clock) is dropped whatever min versions say. An expired version still counts
+//!    among the `max_versions`, so an older one does not come back when it expires.
 //! 5. Of what remains, versions inside the time range are returned, newest first, at most the
 //!    reader's max versions per column.
 //!
 //! Rule 4 is what a major compaction keeps, so results do not change when files compact.
+//!
+//! A raw read (`Scan::raw`, HBase's `Scan.setRaw`) returns the markers too, and the versions
+//! rules 2 and 4 hide, but never what a flush or a minor compaction may already have dropped,
+//! so that its answer, too, does not depend on when they ran:
+//!
+//! R1. Rule 1 holds.
+//! R2. Every delete marker inside the time range is returned, once per qualifier, timestamp
+//!     and kind (a marker written twice shows once).
+//! R3. A put inside the time range is returned unless an older write at its timestamp (rule
+//!     3), masked by a marker (whatever its timestamp) that does not keep deleted cells
+//!     (see [`KeepDeletedCells`]), or older than the TTL in a family without min versions:
+//!     what a minor compaction drops. Versions beyond the family's max versions show until a major
+//!     compaction removes them.
+//! R4. At most the reader's max versions puts per column, newest first; markers do not
+//!     count. A column selection applies to markers by their qualifier (the family markers'
+//!     is empty).
 
 use crate::cell::{same_bytes, CellType, StoreCell, Timestamp};
+use crate::schema::KeepDeletedCells;
 use bytes::Bytes;
 use std::collections::BTreeSet;
 
@@ -32,8 +53,8 @@ pub struct FamilyRules {
     pub min_versions: u32,
     /// TTL in milliseconds.
     pub ttl_ms: Option<u64>,
-    /// Whether delete markers outside the time range are ignored.
-    pub keep_deleted_cells: bool,
+    /// Whether deleted cells stay visible to time-range reads that end before the delete.
+    pub keep_deleted_cells: KeepDeletedCells,
 }
 
 /// What one reader asks for.
@@ -49,6 +70,8 @@ pub struct ReadSpec {
     pub max_versions: u32,
     /// Wall clock in milliseconds, for TTL.
     pub now_ms: u64,
+    /// A raw read: markers and the versions rules 2 and 4 hide (rules R1 to R4).
+    pub raw: bool,
 }
 
 /// One version the reader may see.
@@ -58,6 +81,8 @@ pub struct Version {
     pub qualifier: Bytes,
     /// The timestamp.
     pub ts: Timestamp,
+    /// A put, or (in a raw read) a delete marker.
+    pub kind: CellType,
     /// The value.
     pub value: Bytes,
 }
@@ -78,6 +103,7 @@ where
         out.push(Version {
             qualifier: c.key.qualifier,
             ts: c.key.ts,
+            kind: c.key.kind,
             value: c.value,
         })
     });
@@ -94,6 +120,9 @@ pub fn match_row_into<I>(
 ) where
     I: IntoIterator<Item = StoreCell>,
 {
+    if spec.raw {
+        return match_row_raw_into(cells, rules, spec, columns, emit);
+    }
     let mut family_ts: Option<Timestamp> = None;
     let mut family_versions: Vec<Timestamp> = Vec::new();
     let mut col = ColumnState::default();
@@ -111,7 +140,7 @@ pub fn match_row_into<I>(
             col.reset(&k.qualifier);
         }
         if k.kind.is_delete() {
-            let applies = if rules.keep_deleted_cells {
+            let applies = if rules.keep_deleted_cells.keeps(k.ts, expire_before) {
                 k.ts >= spec.min_ts && k.ts < spec.max_ts
             } else {
                 k.ts >= spec.min_ts
@@ -128,7 +157,7 @@ pub fn match_row_into<I>(
                     col.column_ts = Some(col.column_ts.map_or(k.ts, |t| t.max(k.ts)));
                 }
                 CellType::Delete => col.version_deletes.push(k.ts),
-                CellType::Put => {}
+                CellType::Put | CellType::ExpiringPut => {}
             }
             continue;
         }
@@ -152,6 +181,9 @@ pub fn match_row_into<I>(
         if k.ts < expire_before && index >= rules.min_versions {
             continue;
         }
+        if cell.cell_expired(spec.now_ms) {
+            continue; // its own TTL ran out: it still takes its place among the versions
+        }
         if k.ts < spec.min_ts || k.ts >= spec.max_ts {
             continue;
         }
@@ -164,7 +196,81 @@ pub fn match_row_into<I>(
             }
         }
         col.returned += 1;
-        emit(cell);
+        emit(cell.into_user());
+    }
+}
+
+/// [`match_row_into`] for a raw read: rules R1 to R4 of the module doc.
+fn match_row_raw_into<I>(
+    cells: I,
+    rules: &FamilyRules,
+    spec: &ReadSpec,
+    columns: Option<&BTreeSet<Bytes>>,
+    mut emit: impl FnMut(StoreCell),
+) where
+    I: IntoIterator<Item = StoreCell>,
+{
+    // Only markers that do not keep what they mask hide puts from a raw read.
+    let mut family_ts: Option<Timestamp> = None;
+    let mut family_versions: Vec<Timestamp> = Vec::new();
+    let mut col = ColumnState::default();
+    let mut last_marker: Option<(Timestamp, CellType)> = None;
+    let expire_before = rules
+        .ttl_ms
+        .map(|ttl| spec.now_ms.saturating_sub(ttl))
+        .unwrap_or(0);
+    let in_range = |ts: Timestamp| ts >= spec.min_ts && ts < spec.max_ts;
+    for cell in cells {
+        let k = &cell.key;
+        if k.seq > spec.read_point {
+            continue;
+        }
+        if !col.started || !same_bytes(&col.qualifier, &k.qualifier) {
+            col.reset(&k.qualifier);
+            last_marker = None;
+        }
+        let selected = columns.is_none_or(|c| c.contains(&k.qualifier));
+        if k.kind.is_delete() {
+            let masks = !rules.keep_deleted_cells.keeps(k.ts, expire_before);
+            match k.kind {
+                _ if !masks => {}
+                CellType::DeleteFamily => {
+                    family_ts = Some(family_ts.map_or(k.ts, |t| t.max(k.ts)));
+                }
+                CellType::DeleteFamilyVersion => family_versions.push(k.ts),
+                CellType::DeleteColumn => {
+                    col.column_ts = Some(col.column_ts.map_or(k.ts, |t| t.max(k.ts)));
+                }
+                CellType::Delete => col.version_deletes.push(k.ts),
+                CellType::Put | CellType::ExpiringPut => {}
+            }
+            if last_marker == Some((k.ts, k.kind)) {
+                continue; // the same marker written again
+            }
+            last_marker = Some((k.ts, k.kind));
+            if in_range(k.ts) && selected {
+                emit(cell);
+            }
+            continue;
+        }
+        if col.last_put_ts == Some(k.ts) {
+            continue;
+        }
+        col.last_put_ts = Some(k.ts);
+        let masked = family_ts.is_some_and(|t| k.ts <= t)
+            || family_versions.contains(&k.ts)
+            || col.column_ts.is_some_and(|t| k.ts <= t)
+            || col.version_deletes.contains(&k.ts);
+        if masked
+            || (k.ts < expire_before && rules.min_versions == 0)
+            || !in_range(k.ts)
+            || !selected
+            || col.returned >= spec.max_versions
+        {
+            continue;
+        }
+        col.returned += 1;
+        emit(cell.into_user());
     }
 }
 
@@ -241,7 +347,7 @@ mod tests {
             max_versions,
             min_versions: 0,
             ttl_ms: None,
-            keep_deleted_cells: false,
+            keep_deleted_cells: KeepDeletedCells::False,
         };
         let spec = ReadSpec {
             read_point: 100,
@@ -249,6 +355,7 @@ mod tests {
             max_ts: u64::MAX,
             max_versions: spec_versions,
             now_ms: 1000,
+            raw: false,
         };
         match_row(cells, &rules, &spec, None)
             .into_iter()
@@ -284,7 +391,7 @@ mod tests {
             max_versions: 2,
             min_versions: 0,
             ttl_ms: None,
-            keep_deleted_cells: false,
+            keep_deleted_cells: KeepDeletedCells::False,
         };
         let spec = ReadSpec {
             read_point: 100,
@@ -292,6 +399,7 @@ mod tests {
             max_ts: u64::MAX,
             max_versions: 10,
             now_ms: 0,
+            raw: false,
         };
         let got = match_row(sorted, &rules, &spec, None);
         assert_eq!(got.len(), 2);
@@ -339,13 +447,14 @@ mod tests {
                 .iter()
                 .map(|(q, (ts, seq))| c(&format!("q{q:02}"), *ts, CellType::Put, *seq, "v"))
                 .collect();
-            let rules = FamilyRules { max_versions, min_versions, ttl_ms, keep_deleted_cells: false };
+            let rules = FamilyRules { max_versions, min_versions, ttl_ms, keep_deleted_cells: KeepDeletedCells::False };
             let spec = ReadSpec {
                 read_point,
                 min_ts,
                 max_ts: min_ts + span,
                 max_versions: spec_versions,
                 now_ms,
+                raw: false,
             };
             let columns: Option<BTreeSet<Bytes>> = columns.map(|cs| {
                 cs.iter().map(|q| Bytes::from(format!("q{q:02}"))).collect()

@@ -106,8 +106,9 @@ impl ColRef<'_> {
         self.qualifier
             .cmp(other.qualifier)
             .then_with(|| other.ts.cmp(&self.ts))
-            .then_with(|| other.kind.code().cmp(&self.kind.code()))
+            .then_with(|| other.kind.rank().cmp(&self.kind.rank()))
             .then_with(|| other.seq.cmp(&self.seq))
+            .then_with(|| other.kind.code().cmp(&self.kind.code()))
     }
 }
 

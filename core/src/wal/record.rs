@@ -26,8 +26,10 @@
 //!    - `row`: varint length, then that many bytes
 //!    - `qualifier`: varint length, then that many bytes
 //!    - `timestamp`: u64 big-endian (8 bytes)
-//!    - `type`: u8, a [`CellType`] code (4 Put, 8 Delete, 10 DeleteFamilyVersion,
-//!      12 DeleteColumn, 14 DeleteFamily)
+//!    - `type`: u8, a [`CellType`] code (4 Put, 5 ExpiringPut, 8 Delete,
+//!      10 DeleteFamilyVersion, 12 DeleteColumn, 14 DeleteFamily; 5 is Basalt's, a put with
+//!      a cell TTL, whose value begins with the TTL in milliseconds as 8 big-endian bytes;
+//!      a build older than it reads the code as corruption)
 //!    - `value`: varint length, then that many bytes
 //!
 //! An edit does not store its own sequence id: every cell of a record carries the record's

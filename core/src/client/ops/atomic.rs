@@ -1,6 +1,6 @@
 //! Read-modify-write operations under the row lock: Increment, Append and CheckAndMutate.
 
-use super::{b, Delete, Put, RowMutations};
+use super::{b, Delete, Put, RowMutations, TimeRange};
 use crate::wal::Durability;
 use bytes::Bytes;
 
@@ -10,6 +10,8 @@ pub struct Increment {
     pub(crate) row: Bytes,
     pub(crate) columns: Vec<(Bytes, Bytes, i64)>,
     pub(crate) durability: Durability,
+    pub(crate) time_range: TimeRange,
+    pub(crate) ttl_ms: Option<u64>,
 }
 
 impl Increment {
@@ -19,6 +21,8 @@ impl Increment {
             row: b(row),
             columns: Vec::new(),
             durability: Durability::default(),
+            time_range: TimeRange::ALL,
+            ttl_ms: None,
         }
     }
     /// Adds `amount` to a column (an absent column counts as 0).
@@ -35,6 +39,27 @@ impl Increment {
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
         self
+    }
+    /// Reads the current values inside `range` only (HBase's `setTimeRange`): a column
+    /// with no version inside it counts as absent. The new value's timestamp is the
+    /// server's time (or just above the value read), wherever the range lies.
+    pub fn time_range(mut self, range: TimeRange) -> Self {
+        self.time_range = range;
+        self
+    }
+    /// The time range the current values are read in.
+    pub fn get_time_range(&self) -> TimeRange {
+        self.time_range
+    }
+    /// Gives the new values their own time to live, in milliseconds (see
+    /// [`crate::client::Put::ttl_ms`]).
+    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+    /// The new values' own time to live, if set.
+    pub fn get_ttl_ms(&self) -> Option<u64> {
+        self.ttl_ms
     }
     /// The row.
     pub fn row(&self) -> &Bytes {
@@ -60,6 +85,8 @@ pub struct Append {
     pub(crate) row: Bytes,
     pub(crate) columns: Vec<(Bytes, Bytes, Bytes)>,
     pub(crate) durability: Durability,
+    pub(crate) time_range: TimeRange,
+    pub(crate) ttl_ms: Option<u64>,
 }
 
 impl Append {
@@ -69,6 +96,8 @@ impl Append {
             row: b(row),
             columns: Vec::new(),
             durability: Durability::default(),
+            time_range: TimeRange::ALL,
+            ttl_ms: None,
         }
     }
     /// Appends `value` to a column (an absent column counts as empty).
@@ -85,6 +114,27 @@ impl Append {
     pub fn durability(mut self, d: Durability) -> Self {
         self.durability = d;
         self
+    }
+    /// Reads the current values inside `range` only (HBase's `setTimeRange`): a column
+    /// with no version inside it counts as absent. The new value's timestamp is the
+    /// server's time (or just above the value read), wherever the range lies.
+    pub fn time_range(mut self, range: TimeRange) -> Self {
+        self.time_range = range;
+        self
+    }
+    /// The time range the current values are read in.
+    pub fn get_time_range(&self) -> TimeRange {
+        self.time_range
+    }
+    /// Gives the new values their own time to live, in milliseconds (see
+    /// [`crate::client::Put::ttl_ms`]).
+    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+    /// The new values' own time to live, if set.
+    pub fn get_ttl_ms(&self) -> Option<u64> {
+        self.ttl_ms
     }
     /// The row.
     pub fn row(&self) -> &Bytes {
@@ -136,14 +186,44 @@ impl CompareOp {
 
 /// The condition of a check-and-mutate: on the latest visible value of one column, or a
 /// filter over the whole row.
+///
+/// An empty expected value means "no value", as in HBase (`HRegion#checkAndMutate`,
+/// `TestHRegion#testCheckAndMutate_WithEmptyRowValue`): it matches an absent column or a
+/// zero-length value, for every operator but `NotEqual`, which matches a column holding a
+/// non-empty value. [`Condition::Absent`] is HBase's `ifNotExists`: an absent column or a
+/// zero-length value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Condition {
-    /// The column exists and `stored op value` holds.
+    /// `stored op value` holds (see above for an empty `value`).
     Value(CompareOp, Bytes),
-    /// The column has no visible value.
+    /// The column has no visible value, or a zero-length one.
     Absent,
     /// The row, read with this filter, is not empty (HBase's `ifMatches(Filter)`).
     Filter(crate::filter::Filter),
+}
+
+impl Condition {
+    /// Whether a column condition holds for the column's latest visible value (`None`:
+    /// absent). A filter condition is judged on the row instead: false here.
+    ///
+    /// ```
+    /// use basalt_core::client::{CompareOp, Condition};
+    /// let eq_empty = Condition::Value(CompareOp::Equal, "".into());
+    /// assert!(eq_empty.holds(None) && eq_empty.holds(Some(b"")) && !eq_empty.holds(Some(b"x")));
+    /// assert!(Condition::Absent.holds(Some(b"")));
+    /// assert!(Condition::Value(CompareOp::Less, "b".into()).holds(Some(b"a")));
+    /// ```
+    pub fn holds(&self, current: Option<&[u8]>) -> bool {
+        match self {
+            Condition::Absent => current.is_none_or(<[u8]>::is_empty),
+            Condition::Value(op, given) if given.is_empty() => {
+                let no_value = current.is_none_or(<[u8]>::is_empty);
+                no_value == (*op != CompareOp::NotEqual)
+            }
+            Condition::Value(op, given) => current.is_some_and(|stored| op.test(stored, given)),
+            Condition::Filter(_) => false,
+        }
+    }
 }
 
 /// Applies a mutation only if a condition on one column holds, atomically.
@@ -178,7 +258,7 @@ impl CheckAndMutate {
             action: None,
         }
     }
-    /// Passes when `stored op value`.
+    /// Passes when `stored op value` (an empty `value` means "no value": see [`Condition`]).
     pub fn if_value(mut self, op: CompareOp, value: impl AsRef<[u8]>) -> Self {
         self.condition = Condition::Value(op, b(value));
         self
@@ -194,7 +274,7 @@ impl CheckAndMutate {
         self.condition = Condition::Filter(filter);
         self
     }
-    /// Passes when the column has no value.
+    /// Passes when the column has no value, or a zero-length one (HBase's `ifNotExists`).
     pub fn if_absent(mut self) -> Self {
         self.condition = Condition::Absent;
         self

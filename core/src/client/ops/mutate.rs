@@ -33,6 +33,8 @@ pub struct Put {
     /// (family, qualifier, timestamp, value) as spans of `data`.
     spans: Vec<ColumnSpans>,
     pub(crate) durability: Durability,
+    /// The cells' own time to live in milliseconds, if any.
+    pub(crate) ttl_ms: Option<u64>,
     /// A touch: writes nothing, only runs the table's batch hooks for its row.
     touch: bool,
 }
@@ -67,8 +69,28 @@ impl Put {
             data: Vec::new(),
             spans: Vec::new(),
             durability: Durability::default(),
+            ttl_ms: None,
             touch: false,
         }
+    }
+    /// Gives the put's cells their own time to live, in milliseconds (HBase's
+    /// `Mutation.setTTL`): a cell expires once its timestamp plus the TTL is below the
+    /// server's clock, whatever the family's min versions; the family's TTL still applies.
+    /// An expired cell still counts among the column's max versions, so an older version
+    /// does not come back. Zero is refused when the put is written.
+    ///
+    /// ```
+    /// use basalt_core::client::Put;
+    /// let session = Put::new("s1").add_column("f", "token", "abc").ttl_ms(30 * 60 * 1000);
+    /// assert_eq!(session.get_ttl_ms(), Some(1_800_000));
+    /// ```
+    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
+        self.ttl_ms = Some(ttl_ms);
+        self
+    }
+    /// The cells' own time to live, if set ([`Put::ttl_ms`]).
+    pub fn get_ttl_ms(&self) -> Option<u64> {
+        self.ttl_ms
     }
     /// Sets the timestamp used by cells added without one.
     pub fn timestamp(mut self, ts: Timestamp) -> Self {
@@ -201,6 +223,18 @@ pub enum DeleteKind {
     },
 }
 
+impl DeleteKind {
+    /// The family the marker is in.
+    pub fn family(&self) -> &Bytes {
+        match self {
+            DeleteKind::Version { family, .. }
+            | DeleteKind::Column { family, .. }
+            | DeleteKind::Family { family, .. }
+            | DeleteKind::FamilyVersion { family, .. } => family,
+        }
+    }
+}
+
 /// Deletes from one row with HBase's five marker kinds. With no marker added it deletes the
 /// whole row (every family, versions <= the delete's timestamp).
 ///
@@ -290,20 +324,27 @@ impl Delete {
         });
         self
     }
-    /// Deletes a whole family.
-    pub fn add_family(mut self, family: impl AsRef<[u8]>) -> Self {
-        self.kinds.push(DeleteKind::Family {
-            family: b(family),
-            ts: None,
-        });
-        self
+    /// Deletes a whole family. As HBase 2's `Delete.addFamily`, it replaces every marker of
+    /// this family added before it (column, version and family markers); markers added
+    /// after it stay.
+    ///
+    /// ```
+    /// use basalt_core::client::{Delete, DeleteKind};
+    /// let d = Delete::new("r").add_columns("f", "a").add_columns("g", "b").add_family("f");
+    /// assert_eq!(d.kinds().len(), 2); // g:b and the family f
+    /// assert!(matches!(&d.kinds()[1], DeleteKind::Family { family, .. } if family.as_ref() == b"f"));
+    /// ```
+    pub fn add_family(self, family: impl AsRef<[u8]>) -> Self {
+        self.replace_family(b(family), None)
     }
-    /// Deletes a family's cells with ts <= `ts`.
-    pub fn add_family_ts(mut self, family: impl AsRef<[u8]>, ts: Timestamp) -> Self {
-        self.kinds.push(DeleteKind::Family {
-            family: b(family),
-            ts: Some(ts),
-        });
+    /// Deletes a family's cells with ts <= `ts`; replaces the family's earlier markers as
+    /// [`Delete::add_family`] does.
+    pub fn add_family_ts(self, family: impl AsRef<[u8]>, ts: Timestamp) -> Self {
+        self.replace_family(b(family), Some(ts))
+    }
+    fn replace_family(mut self, family: Bytes, ts: Option<Timestamp>) -> Self {
+        self.kinds.retain(|k| k.family() != &family);
+        self.kinds.push(DeleteKind::Family { family, ts });
         self
     }
     /// Deletes every column of a family at exactly `ts`.

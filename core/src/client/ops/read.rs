@@ -152,6 +152,7 @@ pub struct Scan {
     pub(crate) pipeline_merges: bool,
     pub(crate) cache_blocks: bool,
     pub(crate) filter: Option<crate::filter::Filter>,
+    pub(crate) raw: bool,
 }
 
 impl Default for Scan {
@@ -177,7 +178,24 @@ impl Scan {
             pipeline_merges: true,
             cache_blocks: true,
             filter: None,
+            raw: false,
         }
+    }
+    /// A raw scan (HBase's `Scan.setRaw`, the shell's `RAW => true`): delete markers come
+    /// back as cells of their kind ([`crate::cell::Cell::kind`]) with the versions they
+    /// mask (in a family that keeps deleted cells) and the versions beyond the family's max
+    /// versions that no major compaction removed yet. Never what a flush or minor
+    /// compaction may already have dropped (masked versions of other families, expired
+    /// ones), so the answer does not depend on when those ran. `max_versions` counts puts
+    /// only; the family markers' qualifier is empty.
+    ///
+    /// ```
+    /// use basalt_core::client::Scan;
+    /// let s = Scan::new().raw(true).max_versions(10);
+    /// ```
+    pub fn raw(mut self, raw: bool) -> Self {
+        self.raw = raw;
+        self
     }
     /// Runs `filter` inside each region the scan reads (see [`crate::filter`]): rows and
     /// cells it refuses never leave the region, and its seek hints skip what it would refuse.
@@ -226,6 +244,10 @@ impl Scan {
     pub fn max_versions(mut self, n: u32) -> Self {
         self.max_versions = n;
         self
+    }
+    /// The versions per column this scan returns.
+    pub fn get_max_versions(&self) -> u32 {
+        self.max_versions
     }
     /// At most `n` rows (0 means no limit, as in HBase).
     pub fn limit(mut self, n: usize) -> Self {

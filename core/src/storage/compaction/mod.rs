@@ -8,10 +8,13 @@
 //! * **Every kind** ([`CompactionKind::Minor`], also used by flushes, and
 //!   [`CompactionKind::Major`]) drops an older write of a put when a newer write at the same
 //!   timestamp is in the input (rule 3 hides it from every reader that sees the newer one),
-//!   and, when the family does not keep deleted cells, a put masked by a delete marker in
-//!   the input (rule 2 hides it from every reader that sees the marker; the marker stays).
+//!   and a put masked by a delete marker in the input that does not keep deleted cells
+//!   (rule 2 hides it from every reader that sees the marker; the marker stays). A marker
+//!   keeps deleted cells in a family with `KEEP_DELETED_CELLS` true, and with `TTL` while it
+//!   is younger than the TTL ([`crate::schema::KeepDeletedCells`]).
 //!   A put older than the TTL is dropped when the family has no min versions (rule 4 hides
-//!   it, and every put older than it, from every reader now and later).
+//!   it, and every put older than it, from every reader now and later). A put whose own
+//!   cell TTL ran out is not: it still counts among the versions, keeping older ones out.
 //! * A **minor** compaction drops nothing else. Its input is not the whole store: versions
 //!   beyond max versions, expired versions protected by min versions and delete markers can
 //!   all matter to cells outside the input (a newer version in another file may be deleted;
@@ -20,9 +23,12 @@
 //! * A **major** compaction covers every file of the store. Without keep-deleted-cells it
 //!   keeps exactly what the matcher's rule 4 keeps for a reader that sees everything: it
 //!   drops every delete marker, every masked put, versions beyond max versions and expired
-//!   versions beyond min versions. For any time range and any reader version count the
+//!   versions beyond min versions, and versions whose own cell TTL ran out and that are older
+//!   than every other version it keeps (a newer one stays: readers count it among the
+//!   versions of the older ones). For any time range and any reader version count the
 //!   result is then unchanged, because a marker that a time-range reader ignores only ever
-//!   hides puts below the range. With keep-deleted-cells, markers and masked puts stay (a
+//!   hides puts below the range. Markers that keep deleted cells, and the puts they mask,
+//!   stay (a
 //!   time-range read may show them), and a put is dropped only when even the fewest newer
 //!   versions any reader could count (those no marker masks) already reach max versions, or
 //!   reach min versions while it is expired. What a major compaction removes is gone for
@@ -80,31 +86,34 @@ pub fn filter_row(cells: Vec<StoreCell>, rules: &CompactionRules) -> Vec<StoreCe
         .ttl_ms
         .map(|ttl| rules.now_ms.saturating_sub(ttl))
         .unwrap_or(0);
-    let mut family_ts: Option<Timestamp> = None;
-    let mut family_versions: Vec<Timestamp> = Vec::new();
+    // Markers that keep deleted cells (kept by a major compaction, with what they mask
+    // counted as versions), and those that do not (dropped by it, with what they mask).
+    let mut keeping = Masks::default();
+    let mut dropping = Masks::default();
     let mut col = Column::default();
     let mut out = Vec::with_capacity(cells.len());
     for cell in cells {
         let k = &cell.key;
         if col.qualifier.as_ref() != Some(&k.qualifier) {
+            if col.expired_kept {
+                drop_trailing_expired(&mut out, col.start, rules.now_ms);
+            }
             col = Column {
                 qualifier: Some(k.qualifier.clone()),
+                start: out.len(),
                 ..Column::default()
             };
+            keeping.next_column();
+            dropping.next_column();
         }
         if k.kind.is_delete() {
-            match k.kind {
-                CellType::DeleteFamily => {
-                    family_ts = Some(family_ts.map_or(k.ts, |t| t.max(k.ts)));
-                }
-                CellType::DeleteFamilyVersion => family_versions.push(k.ts),
-                CellType::DeleteColumn => {
-                    col.column_ts = Some(col.column_ts.map_or(k.ts, |t| t.max(k.ts)));
-                }
-                CellType::Delete => col.version_deletes.push(k.ts),
-                CellType::Put => {}
+            let keeps = f.keep_deleted_cells.keeps(k.ts, expire_before);
+            if keeps {
+                keeping.add(k.kind, k.ts);
+            } else {
+                dropping.add(k.kind, k.ts);
             }
-            if !major || f.keep_deleted_cells {
+            if !major || keeps {
                 out.push(cell);
             }
             continue;
@@ -113,50 +122,106 @@ pub fn filter_row(cells: Vec<StoreCell>, rules: &CompactionRules) -> Vec<StoreCe
             continue; // an older write of the same version (rule 3)
         }
         col.last_put_ts = Some(k.ts);
-        let masked = family_ts.is_some_and(|t| k.ts <= t)
-            || family_versions.contains(&k.ts)
-            || col.column_ts.is_some_and(|t| k.ts <= t)
-            || col.version_deletes.contains(&k.ts);
+        if dropping.masks(k.ts) {
+            continue; // deleted for good, by a minor compaction too
+        }
         let expired = k.ts < expire_before;
-        let keep = match (major, f.keep_deleted_cells) {
-            (false, kdc) => {
-                let masked_away = masked && !kdc;
-                let expired_away = expired && f.min_versions == 0;
-                !masked_away && !expired_away
+        let keep = if major {
+            // The fewest newer versions any reader can count: those no marker masks.
+            let fewest = col.unmasked;
+            if !keeping.masks(k.ts) {
+                col.unmasked += 1;
             }
-            (true, false) => {
-                if masked {
-                    false
-                } else {
-                    let index = col.unmasked;
-                    col.unmasked += 1;
-                    index < f.max_versions && !(expired && index >= f.min_versions)
-                }
-            }
-            (true, true) => {
-                // The fewest newer versions any reader can count: those no marker masks.
-                let fewest = col.unmasked;
-                if !masked {
-                    col.unmasked += 1;
-                }
-                fewest < f.max_versions && !(expired && fewest >= f.min_versions)
-            }
+            // A version whose own TTL ran out is counted and kept for now: it goes at the
+            // column's end if no version older than it stays (see drop_trailing_expired).
+            let keep = fewest < f.max_versions && !(expired && fewest >= f.min_versions);
+            col.expired_kept |= keep && cell.cell_expired(rules.now_ms);
+            keep
+        } else {
+            // A version whose own TTL ran out stays: it keeps an older version out of the
+            // max versions, and a minor compaction does not see every older version.
+            !(expired && f.min_versions == 0)
         };
         if keep {
             out.push(cell);
         }
     }
+    if col.expired_kept {
+        drop_trailing_expired(&mut out, col.start, rules.now_ms);
+    }
     out
+}
+
+/// A major compaction's end of a column whose output (from `start`) holds puts whose own TTL
+/// ran out: those older than every other put it keeps go (no reader sees them, and no kept
+/// version counts them); the others stay, as every reader counts them among the versions of
+/// the older versions kept.
+fn drop_trailing_expired(out: &mut Vec<StoreCell>, start: usize, now_ms: u64) {
+    let last_live = out
+        .iter()
+        .enumerate()
+        .skip(start)
+        .filter(|(_, c)| c.key.kind.is_put() && !c.cell_expired(now_ms))
+        .map(|(i, _)| i)
+        .last();
+    let mut i = 0usize;
+    out.retain(|c| {
+        let drop = i >= start
+            && last_live.is_none_or(|l| i > l)
+            && c.key.kind.is_put()
+            && c.cell_expired(now_ms);
+        i += 1;
+        !drop
+    });
+}
+
+/// The delete markers seen so far in a row: the family's, and the current column's.
+#[derive(Default)]
+struct Masks {
+    family_ts: Option<Timestamp>,
+    family_versions: Vec<Timestamp>,
+    column_ts: Option<Timestamp>,
+    version_deletes: Vec<Timestamp>,
+}
+
+impl Masks {
+    fn next_column(&mut self) {
+        self.column_ts = None;
+        self.version_deletes.clear();
+    }
+
+    fn add(&mut self, kind: CellType, ts: Timestamp) {
+        match kind {
+            CellType::DeleteFamily => {
+                self.family_ts = Some(self.family_ts.map_or(ts, |t| t.max(ts)))
+            }
+            CellType::DeleteFamilyVersion => self.family_versions.push(ts),
+            CellType::DeleteColumn => {
+                self.column_ts = Some(self.column_ts.map_or(ts, |t| t.max(ts)))
+            }
+            CellType::Delete => self.version_deletes.push(ts),
+            CellType::Put | CellType::ExpiringPut => {}
+        }
+    }
+
+    fn masks(&self, ts: Timestamp) -> bool {
+        self.family_ts.is_some_and(|t| ts <= t)
+            || self.family_versions.contains(&ts)
+            || self.column_ts.is_some_and(|t| ts <= t)
+            || self.version_deletes.contains(&ts)
+    }
 }
 
 /// The state of the column being filtered.
 #[derive(Default)]
 struct Column {
     qualifier: Option<Bytes>,
-    column_ts: Option<Timestamp>,
-    version_deletes: Vec<Timestamp>,
+    /// Where the column's cells begin in the output.
+    start: usize,
+    /// Whether the output holds a put of this column whose own TTL ran out.
+    expired_kept: bool,
     last_put_ts: Option<Timestamp>,
-    /// Distinct-timestamp puts seen so far that no marker masks.
+    /// Distinct-timestamp puts seen so far that no keeping marker masks.
     unmasked: u32,
 }
 

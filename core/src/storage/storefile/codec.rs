@@ -68,8 +68,9 @@ impl RawKey {
                     .cmp(&Some(&key.qualifier[..]))
             })
             .then_with(|| key.ts.cmp(&self.ts))
-            .then_with(|| key.kind.code().cmp(&self.kind.code()))
+            .then_with(|| key.kind.rank().cmp(&self.kind.rank()))
             .then_with(|| key.seq.cmp(&self.seq))
+            .then_with(|| key.kind.code().cmp(&self.kind.code()))
     }
 
     /// Builds an owned key whose byte fields are zero-copy slices of `buf`.

@@ -478,7 +478,7 @@ mod tests {
             assert!(DataBlock::decode(Bytes::copy_from_slice(&buf[..cut]), 0, false).is_err());
         }
         let type_at = buf.len() - 4; // type, seq(1), value len(1), value(1)
-        buf[type_at] = 5;
+        buf[type_at] = 6;
         assert!(DataBlock::decode(Bytes::from(buf), 0, false).is_err());
     }
 
@@ -526,7 +526,7 @@ mod tests {
         // A damaged type code: found when the entry is read.
         let mut buf = encode(&cells[..1], true).to_vec();
         let type_at = buf.len() - 7 - 4; // offsets table (2 + 5), then seq, value len, value
-        buf[type_at] = 5;
+        buf[type_at] = 6;
         let b = decode(&buf).unwrap();
         assert!(b.cell(0).is_err());
     }

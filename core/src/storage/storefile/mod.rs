@@ -22,7 +22,7 @@
 //!   | varint      | qualifier length `Q`                                    |
 //!   | `Q`         | qualifier (may be empty)                                |
 //!   | 8           | timestamp, u64 BE                                       |
-//!   | 1           | type: a [`CellType`] code (4, 8, 10, 12, 14); any other byte is corruption |
+//!   | 1           | type: a [`CellType`] code (4, 5, 8, 10, 12, 14); any other byte is corruption. 5 (ExpiringPut: a put with a cell TTL, whose value begins with the TTL in milliseconds, 8 bytes big-endian) sorts as 4 does, ties broken after the sequence id by the code, descending; builds before it read 5 as corruption |
 //!   | varint      | sequence id                                             |
 //!
 //! # File layout
