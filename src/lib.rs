@@ -2,6 +2,7 @@
 //!
 //! This facade re-exports the public API of the engine (`basalt-core`), the coprocessor
 //! framework (`basalt-coprocessors`) and secondary indexes (`basalt-index`).
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use basalt_coprocessors as coprocessors;

@@ -806,7 +806,7 @@ struct FailingRepair;
 impl basalt::RecoveryRepair for FailingRepair {
     async fn repair(
         &self,
-        _conn: &Connection,
+        _engine: &Arc<basalt::server::Engine>,
         _table: &TableName,
     ) -> basalt::Result<Vec<basalt::RecoveryRepairOutcome>> {
         Err(Error::bad_argument("repair refused"))

@@ -79,7 +79,9 @@ enum Op {
     Delete(DeleteSpec),
     Get(GetSpec),
     Scan(ScanSpec),
-    /// A check-and-mutate of one column whose action is a put (explicit timestamps).
+    /// A check-and-mutate of one column whose action is a put: with explicit timestamps,
+    /// or with none when the checked column's newest version is dated in the future (the
+    /// put is then written at that version's timestamp).
     CheckAndPut {
         family: &'static str,
         qualifier: &'static str,
@@ -281,8 +283,23 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                     Condition::Value(op, v) => cam.if_value(*op, v),
                     _ => cam.if_absent(),
                 };
+                // When the checked column's newest version is dated in the future (HUGE_TS),
+                // the put goes without timestamps: a passing check writes it at the checked
+                // cell's timestamp (HBASE-14054), which the model knows.
+                let future = model
+                    .latest(&put.row, family.as_bytes(), qualifier.as_bytes())
+                    .is_some_and(|(ts, _)| ts == HUGE_TS);
+                let (request, put) = if future {
+                    let mut at = put.clone();
+                    for cell in &mut at.cells {
+                        cell.2 = HUGE_TS;
+                    }
+                    (put.to_put_at_server_time(), at)
+                } else {
+                    (put.to_put(), put.clone())
+                };
                 let got = table
-                    .check_and_mutate(cam.then_put(put.to_put()))
+                    .check_and_mutate(cam.then_put(request))
                     .await
                     .map_err(|e| format!("{step}: {e}"))?;
                 let want = model.condition_holds(
@@ -297,7 +314,7 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                     ));
                 }
                 if want {
-                    model.put(put);
+                    model.put(&put);
                 }
             }
             Op::Get(g) => {

@@ -12,6 +12,7 @@
 //! figure for scripts:
 //!
 //! `RESULT <suite>/<figure> basalt=<x> fjall=<y> ratio=<x/y> unit=<unit>[ better=lower]`
+#![forbid(unsafe_code)]
 
 mod basalt_side;
 mod coprocessors;

@@ -34,6 +34,7 @@
 //! - [`EngineObserverHost`]: engine-wide [`TableObserver`]s (create, delete, enable, disable,
 //!   modify table, with veto) and [`WalObserver`]s (append and roll), set with
 //!   `Config::observer`, isolated and counted like region observers.
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 

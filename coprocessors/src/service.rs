@@ -18,7 +18,7 @@
 
 use crate::endpoint::{call_isolated, decode, encode, Endpoint, EndpointRegistry};
 use basalt_core::client::Connection;
-use basalt_core::region::scanner::RowRange;
+use basalt_core::keys::RowRange;
 use basalt_core::server::endpoint::{EndpointCall, RegionSpan};
 use basalt_core::server::read::prefix_successor;
 use basalt_core::{Error, Result, TableName};

@@ -3,7 +3,7 @@
 //!
 //! Core never names a coprocessor. A table's descriptor lists coprocessors by name
 //! ([`crate::schema::CoprocessorDescriptor`]); the engine asks the configured
-//! [`HooksLoader`] (`Config::coprocessor_loader`) to turn that list into one
+//! [`crate::server::HooksLoader`] (`Config::coprocessor_loader`) to turn that list into one
 //! `Arc<dyn RegionHooks>` per table, at open, at table creation and whenever the list
 //! changes (no restart). The `basalt-coprocessors` crate implements both with a host that
 //! chains many observers in priority order and applies their failure policies.
@@ -51,14 +51,10 @@
 //! Implementations must not panic through these methods if they want the failure policy
 //! applied: the engine itself does not catch panics (the host in `basalt-coprocessors` does).
 
-use crate::client::ops::{
-    Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
-};
 use crate::error::{Error, Result};
-use crate::region::{Region, RegionInfo};
-use crate::schema::{TableDescriptor, TableName};
-use crate::server::compact::CompactionOutcome;
-use crate::server::{Engine, TableState};
+use crate::ops::{Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan};
+use crate::region::{PreparedCell, Region, RegionInfo};
+use crate::schema::TableName;
 use crate::wal::WalEdit;
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -75,27 +71,43 @@ pub enum Flow {
     Bypass,
 }
 
+/// The reads the engine offers a hook's context ([`HookEnv`]): a row of a table, and a
+/// region's row as a batch will leave it. The engine implements it, so this interface names
+/// no engine type.
+pub(crate) trait HookReads: Send + Sync {
+    /// One row of `table` at the current read point, without running hooks.
+    fn get(&self, table: &TableName, g: &Get) -> Result<RowResult>;
+
+    /// `g`'s row of `region` as committed and as it will be once `pending` commits.
+    fn get_before_after(
+        &self,
+        region: &Region,
+        g: &Get,
+        pending: &[PreparedCell],
+    ) -> Result<(RowResult, RowResult)>;
+}
+
 /// What a hook sees of the engine: the table, the region the operation falls in, and
 /// region-local read access.
 pub struct HookEnv<'a> {
-    engine: &'a Arc<Engine>,
-    table: &'a TableState,
+    reads: &'a dyn HookReads,
+    table: &'a TableName,
     region: Arc<Region>,
 }
 
 impl std::fmt::Debug for HookEnv<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HookEnv")
-            .field("table", &self.table.name)
+            .field("table", &self.table)
             .field("region", &self.region.id)
             .finish()
     }
 }
 
 impl<'a> HookEnv<'a> {
-    pub(crate) fn new(engine: &'a Arc<Engine>, table: &'a TableState, region: Arc<Region>) -> Self {
+    pub(crate) fn new(reads: &'a dyn HookReads, table: &'a TableName, region: Arc<Region>) -> Self {
         HookEnv {
-            engine,
+            reads,
             table,
             region,
         }
@@ -103,7 +115,7 @@ impl<'a> HookEnv<'a> {
 
     /// The table's name.
     pub fn table_name(&self) -> &TableName {
-        &self.table.name
+        self.table
     }
 
     /// The id of the region the operation falls in.
@@ -129,7 +141,7 @@ impl<'a> HookEnv<'a> {
     /// Reads one row of this table at the current read point, without running hooks. Under
     /// the row locks (in `pre_batch_mutate`) this is the row as the batch will change it.
     pub fn get(&self, g: &Get) -> Result<RowResult> {
-        self.engine.get(self.table, g)
+        self.reads.get(self.table, g)
     }
 
     /// Reads one row of this table as it will be once `batch`'s own operations commit (in
@@ -138,7 +150,10 @@ impl<'a> HookEnv<'a> {
     /// answer is exactly what a reader will see after the commit. Vetoes and the writes
     /// hooks add are not taken into account. The row must lie in this hook's region.
     pub fn get_after(&self, batch: &MiniBatch<'_>, g: &Get) -> Result<RowResult> {
-        self.engine.read_row_after(&self.region, g, batch.pending)
+        Ok(self
+            .reads
+            .get_before_after(&self.region, g, batch.pending)?
+            .1)
     }
 
     /// The row as committed ([`HookEnv::get`]) and as it will be once `batch` commits
@@ -148,8 +163,7 @@ impl<'a> HookEnv<'a> {
         batch: &MiniBatch<'_>,
         g: &Get,
     ) -> Result<(RowResult, RowResult)> {
-        self.engine
-            .read_row_before_after(&self.region, g, batch.pending)
+        self.reads.get_before_after(&self.region, g, batch.pending)
     }
 }
 
@@ -163,16 +177,7 @@ pub struct MiniBatch<'a> {
     elsewhere: Vec<(TableName, AddedOp)>,
     absent: Vec<(TableName, Bytes)>,
     now: crate::cell::Timestamp,
-    pending: &'a [crate::server::write::PreparedCell],
-}
-
-impl std::fmt::Debug for crate::server::write::PreparedCell {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreparedCell")
-            .field("region", &self.region.id)
-            .field("key", &self.cell.key)
-            .finish()
-    }
+    pending: &'a [PreparedCell],
 }
 
 /// A write a batch hook adds to a table by name ([`MiniBatch::add_mutation_to`],
@@ -204,7 +209,7 @@ impl<'a> MiniBatch<'a> {
     pub(crate) fn new(
         ops: &'a [&'a Mutation],
         now: crate::cell::Timestamp,
-        pending: &'a [crate::server::write::PreparedCell],
+        pending: &'a [PreparedCell],
     ) -> Self {
         MiniBatch {
             ops,
@@ -268,9 +273,7 @@ impl<'a> MiniBatch<'a> {
     /// durability, so that a `SkipWal` or `AsyncWal` write stays one, and a lost write loses
     /// what was derived from it too.
     pub fn durability(&self, i: usize) -> Option<crate::wal::Durability> {
-        self.ops
-            .get(i)
-            .map(|m| crate::server::write::mutation_durability(m))
+        self.ops.get(i).map(|m| m.durability())
     }
 
     /// Refuses operation `i` with `why`: it is not written and its caller gets `why` (for
@@ -710,20 +713,6 @@ impl HookSlot {
         self.any
             .store(hooks.is_some(), std::sync::atomic::Ordering::Release);
         *slot = hooks;
-    }
-}
-
-/// Turns a table's coprocessor list into the hooks the engine calls.
-pub trait HooksLoader: Send + Sync + std::fmt::Debug {
-    /// The hooks for `table` (whose `coprocessors` list is not empty), or an error when a
-    /// listed coprocessor cannot be loaded (the table change, or the open, then fails).
-    fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>>;
-
-    /// The verifications and repairs of derived data (indexes) that
-    /// `Connection::open_with` runs after a salvage or an offline repair
-    /// ([`crate::client::RecoveryRepair`]); none by default.
-    fn recovery_repairs(&self) -> Vec<Arc<dyn crate::client::RecoveryRepair>> {
-        Vec::new()
     }
 }
 

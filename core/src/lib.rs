@@ -1,10 +1,19 @@
 //! `basalt-core`: Basalt's engine.
 //!
-//! Layers read top-down: [`client`] (Connection, Admin, Table) -> [`region`] (Region, Store,
-//! row locks) -> [`storage`] (MemStore, StoreFile, merge, matcher) and [`wal`]; [`mvcc`]
-//! orders writes engine-wide and [`catalog`] persists schema and region boundaries.
-//! [`keys`] is the row-key toolkit; salted tables ([`client::SaltedTable`]) build on it.
-//! Storage knows nothing of regions; regions know nothing of clients.
+//! Layers, bottom to top: `error`, `varint`, `cell`, `fs`, `mvcc`, `keys`, `schema`, `wal`,
+//! `filter`, `ops`, `catalog`, `storage`, `region`, `coprocessor`, `server`, `client`.
+//!
+//! Each module uses only modules before it in that list (`tests/architecture.rs` reads the
+//! sources and fails on any reference to a later one). At the bottom the value types: cells
+//! and rows ([`cell`]), key ranges and row-key tools ([`keys`]), table schemas ([`schema`]),
+//! filters as data ([`filter`]) and the operations a client sends ([`ops`]). Then the
+//! durable pieces: the WAL ([`wal`]), the catalog ([`catalog`]) and the stores
+//! ([`storage`]: MemStore, store files, merge, matcher, compaction), which know nothing of
+//! regions; [`region`] (regions, stores, row locks), which knows nothing of coprocessors;
+//! the coprocessor interface ([`coprocessor`]), which names no engine type; the engine
+//! ([`server`]); and on top the client ([`client`]: Connection, Admin, Table, salted
+//! tables). Salted tables ([`client::SaltedTable`]) build on [`keys`].
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -17,6 +26,7 @@ pub mod filter;
 pub mod fs;
 pub mod keys;
 pub mod mvcc;
+pub mod ops;
 pub mod region;
 pub mod schema;
 pub mod server;
@@ -25,9 +35,7 @@ pub mod varint;
 pub mod wal;
 
 pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
-pub use client::{
-    Admin, Config, Connection, PreSplit, RecoveryRepair, RegionReport, SaltedTable, Table,
-};
+pub use client::{Admin, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
 pub use error::{Error, Result};
 pub use filter::{Comparator, Filter};
 pub use region::RegionInfo;
@@ -39,7 +47,7 @@ pub use schema::{
     SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
-pub use server::recovery::{RecoveryRepairOutcome, RecoveryReport};
+pub use server::recovery::{RecoveryRepair, RecoveryRepairOutcome, RecoveryReport};
 pub use server::split::SplitPolicy;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
 pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalRecoveryMode};

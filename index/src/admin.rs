@@ -21,7 +21,9 @@ use crate::def::{IndexDef, IndexState};
 use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
-use basalt_core::client::{BatchOp, Put, RecoveryRepair, RowResult, Scan};
+use basalt_core::client::{BatchOp, Put, RowResult, Scan};
+use basalt_core::server::recovery::RecoveryRepair;
+use basalt_core::server::Engine;
 use basalt_core::{
     ColumnFamilyDescriptor, Connection, CoprocessorDescriptor, Error, RecoveryRepairOutcome,
     Result, TableDescriptor, TableName,
@@ -76,10 +78,11 @@ pub(crate) struct IndexRecovery {
 impl RecoveryRepair for IndexRecovery {
     async fn repair(
         &self,
-        conn: &Connection,
+        engine: &Arc<Engine>,
         table: &TableName,
     ) -> Result<Vec<RecoveryRepairOutcome>> {
-        let admin = IndexAdmin::new(conn, self.runtime.clone());
+        let conn = Connection::from_engine(engine.clone());
+        let admin = IndexAdmin::new(&conn, self.runtime.clone());
         let name = table.to_string();
         let mut out = Vec::new();
         for def in admin.list(&name).await? {

@@ -33,6 +33,7 @@
 //! # conn.close().await?;
 //! # Ok(()) }
 //! ```
+#![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
@@ -51,7 +52,7 @@ use std::sync::Arc;
 
 /// Registers the index coprocessors in `registry`, and the recovery repair that verifies
 /// and repairs every index of a table after a salvage or an offline repair
-/// (`basalt_core::client::RecoveryRepair`); returns the runtime to give every
+/// (`basalt_core::RecoveryRepair`); returns the runtime to give every
 /// [`IndexAdmin`] of a connection using that registry.
 pub fn register(registry: &basalt_coprocessors::Registry) -> basalt_core::Result<Arc<Runtime>> {
     let runtime = Arc::new(Runtime::default());

@@ -123,6 +123,18 @@ impl PutSpec {
         self
     }
 
+    /// The engine's request with every cell at the server's time (no timestamp).
+    pub fn to_put_at_server_time(&self) -> Put {
+        let put = self
+            .cells
+            .iter()
+            .fold(Put::new(&self.row), |p, (f, q, _, v)| p.add_column(f, q, v));
+        match self.ttl {
+            Some(ttl) => put.ttl_ms(ttl),
+            None => put,
+        }
+    }
+
     /// The engine's request.
     pub fn to_put(&self) -> Put {
         let put = self
@@ -855,17 +867,7 @@ impl Model {
             Condition::Value(op, given) if given.is_empty() => {
                 no_value == (*op != CompareOp::NotEqual)
             }
-            Condition::Value(op, given) => current.is_some_and(|stored| {
-                let o = stored.as_ref().cmp(given.as_ref());
-                match op {
-                    CompareOp::Less => o.is_lt(),
-                    CompareOp::LessOrEqual => o.is_le(),
-                    CompareOp::Equal => o.is_eq(),
-                    CompareOp::NotEqual => o.is_ne(),
-                    CompareOp::GreaterOrEqual => o.is_ge(),
-                    CompareOp::Greater => o.is_gt(),
-                }
-            }),
+            Condition::Value(op, given) => current.is_some_and(|stored| op.test(&stored, given)),
             Condition::Filter(_) => panic!("model: filter conditions are not modelled"),
         }
     }

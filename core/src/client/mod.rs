@@ -23,7 +23,7 @@
 //! # Ok(()) }
 //! ```
 
-pub mod ops;
+pub use crate::ops;
 pub mod report;
 pub mod salted;
 pub mod snapshot;
@@ -44,26 +44,6 @@ use crate::server::{Engine, TableState};
 use crate::storage::compaction::CompactionKind;
 use std::path::Path;
 use std::sync::Arc;
-
-/// Verification and repair of what a coprocessor library derives from a table (an
-/// index's rows, an observer's counters), run by [`Connection::open_with`] before it
-/// returns when the directory's derived data may disagree with its tables: after an open
-/// that salvaged a damaged WAL ([`crate::wal::WalRecoveryMode::Salvage`]), or after the
-/// offline repair set store files aside. The configured
-/// [`crate::coprocessor::HooksLoader`] supplies them
-/// ([`crate::coprocessor::HooksLoader::recovery_repairs`]); `basalt::index::register`
-/// registers the indexes' one.
-#[async_trait::async_trait]
-pub trait RecoveryRepair: Send + Sync + std::fmt::Debug {
-    /// Verifies and repairs what this library derives from `table`, returning one outcome
-    /// per derived structure (none when it derives nothing from it). An error fails the
-    /// open; the directory keeps the table recorded for the next one.
-    async fn repair(
-        &self,
-        conn: &Connection,
-        table: &TableName,
-    ) -> Result<Vec<crate::server::recovery::RecoveryRepairOutcome>>;
-}
 
 /// An open engine. Cheap to clone; every clone shares the engine.
 #[derive(Debug, Clone)]
@@ -94,7 +74,8 @@ impl Connection {
         Ok(conn)
     }
 
-    /// Runs the loader's recovery repairs ([`RecoveryRepair`]) on every enabled table the
+    /// Runs the loader's recovery repairs
+    /// ([`RecoveryRepair`](crate::server::recovery::RecoveryRepair)) on every enabled table the
     /// recovery report names, then clears the directory's record of them (a disabled table
     /// stays recorded for a later open).
     async fn run_recovery_repairs(&self) -> Result<()> {
@@ -122,7 +103,7 @@ impl Connection {
                 continue;
             }
             for repair in &repairs {
-                outcomes.extend(repair.repair(self, table).await?);
+                outcomes.extend(repair.repair(&self.engine, table).await?);
             }
         }
         let report: Vec<String> = outcomes
@@ -131,6 +112,12 @@ impl Connection {
             .collect();
         tracing::warn!(repaired = ?report, "recovery repairs ran");
         self.engine.finish_recovery_repairs(outcomes, still_pending)
+    }
+
+    /// A connection on an engine that is already open (a recovery repair gets one), sharing
+    /// it: closing either closes the engine.
+    pub fn from_engine(engine: Arc<Engine>) -> Self {
+        Connection { engine }
     }
 
     /// The administration handle.

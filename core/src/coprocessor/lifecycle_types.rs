@@ -192,3 +192,14 @@ pub trait EngineHooks: Send + Sync + std::fmt::Debug {
         false
     }
 }
+
+/// What one compaction did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CompactionOutcome {
+    /// Files rewritten.
+    pub files_in: usize,
+    /// Cells read.
+    pub cells_in: u64,
+    /// Cells dropped.
+    pub cells_dropped: u64,
+}

@@ -12,11 +12,48 @@
 //! - null: matches nothing (a cell's bytes are never null; HBase's NullComparator);
 //! - bit: the cell has the comparator's length and `cell op_bits mask` has a bit set.
 
-use crate::client::CompareOp;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
+
+/// A comparison of a stored value with a given one. The stored value is the left operand:
+/// `Less` passes when the stored value sorts before the given bytes. (HBase's checkAndMutate
+/// puts the given value on the left; Basalt reads the way the condition is written.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum CompareOp {
+    /// stored < given
+    Less,
+    /// stored <= given
+    LessOrEqual,
+    /// stored == given
+    Equal,
+    /// stored != given
+    NotEqual,
+    /// stored >= given
+    GreaterOrEqual,
+    /// stored > given
+    Greater,
+}
+
+impl CompareOp {
+    /// Applies the operator to `stored` and `given` in unsigned lexicographic byte order.
+    pub fn test(self, stored: &[u8], given: &[u8]) -> bool {
+        self.holds(stored.cmp(given))
+    }
+
+    /// Whether the operator accepts `o`, the order of the left operand to the right one.
+    pub fn holds(self, o: Ordering) -> bool {
+        match self {
+            CompareOp::Less => o.is_lt(),
+            CompareOp::LessOrEqual => o.is_le(),
+            CompareOp::Equal => o.is_eq(),
+            CompareOp::NotEqual => o.is_ne(),
+            CompareOp::GreaterOrEqual => o.is_ge(),
+            CompareOp::Greater => o.is_gt(),
+        }
+    }
+}
 
 /// The bitwise operation of a [`Comparator::Bit`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -130,15 +167,7 @@ impl Compiled {
 
     /// True when `cell op comparator` holds.
     pub(crate) fn test(&self, op: CompareOp, cell: &[u8]) -> bool {
-        let o = self.order(cell);
-        match op {
-            CompareOp::Less => o.is_lt(),
-            CompareOp::LessOrEqual => o.is_le(),
-            CompareOp::Equal => o.is_eq(),
-            CompareOp::NotEqual => o.is_ne(),
-            CompareOp::GreaterOrEqual => o.is_ge(),
-            CompareOp::Greater => o.is_gt(),
-        }
+        op.holds(self.order(cell))
     }
 }
 

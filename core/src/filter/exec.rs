@@ -7,15 +7,15 @@
 //! the row it was computed for and below or at the next row the node's `row_key` can accept;
 //! a cell hint is above the cell it was given for.
 
+use super::compare::CompareOp;
 use super::compare::Compiled;
 use super::rows::{next_range_start, past_all, sort_ranges, FuzzyRule, Range};
 use super::{Filter, ListOp};
 #[cfg(test)]
 use crate::cell::CellType;
 use crate::cell::{Cell, Timestamp};
-use crate::client::CompareOp;
 use crate::error::{Error, Result};
-use crate::region::scanner::row_successor;
+use crate::keys::row_successor;
 use bytes::Bytes;
 
 /// What a filter says about one cell (HBase's `Filter.ReturnCode`).

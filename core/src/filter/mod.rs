@@ -41,12 +41,10 @@ mod exec;
 pub mod parse;
 mod rows;
 
-pub use compare::{BitOp, Comparator};
+pub use compare::{BitOp, Comparator, CompareOp};
 pub use exec::{FilterExec, ReturnCode, RowStart};
 
-use crate::cell::Timestamp;
-use crate::client::ops::RowResult;
-use crate::client::CompareOp;
+use crate::cell::{RowResult, Timestamp};
 use crate::error::Result;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};

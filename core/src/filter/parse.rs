@@ -26,8 +26,8 @@
 //! parentheses and `SKIP`/`WHILE` nested more than [`MAX_NESTING`] deep, which bounds the
 //! parser's recursion whatever the text.
 
+use super::compare::CompareOp;
 use super::{ColumnValueCondition, Comparator, Filter, ListOp, RowRangeSpec, MAX_FILTER_DEPTH};
-use crate::client::CompareOp;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 

@@ -134,7 +134,7 @@ pub(crate) fn next_range_start(ranges: &[Range], row: &[u8]) -> Option<Bytes> {
             if r.start_inclusive && r.start.as_ref() > row {
                 r.start.clone()
             } else {
-                crate::region::scanner::row_successor(&r.start)
+                crate::keys::row_successor(&r.start)
             }
         })
         .min()

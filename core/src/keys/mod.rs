@@ -7,17 +7,20 @@
 //!   (`Long.MAX_VALUE - t`), and string reversal (seed 001's reversed mobile numbers).
 //! * [`hash`]: fixed-length hash prefixes: MD5 (seeds 001, 003, 004) and XXH3-64.
 //! * [`snowflake`]: Snowflake ids (41-bit milliseconds, 10-bit worker, 12-bit sequence).
+//! * [`range`]: row ranges ([`RowRange`]) and the next row ([`row_successor`]).
 //!
 //! Salting itself (a bucket prefix computed from part of the key) is
 //! [`crate::schema::salt`]; these functions know nothing of tables.
 
 pub mod codec;
 pub mod hash;
+pub mod range;
 pub mod snowflake;
 pub mod time;
 
 pub use codec::{encode_bytes_value, Field, KeySchema, Kind, Order, Value};
 pub use hash::{md5_hex_prefix, md5_prefix, xxh3_hex_prefix, xxh3_prefix};
+pub use range::{row_successor, RowRange};
 pub use snowflake::Snowflake;
 pub use time::{
     parse_reverse_decimal, reverse_bytes, reverse_decimal, reverse_str, reverse_ts,

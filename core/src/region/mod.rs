@@ -318,3 +318,28 @@ impl Region {
         }
     }
 }
+
+/// One cell ready to commit, with the region and store it goes to.
+pub(crate) struct PreparedCell {
+    pub region: Arc<Region>,
+    pub store: Arc<Store>,
+    pub cell: StoreCell,
+}
+
+impl RegionCell for PreparedCell {
+    fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+    fn cell(&self) -> &StoreCell {
+        &self.cell
+    }
+}
+
+impl std::fmt::Debug for PreparedCell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PreparedCell")
+            .field("region", &self.region.id)
+            .field("key", &self.cell.key)
+            .finish()
+    }
+}

@@ -13,8 +13,7 @@
 //! seeks that family's merge within the row (forward scans). Without a filter
 //! the loop is the same as before: one branch per cell, no allocation, no dynamic call.
 
-use crate::cell::{same_bytes, Cell, StoreCell, StoreKey};
-use crate::client::ops::RowResult;
+use crate::cell::{same_bytes, Cell, RowResult, StoreCell, StoreKey};
 use crate::error::Result;
 use crate::filter::{FilterExec, RowStart};
 use crate::region::Store;
@@ -23,86 +22,9 @@ use crate::storage::merge::MergeIter;
 use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::ops::Bound;
+
+pub use crate::keys::range::{row_successor, RowRange};
 use std::sync::Arc;
-
-/// A range of rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowRange {
-    /// Lower bound.
-    pub lo: Bound<Bytes>,
-    /// Upper bound.
-    pub hi: Bound<Bytes>,
-}
-
-impl RowRange {
-    /// Every row.
-    pub fn all() -> Self {
-        RowRange {
-            lo: Bound::Unbounded,
-            hi: Bound::Unbounded,
-        }
-    }
-
-    /// True when `row` is inside.
-    pub fn contains(&self, row: &[u8]) -> bool {
-        let above = match &self.lo {
-            Bound::Included(l) => row >= l.as_ref(),
-            Bound::Excluded(l) => row > l.as_ref(),
-            Bound::Unbounded => true,
-        };
-        let below = match &self.hi {
-            Bound::Included(h) => row <= h.as_ref(),
-            Bound::Excluded(h) => row < h.as_ref(),
-            Bound::Unbounded => true,
-        };
-        above && below
-    }
-
-    /// True when `row` lies above the upper bound.
-    pub fn past_hi(&self, row: &[u8]) -> bool {
-        match &self.hi {
-            Bound::Included(h) => row > h.as_ref(),
-            Bound::Excluded(h) => row >= h.as_ref(),
-            Bound::Unbounded => false,
-        }
-    }
-
-    /// True when `row` lies below the lower bound.
-    pub fn before_lo(&self, row: &[u8]) -> bool {
-        match &self.lo {
-            Bound::Included(l) => row < l.as_ref(),
-            Bound::Excluded(l) => row <= l.as_ref(),
-            Bound::Unbounded => false,
-        }
-    }
-
-    /// Narrows the range to a region's `[start, end)`.
-    pub fn clip(&self, start: &Bytes, end: &Bytes) -> RowRange {
-        let lo = match &self.lo {
-            Bound::Unbounded if start.is_empty() => Bound::Unbounded,
-            Bound::Unbounded => Bound::Included(start.clone()),
-            Bound::Included(l) | Bound::Excluded(l) if l < start => Bound::Included(start.clone()),
-            b => b.clone(),
-        };
-        let hi = match &self.hi {
-            Bound::Unbounded if end.is_empty() => Bound::Unbounded,
-            Bound::Unbounded => Bound::Excluded(end.clone()),
-            Bound::Included(h) | Bound::Excluded(h) if !end.is_empty() && h >= end => {
-                Bound::Excluded(end.clone())
-            }
-            b => b.clone(),
-        };
-        RowRange { lo, hi }
-    }
-}
-
-/// `row` followed by a zero byte: the smallest row greater than `row`.
-pub fn row_successor(row: &[u8]) -> Bytes {
-    let mut v = Vec::with_capacity(row.len() + 1);
-    v.extend_from_slice(row);
-    v.push(0);
-    Bytes::from(v)
-}
 
 /// The cells of one row, pulled off a family's merge as the matcher asks for them. An error
 /// from the merge ends the row and is left in `err`.

@@ -106,16 +106,7 @@ impl Drop for LocalReadPoint<'_> {
     }
 }
 
-/// What one compaction did.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CompactionOutcome {
-    /// Files rewritten.
-    pub files_in: usize,
-    /// Cells read.
-    pub cells_in: u64,
-    /// Cells dropped.
-    pub cells_dropped: u64,
-}
+pub use crate::coprocessor::CompactionOutcome;
 
 fn task_err(what: &str, e: tokio::task::JoinError) -> Error {
     Error::Io(std::io::Error::other(format!("{what} task failed: {e}")))

@@ -18,13 +18,11 @@
 //! nothing is written; added writes run no hooks of their table; hooks are loaded before a
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
-use super::write::{mutation_durability, strongest, Delta, DeltaOptions, PreparedCell};
+use super::write::{strongest, Delta, DeltaOptions, PreparedCell};
 use super::{now_ms, Config, Engine, TableState};
-use crate::client::ops::{
-    Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult,
-};
 use crate::coprocessor::{AddedOp, Flow, HookEnv, MiniBatch, MutationHook, RegionHooks};
 use crate::error::{Error, Result};
+use crate::ops::{Append, BatchOutcome, CheckAndMutate, Get, Increment, Mutation, RowResult};
 use crate::region::Region;
 use crate::schema::{CoprocessorDescriptor, TableDescriptor, TableName};
 use crate::wal::Durability;
@@ -205,7 +203,7 @@ impl Engine {
     }
 
     fn env_for<'a>(self: &'a Arc<Self>, t: &'a TableState, row: &[u8]) -> Result<HookEnv<'a>> {
-        Ok(HookEnv::new(self, t, self.region_for(t, row)?))
+        Ok(HookEnv::new(self, &t.name, self.region_for(t, row)?))
     }
 
     /// Replaces a table's coprocessor list (a schema change: the new chain serves the next
@@ -428,7 +426,7 @@ impl Engine {
         let mut absent: Vec<(Option<Arc<TableState>>, Bytes)> = Vec::new();
         for (region, idx) in self.by_region(t, muts)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| muts.get(*i).copied()).collect();
-            let env = HookEnv::new(self, t, region);
+            let env = HookEnv::new(self, &t.name, region);
             let mut mb = MiniBatch::new(&ops, now, pending);
             hooks.pre_batch_mutate(&env, &mut mb).await?;
             let (v, same, elsewhere, required) = mb.into_parts();
@@ -611,7 +609,7 @@ impl Engine {
             }
             match op {
                 AddedOp::Mutation(m) | AddedOp::Owned(m) => {
-                    durability = strongest([durability, mutation_durability(m)]);
+                    durability = strongest([durability, m.durability()]);
                     self.prepare(target, m, now, &mut cells)
                         .map_err(|e| invalid_added(&target.name, e))?;
                 }
@@ -667,7 +665,7 @@ impl Engine {
         }
         for (region, idx) in self.by_region(p.table, p.ops)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| p.ops.get(*i).copied()).collect();
-            let env = HookEnv::new(self, p.table, region);
+            let env = HookEnv::new(self, &p.table.name, region);
             p.hooks.post_batch_mutate(&env, &ops).await?;
         }
         Ok(())
@@ -689,7 +687,7 @@ impl Engine {
         for (region, idx) in self.by_region(t, ops)? {
             let region_ops: Vec<&Mutation> =
                 idx.iter().filter_map(|i| ops.get(*i).copied()).collect();
-            let env = HookEnv::new(self, t, region);
+            let env = HookEnv::new(self, &t.name, region);
             if let Err(e) = hooks.post_batch(&env, &region_ops, outcome).await {
                 first.get_or_insert(e);
             }
@@ -721,7 +719,7 @@ impl Engine {
             if let Some(e) = pre.vetoes.into_iter().flatten().next() {
                 return Err(e);
             }
-            let durability = strongest(refs.iter().map(|m| mutation_durability(m)));
+            let durability = strongest(refs.iter().map(|m| m.durability()));
             let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
             self.commit_with_added(
                 t, hooks, &held, &refs, cells, durability, pre.added, pre.absent, plan, now,
@@ -824,7 +822,7 @@ impl Engine {
         let mut keep = keep.into_iter();
         cells.retain(|_| keep.next().unwrap_or(false));
         let ok: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
-        let durability = strongest(group.iter().map(|(_, m)| mutation_durability(m)));
+        let durability = strongest(group.iter().map(|(_, m)| m.durability()));
         let written: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
         if written.is_empty() {
             // Nothing of the batch is written: neither are the writes its hooks added.
@@ -990,7 +988,7 @@ impl Engine {
             let locks = self.lock_planned(t, std::iter::once(row), &plan).await;
             let mut cells = Vec::new();
             let result = self.resolve_deltas(t, row, deltas.clone(), opts, now_ms(), &mut cells)?;
-            let mut put = crate::client::ops::Put::new(row).durability(durability);
+            let mut put = crate::ops::Put::new(row).durability(durability);
             if let Some(ttl) = opts.ttl_ms {
                 put = put.ttl_ms(ttl);
             }
@@ -1056,4 +1054,20 @@ impl Engine {
 fn cells_with_room<'m>(muts: impl Iterator<Item = &'m Mutation>) -> Vec<PreparedCell> {
     let hint: usize = muts.map(super::write::cell_hint).sum();
     Vec::with_capacity(hint + hint / 2 + 2)
+}
+
+impl crate::coprocessor::HookReads for Arc<Engine> {
+    fn get(&self, table: &TableName, g: &Get) -> Result<RowResult> {
+        let t = self.table(table)?;
+        Engine::get(self, &t, g)
+    }
+
+    fn get_before_after(
+        &self,
+        region: &Region,
+        g: &Get,
+        pending: &[PreparedCell],
+    ) -> Result<(RowResult, RowResult)> {
+        self.read_row_before_after(region, g, pending)
+    }
 }

@@ -41,12 +41,12 @@
 
 use super::compact::CompactionOutcome;
 use super::{Config, Engine, TableState};
-use crate::client::ops::{RowResult, Scan};
 use crate::coprocessor::{
     CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, RegionHooks,
     StoreFileSummary,
 };
 use crate::error::{Error, Result};
+use crate::ops::{RowResult, Scan};
 use crate::region::{Region, Store};
 use crate::schema::{TableDescriptor, TableName, SYSTEM_NAMESPACE};
 use crate::storage::compaction::CompactionKind;
@@ -148,7 +148,7 @@ impl Engine {
         regions: &[Arc<Region>],
     ) {
         for r in regions {
-            let env = HookEnv::new(self, t, r.clone());
+            let env = HookEnv::new(self, &t.name, r.clone());
             logged("post_open", r, hooks.post_open(&env).await);
         }
     }
@@ -162,7 +162,7 @@ impl Engine {
         post: bool,
     ) {
         for r in regions {
-            let env = HookEnv::new(self, t, r.clone());
+            let env = HookEnv::new(self, &t.name, r.clone());
             if post {
                 logged("post_close", r, hooks.post_close(&env).await);
             } else {
@@ -195,7 +195,7 @@ impl Engine {
         let Some((t, hooks)) = self.region_hooks(region) else {
             return;
         };
-        let env = HookEnv::new(self, &t, region.clone());
+        let env = HookEnv::new(self, &t.name, region.clone());
         for f in families {
             if post {
                 logged("post_flush", region, hooks.post_flush(&env, f).await);
@@ -216,7 +216,7 @@ impl Engine {
         kind: CompactionKind,
         inputs: Vec<Arc<StoreFileReader>>,
     ) -> Result<Option<HookedCompaction>> {
-        let env = HookEnv::new(self, t, region.clone());
+        let env = HookEnv::new(self, &t.name, region.clone());
         let original: Vec<StoreFileSummary> = inputs.iter().map(|f| summary(f)).collect();
         let mut selection = CompactionSelection {
             family: store.family.clone(),
@@ -279,7 +279,7 @@ impl Engine {
         let Some((t, hooks)) = self.region_hooks(region) else {
             return;
         };
-        let env = HookEnv::new(self, &t, region.clone());
+        let env = HookEnv::new(self, &t.name, region.clone());
         logged(
             "post_compact",
             region,
@@ -353,7 +353,7 @@ impl Engine {
             for (ti, region, seq, edits) in hooked {
                 let Some(t) = tables.get(ti) else { continue };
                 let Some(hooks) = t.hooks() else { continue };
-                let env = HookEnv::new(&engine, t, region.clone());
+                let env = HookEnv::new(&engine, &t.name, region.clone());
                 match hooks.pre_wal_restore(&env, seq, &edits).await {
                     Ok(Flow::Bypass) => continue,
                     Ok(Flow::Continue) => {}
@@ -461,7 +461,7 @@ pub(crate) mod scan {
             self.closed = true;
             self.inner = None;
             if let Some(region) = self.region.clone() {
-                let env = HookEnv::new(&self.engine, &self.table, region.clone());
+                let env = HookEnv::new(&self.engine, &self.table.name, region.clone());
                 logged(
                     "post_scanner_close",
                     &region,
@@ -476,7 +476,7 @@ pub(crate) mod scan {
             };
             let region = first_region(&self.table, &scan)
                 .ok_or_else(|| Error::TableNotFound(self.table.name.to_string()))?;
-            let env = HookEnv::new(&self.engine, &self.table, region.clone());
+            let env = HookEnv::new(&self.engine, &self.table.name, region.clone());
             self.hooks.pre_scanner_open(&env, &mut scan).await?;
             // From here on the close hook is owed.
             self.region = Some(region);
@@ -525,7 +525,7 @@ pub(crate) mod scan {
                     return None;
                 };
                 let mut rows = Vec::from(chunk);
-                let env = HookEnv::new(&self.engine, &self.table, region);
+                let env = HookEnv::new(&self.engine, &self.table.name, region);
                 if let Err(e) = self.hooks.post_scanner_next(&env, &mut rows).await {
                     self.ended = true;
                     self.close().await;
@@ -550,7 +550,7 @@ pub(crate) mod scan {
             let table = self.table.clone();
             let hooks = self.hooks.clone();
             let fut = async move {
-                let env = HookEnv::new(&engine, &table, region.clone());
+                let env = HookEnv::new(&engine, &table.name, region.clone());
                 logged(
                     "post_scanner_close",
                     &region,

@@ -29,7 +29,7 @@ pub(crate) mod verify_pending;
 pub mod write;
 
 use crate::catalog::Catalog;
-use crate::coprocessor::{EngineHooks, HookSlot, HooksLoader, RegionHooks};
+use crate::coprocessor::{EngineHooks, HookSlot, RegionHooks};
 use crate::error::{Error, Result};
 use crate::fs::{FileLock, FileSystem, StdFs};
 use crate::mvcc::Mvcc;
@@ -44,6 +44,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+
+/// Turns a table's coprocessor list into the hooks the engine calls.
+pub trait HooksLoader: Send + Sync + std::fmt::Debug {
+    /// The hooks for `table` (whose `coprocessors` list is not empty), or an error when a
+    /// listed coprocessor cannot be loaded (the table change, or the open, then fails).
+    fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>>;
+
+    /// The verifications and repairs of derived data (indexes) that
+    /// `Connection::open_with` runs after a salvage or an offline repair
+    /// ([`recovery::RecoveryRepair`]); none by default.
+    fn recovery_repairs(&self) -> Vec<Arc<dyn recovery::RecoveryRepair>> {
+        Vec::new()
+    }
+}
 
 /// Engine settings.
 ///

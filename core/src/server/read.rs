@@ -8,9 +8,9 @@
 
 use super::compact::ScanPoint;
 use super::{now_ms, Engine, TableState};
-use crate::client::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::error::{Error, Result};
 use crate::filter::FilterExec;
+use crate::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::{Region, Store};
 use crate::storage::matcher::ReadSpec;
@@ -143,24 +143,14 @@ impl Engine {
         Ok(scanner.next_row()?.unwrap_or_default())
     }
 
-    /// Reads `g`'s row of `region` as it will be once the `pending` cells (a batch's own,
-    /// prepared under the row lock, not yet committed) are: the row's committed cells and
-    /// the pending ones of that row go through the matcher together, the pending ones as one
-    /// later write (of equal keys the last pending one counts, as in the MemStore). The
-    /// caller holds the row's lock, so no other write of the row is in flight. `g`'s filter
-    /// is not applied.
-    pub(crate) fn read_row_after(
-        self: &Arc<Self>,
-        region: &Region,
-        g: &Get,
-        pending: &[super::write::PreparedCell],
-    ) -> Result<RowResult> {
-        Ok(self.read_row_before_after(region, g, pending)?.1)
-    }
-
-    /// [`Engine::read_row_after`], with the row as committed (what a get at the current
-    /// read point gives) from the same read of the stores: `(before, after)`. A store that
-    /// cannot hold the row is not read; when the batch puts each of the row's columns in it
+    /// Reads `g`'s row of `region` as committed (what a get at the current read point
+    /// gives) and as it will be once the `pending` cells (a batch's own, prepared under the
+    /// row lock, not yet committed) are, from one read of the stores: `(before, after)`. The
+    /// row's committed cells and the pending ones of that row go through the matcher
+    /// together, the pending ones as one later write (of equal keys the last pending one
+    /// counts, as in the MemStore). The caller holds the row's lock, so no other write of
+    /// the row is in flight. `g`'s filter is not applied. A store that cannot hold the row
+    /// is not read; when the batch puts each of the row's columns in it
     /// once, its after-image is those puts as [`lone_put_visible`] judges each (the matcher's
     /// verdict without a column to weigh them against).
     ///

@@ -277,7 +277,7 @@ impl Engine {
         check_buckets(t, &parent.start, &row, &parent.end)?;
         let hooks = t.hooks();
         if let Some(h) = &hooks {
-            let env = HookEnv::new(self, t, parent.clone());
+            let env = HookEnv::new(self, &t.name, parent.clone());
             if h.pre_split(&env, &row).await? == Flow::Bypass {
                 tracing::info!(region = %parent.name(), "a coprocessor vetoed the split");
                 return Ok(None);
@@ -344,7 +344,7 @@ impl Engine {
             self.hooks_close(t, h, std::slice::from_ref(parent), true)
                 .await;
             self.hooks_post_open(t, h, &[lo.clone(), hi.clone()]).await;
-            let env = HookEnv::new(self, t, parent.clone());
+            let env = HookEnv::new(self, &t.name, parent.clone());
             logged(
                 "post_split",
                 parent,

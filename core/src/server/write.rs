@@ -16,12 +16,12 @@
 use super::hooks::{LockPlan, PostApply};
 use super::{now_ms, Engine, TableState};
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
-use crate::client::ops::{
+use crate::error::{Error, Result};
+use crate::mvcc::Mvcc;
+use crate::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Condition, Delete, DeleteKind, Get, Increment,
     Mutation, Put, RowMutations, RowResult, TimeRange,
 };
-use crate::error::{Error, Result};
-use crate::mvcc::Mvcc;
 use crate::region::{Region, Store};
 use crate::wal::{Durability, EditRef, UnsealedFrame, WalEdit, WalRecord};
 use bytes::Bytes;
@@ -29,21 +29,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// One cell ready to commit, with the region and store it goes to.
-pub(crate) struct PreparedCell {
-    pub region: Arc<Region>,
-    pub store: Arc<Store>,
-    pub cell: StoreCell,
-}
-
-impl crate::region::RegionCell for PreparedCell {
-    fn store(&self) -> &Arc<Store> {
-        &self.store
-    }
-    fn cell(&self) -> &StoreCell {
-        &self.cell
-    }
-}
+pub(crate) use crate::region::PreparedCell;
 
 /// How a batch goes to the WAL.
 enum Log {
@@ -553,7 +539,7 @@ impl Engine {
         for m in muts {
             self.prepare(t, m, now, &mut cells)?;
         }
-        let durability = strongest(muts.iter().map(mutation_durability));
+        let durability = strongest(muts.iter().map(Mutation::durability));
         self.commit(t, cells, durability).await
     }
 
@@ -1076,17 +1062,9 @@ impl Engine {
             group
                 .iter()
                 .filter(|(i, _)| ok.binary_search(i).is_ok())
-                .map(|(_, m)| mutation_durability(m)),
+                .map(|(_, m)| m.durability()),
         );
         (cells, ok, durability)
-    }
-}
-
-/// A mutation's durability.
-pub(crate) fn mutation_durability(m: &Mutation) -> Durability {
-    match m {
-        Mutation::Put(p) => p.durability,
-        Mutation::Delete(d) => d.durability,
     }
 }
 

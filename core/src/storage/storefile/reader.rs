@@ -19,7 +19,7 @@ use super::{FileInfo, MAX_BLOCK_LEN};
 use crate::cell::{CellType, StoreKey};
 use crate::error::{Error, Result};
 use crate::fs::{FileSystem, ReadFile};
-use crate::region::scanner::RowRange;
+use crate::keys::RowRange;
 use crate::schema::BloomType;
 use bytes::{Bytes, BytesMut};
 use std::cmp::Ordering;

@@ -1,30 +1,91 @@
 //! Read-modify-write operations under the row lock: Increment, Append and CheckAndMutate.
 
+pub use crate::filter::CompareOp;
+
 use super::{b, Delete, Put, RowMutations, TimeRange};
 use crate::wal::Durability;
 use bytes::Bytes;
 
-/// Adds to 8-byte big-endian counters.
-#[derive(Debug, Clone)]
-pub struct Increment {
-    pub(crate) row: Bytes,
-    pub(crate) columns: Vec<(Bytes, Bytes, i64)>,
-    pub(crate) durability: Durability,
-    pub(crate) time_range: TimeRange,
-    pub(crate) ttl_ms: Option<u64>,
+/// The fields and methods Increment and Append share: the row, the columns with their
+/// deltas, the durability, the time range the current values are read in, and the new
+/// values' own TTL.
+macro_rules! read_modify_write {
+    ($(#[$doc:meta])* $name:ident, $delta:ty, $new_doc:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $name {
+            pub(crate) row: Bytes,
+            pub(crate) columns: Vec<(Bytes, Bytes, $delta)>,
+            pub(crate) durability: Durability,
+            pub(crate) time_range: TimeRange,
+            pub(crate) ttl_ms: Option<u64>,
+        }
+
+        impl $name {
+            #[doc = $new_doc]
+            pub fn new(row: impl AsRef<[u8]>) -> Self {
+                $name {
+                    row: b(row),
+                    columns: Vec::new(),
+                    durability: Durability::default(),
+                    time_range: TimeRange::ALL,
+                    ttl_ms: None,
+                }
+            }
+            /// Sets the durability.
+            pub fn durability(mut self, d: Durability) -> Self {
+                self.durability = d;
+                self
+            }
+            /// The durability.
+            pub fn get_durability(&self) -> Durability {
+                self.durability
+            }
+            /// Reads the current values inside `range` only (HBase's `setTimeRange`): a
+            /// column with no version inside it counts as absent. The new value's timestamp
+            /// is the server's time (or just above the value read), wherever the range lies.
+            pub fn time_range(mut self, range: TimeRange) -> Self {
+                self.time_range = range;
+                self
+            }
+            /// The time range the current values are read in.
+            pub fn get_time_range(&self) -> TimeRange {
+                self.time_range
+            }
+            /// Gives the new values their own time to live, in milliseconds (see
+            /// [`crate::client::Put::ttl_ms`]).
+            pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
+                self.ttl_ms = Some(ttl_ms);
+                self
+            }
+            /// The new values' own time to live, if set.
+            pub fn get_ttl_ms(&self) -> Option<u64> {
+                self.ttl_ms
+            }
+            /// The row.
+            pub fn row(&self) -> &Bytes {
+                &self.row
+            }
+            /// The `(family, qualifier, delta)` of every column, in the order given.
+            pub fn columns(&self) -> &[(Bytes, Bytes, $delta)] {
+                &self.columns
+            }
+            /// The columns, for a coprocessor that changes the operation (e.g. an amount).
+            pub fn columns_mut(&mut self) -> &mut Vec<(Bytes, Bytes, $delta)> {
+                &mut self.columns
+            }
+        }
+    };
 }
 
+read_modify_write!(
+    /// Adds to 8-byte big-endian counters.
+    Increment,
+    i64,
+    "An increment of `row`."
+);
+
 impl Increment {
-    /// An increment of `row`.
-    pub fn new(row: impl AsRef<[u8]>) -> Self {
-        Increment {
-            row: b(row),
-            columns: Vec::new(),
-            durability: Durability::default(),
-            time_range: TimeRange::ALL,
-            ttl_ms: None,
-        }
-    }
     /// Adds `amount` to a column (an absent column counts as 0).
     pub fn add_column(
         mut self,
@@ -35,71 +96,16 @@ impl Increment {
         self.columns.push((b(family), b(qualifier), amount));
         self
     }
-    /// Sets the durability.
-    pub fn durability(mut self, d: Durability) -> Self {
-        self.durability = d;
-        self
-    }
-    /// Reads the current values inside `range` only (HBase's `setTimeRange`): a column
-    /// with no version inside it counts as absent. The new value's timestamp is the
-    /// server's time (or just above the value read), wherever the range lies.
-    pub fn time_range(mut self, range: TimeRange) -> Self {
-        self.time_range = range;
-        self
-    }
-    /// The time range the current values are read in.
-    pub fn get_time_range(&self) -> TimeRange {
-        self.time_range
-    }
-    /// Gives the new values their own time to live, in milliseconds (see
-    /// [`crate::client::Put::ttl_ms`]).
-    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
-        self.ttl_ms = Some(ttl_ms);
-        self
-    }
-    /// The new values' own time to live, if set.
-    pub fn get_ttl_ms(&self) -> Option<u64> {
-        self.ttl_ms
-    }
-    /// The row.
-    pub fn row(&self) -> &Bytes {
-        &self.row
-    }
-    /// The `(family, qualifier, amount)` of every column, in the order given.
-    pub fn columns(&self) -> &[(Bytes, Bytes, i64)] {
-        &self.columns
-    }
-    /// The columns, for a coprocessor that changes the increment (e.g. an amount).
-    pub fn columns_mut(&mut self) -> &mut Vec<(Bytes, Bytes, i64)> {
-        &mut self.columns
-    }
-    /// The durability.
-    pub fn get_durability(&self) -> Durability {
-        self.durability
-    }
 }
 
-/// Appends bytes to cells.
-#[derive(Debug, Clone)]
-pub struct Append {
-    pub(crate) row: Bytes,
-    pub(crate) columns: Vec<(Bytes, Bytes, Bytes)>,
-    pub(crate) durability: Durability,
-    pub(crate) time_range: TimeRange,
-    pub(crate) ttl_ms: Option<u64>,
-}
+read_modify_write!(
+    /// Appends bytes to cells.
+    Append,
+    Bytes,
+    "An append to `row`."
+);
 
 impl Append {
-    /// An append to `row`.
-    pub fn new(row: impl AsRef<[u8]>) -> Self {
-        Append {
-            row: b(row),
-            columns: Vec::new(),
-            durability: Durability::default(),
-            time_range: TimeRange::ALL,
-            ttl_ms: None,
-        }
-    }
     /// Appends `value` to a column (an absent column counts as empty).
     pub fn add_column(
         mut self,
@@ -109,78 +115,6 @@ impl Append {
     ) -> Self {
         self.columns.push((b(family), b(qualifier), b(value)));
         self
-    }
-    /// Sets the durability.
-    pub fn durability(mut self, d: Durability) -> Self {
-        self.durability = d;
-        self
-    }
-    /// Reads the current values inside `range` only (HBase's `setTimeRange`): a column
-    /// with no version inside it counts as absent. The new value's timestamp is the
-    /// server's time (or just above the value read), wherever the range lies.
-    pub fn time_range(mut self, range: TimeRange) -> Self {
-        self.time_range = range;
-        self
-    }
-    /// The time range the current values are read in.
-    pub fn get_time_range(&self) -> TimeRange {
-        self.time_range
-    }
-    /// Gives the new values their own time to live, in milliseconds (see
-    /// [`crate::client::Put::ttl_ms`]).
-    pub fn ttl_ms(mut self, ttl_ms: u64) -> Self {
-        self.ttl_ms = Some(ttl_ms);
-        self
-    }
-    /// The new values' own time to live, if set.
-    pub fn get_ttl_ms(&self) -> Option<u64> {
-        self.ttl_ms
-    }
-    /// The row.
-    pub fn row(&self) -> &Bytes {
-        &self.row
-    }
-    /// The `(family, qualifier, value)` of every column, in the order given.
-    pub fn columns(&self) -> &[(Bytes, Bytes, Bytes)] {
-        &self.columns
-    }
-    /// The columns, for a coprocessor that changes the append.
-    pub fn columns_mut(&mut self) -> &mut Vec<(Bytes, Bytes, Bytes)> {
-        &mut self.columns
-    }
-}
-
-/// A comparison of a stored value with a given one. The stored value is the left operand:
-/// `Less` passes when the stored value sorts before the given bytes. (HBase's checkAndMutate
-/// puts the given value on the left; Basalt reads the way the condition is written.)
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum CompareOp {
-    /// stored < given
-    Less,
-    /// stored <= given
-    LessOrEqual,
-    /// stored == given
-    Equal,
-    /// stored != given
-    NotEqual,
-    /// stored >= given
-    GreaterOrEqual,
-    /// stored > given
-    Greater,
-}
-
-impl CompareOp {
-    /// Applies the operator to `stored` and `given` in unsigned lexicographic byte order.
-    pub fn test(self, stored: &[u8], given: &[u8]) -> bool {
-        let o = stored.cmp(given);
-        match self {
-            CompareOp::Less => o.is_lt(),
-            CompareOp::LessOrEqual => o.is_le(),
-            CompareOp::Equal => o.is_eq(),
-            CompareOp::NotEqual => o.is_ne(),
-            CompareOp::GreaterOrEqual => o.is_ge(),
-            CompareOp::Greater => o.is_gt(),
-        }
     }
 }
 

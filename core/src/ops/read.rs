@@ -1,7 +1,9 @@
 //! Read operations: time ranges, column selections, Get and Scan, and the rows they return.
 
+pub use crate::cell::RowResult;
+
 use super::b;
-use crate::cell::{Cell, Timestamp};
+use crate::cell::Timestamp;
 use crate::error::{Error, Result};
 use bytes::Bytes;
 
@@ -273,39 +275,5 @@ impl Scan {
     pub fn cache_blocks(mut self, on: bool) -> Self {
         self.cache_blocks = on;
         self
-    }
-}
-
-/// The cells of one row (or of part of a row, for a scan with a batch size).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RowResult {
-    /// The row key (empty when a get found nothing).
-    pub row: Bytes,
-    /// Cells sorted by family, qualifier, then timestamp descending.
-    pub cells: Vec<Cell>,
-}
-
-impl RowResult {
-    /// True when no cell was found.
-    pub fn is_empty(&self) -> bool {
-        self.cells.is_empty()
-    }
-
-    /// The newest value of a column.
-    pub fn value(&self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Option<&Bytes> {
-        let (f, q) = (family.as_ref(), qualifier.as_ref());
-        self.cells
-            .iter()
-            .find(|c| c.family.as_ref() == f && c.qualifier.as_ref() == q)
-            .map(|c| &c.value)
-    }
-
-    /// Every version of a column, newest first.
-    pub fn versions(&self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Vec<&Cell> {
-        let (f, q) = (family.as_ref(), qualifier.as_ref());
-        self.cells
-            .iter()
-            .filter(|c| c.family.as_ref() == f && c.qualifier.as_ref() == q)
-            .collect()
     }
 }

@@ -380,6 +380,14 @@ pub enum Mutation {
 }
 
 impl Mutation {
+    /// The durability the mutation asks for.
+    pub fn durability(&self) -> Durability {
+        match self {
+            Mutation::Put(p) => p.durability,
+            Mutation::Delete(d) => d.durability,
+        }
+    }
+
     /// The mutation's row.
     pub fn row(&self) -> &Bytes {
         match self {

@@ -1,0 +1,86 @@
+//! Row ranges and row successors: the bounds scans, store files and filters agree on.
+//!
+//! Invariant: [`row_successor`] is the smallest row above its argument, so `[a, succ(a))`
+//! holds exactly row `a`.
+
+use bytes::Bytes;
+use std::ops::Bound;
+
+/// A range of rows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowRange {
+    /// Lower bound.
+    pub lo: Bound<Bytes>,
+    /// Upper bound.
+    pub hi: Bound<Bytes>,
+}
+
+impl RowRange {
+    /// Every row.
+    pub fn all() -> Self {
+        RowRange {
+            lo: Bound::Unbounded,
+            hi: Bound::Unbounded,
+        }
+    }
+
+    /// True when `row` is inside.
+    pub fn contains(&self, row: &[u8]) -> bool {
+        let above = match &self.lo {
+            Bound::Included(l) => row >= l.as_ref(),
+            Bound::Excluded(l) => row > l.as_ref(),
+            Bound::Unbounded => true,
+        };
+        let below = match &self.hi {
+            Bound::Included(h) => row <= h.as_ref(),
+            Bound::Excluded(h) => row < h.as_ref(),
+            Bound::Unbounded => true,
+        };
+        above && below
+    }
+
+    /// True when `row` lies above the upper bound.
+    pub fn past_hi(&self, row: &[u8]) -> bool {
+        match &self.hi {
+            Bound::Included(h) => row > h.as_ref(),
+            Bound::Excluded(h) => row >= h.as_ref(),
+            Bound::Unbounded => false,
+        }
+    }
+
+    /// True when `row` lies below the lower bound.
+    pub fn before_lo(&self, row: &[u8]) -> bool {
+        match &self.lo {
+            Bound::Included(l) => row < l.as_ref(),
+            Bound::Excluded(l) => row <= l.as_ref(),
+            Bound::Unbounded => false,
+        }
+    }
+
+    /// Narrows the range to a region's `[start, end)`.
+    pub fn clip(&self, start: &Bytes, end: &Bytes) -> RowRange {
+        let lo = match &self.lo {
+            Bound::Unbounded if start.is_empty() => Bound::Unbounded,
+            Bound::Unbounded => Bound::Included(start.clone()),
+            Bound::Included(l) | Bound::Excluded(l) if l < start => Bound::Included(start.clone()),
+            b => b.clone(),
+        };
+        let hi = match &self.hi {
+            Bound::Unbounded if end.is_empty() => Bound::Unbounded,
+            Bound::Unbounded => Bound::Excluded(end.clone()),
+            Bound::Included(h) | Bound::Excluded(h) if !end.is_empty() && h >= end => {
+                Bound::Excluded(end.clone())
+            }
+            b => b.clone(),
+        };
+        RowRange { lo, hi }
+    }
+}
+
+/// `row` followed by a zero byte: the smallest row greater than `row`.
+pub fn row_successor(row: &[u8]) -> Bytes {
+    let mut v = Vec::with_capacity(row.len() + 1);
+    v.extend_from_slice(row);
+    v.push(0);
+    Bytes::from(v)
+}

@@ -1,0 +1,201 @@
+//! The layering of `basalt-core`: the order `core/src/lib.rs` declares ("Layers, bottom to
+//! top: ..."), checked against the sources. Every `crate::<module>` path in a top-level
+//! module's code (comments and `#[cfg(test)]` modules left out) must name a module declared
+//! before it; every top-level module must be declared. A reference to a later module is an
+//! upward import, and with it an import cycle becomes possible: the test fails and names the
+//! file and the line.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn core_src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("core")
+        .join("src")
+}
+
+/// The declared order: the backquoted names after "Layers, bottom to top:" up to the first
+/// line that ends the sentence.
+fn declared_layers(lib: &str) -> Vec<String> {
+    let doc: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start = doc
+        .find("Layers, bottom to top:")
+        .expect("core/src/lib.rs declares its layers");
+    let sentence = &doc[start..];
+    let end = sentence
+        .find('.')
+        .expect("the declaration ends with a period");
+    sentence[..end]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect()
+}
+
+/// The code of a file without comments and without its `#[cfg(test)] mod` block.
+fn code_of(text: &str) -> Vec<(usize, String)> {
+    let cut = text
+        .find("#[cfg(test)]\nmod ")
+        .or_else(|| text.find("#[cfg(test)]\npub mod "))
+        .unwrap_or(text.len());
+    text[..cut]
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let code = match l.find("//") {
+                Some(at) => &l[..at],
+                None => l,
+            };
+            (i + 1, code.to_string())
+        })
+        .collect()
+}
+
+/// The top-level modules each `crate::X` path in `code` names.
+fn named_modules(line: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = line;
+    while let Some(at) = rest.find("crate::") {
+        let after = &rest[at + "crate::".len()..];
+        if let Some(group) = after.strip_prefix('{') {
+            // `use crate::{a, b::c}`: the first segment of each item.
+            let inner = group.split('}').next().unwrap_or("");
+            for item in inner.split(',') {
+                let name: String = item
+                    .trim()
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    out.push(name);
+                }
+            }
+        } else {
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_alphanumeric() || *c == '_')
+                .collect();
+            out.push(name);
+        }
+        rest = after;
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("readable source directory") {
+        let p = e.expect("directory entry").path();
+        if p.is_dir() {
+            if p.file_name().is_some_and(|n| n == "tests") {
+                continue; // unit-test directories
+            }
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// The upward references in `src`, as "file:line: module -> later module".
+fn violations(src: &Path) -> (Vec<String>, Vec<String>) {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("core/src/lib.rs");
+    let layers = declared_layers(&lib);
+    let rank: BTreeMap<&str, usize> = layers
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.as_str(), i))
+        .collect();
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut upward = Vec::new();
+    let mut undeclared = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(src).expect("inside src");
+        let top = rel
+            .components()
+            .next()
+            .and_then(|c| c.as_os_str().to_str())
+            .unwrap_or("");
+        let me = top.strip_suffix(".rs").unwrap_or(top);
+        if me == "lib" || rel.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let Some(&my_rank) = rank.get(me) else {
+            undeclared.push(me.to_string());
+            continue;
+        };
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        for (line, code) in code_of(&text) {
+            for target in named_modules(&code) {
+                if target == me {
+                    continue;
+                }
+                match rank.get(target.as_str()) {
+                    Some(&r) if r < my_rank => {}
+                    Some(_) => upward.push(format!(
+                        "{}:{line}: {me} -> {target} ({target} is declared above {me})",
+                        rel.display()
+                    )),
+                    None => undeclared.push(target),
+                }
+            }
+        }
+    }
+    undeclared.sort();
+    undeclared.dedup();
+    (upward, undeclared)
+}
+
+#[test]
+fn core_modules_use_only_the_layers_below_them() {
+    let (upward, undeclared) = violations(&core_src());
+    assert!(
+        undeclared.is_empty(),
+        "modules missing from the declared layers in core/src/lib.rs: {undeclared:?}"
+    );
+    assert!(
+        upward.is_empty(),
+        "upward references (a module may use only the modules declared before it):\n{}",
+        upward.join("\n")
+    );
+}
+
+/// The checker itself: it finds an upward import, a grouped one, and ignores comments and
+/// test modules.
+#[test]
+fn the_checker_finds_upward_references() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let src = dir.path();
+    std::fs::write(
+        src.join("lib.rs"),
+        "//! Layers, bottom to top: `low`, `mid`, `high`.\n",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("low.rs"),
+        "// crate::high in a comment\nuse crate::error;\n",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("mid.rs"),
+        "use crate::{low, high::Thing};\n#[cfg(test)]\nmod tests { use crate::high; }\n",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("high.rs"),
+        "use crate::mid::X;\nfn f() { crate::low::g(); }\n",
+    )
+    .expect("write");
+    let (upward, undeclared) = violations(src);
+    assert_eq!(
+        upward,
+        ["mid.rs:1: mid -> high (high is declared above mid)"]
+    );
+    assert_eq!(undeclared, ["error"]);
+}
