@@ -123,8 +123,7 @@ pub fn match_row_into<I>(
     if spec.raw {
         return match_row_raw_into(cells, rules, spec, columns, emit);
     }
-    let mut family_ts: Option<Timestamp> = None;
-    let mut family_versions: Vec<Timestamp> = Vec::new();
+    let mut masks = Masks::default();
     let mut col = ColumnState::default();
     let expire_before = rules
         .ttl_ms
@@ -138,6 +137,7 @@ pub fn match_row_into<I>(
         }
         if !col.started || !same_bytes(&col.qualifier, &k.qualifier) {
             col.reset(&k.qualifier);
+            masks.next_column();
         }
         if k.kind.is_delete() {
             let applies = if rules.keep_deleted_cells.keeps(k.ts, expire_before) {
@@ -145,19 +145,8 @@ pub fn match_row_into<I>(
             } else {
                 k.ts >= spec.min_ts
             };
-            if !applies {
-                continue;
-            }
-            match k.kind {
-                CellType::DeleteFamily => {
-                    family_ts = Some(family_ts.map_or(k.ts, |t| t.max(k.ts)));
-                }
-                CellType::DeleteFamilyVersion => family_versions.push(k.ts),
-                CellType::DeleteColumn => {
-                    col.column_ts = Some(col.column_ts.map_or(k.ts, |t| t.max(k.ts)));
-                }
-                CellType::Delete => col.version_deletes.push(k.ts),
-                CellType::Put | CellType::ExpiringPut => {}
+            if applies {
+                masks.add(k.kind, k.ts);
             }
             continue;
         }
@@ -166,11 +155,7 @@ pub fn match_row_into<I>(
             continue; // an older write of the same version
         }
         col.last_put_ts = Some(k.ts);
-        let masked = family_ts.is_some_and(|t| k.ts <= t)
-            || family_versions.contains(&k.ts)
-            || col.column_ts.is_some_and(|t| k.ts <= t)
-            || col.version_deletes.contains(&k.ts);
-        if masked {
+        if masks.masks(k.ts) {
             continue;
         }
         let index = col.kept;
@@ -211,8 +196,7 @@ fn match_row_raw_into<I>(
     I: IntoIterator<Item = StoreCell>,
 {
     // Only markers that do not keep what they mask hide puts from a raw read.
-    let mut family_ts: Option<Timestamp> = None;
-    let mut family_versions: Vec<Timestamp> = Vec::new();
+    let mut masks = Masks::default();
     let mut col = ColumnState::default();
     let mut last_marker: Option<(Timestamp, CellType)> = None;
     let expire_before = rules
@@ -227,22 +211,13 @@ fn match_row_raw_into<I>(
         }
         if !col.started || !same_bytes(&col.qualifier, &k.qualifier) {
             col.reset(&k.qualifier);
+            masks.next_column();
             last_marker = None;
         }
         let selected = columns.is_none_or(|c| c.contains(&k.qualifier));
         if k.kind.is_delete() {
-            let masks = !rules.keep_deleted_cells.keeps(k.ts, expire_before);
-            match k.kind {
-                _ if !masks => {}
-                CellType::DeleteFamily => {
-                    family_ts = Some(family_ts.map_or(k.ts, |t| t.max(k.ts)));
-                }
-                CellType::DeleteFamilyVersion => family_versions.push(k.ts),
-                CellType::DeleteColumn => {
-                    col.column_ts = Some(col.column_ts.map_or(k.ts, |t| t.max(k.ts)));
-                }
-                CellType::Delete => col.version_deletes.push(k.ts),
-                CellType::Put | CellType::ExpiringPut => {}
+            if !rules.keep_deleted_cells.keeps(k.ts, expire_before) {
+                masks.add(k.kind, k.ts);
             }
             if last_marker == Some((k.ts, k.kind)) {
                 continue; // the same marker written again
@@ -257,11 +232,7 @@ fn match_row_raw_into<I>(
             continue;
         }
         col.last_put_ts = Some(k.ts);
-        let masked = family_ts.is_some_and(|t| k.ts <= t)
-            || family_versions.contains(&k.ts)
-            || col.column_ts.is_some_and(|t| k.ts <= t)
-            || col.version_deletes.contains(&k.ts);
-        if masked
+        if masks.masks(k.ts)
             || (k.ts < expire_before && rules.min_versions == 0)
             || !in_range(k.ts)
             || !selected
@@ -297,14 +268,49 @@ pub fn lone_put_visible(
         && columns.is_none_or(|c| c.contains(qualifier))
 }
 
+/// The delete markers seen so far in a row: the family's, and the current column's.
+#[derive(Default)]
+pub(crate) struct Masks {
+    family_ts: Option<Timestamp>,
+    family_versions: Vec<Timestamp>,
+    column_ts: Option<Timestamp>,
+    version_deletes: Vec<Timestamp>,
+}
+
+impl Masks {
+    pub(crate) fn next_column(&mut self) {
+        self.column_ts = None;
+        self.version_deletes.clear();
+    }
+
+    pub(crate) fn add(&mut self, kind: CellType, ts: Timestamp) {
+        match kind {
+            CellType::DeleteFamily => {
+                self.family_ts = Some(self.family_ts.map_or(ts, |t| t.max(ts)))
+            }
+            CellType::DeleteFamilyVersion => self.family_versions.push(ts),
+            CellType::DeleteColumn => {
+                self.column_ts = Some(self.column_ts.map_or(ts, |t| t.max(ts)))
+            }
+            CellType::Delete => self.version_deletes.push(ts),
+            CellType::Put | CellType::ExpiringPut => {}
+        }
+    }
+
+    pub(crate) fn masks(&self, ts: Timestamp) -> bool {
+        self.family_ts.is_some_and(|t| ts <= t)
+            || self.family_versions.contains(&ts)
+            || self.column_ts.is_some_and(|t| ts <= t)
+            || self.version_deletes.contains(&ts)
+    }
+}
+
 /// The state of the column being matched. Its qualifier is kept as a reused byte buffer, so
 /// moving to the next column costs a copy of a few bytes, not a reference-count round trip.
 #[derive(Default)]
 struct ColumnState {
     started: bool,
     qualifier: Vec<u8>,
-    column_ts: Option<Timestamp>,
-    version_deletes: Vec<Timestamp>,
     last_put_ts: Option<Timestamp>,
     kept: u32,
     returned: u32,
@@ -315,8 +321,6 @@ impl ColumnState {
         self.started = true;
         self.qualifier.clear();
         self.qualifier.extend_from_slice(qualifier);
-        self.column_ts = None;
-        self.version_deletes.clear();
         self.last_put_ts = None;
         self.kept = 0;
         self.returned = 0;

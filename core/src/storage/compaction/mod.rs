@@ -47,9 +47,9 @@
 
 pub mod policy;
 
-use crate::cell::{same_bytes, CellType, StoreCell, Timestamp};
+use crate::cell::{same_bytes, StoreCell, Timestamp};
 use crate::error::Result;
-use crate::storage::matcher::FamilyRules;
+use crate::storage::matcher::{FamilyRules, Masks};
 use bytes::Bytes;
 
 /// Minor (part of a store's files) or major (all of them).
@@ -173,43 +173,6 @@ fn drop_trailing_expired(out: &mut Vec<StoreCell>, start: usize, now_ms: u64) {
         i += 1;
         !drop
     });
-}
-
-/// The delete markers seen so far in a row: the family's, and the current column's.
-#[derive(Default)]
-struct Masks {
-    family_ts: Option<Timestamp>,
-    family_versions: Vec<Timestamp>,
-    column_ts: Option<Timestamp>,
-    version_deletes: Vec<Timestamp>,
-}
-
-impl Masks {
-    fn next_column(&mut self) {
-        self.column_ts = None;
-        self.version_deletes.clear();
-    }
-
-    fn add(&mut self, kind: CellType, ts: Timestamp) {
-        match kind {
-            CellType::DeleteFamily => {
-                self.family_ts = Some(self.family_ts.map_or(ts, |t| t.max(ts)))
-            }
-            CellType::DeleteFamilyVersion => self.family_versions.push(ts),
-            CellType::DeleteColumn => {
-                self.column_ts = Some(self.column_ts.map_or(ts, |t| t.max(ts)))
-            }
-            CellType::Delete => self.version_deletes.push(ts),
-            CellType::Put | CellType::ExpiringPut => {}
-        }
-    }
-
-    fn masks(&self, ts: Timestamp) -> bool {
-        self.family_ts.is_some_and(|t| ts <= t)
-            || self.family_versions.contains(&ts)
-            || self.column_ts.is_some_and(|t| ts <= t)
-            || self.version_deletes.contains(&ts)
-    }
 }
 
 /// The state of the column being filtered.

@@ -2,7 +2,7 @@
 //! the module doc promises to serve sees exactly what it saw before.
 
 use super::*;
-use crate::cell::StoreKey;
+use crate::cell::{CellType, StoreKey};
 use crate::schema::KeepDeletedCells;
 use crate::storage::matcher::{match_row, ReadSpec, Version};
 use proptest::prelude::*;
