@@ -1,5 +1,6 @@
 //! Model-based property test of the data path: random sequences of puts, every kind of
-//! delete, gets, scans, flushes, minor and major compactions, region splits and merges and
+//! delete, check-and-puts, increments and appends (with time ranges and cell TTLs), gets,
+//! scans, flushes, minor and major compactions, region splits and merges and
 //! reopens run against the engine and against the reference model of
 //! `tests/common/model.rs`, and every read must match the model exactly.
 //!
@@ -28,7 +29,9 @@
 //! carry a cell TTL that ran out long ago or never does. Every
 //! timestamp is explicit except those of "delete the latest version" and of a few
 //! server-time deletes, whose outcomes do not depend on the exact clock (see the model's
-//! module doc). The TTL has long expired the small timestamps and never expires the huge one,
+//! module doc). Increments and appends are written at the server's time: the model checks
+//! the timestamp each returns (between the wall clock before and after the call, or the
+//! version read plus one when later) and records it. The TTL has long expired the small timestamps and never expires the huge one,
 //! so family `c` is deterministic too.
 //!
 //! A reopen closes the engine (or drops it without closing, so the WAL is replayed) and opens
@@ -42,11 +45,14 @@
 mod common;
 
 use basalt::cell::CellType;
-use basalt::client::{CheckAndMutate, CompareOp, Condition, DeleteKind, RowResult, TimeRange};
+use basalt::client::{
+    Append, CheckAndMutate, CompareOp, Condition, DeleteKind, Increment, RowResult, TimeRange,
+};
 use basalt::{
     ColumnFamilyDescriptor, Compression, Config, Connection, KeepDeletedCells, PreSplit, Table,
     TableDescriptor, TableName,
 };
+use bytes::Bytes;
 use common::model::{b, CellFilter, DeleteSpec, GetSpec, Model, PutSpec, ScanSpec};
 use futures::TryStreamExt;
 use proptest::prelude::*;
@@ -87,6 +93,19 @@ enum Op {
         qualifier: &'static str,
         condition: Condition,
         put: PutSpec,
+    },
+    /// An increment by `amount` (or, with `append`, an append of `suffix`) of one row's
+    /// columns, each reading its newest version inside `range`, written at the server's
+    /// time but no older than the version it read (plus one); some carry a cell TTL that
+    /// never runs out. An increment of a value that is not 8 bytes long must fail whole.
+    ReadModifyWrite {
+        row: &'static [u8],
+        columns: Vec<(&'static str, &'static str)>,
+        append: bool,
+        amount: i64,
+        suffix: &'static str,
+        range: TimeRange,
+        ttl: Option<u64>,
     },
     /// `admin.flush` of the table.
     Flush,
@@ -317,6 +336,21 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                     model.put(&put);
                 }
             }
+            Op::ReadModifyWrite {
+                row,
+                columns,
+                append,
+                amount,
+                suffix,
+                range,
+                ttl,
+            } => {
+                read_modify_write(
+                    &table, &mut model, row, columns, *append, *amount, suffix, *range, *ttl,
+                )
+                .await
+                .map_err(|e| format!("{step}: {e}"))?;
+            }
             Op::Get(g) => {
                 let got = table
                     .get(g.to_get())
@@ -436,6 +470,110 @@ fn family() -> impl Strategy<Value = &'static str> {
 
 fn qualifier() -> impl Strategy<Value = &'static str> {
     select(&QUALIFIERS[..])
+}
+
+/// Runs an increment or append on the engine and checks it against the model: the values
+/// it returns, the timestamps it wrote them at (the wall clock during the call, or the
+/// version it read plus one when that is later), or its failure when a column it increments
+/// holds a value that is not 8 bytes long; then applies it to the model.
+#[allow(clippy::too_many_arguments)]
+async fn read_modify_write(
+    table: &Table,
+    model: &mut Model,
+    row: &[u8],
+    columns: &[(&str, &str)],
+    append: bool,
+    amount: i64,
+    suffix: &str,
+    range: TimeRange,
+    ttl: Option<u64>,
+) -> Result<(), String> {
+    // What the model expects per column: the new value and the oldest timestamp allowed.
+    let mut expected = Vec::new();
+    let mut not_a_counter = false;
+    for (f, q) in columns {
+        let old = model.latest_in(row, f.as_bytes(), q.as_bytes(), range);
+        // The version read plus one, but never the "server time" sentinel.
+        let floor = old
+            .as_ref()
+            .map_or(0, |(ts, _)| ts.saturating_add(1).min(HUGE_TS));
+        let value = if append {
+            let mut v = old.map(|(_, v)| v.to_vec()).unwrap_or_default();
+            v.extend_from_slice(suffix.as_bytes());
+            b(v)
+        } else {
+            let base = match old {
+                None => Some(0i64),
+                Some((_, v)) => <[u8; 8]>::try_from(v.as_ref()).ok().map(i64::from_be_bytes),
+            };
+            match base {
+                Some(base) => b(base.wrapping_add(amount).to_be_bytes()),
+                None => {
+                    not_a_counter = true;
+                    Bytes::new()
+                }
+            }
+        };
+        expected.push((b(f), b(q), value, floor));
+    }
+    expected.sort();
+
+    let before = common::model::wall_clock_ms();
+    let got = if append {
+        let a = columns
+            .iter()
+            .fold(Append::new(row), |a, (f, q)| a.add_column(f, q, suffix))
+            .time_range(range);
+        table.append(ttl.map_or(a.clone(), |t| a.ttl_ms(t))).await
+    } else {
+        let i = columns
+            .iter()
+            .fold(Increment::new(row), |i, (f, q)| i.add_column(f, q, amount))
+            .time_range(range);
+        table
+            .increment(ttl.map_or(i.clone(), |t| i.ttl_ms(t)))
+            .await
+    };
+    let after = common::model::wall_clock_ms();
+    let result = match got {
+        Err(basalt::Error::NotACounter { .. }) if not_a_counter => return Ok(()),
+        Err(e) => return Err(format!("engine failed: {e}")),
+        Ok(_) if not_a_counter => {
+            return Err("an increment of a value that is not 8 bytes long succeeded".into())
+        }
+        Ok(result) => result,
+    };
+    let written: Vec<_> = result
+        .cells
+        .iter()
+        .map(|c| {
+            (
+                c.family.clone(),
+                c.qualifier.clone(),
+                c.value.clone(),
+                c.timestamp,
+            )
+        })
+        .collect();
+    if written.len() != expected.len() {
+        return Err(format!(
+            "engine returned {written:?}, model expects {expected:?}"
+        ));
+    }
+    let mut put = PutSpec::new(row);
+    put.ttl = ttl;
+    for ((f, q, value, ts), (wf, wq, want, floor)) in written.into_iter().zip(&expected) {
+        let (lo, hi) = (before.max(*floor), after.max(*floor));
+        if (&f, &q, &value) != (wf, wq, want) || ts < lo || ts > hi {
+            return Err(format!(
+                "engine wrote {f:?}:{q:?} = {value:?} at {ts}, model expects {want:?} at \
+                 {lo}..={hi} for {wf:?}:{wq:?}"
+            ));
+        }
+        put = put.cell(f, q, ts, value);
+    }
+    model.put(&put);
+    Ok(())
 }
 
 fn row() -> impl Strategy<Value = &'static [u8]> {
@@ -606,6 +744,29 @@ fn check_and_put() -> impl Strategy<Value = Op> {
     })
 }
 
+fn read_modify_write_op() -> impl Strategy<Value = Op> {
+    (
+        row(),
+        prop::collection::btree_set((family(), qualifier()), 1..=3),
+        prop::bool::weighted(0.4),
+        -3i64..=5,
+        select(&["+", "++x"][..]),
+        time_range(),
+        prop::option::weighted(0.15, Just(u64::MAX / 2)),
+    )
+        .prop_map(
+            |(row, columns, append, amount, suffix, range, ttl)| Op::ReadModifyWrite {
+                row,
+                columns: columns.into_iter().collect(),
+                append,
+                amount,
+                suffix,
+                range,
+                ttl,
+            },
+        )
+}
+
 fn scan_op() -> impl Strategy<Value = Op> {
     let bound = || prop::option::weighted(0.5, select(&SCAN_KEYS[..]).prop_map(b));
     (
@@ -683,6 +844,7 @@ fn op() -> impl Strategy<Value = Op> {
         12 => put(),
         6 => delete(),
         2 => check_and_put(),
+        2 => read_modify_write_op(),
         5 => get(),
         4 => scan_op(),
         2 => Just(Op::Flush),
@@ -787,6 +949,60 @@ fn smoke_fixed_sequence() {
                 flush_size: None,
             },
             full_get("a"),
+        ],
+    );
+}
+
+/// A fixed sequence of increments and appends: over a counter dated in the future (the new
+/// value may not hide under it), over a column that is not a counter (the whole increment
+/// fails), with time ranges that miss or find the newest version, with a cell TTL, then a
+/// flush and a crash.
+#[test]
+fn read_modify_write_fixed_sequence() {
+    let rmw = |columns: Vec<(&'static str, &'static str)>, append: bool, range: TimeRange| {
+        Op::ReadModifyWrite {
+            row: b"a",
+            columns,
+            append,
+            amount: 2,
+            suffix: "++x",
+            range,
+            ttl: None,
+        }
+    };
+    check(
+        &["b"],
+        vec![
+            Op::Put(
+                PutSpec::new("a")
+                    .cell("b", "q", HUGE_TS, 7i64.to_be_bytes())
+                    .cell("b", "qq", 3, "x")
+                    .cell("c", "", 5, 1i64.to_be_bytes()),
+            ),
+            rmw(vec![("b", "q")], false, TimeRange::ALL),
+            full_get("a"),
+            rmw(vec![("b", "q"), ("b", "qq")], false, TimeRange::ALL),
+            rmw(vec![("b", "qq")], true, TimeRange { min: 0, max: 3 }),
+            rmw(vec![("c", "")], false, TimeRange::at(5)),
+            rmw(vec![("c", ""), ("d", "q")], true, TimeRange::ALL),
+            Op::ReadModifyWrite {
+                row: b"b",
+                columns: vec![("a", "q")],
+                append: false,
+                amount: -3,
+                suffix: "",
+                range: TimeRange::ALL,
+                ttl: Some(u64::MAX / 2),
+            },
+            full_get("a"),
+            Op::Flush,
+            rmw(vec![("b", "q")], false, TimeRange::ALL),
+            Op::Reopen {
+                crash: true,
+                flush_size: None,
+            },
+            full_get("a"),
+            full_get("b"),
         ],
     );
 }

@@ -880,20 +880,37 @@ impl Model {
         qualifier: &[u8],
         n: usize,
     ) -> Option<(Timestamp, Bytes)> {
+        self.nth_latest_in(row, family, qualifier, TimeRange::ALL, n)
+    }
+
+    /// The newest visible `(timestamp, value)` of a column inside `range`, as an increment
+    /// or append with that time range reads it.
+    pub fn latest_in(
+        &self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        range: TimeRange,
+    ) -> Option<(Timestamp, Bytes)> {
+        self.nth_latest_in(row, family, qualifier, range, 1)
+    }
+
+    /// The `n`-th newest (from 1) visible `(timestamp, value)` of a column inside `range`.
+    fn nth_latest_in(
+        &self,
+        row: &[u8],
+        family: &[u8],
+        qualifier: &[u8],
+        range: TimeRange,
+        n: usize,
+    ) -> Option<(Timestamp, Bytes)> {
         let family = b(family);
         let rules = self.rules(&family);
         let n = u32::try_from(n).ok()?.max(1);
         self.rows
             .get(row)?
             .get(&family)?
-            .read_column(
-                &b(qualifier),
-                &rules,
-                TimeRange::ALL,
-                n,
-                None,
-                wall_clock_ms(),
-            )
+            .read_column(&b(qualifier), &rules, range, n, None, wall_clock_ms())
             .into_iter()
             .nth(n as usize - 1)
     }

@@ -776,9 +776,12 @@ impl Engine {
         for (f, q, delta) in deltas {
             let store = self.store_of(t, &region, f)?;
             let old = self.latest_cell(&region, &store, row, q, opts.range)?;
-            let ts = old
-                .as_ref()
-                .map_or(now, |(ts, _)| now.max(ts.saturating_add(1)));
+            // No older than the version read plus one (HBase's reckonDeltas), but never
+            // the "server time" sentinel: over a version at the largest timestamp the new
+            // value replaces it there.
+            let ts = old.as_ref().map_or(now, |(ts, _)| {
+                now.max(ts.saturating_add(1).min(crate::cell::LATEST_TIMESTAMP - 1))
+            });
             let value = match delta {
                 Delta::Add(amount) => {
                     let base = match &old {
