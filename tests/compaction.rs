@@ -54,7 +54,7 @@ async fn cells(conn: &Connection, name: &TableName) -> u64 {
 /// clock move on: every call's cells are a version of their own.
 async fn write_flush(conn: &Connection, name: &TableName, n: usize, tag: &str) {
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let t = conn.table(&name.to_string()).unwrap();
+    let t = conn.table(name.to_string()).unwrap();
     for i in 0..n {
         t.put(Put::new(format!("r{i:04}")).add_column("f", "q", tag))
             .await

@@ -27,6 +27,7 @@
 use crate::endpoint::{Endpoint, EndpointRegistry};
 use crate::service::{fold, Endpoints, KeyRange, ResponseStream, Snapshot};
 use basalt_core::server::endpoint::RegionView;
+use basalt_core::IntoTableName;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -503,21 +504,29 @@ impl AggregationClient {
     /// Every statistic of `column` over `range`, merged, at one snapshot.
     pub async fn stats(
         &self,
-        table: &str,
+        table: impl IntoTableName,
         range: KeyRange,
         column: &Column,
     ) -> Result<RegionStats> {
+        let table = &table.into_table_name()?;
         let snap = self.endpoints.snapshot(table)?;
         stats_at(&snap, range, column).await
     }
 
     /// Rows of `range` having `column`.
-    pub async fn row_count(&self, table: &str, range: KeyRange, column: &Column) -> Result<u64> {
+    pub async fn row_count(
+        &self,
+        table: impl IntoTableName,
+        range: KeyRange,
+        column: &Column,
+    ) -> Result<u64> {
+        let table = &table.into_table_name()?;
         Ok(self.stats(table, range, column).await?.rows)
     }
 
     /// Every row of `range`, counted region-locally without shipping rows.
-    pub async fn fast_row_count(&self, table: &str, range: KeyRange) -> Result<u64> {
+    pub async fn fast_row_count(&self, table: impl IntoTableName, range: KeyRange) -> Result<u64> {
+        let table = &table.into_table_name()?;
         let s = self
             .endpoints
             .coprocessor_service::<RowCount>(table, ROW_COUNT, range, &())?;
@@ -527,10 +536,11 @@ impl AggregationClient {
     /// The exact sum (`None` when no value).
     pub async fn sum(
         &self,
-        table: &str,
+        table: impl IntoTableName,
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
+        let table = &table.into_table_name()?;
         self.stats(table, range, column)
             .await?
             .sum(column.interpreter)
@@ -539,10 +549,11 @@ impl AggregationClient {
     /// The smallest value.
     pub async fn min(
         &self,
-        table: &str,
+        table: impl IntoTableName,
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
+        let table = &table.into_table_name()?;
         Ok(self
             .stats(table, range, column)
             .await?
@@ -552,10 +563,11 @@ impl AggregationClient {
     /// The largest value.
     pub async fn max(
         &self,
-        table: &str,
+        table: impl IntoTableName,
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
+        let table = &table.into_table_name()?;
         Ok(self
             .stats(table, range, column)
             .await?
@@ -563,7 +575,13 @@ impl AggregationClient {
     }
 
     /// The mean.
-    pub async fn avg(&self, table: &str, range: KeyRange, column: &Column) -> Result<Option<f64>> {
+    pub async fn avg(
+        &self,
+        table: impl IntoTableName,
+        range: KeyRange,
+        column: &Column,
+    ) -> Result<Option<f64>> {
+        let table = &table.into_table_name()?;
         Ok(self
             .stats(table, range, column)
             .await?
@@ -571,17 +589,24 @@ impl AggregationClient {
     }
 
     /// The population standard deviation.
-    pub async fn std(&self, table: &str, range: KeyRange, column: &Column) -> Result<Option<f64>> {
+    pub async fn std(
+        &self,
+        table: impl IntoTableName,
+        range: KeyRange,
+        column: &Column,
+    ) -> Result<Option<f64>> {
+        let table = &table.into_table_name()?;
         Ok(self.stats(table, range, column).await?.std())
     }
 
     /// The lower median: the value at rank `(n - 1) / 2` of the sorted values.
     pub async fn median(
         &self,
-        table: &str,
+        table: impl IntoTableName,
         range: KeyRange,
         column: &Column,
     ) -> Result<Option<Number>> {
+        let table = &table.into_table_name()?;
         let snap = self.endpoints.snapshot(table)?;
         median_with(
             &|req: &AggregateRequest| {

@@ -71,7 +71,7 @@ impl SaltedEndpoints {
             .clone()
             .with_options(options.clone().concurrency(1).ordered(true));
         Ok(SaltedSnapshot {
-            snap: per_bucket.snapshot(&self.table.name().to_string())?,
+            snap: per_bucket.snapshot(self.table.name())?,
             table: self.table.clone(),
             options,
         })

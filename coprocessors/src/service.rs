@@ -21,7 +21,8 @@ use basalt_core::client::Connection;
 use basalt_core::keys::RowRange;
 use basalt_core::server::endpoint::{EndpointCall, RegionSpan};
 use basalt_core::server::read::prefix_successor;
-use basalt_core::{Error, Result, TableName};
+use basalt_core::IntoTableName;
+use basalt_core::{Error, Result};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::ops::Bound;
@@ -200,8 +201,9 @@ impl Endpoints {
     }
 
     /// Pins a read point of `table` for one or more calls.
-    pub fn snapshot(&self, table: &str) -> Result<Snapshot> {
-        let name = TableName::parse(table)?;
+    pub fn snapshot(&self, table: impl IntoTableName) -> Result<Snapshot> {
+        let table = &table.into_table_name()?;
+        let name = table.clone();
         let call = self.conn.engine().endpoint_call(&name)?;
         Ok(Snapshot {
             call: Arc::new(call),
@@ -216,11 +218,12 @@ impl Endpoints {
     /// invalid, or the request cannot be encoded.
     pub fn coprocessor_service<E: Endpoint>(
         &self,
-        table: &str,
+        table: impl IntoTableName,
         service: &str,
         range: KeyRange,
         request: &E::Request,
     ) -> Result<ResponseStream<E::Response>> {
+        let table = &table.into_table_name()?;
         self.snapshot(table)?
             .coprocessor_service::<E>(service, range, request)
     }

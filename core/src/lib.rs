@@ -43,7 +43,7 @@ pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};
 pub use schema::split::SplitAlgorithm;
 pub use schema::{
     BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, CoprocessorDescriptor,
-    FailurePolicy, KeepDeletedCells, TableDescriptor, TableName, DEFAULT_NAMESPACE,
+    FailurePolicy, IntoTableName, KeepDeletedCells, TableDescriptor, TableName, DEFAULT_NAMESPACE,
     SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};

@@ -24,6 +24,7 @@ use crate::query::{now_ms, Index, IndexTable};
 use basalt_core::client::{BatchOp, Put, RowResult, Scan};
 use basalt_core::server::recovery::RecoveryRepair;
 use basalt_core::server::Engine;
+use basalt_core::IntoTableName;
 use basalt_core::{
     ColumnFamilyDescriptor, Connection, CoprocessorDescriptor, Error, RecoveryRepairOutcome,
     Result, TableDescriptor, TableName,
@@ -119,8 +120,9 @@ impl IndexAdmin {
     }
 
     /// Every index defined on `table`, by name.
-    pub async fn list(&self, table: &str) -> Result<Vec<IndexDef>> {
-        let d = self.descriptor(&TableName::parse(table)?).await?;
+    pub async fn list(&self, table: impl IntoTableName) -> Result<Vec<IndexDef>> {
+        let table = &table.into_table_name()?;
+        let d = self.descriptor(table).await?;
         let mut out = Vec::new();
         for cp in d.coprocessors.iter().filter(|c| c.name == MAINTAINER) {
             for (k, v) in &cp.args {
@@ -133,7 +135,8 @@ impl IndexAdmin {
     }
 
     /// The definition of index `name` on `table`.
-    pub async fn describe(&self, table: &str, name: &str) -> Result<IndexDef> {
+    pub async fn describe(&self, table: impl IntoTableName, name: &str) -> Result<IndexDef> {
+        let table = &table.into_table_name()?;
         self.list(table)
             .await?
             .into_iter()
@@ -271,7 +274,7 @@ impl IndexAdmin {
 
     /// Touches every row of `data`, reporting progress.
     async fn build(&self, data: &TableName, progress: &mut impl FnMut(u64, u64)) -> Result<()> {
-        let t = self.conn.table(&data.to_string())?;
+        let t = self.conn.table(data)?;
         let total = t
             .scan(Scan::new().filter(basalt_core::Filter::FirstKeyOnly))?
             .try_fold(0u64, |n, _| async move { Ok(n + 1) })
@@ -305,7 +308,8 @@ impl IndexAdmin {
 
     /// Drops index `name` of `table`: its maintainer first (writes stop maintaining it),
     /// then its table.
-    pub async fn drop_index(&self, table: &str, name: &str) -> Result<()> {
+    pub async fn drop_index(&self, table: impl IntoTableName, name: &str) -> Result<()> {
+        let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         self.store(&def.data_table()?, name, None).await?;
         let itable = def.index_table()?;
@@ -316,7 +320,8 @@ impl IndexAdmin {
 
     /// A query handle on index `name` of `table`; refused with [`Error::IndexNotReady`]
     /// while the index is BUILDING.
-    pub async fn index(&self, table: &str, name: &str) -> Result<Index> {
+    pub async fn index(&self, table: impl IntoTableName, name: &str) -> Result<Index> {
+        let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         if def.state != IndexState::Active {
             return Err(Error::IndexNotReady(format!("{table}/{name}")));
@@ -341,7 +346,7 @@ impl IndexAdmin {
         Ok(Index {
             layout: Layout::new(def),
             table,
-            data: self.conn.table(&data.to_string())?,
+            data: self.conn.table(&data)?,
             ttls,
         })
     }
@@ -349,7 +354,8 @@ impl IndexAdmin {
     /// Compares index `name` of `table` with its data table (meant for a quiet table: rows
     /// written during the two scans may show as differences). Index rows whose values
     /// expired are left out on both sides.
-    pub async fn verify(&self, table: &str, name: &str) -> Result<VerifyReport> {
+    pub async fn verify(&self, table: impl IntoTableName, name: &str) -> Result<VerifyReport> {
+        let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         let h = self.handle(def).await?;
         Ok(self.compare(&h).await?.0)
@@ -405,7 +411,8 @@ impl IndexAdmin {
     /// Verifies index `name` of `table` and repairs what differs: missing and stale index
     /// rows are rewritten by touching their data rows, extra ones deleted under their data
     /// row's lock. Returns what was found before the repair.
-    pub async fn repair(&self, table: &str, name: &str) -> Result<VerifyReport> {
+    pub async fn repair(&self, table: impl IntoTableName, name: &str) -> Result<VerifyReport> {
+        let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         let h = self.handle(def).await?;
         let (report, owners) = self.compare(&h).await?;

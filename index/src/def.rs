@@ -7,7 +7,7 @@
 //! table name, salt buckets in 1..=65_536.
 
 use basalt_core::keys::Order;
-use basalt_core::{Error, Result, TableName};
+use basalt_core::{Error, IntoTableName, Result, TableName};
 use serde::{Deserialize, Serialize};
 
 /// One column of the data table: family and qualifier.
@@ -54,7 +54,7 @@ pub enum IndexState {
 pub struct IndexDef {
     /// The index's name (unique per data table).
     pub name: String,
-    /// The data table, as `ns:table` or `table`.
+    /// The data table, as `ns:table`.
     pub table: String,
     /// The indexed columns, most significant first, each with its direction.
     pub columns: Vec<(ColumnRef, Order)>,
@@ -71,12 +71,13 @@ pub struct IndexDef {
 }
 
 impl IndexDef {
-    /// An index named `name` on `table`, with no column yet, not unique, not sparse,
-    /// unsalted.
-    pub fn new(name: impl Into<String>, table: impl Into<String>) -> Self {
+    /// An index named `name` on `table` (a [`TableName`] or `ns:table` or `table`: a
+    /// malformed one fails [`IndexDef::validate`]), with no column yet, not unique, not
+    /// sparse, unsalted.
+    pub fn new(name: impl Into<String>, table: impl IntoTableName) -> Self {
         IndexDef {
             name: name.into(),
-            table: table.into(),
+            table: table.into_table_name_unchecked().to_string(),
             columns: Vec::new(),
             covered: Vec::new(),
             unique: false,
@@ -134,6 +135,7 @@ impl IndexDef {
 
     /// Checks the definition (see the module doc).
     pub fn validate(&self) -> Result<()> {
+        self.data_table()?;
         if self.name.is_empty()
             || !self
                 .name

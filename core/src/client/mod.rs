@@ -38,7 +38,9 @@ pub use snapshot::Snapshot;
 
 use crate::error::{Error, Result};
 use crate::region::RegionInfo;
-use crate::schema::{ColumnFamilyDescriptor, CoprocessorDescriptor, TableDescriptor, TableName};
+use crate::schema::{
+    ColumnFamilyDescriptor, CoprocessorDescriptor, IntoTableName, TableDescriptor, TableName,
+};
 use crate::server::check::IntegrityReport;
 use crate::server::{Engine, TableState};
 use crate::storage::compaction::CompactionKind;
@@ -127,17 +129,17 @@ impl Connection {
         }
     }
 
-    /// A handle on table `name` (`ns:name` or `name`).
-    pub fn table(&self, name: &str) -> Result<Table> {
+    /// A handle on table `name` (a [`TableName`], or `ns:name` or `name`).
+    pub fn table(&self, name: impl IntoTableName) -> Result<Table> {
         Ok(Table {
             engine: self.engine.clone(),
-            name: TableName::parse(name)?,
+            name: name.into_table_name()?,
         })
     }
 
     /// A handle on salted table `name` that reads and writes by logical row key; fails
     /// when the table does not exist or is not salted.
-    pub fn salted_table(&self, name: &str) -> Result<SaltedTable> {
+    pub fn salted_table(&self, name: impl IntoTableName) -> Result<SaltedTable> {
         SaltedTable::open(self.table(name)?)
     }
 
@@ -185,23 +187,28 @@ impl Admin {
         self.engine.create_table(desc, split).await
     }
     /// Deletes a disabled table.
-    pub async fn delete_table(&self, name: &TableName) -> Result<()> {
+    pub async fn delete_table(&self, name: impl IntoTableName) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine.delete_table(name).await
     }
     /// Enables a table.
-    pub async fn enable_table(&self, name: &TableName) -> Result<()> {
+    pub async fn enable_table(&self, name: impl IntoTableName) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine.enable_table(name).await
     }
     /// Disables a table (flushing it first).
-    pub async fn disable_table(&self, name: &TableName) -> Result<()> {
+    pub async fn disable_table(&self, name: impl IntoTableName) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine.disable_table(name).await
     }
     /// True when the table is enabled.
-    pub async fn is_table_enabled(&self, name: &TableName) -> Result<bool> {
+    pub async fn is_table_enabled(&self, name: impl IntoTableName) -> Result<bool> {
+        let name = &name.into_table_name()?;
         self.engine.is_enabled(name)
     }
     /// True when the table exists.
-    pub async fn table_exists(&self, name: &TableName) -> Result<bool> {
+    pub async fn table_exists(&self, name: impl IntoTableName) -> Result<bool> {
+        let name = &name.into_table_name()?;
         Ok(self.engine.table_exists(name))
     }
     /// Every table's descriptor.
@@ -209,15 +216,17 @@ impl Admin {
         Ok(self.engine.list_tables())
     }
     /// A table's descriptor.
-    pub async fn describe_table(&self, name: &TableName) -> Result<TableDescriptor> {
+    pub async fn describe_table(&self, name: impl IntoTableName) -> Result<TableDescriptor> {
+        let name = &name.into_table_name()?;
         self.engine.describe(name)
     }
     /// Adds a column family.
     pub async fn add_column_family(
         &self,
-        name: &TableName,
+        name: impl IntoTableName,
         cf: ColumnFamilyDescriptor,
     ) -> Result<()> {
+        let name = &name.into_table_name()?;
         let added = cf.clone();
         self.engine
             .observed_modify(
@@ -234,9 +243,10 @@ impl Admin {
     /// Changes a column family's settings.
     pub async fn modify_column_family(
         &self,
-        name: &TableName,
+        name: impl IntoTableName,
         cf: ColumnFamilyDescriptor,
     ) -> Result<()> {
+        let name = &name.into_table_name()?;
         let changed = cf.clone();
         self.engine
             .observed_modify(
@@ -255,9 +265,10 @@ impl Admin {
     /// Removes a column family and its data.
     pub async fn delete_column_family(
         &self,
-        name: &TableName,
+        name: impl IntoTableName,
         family: impl AsRef<[u8]>,
     ) -> Result<()> {
+        let name = &name.into_table_name()?;
         // Flush first, as HBase's region reopen does: the family's edits must be below every
         // region's flushed sequence id, or WAL replay after a crash would hand them to a
         // family later re-added under the same name.
@@ -274,30 +285,39 @@ impl Admin {
         self.engine.observed_modify(name, proposed, change).await
     }
     /// Flushes every region of a table.
-    pub async fn flush(&self, name: &TableName) -> Result<()> {
+    pub async fn flush(&self, name: impl IntoTableName) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine.flush_table(name).await
     }
     /// Runs a minor compaction of every store of every region of a table, as often as the
     /// table's compaction policy selects files, and returns when they finished. A minor
     /// compaction never changes what reads return.
-    pub async fn compact(&self, name: &TableName) -> Result<()> {
+    pub async fn compact(&self, name: impl IntoTableName) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine.compact_table(name, CompactionKind::Minor).await
     }
     /// Runs a major compaction of every store of a table (all its files become one, without
     /// delete markers unless the family keeps deleted cells, masked, expired and excess
     /// versions) and returns when it finished. It does not flush first, as in HBase: call
     /// [`flush`](Self::flush) before it to include the MemStores.
-    pub async fn major_compact(&self, name: &TableName) -> Result<()> {
+    pub async fn major_compact(&self, name: impl IntoTableName) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine.compact_table(name, CompactionKind::Major).await
     }
     /// [`compact`](Self::compact) for one region, by its id ([`RegionInfo::id`]).
-    pub async fn compact_region(&self, name: &TableName, region_id: u64) -> Result<()> {
+    pub async fn compact_region(&self, name: impl IntoTableName, region_id: u64) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine
             .compact_region(name, region_id, CompactionKind::Minor)
             .await
     }
     /// [`major_compact`](Self::major_compact) for one region, by its id ([`RegionInfo::id`]).
-    pub async fn major_compact_region(&self, name: &TableName, region_id: u64) -> Result<()> {
+    pub async fn major_compact_region(
+        &self,
+        name: impl IntoTableName,
+        region_id: u64,
+    ) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine
             .compact_region(name, region_id, CompactionKind::Major)
             .await
@@ -308,24 +328,31 @@ impl Admin {
     /// `None` when no split point exists. Reads and writes go on; no row moves or changes.
     pub async fn split_region(
         &self,
-        name: &TableName,
+        name: impl IntoTableName,
         region_id: u64,
         split_row: Option<&[u8]>,
     ) -> Result<Option<(u64, u64)>> {
+        let name = &name.into_table_name()?;
         self.engine.split_region(name, region_id, split_row).await
     }
     /// Merges two adjacent regions of a table into one (in either order); returns its id.
     pub async fn merge_regions(
         &self,
-        name: &TableName,
+        name: impl IntoTableName,
         region_a: u64,
         region_b: u64,
     ) -> Result<u64> {
+        let name = &name.into_table_name()?;
         self.engine.merge_regions(name, region_a, region_b).await
     }
     /// Adds a coprocessor to a table; it serves the next operation (no restart) and is
     /// persisted in the catalog, so reopening the engine reloads it.
-    pub async fn add_coprocessor(&self, name: &TableName, cp: CoprocessorDescriptor) -> Result<()> {
+    pub async fn add_coprocessor(
+        &self,
+        name: impl IntoTableName,
+        cp: CoprocessorDescriptor,
+    ) -> Result<()> {
+        let name = &name.into_table_name()?;
         let added = cp.clone();
         self.engine
             .observed_modify(
@@ -340,7 +367,8 @@ impl Admin {
             .await
     }
     /// Removes a table's coprocessor by name (no restart).
-    pub async fn remove_coprocessor(&self, name: &TableName, cp_name: &str) -> Result<()> {
+    pub async fn remove_coprocessor(&self, name: impl IntoTableName, cp_name: &str) -> Result<()> {
+        let name = &name.into_table_name()?;
         self.engine
             .observed_modify(
                 name,
@@ -356,9 +384,10 @@ impl Admin {
     /// Replaces a table's whole coprocessor list (no restart).
     pub async fn set_coprocessors(
         &self,
-        name: &TableName,
+        name: impl IntoTableName,
         coprocessors: Vec<CoprocessorDescriptor>,
     ) -> Result<()> {
+        let name = &name.into_table_name()?;
         let list = coprocessors.clone();
         self.engine
             .observed_modify(
@@ -385,12 +414,14 @@ impl Admin {
         Ok(self.engine.list_namespaces())
     }
     /// Facts about every region of a table, in key order.
-    pub async fn regions(&self, name: &TableName) -> Result<Vec<RegionInfo>> {
+    pub async fn regions(&self, name: impl IntoTableName) -> Result<Vec<RegionInfo>> {
+        let name = &name.into_table_name()?;
         self.engine.regions(name)
     }
     /// The region report of a table: name, start and end key, read and write requests and
     /// size of every region, printable as a table (`Display`).
-    pub async fn region_report(&self, name: &TableName) -> Result<RegionReport> {
+    pub async fn region_report(&self, name: impl IntoTableName) -> Result<RegionReport> {
+        let name = &name.into_table_name()?;
         Ok(RegionReport::from_regions(
             name.to_string(),
             &self.engine.regions(name)?,
@@ -401,7 +432,8 @@ impl Admin {
     /// is wrong, file by file, including files the catalog lists that are missing on disk.
     /// Reads the files from disk, not through the block cache. Damage is reported in the
     /// [`IntegrityReport`]; this fails only if the table does not exist.
-    pub async fn check_table(&self, name: &TableName) -> Result<IntegrityReport> {
+    pub async fn check_table(&self, name: impl IntoTableName) -> Result<IntegrityReport> {
+        let name = &name.into_table_name()?;
         self.engine.check_table(name).await
     }
     /// Every offline region of every table (a store file it lists is missing or cannot be

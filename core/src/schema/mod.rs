@@ -38,11 +38,24 @@ pub struct TableName {
 impl TableName {
     /// Parses and validates `ns:name` or `name`.
     pub fn parse(s: &str) -> Result<Self> {
-        let (ns, q) = match s.split_once(':') {
-            Some((ns, q)) => (ns, q),
-            None => (DEFAULT_NAMESPACE, s),
-        };
-        Self::new(ns, q)
+        let name = Self::split(s);
+        name.validate()?;
+        Ok(name)
+    }
+
+    /// `ns:name` or `name` split into its parts, not checked.
+    fn split(s: &str) -> Self {
+        let (namespace, qualifier) = s.split_once(':').unwrap_or((DEFAULT_NAMESPACE, s));
+        TableName {
+            namespace: namespace.to_string(),
+            qualifier: qualifier.to_string(),
+        }
+    }
+
+    /// Checks the name's parts (a [`TableDescriptor`] built from a string keeps a malformed
+    /// name as given, and creating the table fails here).
+    pub fn validate(&self) -> Result<()> {
+        Self::new(&self.namespace, &self.qualifier).map(|_| ())
     }
 
     /// Builds and validates a name from its two parts.
@@ -81,6 +94,60 @@ impl TableName {
     /// The qualifier (the name inside the namespace).
     pub fn qualifier(&self) -> &str {
         &self.qualifier
+    }
+}
+
+/// What names a table everywhere a table is named (the admin, `Connection::table`, salted
+/// tables, the index admin, the aggregation client, [`TableDescriptor::new`]): a
+/// [`TableName`], owned or borrowed, or a string in the form `ns:name` or `name` (the
+/// default namespace), checked when it is used.
+///
+/// ```
+/// use basalt_core::{IntoTableName, TableDescriptor, TableName};
+/// assert_eq!("orders".into_table_name().unwrap(), TableName::parse("default:orders").unwrap());
+/// assert_eq!(TableDescriptor::new("shop:orders").name.to_string(), "shop:orders");
+/// assert!("bad name".into_table_name().is_err());
+/// assert!(TableDescriptor::new("bad name").validate().is_err());
+/// ```
+pub trait IntoTableName: Sized {
+    /// The name as given, not checked.
+    fn into_table_name_unchecked(self) -> TableName;
+
+    /// The name, checked: [`Error::BadArgument`] for a malformed one.
+    fn into_table_name(self) -> Result<TableName> {
+        let name = self.into_table_name_unchecked();
+        name.validate()?;
+        Ok(name)
+    }
+}
+
+impl IntoTableName for TableName {
+    fn into_table_name_unchecked(self) -> TableName {
+        self
+    }
+}
+
+impl IntoTableName for &TableName {
+    fn into_table_name_unchecked(self) -> TableName {
+        self.clone()
+    }
+}
+
+impl IntoTableName for &str {
+    fn into_table_name_unchecked(self) -> TableName {
+        TableName::split(self)
+    }
+}
+
+impl IntoTableName for String {
+    fn into_table_name_unchecked(self) -> TableName {
+        TableName::split(&self)
+    }
+}
+
+impl IntoTableName for &String {
+    fn into_table_name_unchecked(self) -> TableName {
+        TableName::split(self)
     }
 }
 
@@ -559,10 +626,11 @@ impl CompactionSettings {
 }
 
 impl TableDescriptor {
-    /// A table with no families yet.
-    pub fn new(name: TableName) -> Self {
+    /// A table with no families yet, named by a [`TableName`] or a string (a malformed
+    /// name fails [`TableDescriptor::validate`], so creating the table reports it).
+    pub fn new(name: impl IntoTableName) -> Self {
         TableDescriptor {
-            name,
+            name: name.into_table_name_unchecked(),
             families: Vec::new(),
             memstore_flush_size: None,
             compaction: CompactionSettings::default(),
@@ -620,8 +688,10 @@ impl TableDescriptor {
         self.families.iter().find(|f| f.name.as_ref() == name)
     }
 
-    /// Checks names and settings: at least one family, no duplicates, every family valid.
+    /// Checks names and settings: a well-formed table name, at least one family, no
+    /// duplicates, every family valid.
     pub fn validate(&self) -> Result<()> {
+        self.name.validate()?;
         if self.families.is_empty() {
             return Err(Error::bad_argument(format!(
                 "table {} needs at least one column family",
