@@ -18,3 +18,48 @@ pub struct RecoveryGuideSnippets;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/hbase.md")]
 pub struct HBaseDifferencesSnippets;
+
+/// The snippets of `README.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeSnippets;
+
+/// The snippets of `docs/ARCHITECTURE.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/ARCHITECTURE.md")]
+pub struct ArchitectureSnippets;
+
+/// The snippets of `docs/BENCHMARKS.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/BENCHMARKS.md")]
+pub struct BenchmarksSnippets;
+
+/// The snippets of `docs/coprocessors.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/coprocessors.md")]
+pub struct CoprocessorsGuideSnippets;
+
+/// The snippets of `docs/endpoints.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/endpoints.md")]
+pub struct EndpointsGuideSnippets;
+
+/// The snippets of `docs/indexes.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/indexes.md")]
+pub struct IndexesGuideSnippets;
+
+/// The snippets of `docs/salting.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/salting.md")]
+pub struct SaltingGuideSnippets;
+
+/// The snippets of `docs/filters.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/filters.md")]
+pub struct FiltersGuideSnippets;
+
+/// The snippets of `docs/snapshots.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/snapshots.md")]
+pub struct SnapshotsGuideSnippets;
