@@ -1,7 +1,7 @@
 //! Calling a table's coprocessor hooks ([`crate::coprocessor::RegionHooks`]) on the write
 //! and read paths, and changing a table's coprocessors without a restart.
 //!
-//! Order of a hooked write (ARCHITECTURE.md): `pre_put`/`pre_delete` per mutation, outside
+//! Order of a hooked write (`docs/ARCHITECTURE.md`): `pre_put`/`pre_delete` per mutation, outside
 //! any lock -> validation -> row locks -> `pre_batch_mutate` per region under the locks ->
 //! the added writes are checked against their tables' schemas -> the rows they write are
 //! locked (out-of-order waits bounded, see `region::locks`) -> commit (one WAL record, one

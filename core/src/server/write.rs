@@ -1,6 +1,6 @@
 //! The write path: validate, lock rows, resolve timestamps, commit.
 //!
-//! Order of a commit (ARCHITECTURE.md): row locks in sorted order -> sequence id from MVCC
+//! Order of a commit (`docs/ARCHITECTURE.md`): row locks in sorted order -> sequence id from MVCC
 //! and WAL append of the whole batch as one record (both under the commit lock, so WAL order
 //! is sequence order) -> wait for the WAL as the durability asks -> MemStore inserts -> MVCC
 //! completes and the read point passes the batch -> unlock -> acknowledge. Invariants: every
