@@ -8,7 +8,7 @@
 use basalt::client::{Put, Scan};
 use basalt::coprocessors::service::{collect_ordered, fold};
 use basalt::coprocessors::{CallOptions, Endpoint, EndpointRegistry, Endpoints, KeyRange};
-use basalt::server::endpoint::RegionView;
+use basalt::endpoint::RegionView;
 use basalt::{
     ColumnFamilyDescriptor, Connection, PreSplit, Result, SplitAlgorithm, TableDescriptor,
     TableName,

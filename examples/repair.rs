@@ -10,7 +10,7 @@
 //! table serves), checked, repaired and reopened.
 
 use basalt::client::{Get, Put};
-use basalt::server::repair::{check_dir, repair_dir};
+use basalt::repair::{check_dir, repair_dir};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, PreSplit, SplitAlgorithm, TableDescriptor,
     TableName, WalRecoveryMode,

@@ -746,7 +746,7 @@ async fn modify_ttl_takes_effect_on_reads() {
     let admin = conn.admin();
     admin.create_table(desc("t", &["f"])).await.unwrap();
     let t = conn.table("t").unwrap();
-    let hour_ago = basalt::server::now_ms() - 3_600_000;
+    let hour_ago = basalt::now_ms() - 3_600_000;
     t.put(Put::new("old").add_column_ts("f", "q", hour_ago, "v"))
         .await
         .unwrap();

@@ -199,3 +199,78 @@ fn the_checker_finds_upward_references() {
     );
     assert_eq!(undeclared, ["error"]);
 }
+
+/// The names after "Public modules:" in `core/src/lib.rs`'s doc, up to the period.
+fn declared_public_modules(lib: &str) -> Vec<String> {
+    let doc: String = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let start = doc
+        .find("Public modules:")
+        .expect("core/src/lib.rs declares its public modules");
+    let sentence = &doc[start..];
+    let end = sentence.find('.').expect("the list ends with a period");
+    let mut names: Vec<String> = sentence[..end]
+        .split('`')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    names.sort();
+    names
+}
+
+/// The modules `core/src/lib.rs` makes public (`pub mod x;` or `pub mod x {`).
+fn public_modules(lib: &str) -> Vec<String> {
+    let mut names: Vec<String> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|rest| rest.trim_end_matches(['{', ';', ' ']).trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Core's public API is the modules its doc lists and the root's re-exports; `coprocessors`
+/// and `index` name nothing else of `basalt_core` (the compiler refuses private modules;
+/// this keeps the list honest when a module is made public again).
+#[test]
+fn coprocessors_and_index_use_only_cores_public_api() {
+    let lib = std::fs::read_to_string(core_src().join("lib.rs")).expect("core/src/lib.rs");
+    let public = declared_public_modules(&lib);
+    assert_eq!(
+        public_modules(&lib),
+        public,
+        "core/src/lib.rs makes public exactly the modules its doc lists"
+    );
+    let layers = declared_layers(&lib);
+    let private: Vec<&String> = layers.iter().filter(|m| !public.contains(m)).collect();
+    assert!(private.contains(&&"server".to_string()), "{private:?}");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for krate in ["coprocessors", "index"] {
+        let mut files = Vec::new();
+        rust_files(&root.join(krate).join("src"), &mut files);
+        for file in files {
+            let text = std::fs::read_to_string(&file).expect("source file");
+            for (n, line) in text.lines().enumerate() {
+                for module in &private {
+                    if line.contains(&format!("basalt_core::{module}::")) {
+                        found.push(format!(
+                            "{}:{}: basalt_core::{module}",
+                            file.display(),
+                            n + 1
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "coprocessors and index reach core's private modules:\n{}",
+        found.join("\n")
+    );
+}

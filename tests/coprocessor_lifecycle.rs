@@ -14,12 +14,12 @@ use basalt::coprocessors::{
     CellTransform, CompactionRequest, CompactionSelection, EngineObserverHost, ObserverContext,
     RegionObserver, Registry, TableObserver, WalObserver,
 };
-use basalt::storage::compaction::CompactionKind;
-use basalt::wal::{WalEdit, WalRecord};
+use basalt::CompactionKind;
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor, Error, FailurePolicy,
     PreSplit, RegionInfo, TableDescriptor, TableName,
 };
+use basalt::{WalEdit, WalRecord};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -644,7 +644,7 @@ impl RegionObserver for Compactions {
         &self,
         _ctx: &mut ObserverContext<'_>,
         _family: &Bytes,
-        outcome: &basalt::server::compact::CompactionOutcome,
+        outcome: &basalt::CompactionOutcome,
     ) -> basalt::Result<()> {
         note(
             &self.log,

@@ -24,7 +24,7 @@
 use basalt::client::{Get, Put, Scan};
 use basalt::coprocessors::Registry;
 use basalt::index::{IndexAdmin, IndexDef, Runtime};
-use basalt::server::repair::{check_dir, repair_dir};
+use basalt::repair::{check_dir, repair_dir};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, DamageAction, Error, PreSplit, TableDescriptor,
     TableName, WalRecoveryMode,
@@ -806,7 +806,7 @@ struct FailingRepair;
 impl basalt::RecoveryRepair for FailingRepair {
     async fn repair(
         &self,
-        _engine: &Arc<basalt::server::Engine>,
+        _engine: &Arc<basalt::Engine>,
         _table: &TableName,
     ) -> basalt::Result<Vec<basalt::RecoveryRepairOutcome>> {
         Err(Error::bad_argument("repair refused"))
@@ -866,8 +866,7 @@ async fn the_tables_to_verify_survive_until_a_connection_repaired_them() {
 
     // An engine opened alone reports the tables and keeps the record.
     let (registry, _) = registry();
-    let engine =
-        basalt::server::Engine::open(config(&dir, &registry, WalRecoveryMode::default())).unwrap();
+    let engine = basalt::Engine::open(config(&dir, &registry, WalRecoveryMode::default())).unwrap();
     assert!(engine
         .recovery_report()
         .tables_to_verify

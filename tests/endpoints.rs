@@ -15,7 +15,7 @@ use basalt::coprocessors::{
     AggregationClient, CallOptions, Column, Endpoint, EndpointRegistry, Endpoints, ErrorMode,
     Interpreter, KeyRange, Number,
 };
-use basalt::server::endpoint::RegionView;
+use basalt::endpoint::RegionView;
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, SplitPolicy, TableDescriptor,
     TableName,

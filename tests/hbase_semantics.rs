@@ -10,7 +10,7 @@ use basalt::client::{
     Append, CheckAndMutate, CompareOp, Delete, Get, Increment, Put, RowResult, Scan, Table,
     TimeRange,
 };
-use basalt::server::now_ms;
+use basalt::now_ms;
 use basalt::{
     ColumnFamilyDescriptor, Comparator, Connection, Filter, KeepDeletedCells, TableDescriptor,
     TableName,

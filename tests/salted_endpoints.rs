@@ -13,7 +13,7 @@ use basalt::coprocessors::{
     CallOptions, Column, Endpoint, EndpointRegistry, Endpoints, ErrorMode, Interpreter, KeyRange,
     Number, SaltedAggregationClient, SaltedEndpoints,
 };
-use basalt::server::endpoint::RegionView;
+use basalt::endpoint::RegionView;
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, SaltSpec, SaltedTable, SplitPolicy,
     TableDescriptor, TableName,
@@ -101,7 +101,7 @@ async fn fill(t: &SaltedTable, users: u32, per_user: u32) {
 fn scan_of(range: &KeyRange) -> Scan {
     let (start, stop) = (range.start.clone(), range.stop.clone());
     if let (Some(a), Some(b)) = (&start, &stop) {
-        if basalt::server::read::prefix_successor(a).as_ref() == Some(b) {
+        if basalt::keys::prefix_successor(a).as_ref() == Some(b) {
             return Scan::new().with_prefix(a);
         }
     }

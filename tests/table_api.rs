@@ -10,7 +10,7 @@ use basalt::client::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, CompareOp, Delete, Get, Increment, Put,
     RowMutations, RowResult, Scan, Table, TimeRange,
 };
-use basalt::server::now_ms;
+use basalt::now_ms;
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, TableDescriptor, TableName,
     MAX_ROW_LENGTH,

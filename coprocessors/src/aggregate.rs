@@ -26,7 +26,7 @@
 
 use crate::endpoint::{Endpoint, EndpointRegistry};
 use crate::service::{fold, Endpoints, KeyRange, ResponseStream, Snapshot};
-use basalt_core::server::endpoint::RegionView;
+use basalt_core::endpoint::RegionView;
 use basalt_core::IntoTableName;
 use basalt_core::{Error, Result};
 use bytes::Bytes;

@@ -12,7 +12,7 @@
 //! Invariants: a name is registered at most once per scope; an endpoint that panics fails
 //! its region's result only ([`call_isolated`]).
 
-use basalt_core::server::endpoint::RegionView;
+use basalt_core::endpoint::RegionView;
 use basalt_core::{Error, Result, TableName};
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
@@ -31,7 +31,7 @@ use std::sync::Arc;
 /// ```
 /// use basalt_coprocessors::endpoint::Endpoint;
 /// use basalt_core::client::Scan;
-/// use basalt_core::server::endpoint::RegionView;
+/// use basalt_core::endpoint::RegionView;
 ///
 /// /// Counts the cells of the rows in range.
 /// struct CellCount;

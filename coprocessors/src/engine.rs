@@ -16,7 +16,7 @@
 use crate::host::{panic_message, CoprocessorMetrics};
 use async_trait::async_trait;
 use basalt_core::coprocessor::EngineHooks;
-use basalt_core::wal::WalRecord;
+use basalt_core::WalRecord;
 use basalt_core::{Error, FailurePolicy, Result, TableDescriptor, TableName};
 use futures::FutureExt;
 use std::future::Future;

@@ -38,8 +38,8 @@ use basalt_core::client::{
 use basalt_core::coprocessor::{
     CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch, MutationHook, RegionHooks,
 };
-use basalt_core::server::compact::CompactionOutcome;
-use basalt_core::wal::WalEdit;
+use basalt_core::CompactionOutcome;
+use basalt_core::WalEdit;
 use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, RegionInfo, Result, TableName};
 use bytes::Bytes;
 use futures::FutureExt;

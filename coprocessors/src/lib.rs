@@ -28,7 +28,7 @@
 //!
 //! - Lifecycle hooks of [`RegionObserver`]: region open and close, scanners, flush,
 //!   compaction (selection and a [`CellTransform`] over the cells written), split (with
-//!   veto) and WAL replay; `basalt_core::server::lifecycle` says where each is called.
+//!   veto) and WAL replay; `core/src/server/lifecycle.rs` says where each is called.
 //! - System-wide region coprocessors: `Config::system_coprocessor` lists registered names
 //!   that every user table loads ahead of its own list (system first on equal priorities).
 //! - [`EngineObserverHost`]: engine-wide [`TableObserver`]s (create, delete, enable, disable,

@@ -15,8 +15,8 @@ use basalt_core::client::{
     Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
 };
 use basalt_core::coprocessor::{CompactionRequest, CompactionSelection, HookEnv, MiniBatch};
-use basalt_core::server::compact::CompactionOutcome;
-use basalt_core::wal::WalEdit;
+use basalt_core::CompactionOutcome;
+use basalt_core::WalEdit;
 use basalt_core::{RegionInfo, Result, TableName};
 use bytes::Bytes;
 
@@ -321,7 +321,7 @@ pub trait RegionObserver: Send + Sync {
     }
 
     // Region lifecycle, scanner, flush, compaction, split and WAL-replay hooks. Where the
-    // engine calls each: `basalt_core::server::lifecycle`. Not bypassable unless said so.
+    // engine calls each: `core/src/server/lifecycle.rs`. Not bypassable unless said so.
     // The engine logs the errors of notifications (open, close, flush and `post_*` hooks)
     // and goes on: an error returned is counted as a refusal and unloads nothing; a panic
     // or timeout is a fault, counted and handled under the failure policy (`Unload`

@@ -11,8 +11,8 @@
 use crate::host::{CoprocessorHost, CoprocessorMetrics, Loaded};
 use crate::observer::RegionObserver;
 use basalt_core::coprocessor::RegionHooks;
-use basalt_core::server::recovery::RecoveryRepair;
-use basalt_core::server::HooksLoader;
+use basalt_core::HooksLoader;
+use basalt_core::RecoveryRepair;
 use basalt_core::{Error, Result, TableDescriptor, TableName};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
@@ -101,7 +101,7 @@ impl Registry {
 
     /// Adds a verification and repair of derived data that a connection opened with this
     /// registry runs after a salvage or an offline repair (see
-    /// [`basalt_core::server::recovery::RecoveryRepair`]); run in registration order.
+    /// [`basalt_core::RecoveryRepair`]); run in registration order.
     pub fn register_recovery_repair(&self, repair: Arc<dyn RecoveryRepair>) {
         self.repairs.write().push(repair);
     }

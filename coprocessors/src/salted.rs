@@ -35,7 +35,7 @@ use crate::service::{
     ResponseStream, Snapshot,
 };
 use basalt_core::client::{BucketRange, Scan};
-use basalt_core::server::read::prefix_successor;
+use basalt_core::keys::prefix_successor;
 use basalt_core::{Result, SaltedTable};
 use futures::StreamExt;
 use std::cmp::Ordering;

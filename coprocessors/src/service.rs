@@ -1,7 +1,7 @@
 //! The client side of endpoints: `coprocessor_service` fans a typed request out to every
 //! region overlapping a key range and streams one typed answer per region.
 //!
-//! Every call pins one read point for all its regions ([`basalt_core::server::endpoint`]),
+//! Every call pins one read point for all its regions ([`basalt_core::endpoint`]),
 //! so the merged answer is a snapshot; a [`Snapshot`] keeps that read point across several
 //! calls (multi-pass algorithms such as the exact median). Regions run on blocking threads,
 //! at most [`CallOptions::concurrency`] at a time. A region retired by a split or merge
@@ -18,9 +18,9 @@
 
 use crate::endpoint::{call_isolated, decode, encode, Endpoint, EndpointRegistry};
 use basalt_core::client::Connection;
+use basalt_core::endpoint::{EndpointCall, RegionSpan};
+use basalt_core::keys::prefix_successor;
 use basalt_core::keys::RowRange;
-use basalt_core::server::endpoint::{EndpointCall, RegionSpan};
-use basalt_core::server::read::prefix_successor;
 use basalt_core::IntoTableName;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
@@ -204,7 +204,7 @@ impl Endpoints {
     pub fn snapshot(&self, table: impl IntoTableName) -> Result<Snapshot> {
         let table = &table.into_table_name()?;
         let name = table.clone();
-        let call = self.conn.engine().endpoint_call(&name)?;
+        let call = self.conn.endpoint_call(&name)?;
         Ok(Snapshot {
             call: Arc::new(call),
             registry: self.registry.clone(),

@@ -293,6 +293,15 @@ impl StoreCell {
     }
 }
 
+/// The server's clock: milliseconds since the Unix epoch (0 before it), what cells written
+/// without a timestamp are stamped with.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -39,7 +39,7 @@
 //! Mutations a batch hook adds never run hooks themselves, in any table (no pre/post hooks
 //! of the target table, no recursion): they are part of the batch that added them.
 //! - Lifecycle hooks (region open and close, scanners, flush, compaction, split, WAL
-//!   replay): [`crate::server::lifecycle`] lists where each is called.
+//!   replay): `crate::server::lifecycle` lists where each is called.
 //!
 //! Engine-wide hooks on table operations and the WAL are a separate interface,
 //! [`EngineHooks`] (`Config::observer`); system-wide region coprocessors

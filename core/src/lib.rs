@@ -5,49 +5,77 @@
 //!
 //! Each module uses only modules before it in that list (`tests/architecture.rs` reads the
 //! sources and fails on any reference to a later one). At the bottom the value types: cells
-//! and rows ([`cell`]), key ranges and row-key tools ([`keys`]), table schemas ([`schema`]),
-//! filters as data ([`filter`]) and the operations a client sends ([`ops`]). Then the
-//! durable pieces: the WAL ([`wal`]), the catalog ([`catalog`]) and the stores
-//! ([`storage`]: MemStore, store files, merge, matcher, compaction), which know nothing of
-//! regions; [`region`] (regions, stores, row locks), which knows nothing of coprocessors;
+//! and rows ([`cell`]), key ranges and row-key tools ([`keys`]), table schemas (`schema`),
+//! filters as data ([`filter`]) and the operations a client sends (`ops`). Then the
+//! durable pieces: the WAL (`wal`), the catalog (`catalog`) and the stores
+//! (`storage`: MemStore, store files, merge, matcher, compaction), which know nothing of
+//! regions; `region` (regions, stores, row locks), which knows nothing of coprocessors;
 //! the coprocessor interface ([`coprocessor`]), which names no engine type; the engine
-//! ([`server`]); and on top the client ([`client`]: Connection, Admin, Table, salted
+//! (`server`); and on top the client ([`client`]: Connection, Admin, Table, salted
 //! tables). Salted tables ([`client::SaltedTable`]) build on [`keys`].
+//!
+//! Public modules: `cell`, `client`, `coprocessor`, `endpoint`, `filter`, `fs`, `keys`,
+//! `repair`. Every other module is private: what users need of it is re-exported at the
+//! crate root, so the compiler reports what no one uses, and `coprocessors` and `index` (as
+//! any user) see only this API (`tests/architecture.rs` checks both).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod catalog;
+// The public modules: value types, filters, row keys, the filesystem seam and the
+// coprocessor interface. Everything else is private and reached through the re-exports
+// below, so the compiler reports what no one uses.
 pub mod cell;
 pub mod client;
 pub mod coprocessor;
-pub mod error;
 pub mod filter;
 pub mod fs;
 pub mod keys;
-pub mod mvcc;
-pub mod ops;
-pub mod region;
-pub mod schema;
-pub mod server;
-pub mod storage;
-pub mod varint;
-pub mod wal;
 
-pub use cell::{Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+mod catalog;
+mod error;
+mod mvcc;
+mod ops;
+mod region;
+mod schema;
+mod server;
+mod storage;
+mod varint;
+mod wal;
+
+/// What an endpoint runs against: one region's rows at the call's read point
+/// ([`endpoint::RegionView`]), and the fan-out of one call over a table's regions.
+pub mod endpoint {
+    pub use crate::server::endpoint::{
+        EndpointCall, LocalScanner, RegionPart, RegionSpan, RegionView,
+    };
+}
+
+/// Checking and repairing a closed data directory without opening an engine (see
+/// `docs/recovery.md`).
+pub mod repair {
+    pub use crate::server::repair::{
+        check_dir, repair_dir, DirectoryCheck, RepairReport, SetAsideFile,
+    };
+}
+
+pub use cell::{now_ms, Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
+pub use coprocessor::CompactionOutcome;
 pub use error::{Error, Result};
 pub use filter::{Comparator, Filter};
 pub use region::RegionInfo;
 pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};
 pub use schema::split::SplitAlgorithm;
 pub use schema::{
-    BloomType, ColumnFamilyDescriptor, CompactionSettings, Compression, CoprocessorDescriptor,
-    FailurePolicy, IntoTableName, KeepDeletedCells, TableDescriptor, TableName, DEFAULT_NAMESPACE,
-    SYSTEM_NAMESPACE,
+    validate_family_name, validate_namespace, BloomType, ColumnFamilyDescriptor,
+    CompactionSettings, Compression, CoprocessorDescriptor, FailurePolicy, IntoTableName,
+    KeepDeletedCells, TableDescriptor, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
-pub use server::recovery::{RecoveryRepair, RecoveryRepairOutcome, RecoveryReport};
+pub use server::recovery::{OfflineRegion, RecoveryRepair, RecoveryRepairOutcome, RecoveryReport};
 pub use server::split::SplitPolicy;
+pub use server::{Engine, HooksLoader};
+pub use storage::compaction::CompactionKind;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
-pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalRecoveryMode};
+pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalEdit, WalRecord, WalRecoveryMode};

@@ -22,9 +22,9 @@ use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
 use basalt_core::client::{BatchOp, Put, RowResult, Scan};
-use basalt_core::server::recovery::RecoveryRepair;
-use basalt_core::server::Engine;
+use basalt_core::Engine;
 use basalt_core::IntoTableName;
+use basalt_core::RecoveryRepair;
 use basalt_core::{
     ColumnFamilyDescriptor, Connection, CoprocessorDescriptor, Error, RecoveryRepairOutcome,
     Result, TableDescriptor, TableName,

@@ -7,7 +7,7 @@
 //! table name, salt buckets in 1..=65_536.
 
 use basalt_core::keys::Order;
-use basalt_core::{Error, IntoTableName, Result, TableName};
+use basalt_core::{Error, IntoTableName, Result, TableName, DEFAULT_NAMESPACE};
 use serde::{Deserialize, Serialize};
 
 /// One column of the data table: family and qualifier.
@@ -54,7 +54,7 @@ pub enum IndexState {
 pub struct IndexDef {
     /// The index's name (unique per data table).
     pub name: String,
-    /// The data table, as `ns:table`.
+    /// The data table: `table` in the default namespace, `ns:table` in any other.
     pub table: String,
     /// The indexed columns, most significant first, each with its direction.
     pub columns: Vec<(ColumnRef, Order)>,
@@ -77,7 +77,14 @@ impl IndexDef {
     pub fn new(name: impl Into<String>, table: impl IntoTableName) -> Self {
         IndexDef {
             name: name.into(),
-            table: table.into_table_name_unchecked().to_string(),
+            table: {
+                let t = table.into_table_name_unchecked();
+                if t.namespace() == DEFAULT_NAMESPACE {
+                    t.qualifier().to_string()
+                } else {
+                    t.to_string()
+                }
+            },
             columns: Vec::new(),
             covered: Vec::new(),
             unique: false,
@@ -163,7 +170,7 @@ impl IndexDef {
             }
         }
         if let Some(b) = self.salt_buckets {
-            basalt_core::schema::salt::SaltSpec::new(b).validate()?;
+            basalt_core::SaltSpec::new(b).validate()?;
         }
         Ok(())
     }

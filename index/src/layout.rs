@@ -21,7 +21,7 @@
 use crate::def::IndexDef;
 use basalt_core::client::RowResult;
 use basalt_core::keys::{encode_bytes_value, Field, KeySchema, Kind, Value};
-use basalt_core::schema::salt::SaltSpec;
+use basalt_core::SaltSpec;
 use basalt_core::{Error, Result};
 use bytes::Bytes;
 use std::collections::BTreeMap;

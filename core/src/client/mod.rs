@@ -23,15 +23,14 @@
 //! # Ok(()) }
 //! ```
 
-pub use crate::ops;
 pub mod report;
 pub mod salted;
 pub mod snapshot;
 
+pub use crate::ops::*;
 pub use crate::server::admin::PreSplit;
 pub use crate::server::read::ResultStream;
 pub use crate::server::Config;
-pub use ops::*;
 pub use report::{RegionLoad, RegionReport};
 pub use salted::{BucketRange, SaltedScanStats, SaltedScanStream, SaltedTable};
 pub use snapshot::Snapshot;
@@ -159,6 +158,15 @@ impl Connection {
     /// The engine behind this connection.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    /// Pins one read point over every region of table `name` for an endpoint call (what
+    /// the endpoint client fans out over).
+    pub fn endpoint_call(
+        &self,
+        name: impl IntoTableName,
+    ) -> Result<crate::server::endpoint::EndpointCall> {
+        self.engine.endpoint_call(&name.into_table_name()?)
     }
 
     /// Flushes MemStores, syncs the WAL and closes the engine.

@@ -360,19 +360,6 @@ fn code_for(
     }
 }
 
-/// The smallest row above every row that starts with `p` (`None`: no such row, `p` is all
-/// 0xFF bytes).
-fn prefix_end(p: &[u8]) -> Option<Bytes> {
-    let mut v = p.to_vec();
-    while let Some(last) = v.pop() {
-        if last < 0xFF {
-            v.push(last + 1);
-            return Some(Bytes::from(v));
-        }
-    }
-    None
-}
-
 fn random_accepts(seed: u64, row: &[u8], chance: f32) -> bool {
     let h = xxhash_rust::xxh3::xxh3_64_with_seed(row, seed);
     ((h >> 11) as f64 / (1u64 << 53) as f64) < f64::from(chance)
@@ -535,7 +522,9 @@ impl Node {
                 prefix,
                 reverse: true,
                 ..
-            } if row > prefix.as_ref() && !row.starts_with(prefix) => prefix_end(prefix),
+            } if row > prefix.as_ref() && !row.starts_with(prefix) => {
+                crate::keys::prefix_successor(prefix)
+            }
 
             Node::List(l) if l.all => l.kids.iter().filter_map(|k| k.row_hint_rev(row)).min(),
             Node::List(l) => {

@@ -10,7 +10,7 @@
 //! * [`range`]: row ranges ([`RowRange`]) and the next row ([`row_successor`]).
 //!
 //! Salting itself (a bucket prefix computed from part of the key) is
-//! [`crate::schema::salt`]; these functions know nothing of tables.
+//! `crate::schema::salt`; these functions know nothing of tables.
 
 pub mod codec;
 pub mod hash;
@@ -20,7 +20,7 @@ pub mod time;
 
 pub use codec::{encode_bytes_value, Field, KeySchema, Kind, Order, Value};
 pub use hash::{md5_hex_prefix, md5_prefix, xxh3_hex_prefix, xxh3_prefix};
-pub use range::{row_successor, RowRange};
+pub use range::{prefix_successor, row_successor, RowRange};
 pub use snowflake::Snowflake;
 pub use time::{
     parse_reverse_decimal, reverse_bytes, reverse_decimal, reverse_str, reverse_ts,

@@ -77,6 +77,26 @@ impl RowRange {
     }
 }
 
+/// The smallest row greater than every row that starts with `p`, the exclusive end of a
+/// prefix scan (`None`: no such row, `p` is empty or all 0xFF bytes).
+///
+/// ```
+/// use basalt_core::keys::prefix_successor;
+/// assert_eq!(prefix_successor(b"ab").as_deref(), Some(&b"ac"[..]));
+/// assert_eq!(prefix_successor(b"a\xff").as_deref(), Some(&b"b"[..]));
+/// assert_eq!(prefix_successor(b"\xff\xff"), None);
+/// ```
+pub fn prefix_successor(p: &[u8]) -> Option<Bytes> {
+    let mut v = p.to_vec();
+    while let Some(last) = v.pop() {
+        if last < 0xFF {
+            v.push(last + 1);
+            return Some(Bytes::from(v));
+        }
+    }
+    None
+}
+
 /// `row` followed by a zero byte: the smallest row greater than `row`.
 pub fn row_successor(row: &[u8]) -> Bytes {
     let mut v = Vec::with_capacity(row.len() + 1);

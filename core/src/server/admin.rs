@@ -35,7 +35,7 @@ pub enum PreSplit {
 
 impl Engine {
     /// Creates a namespace.
-    pub fn create_namespace(&self, ns: &str) -> Result<()> {
+    pub(crate) fn create_namespace(&self, ns: &str) -> Result<()> {
         self.check_open()?;
         validate_namespace(ns)?;
         self.catalog.update(|s| {
@@ -47,7 +47,7 @@ impl Engine {
     }
 
     /// Deletes an empty namespace (never `default` or the system namespace).
-    pub fn delete_namespace(&self, ns: &str) -> Result<()> {
+    pub(crate) fn delete_namespace(&self, ns: &str) -> Result<()> {
         self.check_open()?;
         if ns == DEFAULT_NAMESPACE || ns == SYSTEM_NAMESPACE {
             return Err(Error::bad_argument(format!(
@@ -72,13 +72,13 @@ impl Engine {
     }
 
     /// Every namespace.
-    pub fn list_namespaces(&self) -> Vec<String> {
+    pub(crate) fn list_namespaces(&self) -> Vec<String> {
         self.catalog.snapshot().namespaces.into_iter().collect()
     }
 
     /// Creates a table, optionally pre-split: the engine observer's `pre_create_table` (which
     /// may veto it), the change, the regions' `post_open`, then `post_create_table`.
-    pub async fn create_table(
+    pub(crate) async fn create_table(
         self: &Arc<Self>,
         desc: TableDescriptor,
         split: PreSplit,
@@ -183,7 +183,7 @@ impl Engine {
     }
 
     /// Every table's descriptor.
-    pub fn list_tables(&self) -> Vec<TableDescriptor> {
+    pub(crate) fn list_tables(&self) -> Vec<TableDescriptor> {
         self.tables
             .read()
             .values()
@@ -192,22 +192,22 @@ impl Engine {
     }
 
     /// A table's descriptor.
-    pub fn describe(&self, name: &TableName) -> Result<TableDescriptor> {
+    pub(crate) fn describe(&self, name: &TableName) -> Result<TableDescriptor> {
         Ok(self.table(name)?.descriptor.read().clone())
     }
 
     /// True when the table exists.
-    pub fn table_exists(&self, name: &TableName) -> bool {
+    pub(crate) fn table_exists(&self, name: &TableName) -> bool {
         self.tables.read().contains_key(name)
     }
 
     /// True when the table is enabled.
-    pub fn is_enabled(&self, name: &TableName) -> Result<bool> {
+    pub(crate) fn is_enabled(&self, name: &TableName) -> Result<bool> {
         Ok(self.table(name)?.enabled.load(Ordering::Acquire))
     }
 
     /// Flushes every region of a table.
-    pub async fn flush_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
+    pub(crate) async fn flush_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         // No split or merge meanwhile: each region listed now is flushed, none retired.
         let _ops = self.region_ops.lock().await;
@@ -220,7 +220,7 @@ impl Engine {
 
     /// Disables a table: flushes it, then refuses reads and writes until enabled. Its
     /// regions' close hooks run around the flush.
-    pub async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
+    pub(crate) async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         require_enabled(&t, true)?;
         if let Some(o) = &self.config.observer {
@@ -243,7 +243,7 @@ impl Engine {
     }
 
     /// Enables a disabled table; its regions' `post_open` follows.
-    pub async fn enable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
+    pub(crate) async fn enable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         require_enabled(&t, false)?;
         if let Some(o) = &self.config.observer {
@@ -272,7 +272,7 @@ impl Engine {
     }
 
     /// Deletes a disabled table and its files (its regions were closed at disable).
-    pub async fn delete_table(&self, name: &TableName) -> Result<()> {
+    pub(crate) async fn delete_table(&self, name: &TableName) -> Result<()> {
         let t = self.table(name)?;
         require_enabled(&t, false)?;
         if let Some(o) = &self.config.observer {
@@ -304,7 +304,7 @@ impl Engine {
     }
 
     /// Adds a column family to a table.
-    pub fn add_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
+    pub(crate) fn add_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
         let t = self.table(name)?;
         cf.validate()?;
         let mut desc = t.descriptor.read().clone();
@@ -326,7 +326,7 @@ impl Engine {
     }
 
     /// Changes a column family's settings (they apply to reads at once, to files as written).
-    pub fn modify_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
+    pub(crate) fn modify_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
         let t = self.table(name)?;
         cf.validate()?;
         let mut desc = t.descriptor.read().clone();
@@ -349,7 +349,7 @@ impl Engine {
     }
 
     /// Removes a column family and its data (a table keeps at least one family).
-    pub fn remove_family(&self, name: &TableName, family: &[u8]) -> Result<()> {
+    pub(crate) fn remove_family(&self, name: &TableName, family: &[u8]) -> Result<()> {
         let t = self.table(name)?;
         let mut desc = t.descriptor.read().clone();
         let before = desc.families.len();
@@ -403,7 +403,7 @@ impl Engine {
     }
 
     /// Facts about every region of a table, in key order.
-    pub fn regions(&self, name: &TableName) -> Result<Vec<RegionInfo>> {
+    pub(crate) fn regions(&self, name: &TableName) -> Result<Vec<RegionInfo>> {
         let t = self.table(name)?;
         let regions: Vec<Arc<Region>> = t.regions.read().clone();
         Ok(regions.iter().map(|r| r.info()).collect())

@@ -45,7 +45,7 @@ impl StoreFileReport {
     }
 }
 
-/// What [`Engine::check_table`] found, file by file, with totals.
+/// What `Engine::check_table` found, file by file, with totals.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntegrityReport {
     /// The table checked.
@@ -141,7 +141,7 @@ impl Engine {
     /// Checks every store file of every region and family of table `name` (see the module
     /// doc). Fails only if the table does not exist or the engine is closed; damage is
     /// reported in the [`IntegrityReport`], not as an error.
-    pub async fn check_table(self: &Arc<Self>, name: &TableName) -> Result<IntegrityReport> {
+    pub(crate) async fn check_table(self: &Arc<Self>, name: &TableName) -> Result<IntegrityReport> {
         self.table(name)?;
         let key = name.to_string();
         let (regions, jobs) = self.catalog_jobs(&key)?;

@@ -141,7 +141,7 @@ impl Engine {
     /// Compacts one store. A minor compaction rewrites the files the policy picks (nothing
     /// when it picks none), a major one every file. With `wait` false it gives up at once
     /// when the store is already compacting. Returns what it did, `None` when nothing.
-    pub async fn compact_store(
+    pub(crate) async fn compact_store(
         self: &Arc<Self>,
         region: &Arc<Region>,
         store: &Arc<Store>,
@@ -375,7 +375,7 @@ impl Engine {
 
     /// Compacts every store of `region` and returns once done: a major compaction rewrites
     /// each store's files once; a minor one compacts until the policy selects nothing.
-    pub async fn compact_region_stores(
+    pub(crate) async fn compact_region_stores(
         self: &Arc<Self>,
         region: &Arc<Region>,
         kind: CompactionKind,
@@ -400,7 +400,7 @@ impl Engine {
 
     /// Compacts every region of a table (Admin `compact` / `major_compact`); returns once
     /// every compaction finished.
-    pub async fn compact_table(
+    pub(crate) async fn compact_table(
         self: &Arc<Self>,
         name: &TableName,
         kind: CompactionKind,
@@ -417,7 +417,7 @@ impl Engine {
     }
 
     /// Compacts one region of a table, by region id; returns once it finished.
-    pub async fn compact_region(
+    pub(crate) async fn compact_region(
         self: &Arc<Self>,
         name: &TableName,
         region_id: u64,

@@ -113,7 +113,7 @@ impl std::fmt::Debug for EndpointCall {
 
 impl Engine {
     /// Pins a read point of table `name` for endpoint calls.
-    pub fn endpoint_call(self: &Arc<Self>, name: &TableName) -> Result<EndpointCall> {
+    pub(crate) fn endpoint_call(self: &Arc<Self>, name: &TableName) -> Result<EndpointCall> {
         let table = self.table(name)?;
         table.check_enabled()?;
         // The read point first: every region listed afterwards holds every write at or
@@ -158,7 +158,7 @@ impl EndpointCall {
     /// Runs `f` on `part`; when the region was retired by a split or merge before `f`
     /// returned, discards the result and runs `f` on its successors, each restricted to the
     /// part's range. Returns one result per region that answered, in key order. Fails (no
-    /// result at all) when the table went away or the part was redone [`MAX_REDOS`] times.
+    /// result at all) when the table went away or the part was redone `MAX_REDOS` times.
     pub fn run<T>(
         &self,
         part: &RegionPart,

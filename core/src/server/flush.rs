@@ -33,7 +33,7 @@ use std::sync::Arc;
 
 impl Engine {
     /// Flushes one region's MemStores to store files.
-    pub async fn flush_region(self: &Arc<Self>, region: &Arc<Region>) -> Result<()> {
+    pub(crate) async fn flush_region(self: &Arc<Self>, region: &Arc<Region>) -> Result<()> {
         let _serial = region.flush_lock.lock().await;
         let stores = region.all_stores();
         // Flush hooks run for the stores with cells to flush (writes meanwhile may add one

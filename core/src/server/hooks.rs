@@ -213,7 +213,7 @@ impl Engine {
     /// chain's `pre_close` for every region, the swap (catalog, then the live chain), the old
     /// chain's `post_close`, then the new chain's `post_open` for every region. The regions
     /// keep serving throughout; an operation sees either the old chain or the new one.
-    pub async fn set_coprocessors(
+    pub(crate) async fn set_coprocessors(
         self: &Arc<Self>,
         name: &TableName,
         coprocessors: Vec<CoprocessorDescriptor>,
@@ -252,7 +252,7 @@ impl Engine {
 
     /// Adds a coprocessor to a table (loaded after those already listed); see
     /// [`Engine::set_coprocessors`] for the hooks it runs.
-    pub async fn add_coprocessor(
+    pub(crate) async fn add_coprocessor(
         self: &Arc<Self>,
         name: &TableName,
         cp: CoprocessorDescriptor,
@@ -270,7 +270,7 @@ impl Engine {
 
     /// Removes a coprocessor from a table by name; see [`Engine::set_coprocessors`] for the
     /// hooks it runs.
-    pub async fn remove_coprocessor(
+    pub(crate) async fn remove_coprocessor(
         self: &Arc<Self>,
         name: &TableName,
         cp_name: &str,
@@ -287,7 +287,11 @@ impl Engine {
     }
 
     /// Reads one row, running the table's get hooks when it has coprocessors.
-    pub async fn get_hooked(self: &Arc<Self>, t: &TableState, mut g: Get) -> Result<RowResult> {
+    pub(crate) async fn get_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        mut g: Get,
+    ) -> Result<RowResult> {
         let Some(hooks) = t.hooks() else {
             return self.get(t, &g);
         };
@@ -856,7 +860,11 @@ impl Engine {
 
     /// Answers `exists`, running the table's exists hooks when it has coprocessors (not the
     /// get hooks).
-    pub async fn exists_hooked(self: &Arc<Self>, t: &TableState, mut g: Get) -> Result<bool> {
+    pub(crate) async fn exists_hooked(
+        self: &Arc<Self>,
+        t: &TableState,
+        mut g: Get,
+    ) -> Result<bool> {
         let Some(hooks) = t.hooks() else {
             return Ok(!self.get(t, &g)?.is_empty());
         };

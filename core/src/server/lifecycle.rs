@@ -401,7 +401,7 @@ impl Engine {
     /// Runs a table change with the engine observer's `pre_modify_table` before it and
     /// `post_modify_table` after it; `proposed` says what the descriptor becomes. `change` is a
     /// future, so nothing of it runs before the pre-hook.
-    pub async fn observed_modify(
+    pub(crate) async fn observed_modify(
         &self,
         name: &TableName,
         proposed: impl FnOnce(&TableDescriptor) -> TableDescriptor,

@@ -115,16 +115,16 @@ pub struct Config {
     /// The longest a batch waits, out of lock order, for the row lock of a row a
     /// coprocessor's batch hook added a mutation to (default 5,000 ms); past it the batch
     /// fails with [`Error::RowLockTimeout`] having written nothing (see
-    /// [`crate::region::locks`]).
+    /// `crate::region::locks`).
     pub row_lock_wait_ms: u64,
     /// System-wide region coprocessors: loaded (through `coprocessor_loader`) for every user
-    /// table, ahead of the table's own list (see [`lifecycle`]).
+    /// table, ahead of the table's own list (see `lifecycle`).
     pub system_coprocessors: Vec<CoprocessorDescriptor>,
     /// The engine-wide observer of table operations and the WAL (default none).
     pub observer: Option<Arc<dyn EngineHooks>>,
     /// How damage found in the WAL at open is treated (default
     /// [`WalRecoveryMode::TolerateCorruptedTail`], which never loses an acknowledged write
-    /// without failing the open). See [`recovery`].
+    /// without failing the open). See `recovery`.
     pub wal_recovery: WalRecoveryMode,
 }
 
@@ -333,11 +333,6 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
-    /// The data directory.
-    pub fn dir(&self) -> &Path {
-        &self.config.dir
-    }
-
     /// What the open found and did: WAL segments read, records replayed, damage cut,
     /// skipped or set aside.
     pub fn recovery_report(&self) -> recovery::RecoveryReport {
@@ -383,11 +378,6 @@ impl Engine {
         &self.cache
     }
 
-    /// The current read point.
-    pub fn read_point(&self) -> u64 {
-        self.mvcc.read_point()
-    }
-
     /// Flushes every MemStore, syncs the WAL and refuses further calls.
     pub async fn close(self: &Arc<Self>) -> Result<()> {
         if self.closed.load(Ordering::Acquire) {
@@ -420,10 +410,4 @@ pub fn store_file_path(root: &Path, id: u64) -> PathBuf {
     root.join("data").join(format!("{id:016}.sf"))
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+pub use crate::cell::now_ms;

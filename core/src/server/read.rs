@@ -10,6 +10,7 @@ use super::compact::ScanPoint;
 use super::{now_ms, Engine, TableState};
 use crate::error::{Error, Result};
 use crate::filter::FilterExec;
+use crate::keys::prefix_successor;
 use crate::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::{Region, Store};
@@ -78,7 +79,7 @@ pub(crate) fn validate_versions(n: u32) -> Result<()> {
 
 impl Engine {
     /// Reads one row.
-    pub fn get(self: &Arc<Self>, t: &TableState, g: &Get) -> Result<RowResult> {
+    pub(crate) fn get(self: &Arc<Self>, t: &TableState, g: &Get) -> Result<RowResult> {
         self.check_open()?;
         t.check_enabled()?;
         super::write::validate_row(&g.row)?;
@@ -285,7 +286,7 @@ impl Engine {
     /// first polled, on the caller's task; with prefetch on (the default), each later chunk is
     /// read on a blocking thread while the caller handles the one before, so at most two
     /// chunks are held. Dropping the stream abandons a chunk being read.
-    pub fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
+    pub(crate) fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
         self.scan_at(t, scan, None)
     }
 
@@ -615,18 +616,6 @@ pub(crate) fn scan_range(scan: &Scan) -> RowRange {
             hi: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
         }
     }
-}
-
-/// The smallest key greater than every key starting with `p` (None if `p` is all 0xFF).
-pub fn prefix_successor(p: &[u8]) -> Option<Bytes> {
-    let mut v = p.to_vec();
-    while let Some(last) = v.pop() {
-        if last < 0xFF {
-            v.push(last + 1);
-            return Some(Bytes::from(v));
-        }
-    }
-    None
 }
 
 pub(crate) fn overlaps(range: &RowRange, r: &Region) -> bool {

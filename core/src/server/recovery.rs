@@ -237,7 +237,7 @@ impl Engine {
     /// Records what the recovery repairs found ([`RecoveryReport::repairs`]) and makes the
     /// directory's record of tables to verify name only `still_pending` (tables that could
     /// not be verified yet, such as disabled ones), durably.
-    pub fn finish_recovery_repairs(
+    pub(crate) fn finish_recovery_repairs(
         &self,
         repairs: Vec<RecoveryRepairOutcome>,
         still_pending: Vec<TableName>,
@@ -408,7 +408,7 @@ fn pending_tables(
 }
 
 /// A region that refuses reads and writes because a store file it lists is missing or
-/// cannot be opened (see [`crate::region::Region::offline`]).
+/// cannot be opened (see `crate::region::Region::offline`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfflineRegion {
     /// The table.
@@ -427,7 +427,7 @@ pub struct OfflineRegion {
 
 impl Engine {
     /// Every offline region of every table, in table then key order.
-    pub fn offline_regions(&self) -> Vec<OfflineRegion> {
+    pub(crate) fn offline_regions(&self) -> Vec<OfflineRegion> {
         let tables: Vec<Arc<TableState>> = self.tables.read().values().cloned().collect();
         let mut out = Vec::new();
         for t in tables {

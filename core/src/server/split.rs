@@ -210,7 +210,7 @@ impl Engine {
     /// Splits region `region_id` of table `name` at `split_row` (a row strictly inside the
     /// region), or at its computed split point when `None`. Returns the daughters' ids, or
     /// `None` when no split point was found (a computed one only).
-    pub async fn split_region(
+    pub(crate) async fn split_region(
         self: &Arc<Self>,
         name: &TableName,
         region_id: u64,
@@ -358,7 +358,7 @@ impl Engine {
     }
 
     /// Merges two adjacent regions of table `name` into one; returns the new region's id.
-    pub async fn merge_regions(
+    pub(crate) async fn merge_regions(
         self: &Arc<Self>,
         name: &TableName,
         region_a: u64,

@@ -479,7 +479,7 @@ impl Engine {
     }
 
     /// Applies mutations of any rows atomically: validates all, locks all rows, commits once.
-    pub async fn mutate(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
+    pub(crate) async fn mutate(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
         t.check_enabled()?;
         if let Some(hooks) = t.hooks() {
             if !skips_hooks(&*hooks, muts) {
@@ -544,17 +544,21 @@ impl Engine {
     }
 
     /// Puts one row.
-    pub async fn put(self: &Arc<Self>, t: &TableState, p: Put) -> Result<()> {
+    pub(crate) async fn put(self: &Arc<Self>, t: &TableState, p: Put) -> Result<()> {
         self.mutate_one(t, Mutation::Put(p)).await
     }
 
     /// Deletes from one row.
-    pub async fn delete(self: &Arc<Self>, t: &TableState, d: Delete) -> Result<()> {
+    pub(crate) async fn delete(self: &Arc<Self>, t: &TableState, d: Delete) -> Result<()> {
         self.mutate_one(t, Mutation::Delete(d)).await
     }
 
     /// Applies a row's mutations atomically.
-    pub async fn mutate_row(self: &Arc<Self>, t: &TableState, rm: RowMutations) -> Result<()> {
+    pub(crate) async fn mutate_row(
+        self: &Arc<Self>,
+        t: &TableState,
+        rm: RowMutations,
+    ) -> Result<()> {
         check_same_row(&rm)?;
         self.mutate(t, &rm.mutations).await
     }
@@ -593,7 +597,11 @@ impl Engine {
     }
 
     /// Atomically adds to 8-byte big-endian counters; returns the new values.
-    pub async fn increment(self: &Arc<Self>, t: &TableState, inc: Increment) -> Result<RowResult> {
+    pub(crate) async fn increment(
+        self: &Arc<Self>,
+        t: &TableState,
+        inc: Increment,
+    ) -> Result<RowResult> {
         if let Some(hooks) = t.hooks() {
             return self.increment_hooked(t, &hooks, inc).await;
         }
@@ -623,7 +631,7 @@ impl Engine {
     }
 
     /// Atomically appends to cells; returns the new values.
-    pub async fn append(self: &Arc<Self>, t: &TableState, app: Append) -> Result<RowResult> {
+    pub(crate) async fn append(self: &Arc<Self>, t: &TableState, app: Append) -> Result<RowResult> {
         if let Some(hooks) = t.hooks() {
             return self.append_hooked(t, &hooks, app).await;
         }
@@ -843,7 +851,7 @@ impl Engine {
     }
 
     /// Applies the mutations only if the condition holds; returns whether it held.
-    pub async fn check_and_mutate(
+    pub(crate) async fn check_and_mutate(
         self: &Arc<Self>,
         t: &TableState,
         cam: CheckAndMutate,
@@ -946,7 +954,7 @@ impl Engine {
 
     /// Runs many operations; one result per operation, in order. Puts and deletes that pass
     /// validation commit together as one atomic batch; the other operations run after it.
-    pub async fn batch(
+    pub(crate) async fn batch(
         self: &Arc<Self>,
         t: &TableState,
         ops: Vec<BatchOp>,

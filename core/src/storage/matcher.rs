@@ -76,6 +76,7 @@ pub struct ReadSpec {
 
 /// One version the reader may see.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg(test)]
 pub struct Version {
     /// The qualifier.
     pub qualifier: Bytes,
@@ -89,6 +90,7 @@ pub struct Version {
 
 /// Applies the rules to one row of one family. `columns`, when given, limits the qualifiers
 /// returned (family markers still apply).
+#[cfg(test)]
 pub fn match_row<I>(
     cells: I,
     rules: &FamilyRules,

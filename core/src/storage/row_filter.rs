@@ -67,6 +67,7 @@ impl RowFilter {
     }
 
     /// The filter's size in bytes.
+    #[cfg(test)]
     pub fn size(&self) -> usize {
         self.words.len() * 8
     }

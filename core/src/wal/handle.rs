@@ -101,6 +101,7 @@ impl Wal {
     /// for appends (old segments are kept until purged). All file access goes through
     /// `fs`. The engine opens in two steps instead (`Wal::scan`, then `Wal::start`) so
     /// that it can check a cut against its store files in between.
+    #[cfg(test)]
     pub fn open(
         fs: &Arc<dyn FileSystem>,
         dir: &Path,
@@ -274,6 +275,7 @@ impl Wal {
     /// Closes the current segment and starts a new one; a no-op if the current segment holds
     /// no record. Everything appended before the call lands in the closed segment. Blocks
     /// while it writes what is pending and fsyncs the closed segment.
+    #[cfg(test)]
     pub fn roll(&self) -> Result<()> {
         self.shared.requested_roll()
     }

@@ -27,7 +27,9 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
-pub use handle::{Wal, WalTicket};
+pub use handle::Wal;
+#[cfg(test)]
+use handle::WalTicket;
 pub(crate) use record::{EditRef, UnsealedFrame};
 
 use crate::cell::StoreCell;

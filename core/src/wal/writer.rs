@@ -176,6 +176,7 @@ impl Current {
     }
 
     /// Whether the segment holds no record.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.size == self.base
     }
@@ -422,6 +423,7 @@ impl Shared {
 
     /// [`super::Wal::roll`]: writes the queued bytes, then rolls unless the segment is
     /// empty.
+    #[cfg(test)]
     pub fn requested_roll(&self) -> Result<()> {
         let mut cur = self.writer();
         self.check()?;

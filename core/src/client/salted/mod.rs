@@ -15,13 +15,13 @@ mod scan;
 
 pub use scan::{BucketRange, SaltedScanStats, SaltedScanStream};
 
-use super::ops::{
-    Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Mutation, Put,
-    RowMutations, RowResult, Scan,
-};
 use super::report::RegionReport;
 use super::Table;
 use crate::error::{Error, Result};
+use crate::ops::{
+    Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Mutation, Put,
+    RowMutations, RowResult, Scan,
+};
 use crate::region::RegionInfo;
 use crate::schema::salt::SaltSpec;
 use crate::schema::TableName;

@@ -28,11 +28,12 @@
 //! in logical order (ordered mode); at most `limit` rows; the first error ends the stream.
 
 use super::strip_row;
-use crate::client::ops::{RowResult, Scan};
 use crate::client::Table;
 use crate::error::{Error, Result};
+use crate::keys::prefix_successor;
+use crate::ops::{RowResult, Scan};
 use crate::schema::salt::SaltSpec;
-use crate::server::read::{prefix_successor, scan_range, ResultStream};
+use crate::server::read::{scan_range, ResultStream};
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::cmp::Ordering;

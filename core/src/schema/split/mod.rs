@@ -65,7 +65,7 @@ impl SplitAlgorithm {
     ///
     /// The same as [`SplitAlgorithm::split_range`] over [`SplitAlgorithm::default_rows`].
     /// Fails with [`Error::BadArgument`] if `n < 2`, if `n` exceeds
-    /// [`MAX_PRESPLIT_REGIONS`], or if the key space holds fewer than `n` rows
+    /// `MAX_PRESPLIT_REGIONS`, or if the key space holds fewer than `n` rows
     /// (`HexString`: 2^32, `DecimalString`: 10^8).
     pub fn split(&self, n: usize) -> Result<Vec<Vec<u8>>> {
         let (first, last) = self.default_rows();

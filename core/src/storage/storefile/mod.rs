@@ -228,7 +228,7 @@ mod writer;
 mod tests;
 
 pub use cache::{BlockCache, CacheMode};
-pub use reader::{RawEntry, StoreFileReader};
+pub use reader::StoreFileReader;
 pub use scanner::{StoreFileRevScanner, StoreFileScanner};
 pub use verify::{verify_file, FileCheck, Finding, FindingKind};
 pub use writer::StoreFileWriter;

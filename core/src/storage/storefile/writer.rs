@@ -169,16 +169,6 @@ impl StoreFileWriter {
         Ok(())
     }
 
-    /// The number of cells appended so far.
-    pub fn entry_count(&self) -> u64 {
-        self.info.entry_count
-    }
-
-    /// Bytes written so far, plus the open block's payload: a size estimate for rolling.
-    pub fn estimated_size(&self) -> u64 {
-        self.offset + self.block.len() as u64
-    }
-
     /// Writes index, file info, bloom filter and trailer, fsyncs, renames to the final path
     /// and fsyncs the directory. Returns what the file holds.
     pub fn finish(mut self) -> Result<FileInfo> {
