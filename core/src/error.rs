@@ -39,7 +39,7 @@ pub enum Error {
     },
     /// The region is offline: a store file it lists is missing or cannot be opened. Every
     /// other region and table serves; `Admin::offline_regions` lists it, and the offline
-    /// repair (`basalt_core::server::repair::repair_dir`) sets the file aside so that it
+    /// repair (`basalt_core::repair::repair_dir`) sets the file aside so that it
     /// opens again.
     #[error("region {region} of table {table} is offline: {} {reason}", .file.display())]
     RegionOffline {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// use basalt_core::client::{Connection, Put, Scan};
-/// use basalt_core::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
+/// use basalt_core::{ColumnFamilyDescriptor, TableDescriptor, TableName};
 /// use futures::TryStreamExt;
 /// let dir = tempfile::tempdir().unwrap();
 /// let conn = Connection::open(dir.path()).await.unwrap();

@@ -486,7 +486,7 @@ pub enum FailurePolicy {
 /// (`basalt-coprocessors`) resolves the name to code.
 ///
 /// ```
-/// use basalt_core::schema::{CoprocessorDescriptor, FailurePolicy};
+/// use basalt_core::{CoprocessorDescriptor, FailurePolicy};
 /// let cp = CoprocessorDescriptor::new("audit").priority(10).arg("table", "audit_log");
 /// assert_eq!(cp.policy, FailurePolicy::FailOperation);
 /// assert!(cp.validate().is_ok());
@@ -564,7 +564,7 @@ impl CoprocessorDescriptor {
 /// and `hbase.hregion.majorcompaction`, per table.
 ///
 /// ```
-/// use basalt_core::schema::CompactionSettings;
+/// use basalt_core::CompactionSettings;
 /// let c = CompactionSettings::default();
 /// assert_eq!((c.min_files, c.max_files, c.ratio()), (3, 10, 1.2));
 /// assert_eq!(c.major_interval_ms, None);

@@ -74,7 +74,7 @@ pub enum HashedPart {
 /// A salted table's salt: bucket count, format, hash and hashed part.
 ///
 /// ```
-/// use basalt_core::schema::salt::{SaltFormat, SaltSpec};
+/// use basalt_core::{SaltFormat, SaltSpec};
 /// let s = SaltSpec::new(1000).format(SaltFormat::Decimal);
 /// let physical = s.physical_key(b"user42").unwrap();
 /// assert_eq!(&physical[3..], b"user42");

@@ -275,6 +275,15 @@ impl TableState {
         idx.checked_sub(1).and_then(|i| regions.get(i).cloned())
     }
 
+    /// The region holding `row`, if it serves (an offline region fails with its reason).
+    pub(crate) fn online_region(&self, row: &[u8]) -> Result<Arc<Region>> {
+        let region = self
+            .locate(row)
+            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))?;
+        region.check_online()?;
+        Ok(region)
+    }
+
     /// Fails unless the table is enabled.
     pub fn check_enabled(&self) -> Result<()> {
         if self.enabled.load(Ordering::Acquire) {

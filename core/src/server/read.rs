@@ -9,19 +9,21 @@
 use super::compact::ScanPoint;
 use super::{now_ms, Engine, TableState};
 use crate::error::{Error, Result};
-use crate::filter::FilterExec;
-use crate::keys::prefix_successor;
 use crate::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::{Region, Store};
 use crate::storage::matcher::ReadSpec;
 use bytes::Bytes;
 use futures::Stream;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+
+mod scanner;
+
+pub(crate) use scanner::{overlaps, scan_range, ScanStream};
 
 /// A stream of scan results.
 pub type ResultStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
@@ -307,21 +309,7 @@ impl Engine {
                 point,
             ));
         }
-        let state = ScanStream::new(self.clone(), t, scan, false, point)?;
-        let stream = futures::stream::unfold(state, |mut s| async move {
-            if s.buf.is_empty() {
-                match s.next_chunk().await {
-                    Ok(chunk) => s.buf = chunk,
-                    Err(e) => {
-                        s.ahead = Ahead::Done;
-                        return Some((Err(e), s));
-                    }
-                }
-            }
-            let row = s.buf.pop_front()?;
-            Some((Ok(row), s))
-        });
-        Ok(Box::pin(stream))
+        Ok(ScanStream::new(self.clone(), t, scan, false, point)?.into_stream())
     }
 }
 
@@ -351,285 +339,4 @@ fn fresh_puts<'a>(
         return None;
     }
     Some(mine)
-}
-
-/// A chunk of rows and the region they came from (the last one read, when a chunk spans
-/// regions).
-type Chunk = (VecDeque<RowResult>, Option<Arc<Region>>);
-
-/// What a scan stream's reader is doing.
-enum Ahead {
-    /// Waiting for the caller (or not started).
-    Idle(Box<TableScanner>),
-    /// Reading the next chunk on a blocking thread.
-    Reading(tokio::task::JoinHandle<(Box<TableScanner>, Result<Chunk>)>),
-    /// Every row has been read, or reading failed.
-    Done,
-}
-
-/// The state of a scan stream: the rows read and not yet taken, and the reader.
-pub(crate) struct ScanStream {
-    ahead: Ahead,
-    buf: VecDeque<RowResult>,
-    prefetch: bool,
-}
-
-impl ScanStream {
-    /// A stream over `scan` of `t`; with `per_region`, no chunk holds rows of two regions.
-    /// It reads at `point` when given, else at a read point taken now.
-    pub(crate) fn new(
-        engine: Arc<Engine>,
-        t: Arc<TableState>,
-        scan: Scan,
-        per_region: bool,
-        point: Option<Arc<ScanPoint>>,
-    ) -> Result<Self> {
-        let prefetch = scan.prefetch;
-        let mut scanner = TableScanner::new(engine, t, scan, point)?;
-        scanner.per_region = per_region;
-        Ok(ScanStream {
-            ahead: Ahead::Idle(Box::new(scanner)),
-            buf: VecDeque::new(),
-            prefetch,
-        })
-    }
-
-    /// The next chunk of rows (empty at the end).
-    async fn next_chunk(&mut self) -> Result<VecDeque<RowResult>> {
-        self.next_chunk_from().await.map(|(rows, _)| rows)
-    }
-
-    /// The next chunk of rows (empty at the end) and its region; starts reading the one
-    /// after it when prefetching.
-    pub(crate) async fn next_chunk_from(&mut self) -> Result<Chunk> {
-        let (mut scanner, chunk) = match std::mem::replace(&mut self.ahead, Ahead::Done) {
-            Ahead::Done => return Ok((VecDeque::new(), None)),
-            Ahead::Idle(mut scanner) => {
-                // Reading is synchronous; yield first so a long scan shares its worker thread
-                // with other tasks instead of holding it to the end.
-                tokio::task::yield_now().await;
-                let chunk = scanner.read_chunk();
-                (scanner, chunk)
-            }
-            Ahead::Reading(handle) => handle.await.map_err(|e| {
-                Error::Io(std::io::Error::other(format!(
-                    "scan reader task failed: {e}"
-                )))
-            })?,
-        };
-        let chunk = chunk?;
-        if !scanner.finished {
-            self.ahead = match tokio::runtime::Handle::try_current() {
-                Ok(rt) if self.prefetch => Ahead::Reading(rt.spawn_blocking(move || {
-                    let chunk = scanner.read_chunk();
-                    (scanner, chunk)
-                })),
-                _ => Ahead::Idle(scanner),
-            };
-        }
-        Ok(chunk)
-    }
-}
-
-/// Walks a table's regions for one scan.
-struct TableScanner {
-    engine: Arc<Engine>,
-    regions: VecDeque<Arc<Region>>,
-    current: Option<RegionScanner>,
-    /// The region `current` reads.
-    current_region: Option<Arc<Region>>,
-    /// End a chunk where a region ends (for the scanner hooks, which see one region's rows).
-    per_region: bool,
-    scan: Scan,
-    range: RowRange,
-    read_point: u64,
-    /// Keeps the read point registered, so compactions keep what this scan may still read
-    /// (shared with the other scans of one snapshot, such as a salted scan's buckets).
-    _point: Arc<ScanPoint>,
-    rows_left: Option<usize>,
-    finished: bool,
-    /// The scan's compiled filter, while no region scanner holds it.
-    filter: Option<Box<FilterExec>>,
-}
-
-impl TableScanner {
-    fn new(
-        engine: Arc<Engine>,
-        t: Arc<TableState>,
-        scan: Scan,
-        point: Option<Arc<ScanPoint>>,
-    ) -> Result<Self> {
-        engine.check_open()?;
-        t.check_enabled()?;
-        validate_versions(scan.max_versions)?;
-        if scan.batch == Some(0) {
-            return Err(Error::bad_argument("batch size must be at least 1"));
-        }
-        let range = scan_range(&scan);
-        let filter = match &scan.filter {
-            Some(f) => Some(Box::new(f.compile(scan.reverse)?)),
-            None => None,
-        };
-        // The read point before the region list: every region listed afterwards took every
-        // write at or below it, and keeps it even if a split or merge retires the region
-        // while the scan runs (a retired region takes no more writes and its files live as
-        // long as the scan holds it). So the planned regions are read as they are, and
-        // every row comes once, in order, whatever splits and merges happen meanwhile. A
-        // shared point was registered before this call, so the same holds for it.
-        let point = point.unwrap_or_else(|| Arc::new(engine.register_scan()));
-        let regions: Vec<Arc<Region>> = t
-            .regions
-            .read()
-            .iter()
-            .filter(|r| overlaps(&range, r))
-            .cloned()
-            .collect();
-        // Check the requested families exist before streaming anything.
-        if let Some(r) = regions.first() {
-            resolve(r, &scan.columns)?;
-        }
-        let mut regions: VecDeque<_> = regions.into();
-        if scan.reverse {
-            regions = regions.into_iter().rev().collect();
-        }
-        Ok(TableScanner {
-            read_point: point.point(),
-            _point: point,
-            engine,
-            regions,
-            current: None,
-            current_region: None,
-            per_region: false,
-            rows_left: scan.limit.filter(|n| *n > 0),
-            range,
-            scan,
-            finished: false,
-            filter,
-        })
-    }
-
-    /// Reads the next chunk of rows; an error ends the scan.
-    fn read_chunk(&mut self) -> Result<Chunk> {
-        let mut buf = VecDeque::with_capacity(SCAN_CHUNK);
-        let r = self.fill(&mut buf);
-        if r.is_err() {
-            self.finished = true;
-        }
-        r.map(|()| (buf, self.current_region.clone()))
-    }
-
-    fn fill(&mut self, buf: &mut VecDeque<RowResult>) -> Result<()> {
-        let mut rows = 0;
-        while !self.finished && rows < SCAN_CHUNK {
-            if self.rows_left == Some(0) {
-                self.finished = true;
-                break;
-            }
-            if self.current.is_none() {
-                let Some(region) = self.regions.pop_front() else {
-                    self.finished = true;
-                    break;
-                };
-                region.read_requests.fetch_add(1, Ordering::Relaxed);
-                let stores = resolve(&region, &self.scan.columns)?;
-                let spec = ReadSpec {
-                    read_point: self.read_point,
-                    min_ts: self.scan.time_range.min,
-                    max_ts: self.scan.time_range.max,
-                    max_versions: self.scan.max_versions,
-                    now_ms: now_ms(),
-                    raw: self.scan.raw,
-                };
-                let range = self.range.clip(&region.start, &region.end);
-                let mut scanner = RegionScanner::new(
-                    stores,
-                    range,
-                    self.scan.reverse,
-                    spec,
-                    self.scan.cache_blocks,
-                )?;
-                scanner.set_filter(self.filter.take());
-                scanner.set_pipelining(self.scan.pipeline_merges);
-                self.current = Some(scanner);
-                self.current_region = Some(region);
-            }
-            let next = match self.current.as_mut() {
-                Some(s) => s.next_row()?,
-                None => None,
-            };
-            let Some(row) = next else {
-                if let Some(mut done) = self.current.take() {
-                    self.filter = done.take_filter();
-                    if done.filter_done() {
-                        self.finished = true;
-                    }
-                }
-                if self.per_region && rows > 0 {
-                    break;
-                }
-                continue;
-            };
-            rows += 1;
-            if let Some(n) = self.rows_left.as_mut() {
-                *n -= 1;
-            }
-            match self.scan.batch {
-                Some(b) if row.cells.len() > b => {
-                    for chunk in row.cells.chunks(b) {
-                        buf.push_back(RowResult {
-                            row: row.row.clone(),
-                            cells: chunk.to_vec(),
-                        });
-                    }
-                }
-                _ => buf.push_back(row),
-            }
-        }
-        let _ = &self.engine;
-        Ok(())
-    }
-}
-
-/// The scan's rows as a range, following HBase's reverse-scan convention.
-pub(crate) fn scan_range(scan: &Scan) -> RowRange {
-    if let Some(p) = &scan.prefix {
-        let hi = match prefix_successor(p) {
-            Some(s) => Bound::Excluded(s),
-            None => Bound::Unbounded,
-        };
-        let lo = if p.is_empty() {
-            Bound::Unbounded
-        } else {
-            Bound::Included(p.clone())
-        };
-        return RowRange { lo, hi };
-    }
-    let nonempty = |b: &Option<Bytes>| b.clone().filter(|r| !r.is_empty());
-    if scan.reverse {
-        RowRange {
-            hi: nonempty(&scan.start_row).map_or(Bound::Unbounded, Bound::Included),
-            lo: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
-        }
-    } else {
-        RowRange {
-            lo: nonempty(&scan.start_row).map_or(Bound::Unbounded, Bound::Included),
-            hi: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
-        }
-    }
-}
-
-pub(crate) fn overlaps(range: &RowRange, r: &Region) -> bool {
-    // Region [start, end) overlaps the range unless it ends at or before lo, or starts after hi.
-    let ends_before = !r.end.is_empty()
-        && match &range.lo {
-            Bound::Included(l) => r.end.as_ref() <= l.as_ref(),
-            Bound::Excluded(l) => r.end.as_ref() <= l.as_ref(),
-            Bound::Unbounded => false,
-        };
-    let starts_after = match &range.hi {
-        Bound::Included(h) => r.start.as_ref() > h.as_ref(),
-        Bound::Excluded(h) => r.start.as_ref() >= h.as_ref(),
-        Bound::Unbounded => false,
-    };
-    !ends_before && !starts_after
 }

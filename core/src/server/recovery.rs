@@ -20,6 +20,8 @@ use crate::schema::TableName;
 use crate::storage::storefile::{BlockCache, StoreFileReader};
 use crate::wal::{DamageAction, Wal, WalCut, WalDamage, WalOptions, WalRecoveryMode};
 
+pub use super::verify_pending::{RecoveryRepair, RecoveryRepairOutcome};
+
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64};
@@ -345,38 +347,6 @@ impl std::fmt::Display for RecoveryReport {
         }
         Ok(())
     }
-}
-
-/// Verification and repair of what a coprocessor library derives from a table (an
-/// index's rows, an observer's counters), run by `Connection::open_with` before it returns
-/// when the directory's derived data may disagree with its tables: after an open that
-/// salvaged a damaged WAL ([`crate::wal::WalRecoveryMode::Salvage`]), or after the offline
-/// repair set store files aside. The configured [`super::HooksLoader`]
-/// supplies them ([`super::HooksLoader::recovery_repairs`]);
-/// `basalt::index::register` registers the indexes' one. A repair that needs the client API
-/// opens `Connection::from_engine` on the engine it is given.
-#[async_trait::async_trait]
-pub trait RecoveryRepair: Send + Sync + std::fmt::Debug {
-    /// Verifies and repairs what this library derives from `table`, returning one outcome
-    /// per derived structure (none when it derives nothing from it). An error fails the
-    /// open; the directory keeps the table recorded for the next one.
-    async fn repair(
-        &self,
-        engine: &Arc<Engine>,
-        table: &TableName,
-    ) -> Result<Vec<RecoveryRepairOutcome>>;
-}
-
-/// What one recovery repair found in one derived structure of a table (see
-/// [`RecoveryReport::repairs`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveryRepairOutcome {
-    /// The data table.
-    pub table: TableName,
-    /// What was verified, as its library names it (`index by_user`).
-    pub what: String,
-    /// Differences found between the table and what derives from it, all repaired.
-    pub differences: usize,
 }
 
 /// The tables with coprocessors (the ones with derived data).

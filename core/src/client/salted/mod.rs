@@ -32,7 +32,7 @@ use std::sync::Arc;
 ///
 /// ```
 /// use basalt_core::client::{Get, Put, Scan};
-/// use basalt_core::schema::salt::SaltSpec;
+/// use basalt_core::SaltSpec;
 /// use basalt_core::{ColumnFamilyDescriptor, Connection, TableDescriptor, TableName};
 /// use futures::TryStreamExt;
 /// # #[tokio::main(flavor = "current_thread")]

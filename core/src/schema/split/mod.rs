@@ -42,7 +42,7 @@ const DEFAULT_LAST_UNIFORM_ROW: [u8; 8] = [0xFF; 8];
 /// A pre-split algorithm, as HBase's RegionSplitter.SplitAlgorithm.
 ///
 /// ```
-/// use basalt_core::schema::split::SplitAlgorithm;
+/// use basalt_core::SplitAlgorithm;
 /// let keys = SplitAlgorithm::HexString.split(4).unwrap();
 /// assert_eq!(keys, vec![b"40000000".to_vec(), b"80000000".to_vec(), b"c0000000".to_vec()]);
 /// assert!(SplitAlgorithm::Uniform.split(1).is_err());

@@ -13,15 +13,12 @@
 //! sequence id (its added mutations are prepared and committed with the batch), post-hooks
 //! after unlock. A table without them only pays one `Option` check.
 
-use super::hooks::{LockPlan, PostApply};
+use super::hooks::{under_row_locks, LockPlan, PostApply};
 use super::{now_ms, Engine, TableState};
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
-use crate::ops::{
-    Append, BatchOp, BatchOutcome, CheckAndMutate, Condition, Delete, DeleteKind, Get, Increment,
-    Mutation, Put, RowMutations, RowResult, TimeRange,
-};
+use crate::ops::{Delete, DeleteKind, Get, Increment, Mutation, Put, RowMutations};
 use crate::region::{Region, Store};
 use crate::wal::{Durability, EditRef, UnsealedFrame, WalEdit, WalRecord};
 use bytes::Bytes;
@@ -30,6 +27,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 pub(crate) use crate::region::PreparedCell;
+
+mod atomic;
+mod batch;
+
+pub(super) use batch::cell_hint;
+use batch::runs_by_region;
+
+pub(crate) use atomic::{validate_ttl, Delta, DeltaOptions};
 
 /// How a batch goes to the WAL.
 enum Log {
@@ -91,14 +96,6 @@ impl Engine {
         })
     }
 
-    fn region_of(&self, t: &TableState, row: &[u8]) -> Result<Arc<Region>> {
-        let region = t
-            .locate(row)
-            .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
-        region.check_online()?;
-        Ok(region)
-    }
-
     fn check_value(&self, v: &[u8]) -> Result<()> {
         if v.len() > self.config.max_value_size {
             return Err(Error::ValueTooLarge {
@@ -112,7 +109,7 @@ impl Engine {
     /// Checks a mutation without writing anything.
     pub(crate) fn validate_mutation(&self, t: &TableState, m: &Mutation) -> Result<()> {
         validate_row(m.row())?;
-        let region = self.region_of(t, m.row())?;
+        let region = t.online_region(m.row())?;
         match m {
             Mutation::Put(p) => {
                 if p.is_empty() && !p.is_touch() {
@@ -145,7 +142,7 @@ impl Engine {
         if inc.columns.is_empty() {
             return Err(Error::bad_argument("no column given"));
         }
-        let region = self.region_of(t, &inc.row)?;
+        let region = t.online_region(&inc.row)?;
         for (f, _, _) in &inc.columns {
             self.store_of(t, &region, f)?;
         }
@@ -162,7 +159,7 @@ impl Engine {
         out: &mut Vec<PreparedCell>,
     ) -> Result<()> {
         let row = m.row().clone();
-        let region = self.region_of(t, &row)?;
+        let region = t.online_region(&row)?;
         let cell = |store: Arc<Store>, q: Bytes, ts: Timestamp, kind: CellType, value: Bytes| {
             PreparedCell {
                 region: region.clone(),
@@ -470,7 +467,7 @@ impl Engine {
                         .iter()
                         .find(|t| t.name == c.region.table)
                         .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
-                    let region = self.region_of(t, &c.cell.key.row)?;
+                    let region = t.online_region(&c.cell.key.row)?;
                     c.store = self.store_of(t, &region, &c.store.family)?;
                     c.region = region;
                 }
@@ -507,17 +504,9 @@ impl Engine {
         for m in muts {
             self.validate_mutation(t, m)?;
         }
-        let mut plan = LockPlan::default();
-        loop {
-            let locks = self
-                .lock_planned(t, muts.iter().map(|m| m.row()), &plan)
-                .await;
-            let r = self.mutate_locked(t, muts, &mut plan).await;
-            drop(locks);
-            if !plan.take_relock() {
-                return r;
-            }
-        }
+        under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
+            .mutate_locked(t, muts, plan)
+            .await)
     }
 
     /// Commits `muts` under their row locks (and `plan`'s extra rows), after the table's
@@ -563,22 +552,6 @@ impl Engine {
         self.mutate(t, &rm.mutations).await
     }
 
-    /// The newest visible `(timestamp, value)` of a column, read at the current read point.
-    fn latest_cell(
-        &self,
-        region: &Region,
-        store: &Arc<Store>,
-        row: &Bytes,
-        qualifier: &Bytes,
-        range: TimeRange,
-    ) -> Result<Option<(Timestamp, Bytes)>> {
-        let get = Get::new(row)
-            .add_column(&store.family, qualifier)
-            .time_range(range);
-        let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
-        Ok(res.cells.into_iter().next().map(|c| (c.timestamp, c.value)))
-    }
-
     /// The timestamp of the `n`-th newest (from 1) visible version of a column.
     fn nth_latest_ts(
         &self,
@@ -594,538 +567,6 @@ impl Engine {
             .max_versions(versions);
         let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
         Ok(res.cells.get(n.saturating_sub(1)).map(|c| c.timestamp))
-    }
-
-    /// Atomically adds to 8-byte big-endian counters; returns the new values.
-    pub(crate) async fn increment(
-        self: &Arc<Self>,
-        t: &TableState,
-        inc: Increment,
-    ) -> Result<RowResult> {
-        if let Some(hooks) = t.hooks() {
-            return self.increment_hooked(t, &hooks, inc).await;
-        }
-        self.increment_unhooked(t, &inc).await
-    }
-
-    /// [`Engine::increment`] without hooks.
-    pub(super) async fn increment_unhooked(
-        self: &Arc<Self>,
-        t: &TableState,
-        inc: &Increment,
-    ) -> Result<RowResult> {
-        self.read_modify_write(
-            t,
-            &inc.row,
-            inc.durability,
-            DeltaOptions {
-                range: inc.time_range,
-                ttl_ms: inc.ttl_ms,
-            },
-            inc.columns
-                .iter()
-                .map(|(f, q, a)| (f, q, Delta::Add(*a)))
-                .collect(),
-        )
-        .await
-    }
-
-    /// Atomically appends to cells; returns the new values.
-    pub(crate) async fn append(self: &Arc<Self>, t: &TableState, app: Append) -> Result<RowResult> {
-        if let Some(hooks) = t.hooks() {
-            return self.append_hooked(t, &hooks, app).await;
-        }
-        self.append_unhooked(t, &app).await
-    }
-
-    /// [`Engine::append`] without hooks.
-    pub(super) async fn append_unhooked(
-        self: &Arc<Self>,
-        t: &TableState,
-        app: &Append,
-    ) -> Result<RowResult> {
-        self.read_modify_write(
-            t,
-            &app.row,
-            app.durability,
-            DeltaOptions {
-                range: app.time_range,
-                ttl_ms: app.ttl_ms,
-            },
-            app.columns
-                .iter()
-                .map(|(f, q, v)| (f, q, Delta::Append(v.clone())))
-                .collect(),
-        )
-        .await
-    }
-
-    async fn read_modify_write(
-        self: &Arc<Self>,
-        t: &TableState,
-        row: &Bytes,
-        durability: Durability,
-        opts: DeltaOptions,
-        deltas: Vec<(&Bytes, &Bytes, Delta)>,
-    ) -> Result<RowResult> {
-        self.validate_read_modify_write(t, row, &deltas)?;
-        validate_ttl(opts.ttl_ms)?;
-        let name = t.name.to_string();
-        let lock = self.locks.lock([(name.as_str(), row.clone())]).await;
-        if t.hooks().is_some() {
-            // Coprocessors arrived since the caller looked (an index being created): their
-            // batch hooks must see this write.
-            drop(lock);
-            return self
-                .read_modify_write_hooked(t, row, durability, opts, deltas)
-                .await;
-        }
-        let mut cells = Vec::new();
-        let result = self.resolve_deltas(t, row, deltas, opts, now_ms(), &mut cells)?;
-        self.commit(t, cells, durability).await?;
-        Ok(RowResult {
-            row: row.clone(),
-            cells: result,
-        })
-    }
-
-    /// Checks an increment's or append's columns without writing anything.
-    pub(super) fn validate_read_modify_write(
-        &self,
-        t: &TableState,
-        row: &Bytes,
-        deltas: &[(&Bytes, &Bytes, Delta)],
-    ) -> Result<()> {
-        t.check_enabled()?;
-        validate_row(row)?;
-        if deltas.is_empty() {
-            return Err(Error::bad_argument("no column given"));
-        }
-        let region = self.region_of(t, row)?;
-        for (f, _, d) in deltas {
-            self.store_of(t, &region, f)?;
-            if let Delta::Append(v) = d {
-                self.check_value(v)?;
-            }
-        }
-        Ok(())
-    }
-
-    pub(super) fn row_slot(
-        &self,
-        t: &TableState,
-        row: &[u8],
-    ) -> Option<&std::sync::atomic::AtomicU64> {
-        // XXH3 of the row seeded with the table's: slots only need spreading, and SipHash
-        // was 3% of an indexed put.
-        let h = xxhash_rust::xxh3::xxh3_64_with_seed(row, t.key_hash);
-        let n = self.row_clock.len().max(1) as u64;
-        self.row_clock.get((h % n) as usize)
-    }
-
-    /// The timestamp of a hooked write of `rows` (the caller holds their locks): the wall
-    /// clock, once it has passed the timestamp of the rows' previous hooked write (waiting
-    /// for the next millisecond when needed). A hooked write's cells are stamped before its
-    /// `pre_batch_mutate` hooks run (they read the row as the batch leaves it), so a row
-    /// deleted and written again in one millisecond would otherwise have its put hidden by
-    /// the delete marker. The clock is never run ahead of the wall clock: a later write
-    /// stamped by the wall clock (a delete) still covers this one. Rows sharing a slot
-    /// only wait more.
-    pub(super) async fn hooked_now<'r>(
-        &self,
-        t: &TableState,
-        rows: impl Iterator<Item = &'r Bytes>,
-        min: Timestamp,
-    ) -> Timestamp {
-        let last = rows
-            .filter_map(|r| self.row_slot(t, r))
-            .map(|s| s.load(Ordering::Acquire))
-            .max()
-            .unwrap_or(0)
-            .max(min);
-        loop {
-            let now = now_ms();
-            if now > last {
-                return now;
-            }
-            tokio::time::sleep(std::time::Duration::from_micros(200)).await;
-        }
-    }
-
-    /// Records that a hooked write of `rows` (still under their locks) took `now`.
-    pub(super) fn record_hooked<'r>(
-        &self,
-        t: &TableState,
-        rows: impl Iterator<Item = &'r Bytes>,
-        now: Timestamp,
-    ) {
-        for r in rows {
-            if let Some(s) = self.row_slot(t, r) {
-                s.fetch_max(now, Ordering::AcqRel);
-            }
-        }
-    }
-
-    /// Reads the latest value of each column inside `range` under the row lock (the caller
-    /// holds it) and prepares the cells of the new values; returns the new cells, sorted by
-    /// column.
-    pub(crate) fn resolve_deltas(
-        &self,
-        t: &TableState,
-        row: &Bytes,
-        deltas: Vec<(&Bytes, &Bytes, Delta)>,
-        opts: DeltaOptions,
-        now: Timestamp,
-        cells: &mut Vec<PreparedCell>,
-    ) -> Result<Vec<crate::cell::Cell>> {
-        // Located under the row lock: a split may have moved the row meanwhile.
-        let region = self.region_of(t, row)?;
-        let mut result = Vec::new();
-        for (f, q, delta) in deltas {
-            let store = self.store_of(t, &region, f)?;
-            let old = self.latest_cell(&region, &store, row, q, opts.range)?;
-            // No older than the version read plus one (HBase's reckonDeltas), but never
-            // the "server time" sentinel: over a version at the largest timestamp the new
-            // value replaces it there.
-            let ts = old.as_ref().map_or(now, |(ts, _)| {
-                now.max(ts.saturating_add(1).min(crate::cell::LATEST_TIMESTAMP - 1))
-            });
-            let value = match delta {
-                Delta::Add(amount) => {
-                    let base = match &old {
-                        None => 0i64,
-                        Some((_, v)) => {
-                            let arr: [u8; 8] =
-                                v.as_ref().try_into().map_err(|_| Error::NotACounter {
-                                    column: format!(
-                                        "{}:{}",
-                                        String::from_utf8_lossy(f),
-                                        String::from_utf8_lossy(q)
-                                    ),
-                                    len: v.len(),
-                                })?;
-                            i64::from_be_bytes(arr)
-                        }
-                    };
-                    Bytes::copy_from_slice(&base.wrapping_add(amount).to_be_bytes())
-                }
-                Delta::Append(v) => {
-                    let mut buf = old.map(|(_, o)| o.to_vec()).unwrap_or_default();
-                    buf.extend_from_slice(&v);
-                    self.check_value(&buf)?;
-                    Bytes::from(buf)
-                }
-            };
-            result.push(crate::cell::Cell {
-                row: row.clone(),
-                family: f.clone(),
-                qualifier: q.clone(),
-                timestamp: ts,
-                kind: crate::cell::CellType::Put,
-                value: value.clone(),
-            });
-            let (kind, value) = match opts.ttl_ms {
-                Some(ttl) => (
-                    CellType::ExpiringPut,
-                    crate::cell::expiring_value(ttl, &value),
-                ),
-                None => (CellType::Put, value),
-            };
-            cells.push(PreparedCell {
-                region: region.clone(),
-                store,
-                cell: StoreCell {
-                    key: StoreKey {
-                        row: row.clone(),
-                        qualifier: q.clone(),
-                        ts,
-                        kind,
-                        seq: 0,
-                    },
-                    value,
-                },
-            });
-        }
-        result.sort_by(|a, b| (&a.family, &a.qualifier).cmp(&(&b.family, &b.qualifier)));
-        Ok(result)
-    }
-
-    /// Applies the mutations only if the condition holds; returns whether it held.
-    pub(crate) async fn check_and_mutate(
-        self: &Arc<Self>,
-        t: &TableState,
-        cam: CheckAndMutate,
-    ) -> Result<bool> {
-        if let Some(hooks) = t.hooks() {
-            return self.check_and_mutate_hooked(t, &hooks, cam).await;
-        }
-        self.check_and_mutate_unhooked(t, cam).await
-    }
-
-    /// [`Engine::check_and_mutate`] without the check-and-mutate hooks (the batch hooks of
-    /// its mutations still run).
-    pub(super) async fn check_and_mutate_unhooked(
-        self: &Arc<Self>,
-        t: &TableState,
-        cam: CheckAndMutate,
-    ) -> Result<bool> {
-        t.check_enabled()?;
-        validate_row(&cam.row)?;
-        let action = cam.action.as_ref().ok_or_else(|| {
-            Error::bad_argument("check-and-mutate needs a put, delete or row mutations")
-        })?;
-        if action.row != cam.row {
-            return Err(Error::bad_argument(
-                "check-and-mutate must mutate the row it checks",
-            ));
-        }
-        check_same_row(action)?;
-        let region = self.region_of(t, &cam.row)?;
-        let by_filter = matches!(cam.condition, Condition::Filter(_));
-        if !by_filter {
-            self.store_of(t, &region, &cam.family)?;
-        }
-        for m in &action.mutations {
-            self.validate_mutation(t, m)?;
-        }
-        let mut plan = LockPlan::default();
-        loop {
-            let locks = self.lock_planned(t, std::iter::once(&cam.row), &plan).await;
-            let r = self
-                .check_and_mutate_locked(t, &cam, action, &mut plan)
-                .await;
-            drop(locks);
-            if !plan.take_relock() {
-                return r;
-            }
-        }
-    }
-
-    /// The locked part of a check-and-mutate: reads the condition, applies `action` if it
-    /// holds.
-    async fn check_and_mutate_locked(
-        self: &Arc<Self>,
-        t: &TableState,
-        cam: &CheckAndMutate,
-        action: &RowMutations,
-        plan: &mut LockPlan,
-    ) -> Result<bool> {
-        // Located under the row lock: a split may have moved the row meanwhile.
-        let region = self.region_of(t, &cam.row)?;
-        // Whether the condition holds, and the timestamp of the cell it was judged on.
-        let (pass, checked_ts) = if let Condition::Filter(f) = &cam.condition {
-            let get = Get::new(&cam.row).filter(f.clone());
-            let found = self.read_row_in(&region, &get, self.mvcc.read_point())?;
-            (!found.is_empty(), found.cells.first().map(|c| c.timestamp))
-        } else {
-            let store = self.store_of(t, &region, &cam.family)?;
-            let current =
-                self.latest_cell(&region, &store, &cam.row, &cam.qualifier, TimeRange::ALL)?;
-            (
-                cam.condition
-                    .holds(current.as_ref().map(|(_, v)| v.as_ref())),
-                current.map(|(ts, _)| ts),
-            )
-        };
-        if !pass {
-            return Ok(false);
-        }
-        // As HBase (HBASE-14054): puts without a timestamp are written no older than the
-        // checked cell, so a cell dated in the future cannot hide the write the check let
-        // through.
-        match checked_ts.filter(|ts| *ts > now_ms() && *ts != LATEST_TIMESTAMP) {
-            Some(floor) => {
-                let stamped: Vec<Mutation> = action
-                    .mutations
-                    .iter()
-                    .map(|m| match m {
-                        Mutation::Put(p) if p.ts == LATEST_TIMESTAMP => {
-                            Mutation::Put(p.clone().timestamp(floor))
-                        }
-                        other => other.clone(),
-                    })
-                    .collect();
-                self.mutate_locked(t, &stamped, plan).await?;
-            }
-            None => self.mutate_locked(t, &action.mutations, plan).await?,
-        }
-        Ok(true)
-    }
-
-    /// Runs many operations; one result per operation, in order. Puts and deletes that pass
-    /// validation commit together as one atomic batch; the other operations run after it.
-    pub(crate) async fn batch(
-        self: &Arc<Self>,
-        t: &TableState,
-        ops: Vec<BatchOp>,
-    ) -> Result<Vec<Result<BatchOutcome>>> {
-        t.check_enabled()?;
-        let hooks = t.hooks();
-        let mut results: Vec<Option<Result<BatchOutcome>>> = (0..ops.len()).map(|_| None).collect();
-        let mut group: Vec<(usize, Mutation)> = Vec::new();
-        let mut rest = Vec::new();
-        for (i, op) in ops.into_iter().enumerate() {
-            match op {
-                BatchOp::Put(p) => group.push((i, Mutation::Put(p))),
-                BatchOp::Delete(d) => group.push((i, Mutation::Delete(d))),
-                other => rest.push((i, other)),
-            }
-        }
-        if let Some(h) = &hooks {
-            group = self.batch_pre_hooks(t, h, group, &mut results).await;
-        }
-        group.retain(|(i, m)| match self.validate_mutation(t, m) {
-            Ok(()) => true,
-            Err(e) => {
-                if let Some(slot) = results.get_mut(*i) {
-                    *slot = Some(Err(e));
-                }
-                false
-            }
-        });
-        let mut plan = LockPlan::default();
-        while !group.is_empty() {
-            let locks = self
-                .lock_planned(t, group.iter().map(|(_, m)| m.row()), &plan)
-                .await;
-            // Under the locks, the table's current hooks: batch hooks that arrived since the
-            // pre-hooks ran (an index being created) must see this write.
-            let locked_hooks = t.hooks();
-            let (ok, outcome) = match &locked_hooks {
-                None => {
-                    let (cells, ok, durability) = self.prepare_group(t, &group, &mut results);
-                    (ok, self.commit(t, cells, durability).await)
-                }
-                Some(h) => {
-                    self.batch_locked_hooked(t, h, &mut group, &mut results, &mut plan)
-                        .await
-                }
-            };
-            if plan.take_relock() {
-                drop(locks);
-                continue;
-            }
-            for i in &ok {
-                // A slot already answered holds a later hook's error.
-                if let Some(slot @ None) = results.get_mut(*i) {
-                    *slot = Some(match &outcome {
-                        Ok(()) => Ok(BatchOutcome::Done),
-                        Err(e) => Err(super::hooks::copy_error(e)),
-                    });
-                }
-            }
-            drop(locks);
-            if let (Some(h), Ok(())) = (&hooks, &outcome) {
-                self.batch_post_hooks(t, h, &group, &ok, &mut results).await;
-            }
-            break;
-        }
-        for (i, op) in rest {
-            let r = match op {
-                BatchOp::Get(g) => self.get_hooked(t, g).await.map(BatchOutcome::Row),
-                BatchOp::Increment(inc) => self.increment(t, inc).await.map(BatchOutcome::Row),
-                BatchOp::Append(a) => self.append(t, a).await.map(BatchOutcome::Row),
-                BatchOp::RowMutations(rm) => {
-                    self.mutate_row(t, rm).await.map(|_| BatchOutcome::Done)
-                }
-                BatchOp::CheckAndMutate(c) => {
-                    self.check_and_mutate(t, c).await.map(BatchOutcome::Checked)
-                }
-                BatchOp::Put(_) | BatchOp::Delete(_) => Ok(BatchOutcome::Done),
-            };
-            if let Some(slot) = results.get_mut(i) {
-                *slot = Some(r);
-            }
-        }
-        Ok(results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(Error::bad_argument("operation not run"))))
-            .collect())
-    }
-}
-
-impl Engine {
-    /// Prepares a batch's mutations (the caller holds their row locks): the cells, the
-    /// indexes of the operations prepared (a failed one is answered with its error) and the
-    /// strongest durability among them.
-    pub(super) fn prepare_group(
-        &self,
-        t: &TableState,
-        group: &[(usize, Mutation)],
-        results: &mut [Option<Result<BatchOutcome>>],
-    ) -> (Vec<PreparedCell>, Vec<usize>, Durability) {
-        let now = now_ms();
-        let mut cells = Vec::new();
-        let mut ok = Vec::new();
-        for (i, m) in group {
-            let mark = cells.len();
-            match self.prepare(t, m, now, &mut cells) {
-                Ok(()) => ok.push(*i),
-                Err(e) => {
-                    cells.truncate(mark);
-                    if let Some(slot) = results.get_mut(*i) {
-                        *slot = Some(Err(e));
-                    }
-                }
-            }
-        }
-        let durability = strongest(
-            group
-                .iter()
-                .filter(|(i, _)| ok.binary_search(i).is_ok())
-                .map(|(_, m)| m.durability()),
-        );
-        (cells, ok, durability)
-    }
-}
-
-/// The number of runs of consecutive cells of one region.
-fn runs_by_region(cells: &[PreparedCell]) -> usize {
-    1 + cells
-        .windows(2)
-        .filter(|w| matches!(w, [a, b] if !Arc::ptr_eq(&a.region, &b.region)))
-        .count()
-}
-
-/// About how many cells a mutation writes.
-pub(super) fn cell_hint(m: &Mutation) -> usize {
-    match m {
-        Mutation::Put(p) => p.cells().len(),
-        Mutation::Delete(d) => d.kinds.len().max(1),
-    }
-}
-
-/// A read-modify-write change of one column.
-#[derive(Clone)]
-pub(crate) enum Delta {
-    /// Add to an 8-byte big-endian counter.
-    Add(i64),
-    /// Append bytes.
-    Append(Bytes),
-}
-
-/// How an increment or append reads and writes: the time range its current values are
-/// read in, and its new values' own TTL.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DeltaOptions {
-    pub(crate) range: TimeRange,
-    pub(crate) ttl_ms: Option<u64>,
-}
-
-impl Default for DeltaOptions {
-    fn default() -> Self {
-        DeltaOptions {
-            range: TimeRange::ALL,
-            ttl_ms: None,
-        }
-    }
-}
-
-/// A cell TTL must be positive (HBase refuses a negative one; zero would expire at once).
-pub(crate) fn validate_ttl(ttl_ms: Option<u64>) -> Result<()> {
-    match ttl_ms {
-        Some(0) => Err(Error::bad_argument("a cell TTL must be positive")),
-        _ => Ok(()),
     }
 }
 
