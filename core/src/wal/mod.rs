@@ -15,8 +15,10 @@
 //! docs; recovery rules in the `recovery` module doc. A segment is deleted by
 //! [`Wal::purge_up_to`] once every region has flushed past its last sequence id.
 //!
-//! Files: `handle.rs` ([`Wal`], [`WalTicket`]), `writer.rs` (writes, group commit, flusher),
-//! `record.rs` (codec), `segment.rs` (segment files), `recovery.rs` (replay at open).
+//! Files: `handle.rs` ([`Wal`], [`WalTicket`]), `writer.rs` (writes, group commit; waiting for
+//! writes and fsyncs and the flusher in `writer/wait.rs`), `record.rs` (codec), `segment.rs`
+//! (segment files), `recovery.rs` (replay at open; `recovery/read.rs` reads a segment's
+//! frames, `recovery/apply.rs` makes the planned changes).
 
 mod handle;
 mod record;

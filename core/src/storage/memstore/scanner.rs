@@ -1,0 +1,145 @@
+//! Scanning a MemStore: [`MemStoreScanner`] copies cells out in chunks (growing from
+//! [`FIRST_CHUNK`] to [`MAX_CHUNK`]) and resumes from a cursor, forward or reverse, so it holds
+//! no borrow or lock of the MemStore between calls.
+//!
+//! Invariants kept: the cells come in [`StoreKey`] order (descending when reverse), each
+//! once, from the start key on; a cursor always resumes just after the last cell taken; a
+//! point read (`only_row`) ends at the end of its row.
+
+use super::row::ColKey;
+use super::{MemStore, RowKey};
+use crate::cell::{StoreCell, StoreKey};
+use crate::error::Result;
+use bytes::Bytes;
+use std::ops::Bound;
+use std::sync::Arc;
+
+/// How many cells a MemStore scanner copies out on its first refill; each refill doubles it
+/// up to [`MAX_CHUNK`], so point reads copy little and scans amortize.
+const FIRST_CHUNK: usize = 16;
+/// The largest refill.
+const MAX_CHUNK: usize = 512;
+
+/// Where a scanner resumes: a row, and a bound on the column keys inside it.
+#[derive(Debug)]
+struct Cursor {
+    row: Bound<Bytes>,
+    col: Bound<ColKey>,
+}
+
+/// Iterates a MemStore in chunks, so it holds no borrow or lock between calls.
+#[derive(Debug)]
+pub struct MemStoreScanner {
+    mem: Arc<MemStore>,
+    next: Option<Cursor>,
+    /// Buffered cells, stored reversed so `pop` yields the next one.
+    buf: Vec<StoreCell>,
+    chunk: usize,
+    reverse: bool,
+    /// Set for a point read: the scanner ends at the end of this row.
+    pub(super) only_row: Option<Bytes>,
+}
+
+impl MemStoreScanner {
+    pub(super) fn new(mem: Arc<MemStore>, start: Option<StoreKey>, reverse: bool) -> Self {
+        let next = Some(match start {
+            None => Cursor {
+                row: Bound::Unbounded,
+                col: Bound::Unbounded,
+            },
+            Some(k) => Cursor {
+                col: Bound::Included(ColKey::of(&k)),
+                row: Bound::Included(k.row),
+            },
+        });
+        MemStoreScanner {
+            mem,
+            next,
+            buf: Vec::new(),
+            chunk: FIRST_CHUNK,
+            reverse,
+            only_row: None,
+        }
+    }
+
+    /// Repositions the scanner at `key`: the next cell is the first at or after it (at or
+    /// before it when reverse).
+    pub fn seek(&mut self, key: &StoreKey) {
+        self.next = Some(Cursor {
+            col: Bound::Included(ColKey::of(key)),
+            row: Bound::Included(key.row.clone()),
+        });
+        self.buf.clear();
+        self.chunk = FIRST_CHUNK;
+    }
+
+    fn refill(&mut self) {
+        let want = self.chunk;
+        self.chunk = (self.chunk * 2).min(MAX_CHUNK);
+        let mut out = Vec::with_capacity(want);
+        while out.len() < want {
+            let Some(cur) = self.next.take() else { break };
+            let entry = if self.reverse {
+                match &cur.row {
+                    Bound::Unbounded => self.mem.rows.back(),
+                    b => self
+                        .mem
+                        .rows
+                        .upper_bound(b.clone().map(RowKey::new).as_ref()),
+                }
+            } else {
+                self.mem
+                    .rows
+                    .lower_bound(cur.row.clone().map(RowKey::new).as_ref())
+            };
+            let Some(entry) = entry else { break };
+            if self
+                .only_row
+                .as_ref()
+                .is_some_and(|r| *r != entry.key().row)
+            {
+                break;
+            }
+            let row = entry.key().row.clone();
+            // The column bound applies only inside the row the cursor names.
+            let col = match &cur.row {
+                Bound::Included(r) if *r == row => cur.col,
+                _ => Bound::Unbounded,
+            };
+            let room = want - out.len();
+            let (taken, last) =
+                entry
+                    .value()
+                    .read()
+                    .take_range(&row, col, self.reverse, room, &mut out);
+            self.next = Some(if taken == room {
+                // The chunk filled up: resume inside this row, after the last cell taken.
+                Cursor {
+                    row: Bound::Included(row),
+                    col: match last {
+                        Some(k) => Bound::Excluded(k),
+                        None => Bound::Unbounded,
+                    },
+                }
+            } else {
+                Cursor {
+                    row: Bound::Excluded(row),
+                    col: Bound::Unbounded,
+                }
+            });
+        }
+        out.reverse();
+        self.buf = out;
+    }
+}
+
+impl Iterator for MemStoreScanner {
+    type Item = Result<StoreCell>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.buf.is_empty() {
+            self.refill();
+        }
+        self.buf.pop().map(Ok)
+    }
+}
