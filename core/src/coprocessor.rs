@@ -8,7 +8,7 @@
 //! changes (no restart). The `basalt-coprocessors` crate implements both with a host that
 //! chains many observers in priority order and applies their failure policies.
 //!
-//! Where the engine calls each hook (`server/hooks.rs` and `server/write.rs`):
+//! Where the engine calls each hook (`server/hooks/` and `server/write/`):
 //! - `pre_put` / `pre_delete`: before validation and before any row lock; may change the
 //!   mutation or bypass it (the operation then succeeds without writing it).
 //! - `pre_batch_mutate`: once per region of a write, under the rows' locks, before the
