@@ -14,27 +14,30 @@ fn core_src() -> PathBuf {
         .join("src")
 }
 
-/// The declared order: the backquoted names after "Layers, bottom to top:" up to the first
-/// line that ends the sentence.
-fn declared_layers(lib: &str) -> Vec<String> {
+/// The backquoted names after `heading` in `core/src/lib.rs`'s doc, up to the period that
+/// ends the sentence, in the order written.
+fn declared_list(lib: &str, heading: &str) -> Vec<String> {
     let doc: String = lib
         .lines()
         .filter_map(|l| l.strip_prefix("//!"))
         .collect::<Vec<_>>()
         .join(" ");
     let start = doc
-        .find("Layers, bottom to top:")
-        .expect("core/src/lib.rs declares its layers");
+        .find(heading)
+        .unwrap_or_else(|| panic!("core/src/lib.rs's doc has no {heading:?}"));
     let sentence = &doc[start..];
-    let end = sentence
-        .find('.')
-        .expect("the declaration ends with a period");
+    let end = sentence.find('.').expect("the list ends with a period");
     sentence[..end]
         .split('`')
         .skip(1)
         .step_by(2)
         .map(str::to_string)
         .collect()
+}
+
+/// The declared order, bottom to top.
+fn declared_layers(lib: &str) -> Vec<String> {
+    declared_list(lib, "Layers, bottom to top:")
 }
 
 /// The code of a file without comments and without its `#[cfg(test)] mod` block.
@@ -200,24 +203,9 @@ fn the_checker_finds_upward_references() {
     assert_eq!(undeclared, ["error"]);
 }
 
-/// The names after "Public modules:" in `core/src/lib.rs`'s doc, up to the period.
+/// The public modules `core/src/lib.rs`'s doc lists, sorted.
 fn declared_public_modules(lib: &str) -> Vec<String> {
-    let doc: String = lib
-        .lines()
-        .filter_map(|l| l.strip_prefix("//!"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    let start = doc
-        .find("Public modules:")
-        .expect("core/src/lib.rs declares its public modules");
-    let sentence = &doc[start..];
-    let end = sentence.find('.').expect("the list ends with a period");
-    let mut names: Vec<String> = sentence[..end]
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect();
+    let mut names = declared_list(lib, "Public modules:");
     names.sort();
     names
 }
