@@ -63,7 +63,7 @@ impl Connection {
         let engine = tokio::task::spawn_blocking(move || Engine::open(config))
             .await
             .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
-        engine.start_periodic_compactions();
+        engine.upkeep.start_periodic_compactions();
         let conn = Connection { engine };
         if let Err(e) = conn.run_recovery_repairs().await {
             // The directory still records the tables: the next open tries again.
@@ -86,6 +86,7 @@ impl Connection {
         }
         let repairs = self
             .engine
+            .shared
             .config
             .coprocessor_loader
             .as_ref()
@@ -146,7 +147,7 @@ impl Connection {
     /// ([`Table::scan_at`], [`SaltedTable::scan_at`]) read the same committed state of every
     /// table, however long they run and whatever commits meanwhile.
     pub fn snapshot(&self) -> Snapshot {
-        Snapshot::new(Arc::new(self.engine.register_scan()))
+        Snapshot::new(Arc::new(self.engine.reads.register_scan()))
     }
 
     /// What the open recovered from the WAL, and any damage it found and how it dealt with
@@ -166,7 +167,7 @@ impl Connection {
         &self,
         name: impl IntoTableName,
     ) -> Result<crate::server::endpoint::EndpointCall> {
-        self.engine.endpoint_call(&name.into_table_name()?)
+        self.engine.reads.endpoint_call(&name.into_table_name()?)
     }
 
     /// Flushes MemStores, syncs the WAL and closes the engine.
@@ -287,7 +288,7 @@ impl Admin {
             d
         };
         let change = async {
-            self.engine.flush_table(name).await?;
+            self.engine.upkeep.flush_table(name).await?;
             self.engine.remove_family(name, family)
         };
         self.engine.observed_modify(name, proposed, change).await
@@ -295,14 +296,17 @@ impl Admin {
     /// Flushes every region of a table.
     pub async fn flush(&self, name: impl IntoTableName) -> Result<()> {
         let name = &name.into_table_name()?;
-        self.engine.flush_table(name).await
+        self.engine.upkeep.flush_table(name).await
     }
     /// Runs a minor compaction of every store of every region of a table, as often as the
     /// table's compaction policy selects files, and returns when they finished. A minor
     /// compaction never changes what reads return.
     pub async fn compact(&self, name: impl IntoTableName) -> Result<()> {
         let name = &name.into_table_name()?;
-        self.engine.compact_table(name, CompactionKind::Minor).await
+        self.engine
+            .upkeep
+            .compact_table(name, CompactionKind::Minor)
+            .await
     }
     /// Runs a major compaction of every store of a table (all its files become one, without
     /// delete markers unless the family keeps deleted cells, masked, expired and excess
@@ -310,12 +314,16 @@ impl Admin {
     /// [`flush`](Self::flush) before it to include the MemStores.
     pub async fn major_compact(&self, name: impl IntoTableName) -> Result<()> {
         let name = &name.into_table_name()?;
-        self.engine.compact_table(name, CompactionKind::Major).await
+        self.engine
+            .upkeep
+            .compact_table(name, CompactionKind::Major)
+            .await
     }
     /// [`compact`](Self::compact) for one region, by its id ([`RegionInfo::id`]).
     pub async fn compact_region(&self, name: impl IntoTableName, region_id: u64) -> Result<()> {
         let name = &name.into_table_name()?;
         self.engine
+            .upkeep
             .compact_region(name, region_id, CompactionKind::Minor)
             .await
     }
@@ -327,6 +335,7 @@ impl Admin {
     ) -> Result<()> {
         let name = &name.into_table_name()?;
         self.engine
+            .upkeep
             .compact_region(name, region_id, CompactionKind::Major)
             .await
     }
@@ -341,7 +350,10 @@ impl Admin {
         split_row: Option<&[u8]>,
     ) -> Result<Option<(u64, u64)>> {
         let name = &name.into_table_name()?;
-        self.engine.split_region(name, region_id, split_row).await
+        self.engine
+            .upkeep
+            .split_region(name, region_id, split_row)
+            .await
     }
     /// Merges two adjacent regions of a table into one (in either order); returns its id.
     pub async fn merge_regions(
@@ -351,7 +363,10 @@ impl Admin {
         region_b: u64,
     ) -> Result<u64> {
         let name = &name.into_table_name()?;
-        self.engine.merge_regions(name, region_a, region_b).await
+        self.engine
+            .upkeep
+            .merge_regions(name, region_a, region_b)
+            .await
     }
     /// Adds a coprocessor to a table; it serves the next operation (no restart) and is
     /// persisted in the catalog, so reopening the engine reloads it.
@@ -442,7 +457,7 @@ impl Admin {
     /// [`IntegrityReport`]; this fails only if the table does not exist.
     pub async fn check_table(&self, name: impl IntoTableName) -> Result<IntegrityReport> {
         let name = &name.into_table_name()?;
-        self.engine.check_table(name).await
+        self.engine.shared.check_table(name).await
     }
     /// Every offline region of every table (a store file it lists is missing or cannot be
     /// opened), with the file and why; empty when all regions serve.
@@ -470,7 +485,7 @@ impl Table {
 
     /// Writes one row.
     pub async fn put(&self, p: Put) -> Result<()> {
-        self.engine.put(&*self.state()?, p).await
+        self.engine.writes.put(&*self.state()?, p).await
     }
 
     /// Touches one row: under the row's lock, runs the table's batch hooks as for a write
@@ -478,33 +493,36 @@ impl Table {
     /// its current values (an online index build touches every row). Writes nothing itself;
     /// on a table without batch hooks it does nothing.
     pub async fn touch(&self, row: impl AsRef<[u8]>) -> Result<()> {
-        self.engine.put(&*self.state()?, Put::touch(row)).await
+        self.engine
+            .writes
+            .put(&*self.state()?, Put::touch(row))
+            .await
     }
 
     /// Reads one row (an empty result when nothing matches).
     pub async fn get(&self, g: Get) -> Result<RowResult> {
-        self.engine.get_hooked(&*self.state()?, g).await
+        self.engine.reads.get_hooked(&*self.state()?, g).await
     }
 
     /// True when the get would return at least one cell.
     pub async fn exists(&self, g: Get) -> Result<bool> {
-        self.engine.exists_hooked(&*self.state()?, g).await
+        self.engine.reads.exists_hooked(&*self.state()?, g).await
     }
 
     /// Writes delete markers.
     pub async fn delete(&self, d: Delete) -> Result<()> {
-        self.engine.delete(&*self.state()?, d).await
+        self.engine.writes.delete(&*self.state()?, d).await
     }
 
     /// Scans rows as a stream, at one snapshot of the whole table.
     pub fn scan(&self, s: Scan) -> Result<ResultStream> {
-        self.engine.scan(self.state()?, s)
+        self.engine.reads.scan(self.state()?, s)
     }
 
     /// Registers the current read point for scans that must read one snapshot together
     /// (a salted scan's buckets); it stays registered while any holder lives.
-    pub(crate) fn pin_read_point(&self) -> Arc<crate::server::compact::ScanPoint> {
-        Arc::new(self.engine.register_scan())
+    pub(crate) fn pin_read_point(&self) -> Arc<crate::server::read::ScanPoint> {
+        Arc::new(self.engine.reads.register_scan())
     }
 
     /// Pins the current engine-wide read point (as [`Connection::snapshot`]).
@@ -522,34 +540,39 @@ impl Table {
     pub(crate) fn scan_pinned(
         &self,
         s: Scan,
-        point: &Arc<crate::server::compact::ScanPoint>,
+        point: &Arc<crate::server::read::ScanPoint>,
     ) -> Result<ResultStream> {
-        self.engine.scan_at(self.state()?, s, Some(point.clone()))
+        self.engine
+            .reads
+            .scan_at(self.state()?, s, Some(point.clone()))
     }
 
     /// Adds to counters atomically; returns the new values.
     pub async fn increment(&self, inc: Increment) -> Result<RowResult> {
-        self.engine.increment(&*self.state()?, inc).await
+        self.engine.writes.increment(&*self.state()?, inc).await
     }
 
     /// Appends to cells atomically; returns the new values.
     pub async fn append(&self, a: Append) -> Result<RowResult> {
-        self.engine.append(&*self.state()?, a).await
+        self.engine.writes.append(&*self.state()?, a).await
     }
 
     /// Applies a mutation if a condition holds; returns whether it held.
     pub async fn check_and_mutate(&self, c: CheckAndMutate) -> Result<bool> {
-        self.engine.check_and_mutate(&*self.state()?, c).await
+        self.engine
+            .writes
+            .check_and_mutate(&*self.state()?, c)
+            .await
     }
 
     /// Applies a row's puts and deletes atomically.
     pub async fn mutate_row(&self, rm: RowMutations) -> Result<()> {
-        self.engine.mutate_row(&*self.state()?, rm).await
+        self.engine.writes.mutate_row(&*self.state()?, rm).await
     }
 
     /// Runs many operations, one result per operation.
     pub async fn batch(&self, ops: Vec<BatchOp>) -> Result<Vec<Result<BatchOutcome>>> {
-        self.engine.batch(&*self.state()?, ops).await
+        self.engine.writes.batch(&*self.state()?, ops).await
     }
 
     /// Facts about every region, in key order.

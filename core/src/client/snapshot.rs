@@ -10,7 +10,7 @@
 //! registered with the engine, so compactions keep every version a scan at that point needs;
 //! the registration ends when the last clone is dropped.
 
-use crate::server::compact::ScanPoint;
+use crate::server::read::ScanPoint;
 use std::sync::Arc;
 
 /// A pinned engine-wide read point (see the module doc). Cheap to clone.

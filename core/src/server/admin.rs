@@ -1,4 +1,9 @@
-//! Schema changes: namespaces, tables, column families, enable/disable, flush on demand.
+//! Schema changes: namespaces, tables, column families, enable/disable, flush on demand;
+//! a table's coprocessors changed without a restart; what recovery found.
+//!
+//! Coprocessor changes: the new chain is loaded before anything changes (a list that cannot
+//! load changes nothing), then the table's regions are reopened as far as the hooks can
+//! tell, as HBase's modify-table does.
 //!
 //! Every change is validated first, then written to the catalog in one atomic update, then
 //! applied to the open regions; a failed validation or catalog write changes nothing.
@@ -7,17 +12,20 @@
 //! (`pre_*` before anything changes, able to veto; `post_*` after); table modifications go
 //! through [`Engine::observed_modify`] (the `Admin` calls do).
 
-use super::recovery::open_region;
-use super::{Engine, TableState};
+use super::hooks::load_hooks;
+use super::recovery::{open_region, OfflineRegion, RecoveryRepairOutcome};
+use super::{lifecycle, Engine, TableState};
 use crate::catalog::RegionEntry;
 use crate::error::{Error, Result};
 use crate::region::{Region, RegionInfo, Store};
 use crate::schema::split::{validate_split_keys, SplitAlgorithm};
+use crate::schema::CoprocessorDescriptor;
 use crate::schema::{validate_namespace, ColumnFamilyDescriptor, TableDescriptor, TableName};
 use crate::schema::{DEFAULT_NAMESPACE, SYSTEM_NAMESPACE};
 use bytes::Bytes;
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashSet};
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -36,9 +44,9 @@ pub enum PreSplit {
 impl Engine {
     /// Creates a namespace.
     pub(crate) fn create_namespace(&self, ns: &str) -> Result<()> {
-        self.check_open()?;
+        self.shared.check_open()?;
         validate_namespace(ns)?;
-        self.catalog.update(|s| {
+        self.shared.catalog.update(|s| {
             if !s.namespaces.insert(ns.to_string()) {
                 return Err(Error::NamespaceExists(ns.to_string()));
             }
@@ -48,13 +56,13 @@ impl Engine {
 
     /// Deletes an empty namespace (never `default` or the system namespace).
     pub(crate) fn delete_namespace(&self, ns: &str) -> Result<()> {
-        self.check_open()?;
+        self.shared.check_open()?;
         if ns == DEFAULT_NAMESPACE || ns == SYSTEM_NAMESPACE {
             return Err(Error::bad_argument(format!(
                 "namespace {ns} cannot be deleted"
             )));
         }
-        self.catalog.update(|s| {
+        self.shared.catalog.update(|s| {
             if !s.namespaces.contains(ns) {
                 return Err(Error::NamespaceNotFound(ns.to_string()));
             }
@@ -73,7 +81,12 @@ impl Engine {
 
     /// Every namespace.
     pub(crate) fn list_namespaces(&self) -> Vec<String> {
-        self.catalog.snapshot().namespaces.into_iter().collect()
+        self.shared
+            .catalog
+            .snapshot()
+            .namespaces
+            .into_iter()
+            .collect()
     }
 
     /// Creates a table, optionally pre-split: the engine observer's `pre_create_table` (which
@@ -83,17 +96,17 @@ impl Engine {
         desc: TableDescriptor,
         split: PreSplit,
     ) -> Result<()> {
-        self.check_open()?;
+        self.shared.check_open()?;
         desc.validate()?;
-        let observer = self.config.observer.clone();
+        let observer = self.shared.config.observer.clone();
         if let Some(o) = &observer {
             o.pre_create_table(&desc).await?;
         }
         self.create_table_unobserved(desc.clone(), split)?;
-        if let Ok(t) = self.table(&desc.name) {
+        if let Ok(t) = self.shared.table(&desc.name) {
             if let Some(hooks) = t.hooks() {
                 let regions: Vec<_> = t.regions.read().clone();
-                self.hooks_post_open(&t, &hooks, &regions).await;
+                lifecycle::hooks_post_open(&self.reads, &t, &hooks, &regions).await;
             }
         }
         match &observer {
@@ -117,8 +130,8 @@ impl Engine {
         }
         let name = desc.name.to_string();
         // Loaded before anything is written: a coprocessor that cannot load fails the create.
-        let hooks = super::hooks::load_hooks(&self.config, &desc)?;
-        let entries = self.catalog.update(|s| {
+        let hooks = load_hooks(&self.shared.config, &desc)?;
+        let entries = self.shared.catalog.update(|s| {
             if !s.namespaces.contains(desc.name.namespace()) {
                 return Err(Error::NamespaceNotFound(desc.name.namespace().to_string()));
             }
@@ -159,15 +172,15 @@ impl Engine {
         let mut max_seq = 0;
         for e in &entries {
             regions.push(Arc::new(open_region(
-                &self.config,
+                &self.shared.config,
                 &desc,
                 e,
-                &self.cache,
+                &self.shared.cache,
                 &mut live,
                 &mut max_seq,
             )?));
         }
-        self.tables.write().insert(
+        self.shared.tables.write().insert(
             desc.name.clone(),
             Arc::new(TableState {
                 name: desc.name.clone(),
@@ -184,7 +197,8 @@ impl Engine {
 
     /// Every table's descriptor.
     pub(crate) fn list_tables(&self) -> Vec<TableDescriptor> {
-        self.tables
+        self.shared
+            .tables
             .read()
             .values()
             .map(|t| t.descriptor.read().clone())
@@ -193,50 +207,38 @@ impl Engine {
 
     /// A table's descriptor.
     pub(crate) fn describe(&self, name: &TableName) -> Result<TableDescriptor> {
-        Ok(self.table(name)?.descriptor.read().clone())
+        Ok(self.shared.table(name)?.descriptor.read().clone())
     }
 
     /// True when the table exists.
     pub(crate) fn table_exists(&self, name: &TableName) -> bool {
-        self.tables.read().contains_key(name)
+        self.shared.tables.read().contains_key(name)
     }
 
     /// True when the table is enabled.
     pub(crate) fn is_enabled(&self, name: &TableName) -> Result<bool> {
-        Ok(self.table(name)?.enabled.load(Ordering::Acquire))
-    }
-
-    /// Flushes every region of a table.
-    pub(crate) async fn flush_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
-        let t = self.table(name)?;
-        // No split or merge meanwhile: each region listed now is flushed, none retired.
-        let _ops = self.region_ops.lock().await;
-        let regions: Vec<_> = t.regions.read().clone();
-        for r in regions {
-            self.flush_region(&r).await?;
-        }
-        Ok(())
+        Ok(self.shared.table(name)?.enabled.load(Ordering::Acquire))
     }
 
     /// Disables a table: flushes it, then refuses reads and writes until enabled. Its
     /// regions' close hooks run around the flush.
     pub(crate) async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         require_enabled(&t, true)?;
-        if let Some(o) = &self.config.observer {
+        if let Some(o) = &self.shared.config.observer {
             o.pre_disable_table(name).await?;
         }
         let hooks = t.hooks();
         let regions: Vec<_> = t.regions.read().clone();
         if let Some(h) = &hooks {
-            self.hooks_close(&t, h, &regions, false).await;
+            lifecycle::hooks_close(&self.reads, &t, h, &regions, false).await;
         }
-        self.flush_table(name).await?;
+        self.upkeep.flush_table(name).await?;
         self.set_enabled(&t, false)?;
         if let Some(h) = &hooks {
-            self.hooks_close(&t, h, &regions, true).await;
+            lifecycle::hooks_close(&self.reads, &t, h, &regions, true).await;
         }
-        match &self.config.observer {
+        match &self.shared.config.observer {
             Some(o) => o.post_disable_table(name).await,
             None => Ok(()),
         }
@@ -244,17 +246,17 @@ impl Engine {
 
     /// Enables a disabled table; its regions' `post_open` follows.
     pub(crate) async fn enable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         require_enabled(&t, false)?;
-        if let Some(o) = &self.config.observer {
+        if let Some(o) = &self.shared.config.observer {
             o.pre_enable_table(name).await?;
         }
         self.set_enabled(&t, true)?;
         if let Some(h) = t.hooks() {
             let regions: Vec<_> = t.regions.read().clone();
-            self.hooks_post_open(&t, &h, &regions).await;
+            lifecycle::hooks_post_open(&self.reads, &t, &h, &regions).await;
         }
-        match &self.config.observer {
+        match &self.shared.config.observer {
             Some(o) => o.post_enable_table(name).await,
             None => Ok(()),
         }
@@ -262,7 +264,7 @@ impl Engine {
 
     fn set_enabled(&self, t: &TableState, enabled: bool) -> Result<()> {
         let key = t.name.to_string();
-        self.catalog.update(|s| {
+        self.shared.catalog.update(|s| {
             let e = s.table_mut(&key)?;
             e.enabled = enabled;
             Ok(())
@@ -273,13 +275,13 @@ impl Engine {
 
     /// Deletes a disabled table and its files (its regions were closed at disable).
     pub(crate) async fn delete_table(&self, name: &TableName) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         require_enabled(&t, false)?;
-        if let Some(o) = &self.config.observer {
+        if let Some(o) = &self.shared.config.observer {
             o.pre_delete_table(name).await?;
         }
         self.delete_table_unobserved(name)?;
-        match &self.config.observer {
+        match &self.shared.config.observer {
             Some(o) => o.post_delete_table(name).await,
             None => Ok(()),
         }
@@ -287,15 +289,20 @@ impl Engine {
 
     fn delete_table_unobserved(&self, name: &TableName) -> Result<()> {
         let key = name.to_string();
-        let removed = self.catalog.update(|s| {
+        let removed = self.shared.catalog.update(|s| {
             s.tables
                 .remove(&key)
                 .ok_or_else(|| Error::TableNotFound(key.clone()))
         })?;
-        self.tables.write().remove(name);
+        self.shared.tables.write().remove(name);
         for r in &removed.regions {
             for f in r.files.values().flatten() {
-                if let Err(e) = self.config.fs.remove_file(&self.file_path(f.id)) {
+                if let Err(e) = self
+                    .shared
+                    .config
+                    .fs
+                    .remove_file(&self.shared.file_path(f.id))
+                {
                     tracing::warn!(file = f.id, error = %e, "could not remove store file of deleted table");
                 }
             }
@@ -305,7 +312,7 @@ impl Engine {
 
     /// Adds a column family to a table.
     pub(crate) fn add_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         cf.validate()?;
         let mut desc = t.descriptor.read().clone();
         if desc.get_family(&cf.name).is_some() {
@@ -327,7 +334,7 @@ impl Engine {
 
     /// Changes a column family's settings (they apply to reads at once, to files as written).
     pub(crate) fn modify_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         cf.validate()?;
         let mut desc = t.descriptor.read().clone();
         let slot = desc
@@ -350,7 +357,7 @@ impl Engine {
 
     /// Removes a column family and its data (a table keeps at least one family).
     pub(crate) fn remove_family(&self, name: &TableName, family: &[u8]) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         let mut desc = t.descriptor.read().clone();
         let before = desc.families.len();
         desc.families.retain(|f| f.name.as_ref() != family);
@@ -367,7 +374,7 @@ impl Engine {
         }
         let key = name.to_string();
         let fam = Bytes::copy_from_slice(family);
-        let dropped = self.catalog.update(|s| {
+        let dropped = self.shared.catalog.update(|s| {
             let e = s.table_mut(&key)?;
             e.descriptor = desc.clone();
             let mut dropped = Vec::new();
@@ -383,7 +390,12 @@ impl Engine {
             r.stores.write().remove(family);
         }
         for id in dropped {
-            if let Err(e) = self.config.fs.remove_file(&self.file_path(id)) {
+            if let Err(e) = self
+                .shared
+                .config
+                .fs
+                .remove_file(&self.shared.file_path(id))
+            {
                 tracing::warn!(file = id, error = %e, "could not remove store file of removed family");
             }
         }
@@ -393,7 +405,7 @@ impl Engine {
     fn store_descriptor(&self, t: &TableState, desc: TableDescriptor) -> Result<()> {
         desc.validate()?;
         let key = t.name.to_string();
-        self.catalog.update(|s| {
+        self.shared.catalog.update(|s| {
             let e = s.table_mut(&key)?;
             e.descriptor = desc.clone();
             Ok(())
@@ -404,9 +416,159 @@ impl Engine {
 
     /// Facts about every region of a table, in key order.
     pub(crate) fn regions(&self, name: &TableName) -> Result<Vec<RegionInfo>> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         let regions: Vec<Arc<Region>> = t.regions.read().clone();
         Ok(regions.iter().map(|r| r.info()).collect())
+    }
+
+    /// Replaces a table's coprocessor list (a schema change: the new chain serves the next
+    /// operation, no restart). The new hooks are loaded before anything else happens, so a
+    /// list that cannot load changes nothing. On an enabled table the change reopens the
+    /// table's regions as far as the hooks can tell, as HBase's modify-table does: the old
+    /// chain's `pre_close` for every region, the swap (catalog, then the live chain), the old
+    /// chain's `post_close`, then the new chain's `post_open` for every region. The regions
+    /// keep serving throughout; an operation sees either the old chain or the new one.
+    pub(crate) async fn set_coprocessors(
+        self: &Arc<Self>,
+        name: &TableName,
+        coprocessors: Vec<CoprocessorDescriptor>,
+    ) -> Result<()> {
+        let t = self.shared.table(name)?;
+        let mut desc = t.descriptor.read().clone();
+        desc.coprocessors = coprocessors;
+        desc.validate()?;
+        let hooks = load_hooks(&self.shared.config, &desc)?;
+        let open = t.enabled.load(Ordering::Acquire);
+        let regions: Vec<_> = if open {
+            t.regions.read().clone()
+        } else {
+            Vec::new()
+        };
+        let old = t.hooks();
+        if let Some(h) = &old {
+            lifecycle::hooks_close(&self.reads, &t, h, &regions, false).await;
+        }
+        let key = t.name.to_string();
+        self.shared.catalog.update(|s| {
+            let e = s.table_mut(&key)?;
+            e.descriptor = desc.clone();
+            Ok(())
+        })?;
+        *t.descriptor.write() = desc;
+        t.hooks.set(hooks);
+        if let Some(h) = &old {
+            lifecycle::hooks_close(&self.reads, &t, h, &regions, true).await;
+        }
+        if let Some(h) = t.hooks() {
+            lifecycle::hooks_post_open(&self.reads, &t, &h, &regions).await;
+        }
+        Ok(())
+    }
+
+    /// Adds a coprocessor to a table (loaded after those already listed); see
+    /// [`Engine::set_coprocessors`] for the hooks it runs.
+    pub(crate) async fn add_coprocessor(
+        self: &Arc<Self>,
+        name: &TableName,
+        cp: CoprocessorDescriptor,
+    ) -> Result<()> {
+        let mut list = self
+            .shared
+            .table(name)?
+            .descriptor
+            .read()
+            .coprocessors
+            .clone();
+        if list.iter().any(|c| c.name == cp.name) {
+            return Err(Error::bad_argument(format!(
+                "table {name} already has coprocessor {}",
+                cp.name
+            )));
+        }
+        list.push(cp);
+        self.set_coprocessors(name, list).await
+    }
+
+    /// Removes a coprocessor from a table by name; see [`Engine::set_coprocessors`] for the
+    /// hooks it runs.
+    pub(crate) async fn remove_coprocessor(
+        self: &Arc<Self>,
+        name: &TableName,
+        cp_name: &str,
+    ) -> Result<()> {
+        let mut list = self
+            .shared
+            .table(name)?
+            .descriptor
+            .read()
+            .coprocessors
+            .clone();
+        let before = list.len();
+        list.retain(|c| c.name != cp_name);
+        if list.len() == before {
+            return Err(Error::bad_argument(format!(
+                "table {name} has no coprocessor {cp_name}"
+            )));
+        }
+        self.set_coprocessors(name, list).await
+    }
+
+    /// Runs a table change with the engine observer's `pre_modify_table` before it and
+    /// `post_modify_table` after it; `proposed` says what the descriptor becomes. `change` is a
+    /// future, so nothing of it runs before the pre-hook.
+    pub(crate) async fn observed_modify(
+        &self,
+        name: &TableName,
+        proposed: impl FnOnce(&TableDescriptor) -> TableDescriptor,
+        change: impl Future<Output = Result<()>>,
+    ) -> Result<()> {
+        let Some(o) = self.shared.config.observer.clone() else {
+            return change.await;
+        };
+        let old = self.describe(name)?;
+        let new = proposed(&old);
+        o.pre_modify_table(&old, &new).await?;
+        change.await?;
+        let now = self.describe(name)?;
+        o.post_modify_table(&old, &now).await
+    }
+
+    /// Records what the recovery repairs found ([`RecoveryReport::repairs`]) and makes the
+    /// directory's record of tables to verify name only `still_pending` (tables that could
+    /// not be verified yet, such as disabled ones), durably.
+    pub(crate) fn finish_recovery_repairs(
+        &self,
+        repairs: Vec<RecoveryRepairOutcome>,
+        still_pending: Vec<TableName>,
+    ) -> Result<()> {
+        super::verify_pending::replace(
+            &*self.shared.config.fs,
+            &self.shared.config.dir,
+            still_pending,
+        )?;
+        self.recovery.write().repairs = repairs;
+        Ok(())
+    }
+
+    /// Every offline region of every table, in table then key order.
+    pub(crate) fn offline_regions(&self) -> Vec<OfflineRegion> {
+        let tables: Vec<Arc<TableState>> = self.shared.tables.read().values().cloned().collect();
+        let mut out = Vec::new();
+        for t in tables {
+            for r in t.regions.read().iter() {
+                if let Some(fault) = r.offline.get() {
+                    out.push(OfflineRegion {
+                        table: t.name.clone(),
+                        region_id: r.id,
+                        start: r.start.clone(),
+                        end: r.end.clone(),
+                        file: fault.file.clone(),
+                        reason: fault.reason.clone(),
+                    });
+                }
+            }
+        }
+        out
     }
 }
 

@@ -1,6 +1,6 @@
 //! Table integrity checks: every store file the catalog lists for a table, read from disk.
 //!
-//! [`Engine::check_table`] takes one catalog snapshot, then checks each listed file with
+//! [`EngineShared::check_table`] takes one catalog snapshot, then checks each listed file with
 //! [`verify_file`] (no block cache, off the async workers) and compares the file with what
 //! the catalog recorded about it (size, cell count, largest sequence id). A file the catalog
 //! lists but the disk lacks is reported as [`FindingKind::Missing`] - unless a second
@@ -8,7 +8,7 @@
 //! change retired it meanwhile), so a concurrent change is never mistaken for damage. Files
 //! that flushes add after the first snapshot are not checked this time.
 
-use super::{store_file_path, Engine};
+use super::{store_file_path, EngineShared};
 use crate::catalog::{CatalogState, FileEntry};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
@@ -18,7 +18,6 @@ use bytes::Bytes;
 use std::collections::HashSet;
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
 
 /// The check of one store file of one region's family.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -137,11 +136,11 @@ struct Job {
     entry: FileEntry,
 }
 
-impl Engine {
+impl EngineShared {
     /// Checks every store file of every region and family of table `name` (see the module
     /// doc). Fails only if the table does not exist or the engine is closed; damage is
     /// reported in the [`IntegrityReport`], not as an error.
-    pub(crate) async fn check_table(self: &Arc<Self>, name: &TableName) -> Result<IntegrityReport> {
+    pub(crate) async fn check_table(&self, name: &TableName) -> Result<IntegrityReport> {
         self.table(name)?;
         let key = name.to_string();
         let (regions, jobs) = self.catalog_jobs(&key)?;

@@ -47,8 +47,7 @@
 //! finished. A major compaction does not flush first (as HBase): cells in the MemStore are
 //! not part of it.
 
-use super::read_points::Registration;
-use super::{now_ms, Engine};
+use super::{now_ms, Maintenance};
 use crate::catalog::FileEntry;
 use crate::error::{Error, Result};
 use crate::region::{Region, Store};
@@ -67,75 +66,21 @@ const PERIODIC_TICK: Duration = Duration::from_millis(200);
 /// How long a throttled writer sleeps between looks at the file count.
 const THROTTLE_STEP: Duration = Duration::from_millis(10);
 
-/// A registered scan read point; unregistered on drop.
-pub(crate) struct ScanPoint {
-    engine: Arc<Engine>,
-    reg: Registration,
-}
-
-impl ScanPoint {
-    /// The read point.
-    pub(crate) fn point(&self) -> u64 {
-        self.reg.point
-    }
-}
-
-impl Drop for ScanPoint {
-    fn drop(&mut self) {
-        self.engine.read_points.release(self.reg);
-    }
-}
-
-/// A read point registered for the life of one borrow of the engine (a get): as
-/// [`ScanPoint`] without holding a reference count on the engine.
-pub(crate) struct LocalReadPoint<'a> {
-    engine: &'a Engine,
-    reg: Registration,
-}
-
-impl LocalReadPoint<'_> {
-    /// The read point.
-    pub(crate) fn point(&self) -> u64 {
-        self.reg.point
-    }
-}
-
-impl Drop for LocalReadPoint<'_> {
-    fn drop(&mut self) {
-        self.engine.read_points.release(self.reg);
-    }
-}
-
 pub use crate::coprocessor::CompactionOutcome;
 
 fn task_err(what: &str, e: tokio::task::JoinError) -> Error {
     Error::Io(std::io::Error::other(format!("{what} task failed: {e}")))
 }
 
-impl Engine {
-    /// Takes the current read point for a scan and registers it until the guard drops.
-    pub(crate) fn register_scan(self: &Arc<Self>) -> ScanPoint {
-        ScanPoint {
-            engine: self.clone(),
-            reg: self.read_points.register(&self.mvcc),
-        }
-    }
-
-    /// Takes the current read point for one read that ends before the guard drops.
-    pub(crate) fn register_read(&self) -> LocalReadPoint<'_> {
-        LocalReadPoint {
-            engine: self,
-            reg: self.read_points.register(&self.mvcc),
-        }
-    }
-
-    /// The smallest read point a reader may still open store files at.
-    pub(crate) fn smallest_read_point(&self) -> u64 {
-        self.read_points.smallest(&self.mvcc)
-    }
-
+impl Maintenance {
     fn compaction_settings(&self, table: &TableName) -> Result<CompactionSettings> {
-        Ok(self.table(table)?.descriptor.read().compaction.clone())
+        Ok(self
+            .shared
+            .table(table)?
+            .descriptor
+            .read()
+            .compaction
+            .clone())
     }
 
     /// Compacts one store. A minor compaction rewrites the files the policy picks (nothing
@@ -156,7 +101,7 @@ impl Engine {
                 Err(_) => return Ok(None),
             }
         };
-        self.check_open()?;
+        self.shared.check_open()?;
         if region.is_retired() {
             return Ok(None); // a split or merge replaced it; its daughters compact their own
         }
@@ -177,7 +122,7 @@ impl Engine {
                     // The store lists newest first; the policy wants oldest first.
                     let sizes: Vec<u64> =
                         st.files.iter().rev().map(|f| f.info().file_size).collect();
-                    let stuck = sizes.len() >= self.config.blocking_store_files;
+                    let stuck = sizes.len() >= self.shared.config.blocking_store_files;
                     let mut min_files = settings.min_files as usize;
                     if stuck {
                         // A blocking count below the minimum must still bring the count down.
@@ -201,12 +146,20 @@ impl Engine {
         if inputs.is_empty() {
             return Ok(None);
         }
-        let (kind, inputs, transforms) = match self.region_hooks(region) {
+        let (kind, inputs, transforms) = match super::lifecycle::region_hooks(&self.shared, region)
+        {
             None => (kind, inputs, Vec::new()),
             Some((t, hooks)) => {
-                match self
-                    .hooks_pre_compact(&t, &hooks, region, store, kind, inputs)
-                    .await?
+                match super::lifecycle::hooks_pre_compact(
+                    &self.reads,
+                    &t,
+                    &hooks,
+                    region,
+                    store,
+                    kind,
+                    inputs,
+                )
+                .await?
                 {
                     Some(run) => run,
                     None => return Ok(None),
@@ -216,18 +169,18 @@ impl Engine {
         let rules = CompactionRules {
             kind,
             family: store.rules(),
-            smallest_read_point: self.smallest_read_point(),
+            smallest_read_point: self.reads.smallest_read_point(),
             now_ms: now_ms(),
         };
         let d = store.descriptor();
         let opts = WriterOptions {
             compression: d.compression_for_compaction(),
-            ..self.writer_options(&d)
+            ..self.shared.writer_options(&d)
         };
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
-        let path = self.file_path(id);
-        let cache = self.cache.clone();
-        let fs = self.config.fs.clone();
+        let path = self.shared.file_path(id);
+        let cache = self.shared.cache.clone();
+        let fs = self.shared.config.fs.clone();
         let files = inputs.clone();
         let (start, end) = (region.start.clone(), region.end.clone());
         let family = store.family.clone();
@@ -290,8 +243,7 @@ impl Engine {
         }
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
             ?kind, files = outcome.files_in, dropped = outcome.cells_dropped, "compacted");
-        self.hooks_post_compact(region, &store.family, &outcome)
-            .await;
+        super::lifecycle::hooks_post_compact(&self.reads, region, &store.family, &outcome).await;
         self.maybe_split(region);
         Ok(Some(outcome))
     }
@@ -305,11 +257,11 @@ impl Engine {
         id: u64,
         output: Option<&(crate::storage::storefile::FileInfo, Arc<StoreFileReader>)>,
     ) -> Result<()> {
-        self.check_open()?;
+        self.shared.check_open()?;
         let ids: Vec<u64> = inputs.iter().map(|f| f.file_id()).collect();
         let table = region.table.to_string();
         let next_id = self.next_file_id.load(Ordering::Relaxed);
-        let unlisted = self.catalog.update(|s| {
+        let unlisted = self.shared.catalog.update(|s| {
             s.next_file_id = s.next_file_id.max(next_id).max(id + 1);
             let entry = s.table_mut(&table)?;
             let r = entry
@@ -405,7 +357,7 @@ impl Engine {
         name: &TableName,
         kind: CompactionKind,
     ) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         t.check_enabled()?;
         // No split or merge meanwhile: each region listed now is compacted, none retired.
         let _ops = self.region_ops.lock().await;
@@ -423,7 +375,7 @@ impl Engine {
         region_id: u64,
         kind: CompactionKind,
     ) -> Result<()> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         t.check_enabled()?;
         let _ops = self.region_ops.lock().await;
         let region = t
@@ -450,7 +402,7 @@ impl Engine {
         };
         for store in region.all_stores() {
             let n = store.file_count();
-            if (n < settings.min_files as usize && n <= self.config.blocking_store_files)
+            if (n < settings.min_files as usize && n <= self.shared.config.blocking_store_files)
                 || store.compaction_lock.try_lock().is_err()
             {
                 continue;
@@ -459,7 +411,7 @@ impl Engine {
             let region = region.clone();
             tokio::spawn(async move {
                 loop {
-                    if engine.check_open().is_err() {
+                    if engine.shared.check_open().is_err() {
                         break;
                     }
                     match engine
@@ -469,7 +421,7 @@ impl Engine {
                         Ok(Some(_)) => {}
                         Ok(None) => break,
                         Err(e) => {
-                            if engine.check_open().is_ok() {
+                            if engine.shared.check_open().is_ok() {
                                 tracing::error!(region = %region.name(), error = %e,
                                     "background compaction failed; files stay as they are");
                             }
@@ -487,7 +439,7 @@ impl Engine {
         self: &Arc<Self>,
         targets: impl Iterator<Item = (&'a Arc<Region>, &'a Arc<Store>)>,
     ) {
-        let limit = self.config.blocking_store_files;
+        let limit = self.shared.config.blocking_store_files;
         let mut busy: Vec<(&Arc<Region>, &Arc<Store>)> = Vec::new();
         // The address only identifies consecutive cells of one store (a raw pointer would
         // make this future not `Send`).
@@ -509,7 +461,7 @@ impl Engine {
         if busy.is_empty() {
             return;
         }
-        let deadline = Instant::now() + Duration::from_millis(self.config.blocking_wait_ms);
+        let deadline = Instant::now() + Duration::from_millis(self.shared.config.blocking_wait_ms);
         for (r, _) in &busy {
             self.maybe_compact(r);
         }
@@ -521,7 +473,7 @@ impl Engine {
     /// Waits until no compaction runs (used by `close`, after `closed` is set, so none
     /// starts afterwards).
     pub(crate) async fn wait_for_compactions(&self) {
-        let tables: Vec<_> = self.tables.read().values().cloned().collect();
+        let tables: Vec<_> = self.shared.tables.read().values().cloned().collect();
         for t in tables {
             let regions: Vec<_> = t.regions.read().clone();
             for r in regions {
@@ -536,7 +488,7 @@ impl Engine {
     /// them. It holds the engine only while it works and stops once the engine is closed
     /// or dropped.
     pub(crate) fn start_periodic_compactions(self: &Arc<Self>) {
-        let weak: Weak<Engine> = Arc::downgrade(self);
+        let weak: Weak<Maintenance> = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut last: HashMap<TableName, Instant> = HashMap::new();
             loop {
@@ -544,11 +496,11 @@ impl Engine {
                 let Some(engine) = weak.upgrade() else {
                     break;
                 };
-                if engine.check_open().is_err() {
+                if engine.shared.check_open().is_err() {
                     break;
                 }
                 let due: Vec<TableName> = {
-                    let tables = engine.tables.read();
+                    let tables = engine.shared.tables.read();
                     let now = Instant::now();
                     last.retain(|n, _| tables.contains_key(n));
                     tables
@@ -568,7 +520,7 @@ impl Engine {
                 };
                 for name in due {
                     if let Err(e) = engine.compact_table(&name, CompactionKind::Major).await {
-                        if engine.check_open().is_ok() {
+                        if engine.shared.check_open().is_ok() {
                             tracing::warn!(table = %name, error = %e, "periodic major compaction failed");
                         }
                     }

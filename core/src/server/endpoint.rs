@@ -34,9 +34,9 @@
 //! Invariants: a function sees only rows of its part's range, at the pinned read point; each
 //! row of the range is counted in exactly one part's answer.
 
-use super::compact::ScanPoint;
+use super::read::ScanPoint;
 use super::read::{overlaps, resolve, scan_range, validate_versions};
-use super::{now_ms, Engine, TableState};
+use super::{now_ms, ReadPath, TableState};
 use crate::cell::CellType;
 use crate::error::Result;
 use crate::ops::{Get, RowResult, Scan};
@@ -97,7 +97,7 @@ impl RegionSpan {
 
 /// A snapshot of one table for endpoint calls (see the module doc).
 pub struct EndpointCall {
-    engine: Arc<Engine>,
+    reads: Arc<ReadPath>,
     table: Arc<TableState>,
     point: ScanPoint,
 }
@@ -111,16 +111,16 @@ impl std::fmt::Debug for EndpointCall {
     }
 }
 
-impl Engine {
+impl ReadPath {
     /// Pins a read point of table `name` for endpoint calls.
     pub(crate) fn endpoint_call(self: &Arc<Self>, name: &TableName) -> Result<EndpointCall> {
-        let table = self.table(name)?;
+        let table = self.shared.table(name)?;
         table.check_enabled()?;
         // The read point first: every region listed afterwards holds every write at or
         // below it (see `read`).
         let point = self.register_scan();
         Ok(EndpointCall {
-            engine: self.clone(),
+            reads: self.clone(),
             table,
             point,
         })
@@ -140,7 +140,7 @@ impl EndpointCall {
 
     /// The table's current regions overlapping `range`, in key order, each with its share.
     pub fn parts(&self, range: &RowRange) -> Result<Vec<RegionPart>> {
-        self.engine.check_open()?;
+        self.reads.shared.check_open()?;
         self.table.check_enabled()?;
         Ok(self
             .table
@@ -170,7 +170,7 @@ impl EndpointCall {
         while let Some(p) = todo.pop_front() {
             p.region.read_requests.fetch_add(1, Ordering::Relaxed);
             let view = RegionView {
-                engine: &self.engine,
+                reads: &self.reads,
                 region: &p.region,
                 range: &p.range,
                 read_point: self.read_point(),
@@ -265,7 +265,7 @@ impl RowRange {
 /// read point. Rows read here never leave the region unless the function returns them.
 #[derive(Debug)]
 pub struct RegionView<'a> {
-    engine: &'a Arc<Engine>,
+    reads: &'a Arc<ReadPath>,
     region: &'a Arc<Region>,
     range: &'a RowRange,
     read_point: u64,
@@ -301,7 +301,7 @@ impl RegionView<'_> {
     /// start, stop or prefix) at the pinned read point. The scan's columns, time range,
     /// versions, filter, direction and limit apply; `batch` does not (rows come whole).
     pub fn scan(&self, scan: &Scan) -> Result<LocalScanner> {
-        self.engine.check_open()?;
+        self.reads.shared.check_open()?;
         validate_versions(scan.max_versions)?;
         let range = self.range.intersect(&scan_range(scan));
         let filter = match &scan.filter {
@@ -333,12 +333,12 @@ impl RegionView<'_> {
     /// Reads one row of this region at the pinned read point (an empty result when the row
     /// lies outside the call's range in this region).
     pub fn get(&self, g: &Get) -> Result<RowResult> {
-        self.engine.check_open()?;
+        self.reads.shared.check_open()?;
         if !self.range.contains(&g.row) {
             return Ok(RowResult::default());
         }
         validate_versions(g.max_versions)?;
-        self.engine.read_row_in(self.region, g, self.read_point)
+        self.reads.read_row_in(self.region, g, self.read_point)
     }
 }
 
@@ -386,7 +386,7 @@ impl RegionView<'_> {
     /// visible: nothing deletes or expires it). Otherwise (a delete marker met, MemStore
     /// data, several files or stores, a TTL) it counts through the scanner.
     pub fn count_rows(&self) -> Result<u64> {
-        self.engine.check_open()?;
+        self.reads.shared.check_open()?;
         let stores: Vec<Arc<Store>> = self.region.stores.read().values().cloned().collect();
         let mut source = None;
         for store in &stores {
@@ -437,7 +437,7 @@ impl RegionView<'_> {
         init: impl Fn() -> A,
         mut step: impl FnMut(&mut A, &[u8]) -> Result<()>,
     ) -> Result<(u64, A)> {
-        self.engine.check_open()?;
+        self.reads.shared.check_open()?;
         let store = self.region.stores.read().get(family).cloned();
         let source = match &store {
             // A family the table lacks: the scan reports it.

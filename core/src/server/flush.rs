@@ -1,3 +1,8 @@
+//! [`Maintenance`], the engine's stage of background work: flushes here, compactions
+//! ([`super::compact`]), splits and merges ([`super::split`]) and the global MemStore budget
+//! (here). It owns their state: file ids, the budget's counters, the lock that serializes
+//! region splits and merges, the running compactions.
+//!
 //! Flush: a region's MemStores become store files, and WAL segments nobody needs go away.
 //!
 //! Protocol: under the region's update lock (exclusive) take the read point `S` and move every
@@ -18,37 +23,95 @@
 //! family without min versions, a put past its TTL are not written; no read result changes.
 //! A successful flush then checks the region's stores for a background minor compaction.
 //!
+//! The global MemStore budget: all MemStores of the engine together stay near
+//! [`Config::global_memstore_size`](super::Config::global_memstore_size).
+//! Each region flushes by itself at its flush size, but many regions each below it can still
+//! hold more than the process can afford. As HBase's `MemStoreFlusher` does, a write that
+//! finds the total over the budget forces flushes of the largest MemStores (until the total
+//! would be under the lower limit) and waits until the total is back under the budget.
+//! The total is never tracked, only summed from the regions (a flush, a failed flush that
+//! puts cells back, WAL replay and a dropped table all change it, and a derived sum cannot
+//! drift); summing costs one pass over the regions, so a write sums only after about a
+//! sixteenth of the budget has been written since the last sum, or while the budget is known
+//! to be exceeded (then every writer waits and sums until it is not). Hence the total may
+//! pass the budget by that step plus the writes in flight when the flag is set. A writer
+//! waits at most [`Config::memstore_wait_ms`](super::Config::memstore_wait_ms): if flushes
+//! keep failing (a full disk) the write fails with [`Error::Busy`] before it touches the WAL,
+//! instead of hanging; closing the engine ends every wait.
+//!
 //! Coprocessors: `pre_flush` runs per store with cells to flush before the snapshot is
 //! taken, `post_flush` after the flush committed ([`super::lifecycle`]); neither can stop it.
 
-use super::Engine;
+use super::{EngineShared, ReadPath};
 use crate::catalog::FileEntry;
 use crate::error::{Error, Result};
 use crate::region::Region;
+use crate::schema::TableName;
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::memstore::MemStore;
 use crate::storage::storefile::{StoreFileReader, StoreFileWriter};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
-impl Engine {
+/// The engine's background work and the state it owns (see the module doc).
+pub(crate) struct Maintenance {
+    pub(crate) shared: Arc<EngineShared>,
+    pub(crate) reads: Arc<ReadPath>,
+    pub(crate) next_file_id: AtomicU64,
+    /// MemStore bytes written since the global budget was last checked.
+    memstore_unchecked: AtomicU64,
+    /// Set while the MemStores are known to be over the global budget: every writer waits.
+    memstore_over: AtomicBool,
+    /// Writes that had to wait for the global MemStore budget.
+    memstore_blocked_writes: AtomicU64,
+    /// Serializes region splits and merges engine-wide.
+    pub(crate) region_ops: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl Maintenance {
+    /// The stage over `shared` and `reads`, next store file id `next_file_id`.
+    pub(crate) fn new(shared: Arc<EngineShared>, reads: Arc<ReadPath>, next_file_id: u64) -> Self {
+        Maintenance {
+            shared,
+            reads,
+            next_file_id: AtomicU64::new(next_file_id),
+            memstore_unchecked: AtomicU64::new(0),
+            memstore_over: AtomicBool::new(false),
+            memstore_blocked_writes: AtomicU64::new(0),
+            region_ops: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+    /// Flushes every region of a table.
+    pub(crate) async fn flush_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
+        let t = self.shared.table(name)?;
+        // No split or merge meanwhile: each region listed now is flushed, none retired.
+        let _ops = self.region_ops.lock().await;
+        let regions: Vec<_> = t.regions.read().clone();
+        for r in regions {
+            self.flush_region(&r).await?;
+        }
+        Ok(())
+    }
+
     /// Flushes one region's MemStores to store files.
     pub(crate) async fn flush_region(self: &Arc<Self>, region: &Arc<Region>) -> Result<()> {
         let _serial = region.flush_lock.lock().await;
         let stores = region.all_stores();
         // Flush hooks run for the stores with cells to flush (writes meanwhile may add one
         // whose MemStore was empty: it is flushed without them).
-        let hooked: Vec<bytes::Bytes> = if self.region_hooks(region).is_some() {
-            let fams: Vec<_> = stores
-                .iter()
-                .filter(|s| !s.state.read().active.is_empty())
-                .map(|s| s.family.clone())
-                .collect();
-            self.hooks_flush(region, &fams, false).await;
-            fams
-        } else {
-            Vec::new()
-        };
+        let hooked: Vec<bytes::Bytes> =
+            if super::lifecycle::region_hooks(&self.shared, region).is_some() {
+                let fams: Vec<_> = stores
+                    .iter()
+                    .filter(|s| !s.state.read().active.is_empty())
+                    .map(|s| s.family.clone())
+                    .collect();
+                super::lifecycle::hooks_flush(&self.reads, region, &fams, false).await;
+                fams
+            } else {
+                Vec::new()
+            };
         // The next MemStores, built before the locks (a row filter planned for twice the
         // rows of the one it replaces is zeroed on allocation).
         let fresh: Vec<Arc<MemStore>> = stores
@@ -60,7 +123,7 @@ impl Engine {
             .collect();
         let (read_point, snapshots) = {
             let _w = region.update_lock.write();
-            let s = self.mvcc.read_point();
+            let s = self.shared.mvcc.read_point();
             let mut snaps = Vec::new();
             for (store, next) in stores.iter().zip(fresh) {
                 let mut st = store.state.write();
@@ -102,7 +165,7 @@ impl Engine {
         }
         result?;
         if !hooked.is_empty() {
-            self.hooks_flush(region, &hooked, true).await;
+            super::lifecycle::hooks_flush(&self.reads, region, &hooked, true).await;
         }
         self.purge_wal();
         self.maybe_compact(region);
@@ -123,12 +186,12 @@ impl Engine {
         // cuts the WAL before it, recovery sees that these files may hold newer writes
         // (skipped-WAL ones included) than the cut.
         let marker = {
-            let _order = self.commit_lock.lock();
-            self.wal.mark(self.mvcc.last_assigned())?
+            let _order = self.shared.commit_lock.lock();
+            self.shared.wal.mark(self.shared.mvcc.last_assigned())?
         };
-        self.wal.sync_marker(marker).await?;
+        self.shared.wal.sync_marker(marker).await?;
         let mut jobs = Vec::new();
-        let smallest_read_point = self.smallest_read_point();
+        let smallest_read_point = self.reads.smallest_read_point();
         let now = super::now_ms();
         for (store, snap) in snapshots {
             let d = store.descriptor();
@@ -143,13 +206,13 @@ impl Engine {
                 store.clone(),
                 snap.clone(),
                 id,
-                self.file_path(id),
-                self.writer_options(&d),
+                self.shared.file_path(id),
+                self.shared.writer_options(&d),
                 rules,
             ));
         }
-        let cache = self.cache.clone();
-        let fs = self.config.fs.clone();
+        let cache = self.shared.cache.clone();
+        let fs = self.shared.config.fs.clone();
         let written = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
             let mut out = Vec::new();
             for (store, snap, id, path, opts, rules) in jobs {
@@ -183,7 +246,7 @@ impl Engine {
 
         let table = region.table.to_string();
         let next_id = self.next_file_id.load(Ordering::Relaxed);
-        self.catalog.update(|s| {
+        self.shared.catalog.update(|s| {
             s.next_file_id = s.next_file_id.max(next_id);
             let t = s
                 .tables
@@ -222,8 +285,8 @@ impl Engine {
 
     /// Deletes WAL segments whose every edit is in store files.
     pub(crate) fn purge_wal(&self) {
-        let mut boundary = self.mvcc.read_point().saturating_add(1);
-        for t in self.tables.read().values() {
+        let mut boundary = self.shared.mvcc.read_point().saturating_add(1);
+        for t in self.shared.tables.read().values() {
             for r in t.regions.read().iter() {
                 // Acquire pairs with the flush's Release store: a cleared `oldest_unflushed`
                 // implies its value is already visible in `snapshot_oldest`.
@@ -231,7 +294,7 @@ impl Engine {
                 boundary = boundary.min(r.snapshot_oldest.load(Ordering::Relaxed));
             }
         }
-        if let Err(e) = self.wal.purge_up_to(boundary.saturating_sub(1)) {
+        if let Err(e) = self.shared.wal.purge_up_to(boundary.saturating_sub(1)) {
             tracing::warn!(error = %e, "WAL purge failed; segments are kept");
         }
     }
@@ -239,10 +302,11 @@ impl Engine {
     /// Flushes the region holding the oldest unflushed edit when the WAL has too many
     /// segments, so that a region that stopped taking writes cannot pin the log forever.
     pub(crate) fn flush_if_wal_too_long(self: &Arc<Self>) {
-        if self.wal.segments().len() <= self.config.max_wal_segments {
+        if self.shared.wal.segments().len() <= self.shared.config.max_wal_segments {
             return;
         }
         let oldest = self
+            .shared
             .tables
             .read()
             .values()
@@ -271,5 +335,93 @@ impl Engine {
                 tracing::error!(region = %region.name(), error = %e, "background flush failed");
             }
         });
+    }
+}
+
+/// How often a waiting writer looks at the total again.
+const WAIT_STEP: Duration = Duration::from_millis(5);
+
+impl Maintenance {
+    /// Bytes held by every MemStore of the engine (active and being flushed).
+    pub(crate) fn global_memstore_size(&self) -> u64 {
+        self.shared
+            .tables
+            .read()
+            .values()
+            .flat_map(|t| t.regions.read().clone())
+            .map(|r| r.memstore_size() as u64)
+            .sum()
+    }
+
+    /// Writes that waited for the global MemStore budget since the engine opened.
+    pub(crate) fn memstore_blocked_writes(&self) -> u64 {
+        self.memstore_blocked_writes.load(Ordering::Relaxed)
+    }
+
+    /// Called by a write about to add `incoming` bytes to MemStores: when the total is over
+    /// the budget, forces flushes of the largest MemStores and waits until it is under, or
+    /// fails with [`Error::Busy`] after `memstore_wait_ms`.
+    pub(crate) async fn reserve_memstore(self: &Arc<Self>, incoming: u64) -> Result<()> {
+        let budget = self.shared.config.global_memstore_size.max(1);
+        let step = (budget / 16).max(1);
+        let unchecked = self
+            .memstore_unchecked
+            .fetch_add(incoming, Ordering::Relaxed)
+            .saturating_add(incoming);
+        if unchecked < step && !self.memstore_over.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.memstore_unchecked.store(0, Ordering::Relaxed);
+        let mut waited = false;
+        let deadline = Instant::now() + Duration::from_millis(self.shared.config.memstore_wait_ms);
+        loop {
+            let total = self.global_memstore_size();
+            if total < budget {
+                self.memstore_over.store(false, Ordering::Release);
+                return Ok(());
+            }
+            self.shared.check_open()?;
+            if Instant::now() >= deadline {
+                return Err(Error::Busy(format!(
+                    "MemStores hold {total} bytes, over the global budget of {budget}, after \
+                     waiting {} ms for flushes",
+                    self.shared.config.memstore_wait_ms
+                )));
+            }
+            // Every writer now waits here, not only the one that summed.
+            self.memstore_over.store(true, Ordering::Release);
+            if !waited {
+                waited = true;
+                self.memstore_blocked_writes.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(total, budget, "global MemStore budget reached; writes wait");
+            }
+            let lower = (budget as f64 * self.shared.config.global_memstore_lower_limit) as u64;
+            self.flush_largest(total.saturating_sub(lower));
+            tokio::time::sleep(WAIT_STEP).await;
+        }
+    }
+
+    /// Starts flushes of the regions with the largest MemStores (those not flushing already)
+    /// until they hold at least `bytes`.
+    fn flush_largest(self: &Arc<Self>, bytes: u64) {
+        let mut regions: Vec<_> = self
+            .shared
+            .tables
+            .read()
+            .values()
+            .flat_map(|t| t.regions.read().clone())
+            .map(|r| (r.memstore_size() as u64, r))
+            .filter(|(size, _)| *size > 0)
+            .collect();
+        regions.sort_by_key(|(size, _)| std::cmp::Reverse(*size));
+        let mut freed = 0u64;
+        for (size, region) in regions {
+            if freed >= bytes {
+                break;
+            }
+            // A region already flushing counts: its snapshot is about to be freed.
+            freed = freed.saturating_add(size);
+            self.maybe_flush(&region, 0);
+        }
     }
 }

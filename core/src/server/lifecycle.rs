@@ -40,7 +40,7 @@
 //! notification hook's error is logged and never stops the engine's work.
 
 use super::compact::CompactionOutcome;
-use super::{Config, Engine, TableState};
+use super::{Config, EngineShared, ReadPath, TableState};
 use crate::coprocessor::{
     CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, RegionHooks,
     StoreFileSummary,
@@ -48,7 +48,7 @@ use crate::coprocessor::{
 use crate::error::{Error, Result};
 use crate::ops::{RowResult, Scan};
 use crate::region::{Region, Store};
-use crate::schema::{TableDescriptor, TableName, SYSTEM_NAMESPACE};
+use crate::schema::{TableDescriptor, SYSTEM_NAMESPACE};
 use crate::storage::compaction::CompactionKind;
 use crate::storage::storefile::StoreFileReader;
 use crate::wal::{WalEdit, WalRecord};
@@ -129,293 +129,270 @@ pub(crate) type HookedCompaction = (
     Vec<Arc<dyn CellTransform>>,
 );
 
-impl Engine {
-    /// The table of `region` and its hooks, when it has coprocessors.
-    pub(crate) fn region_hooks(
-        &self,
-        region: &Region,
-    ) -> Option<(Arc<TableState>, Arc<dyn RegionHooks>)> {
-        let t = self.tables.read().get(&region.table).cloned()?;
-        let hooks = t.hooks()?;
-        Some((t, hooks))
-    }
+/// The table of `region` and its hooks, when it has coprocessors.
+pub(crate) fn region_hooks(
+    shared: &EngineShared,
+    region: &Region,
+) -> Option<(Arc<TableState>, Arc<dyn RegionHooks>)> {
+    let t = shared.tables.read().get(&region.table).cloned()?;
+    let hooks = t.hooks()?;
+    Some((t, hooks))
+}
 
-    /// `post_open` for each region.
-    pub(crate) async fn hooks_post_open(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        regions: &[Arc<Region>],
-    ) {
-        for r in regions {
-            let env = HookEnv::new(self, &t.name, r.clone());
-            logged("post_open", r, hooks.post_open(&env).await);
-        }
+/// `post_open` for each region.
+pub(crate) async fn hooks_post_open(
+    reads: &ReadPath,
+    t: &TableState,
+    hooks: &Arc<dyn RegionHooks>,
+    regions: &[Arc<Region>],
+) {
+    for r in regions {
+        let env = HookEnv::new(reads, &t.name, r.clone());
+        logged("post_open", r, hooks.post_open(&env).await);
     }
+}
 
-    /// `pre_close` (or `post_close` when `post`) for each region.
-    pub(crate) async fn hooks_close(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        regions: &[Arc<Region>],
-        post: bool,
-    ) {
-        for r in regions {
-            let env = HookEnv::new(self, &t.name, r.clone());
-            if post {
-                logged("post_close", r, hooks.post_close(&env).await);
-            } else {
-                logged("pre_close", r, hooks.pre_close(&env).await);
-            }
+/// `pre_close` (or `post_close` when `post`) for each region.
+pub(crate) async fn hooks_close(
+    reads: &ReadPath,
+    t: &TableState,
+    hooks: &Arc<dyn RegionHooks>,
+    regions: &[Arc<Region>],
+    post: bool,
+) {
+    for r in regions {
+        let env = HookEnv::new(reads, &t.name, r.clone());
+        if post {
+            logged("post_close", r, hooks.post_close(&env).await);
+        } else {
+            logged("pre_close", r, hooks.pre_close(&env).await);
         }
     }
+}
 
-    /// `pre_close` of every region of every table with coprocessors (engine close).
-    pub(crate) async fn hooks_close_all(self: &Arc<Self>, post: bool) {
-        let tables: Vec<_> = self.tables.read().values().cloned().collect();
-        for t in tables {
-            if !t.enabled.load(std::sync::atomic::Ordering::Acquire) {
-                continue; // closed at disable
-            }
-            if let Some(hooks) = t.hooks() {
-                let regions: Vec<_> = t.regions.read().clone();
-                self.hooks_close(&t, &hooks, &regions, post).await;
-            }
+/// `pre_close` of every region of every table with coprocessors (engine close).
+pub(crate) async fn hooks_close_all(reads: &ReadPath, post: bool) {
+    let tables: Vec<_> = reads.shared.tables.read().values().cloned().collect();
+    for t in tables {
+        if !t.enabled.load(std::sync::atomic::Ordering::Acquire) {
+            continue; // closed at disable
+        }
+        if let Some(hooks) = t.hooks() {
+            let regions: Vec<_> = t.regions.read().clone();
+            hooks_close(reads, &t, &hooks, &regions, post).await;
         }
     }
+}
 
-    /// `pre_flush` (or `post_flush`) for the given families of `region`.
-    pub(crate) async fn hooks_flush(
-        self: &Arc<Self>,
-        region: &Arc<Region>,
-        families: &[Bytes],
-        post: bool,
-    ) {
-        let Some((t, hooks)) = self.region_hooks(region) else {
-            return;
-        };
-        let env = HookEnv::new(self, &t.name, region.clone());
-        for f in families {
-            if post {
-                logged("post_flush", region, hooks.post_flush(&env, f).await);
-            } else {
-                logged("pre_flush", region, hooks.pre_flush(&env, f).await);
-            }
+/// `pre_flush` (or `post_flush`) for the given families of `region`.
+pub(crate) async fn hooks_flush(
+    reads: &ReadPath,
+    region: &Arc<Region>,
+    families: &[Bytes],
+    post: bool,
+) {
+    let Some((t, hooks)) = region_hooks(&reads.shared, region) else {
+        return;
+    };
+    let env = HookEnv::new(reads, &t.name, region.clone());
+    for f in families {
+        if post {
+            logged("post_flush", region, hooks.post_flush(&env, f).await);
+        } else {
+            logged("pre_flush", region, hooks.pre_flush(&env, f).await);
         }
     }
+}
 
-    /// The selection and pre-compaction hooks of one store's compaction. Returns what to
-    /// run (`None`: a hook emptied the selection), or the error that fails it.
-    pub(crate) async fn hooks_pre_compact(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        region: &Arc<Region>,
-        store: &Store,
-        kind: CompactionKind,
-        inputs: Vec<Arc<StoreFileReader>>,
-    ) -> Result<Option<HookedCompaction>> {
-        let env = HookEnv::new(self, &t.name, region.clone());
-        let original: Vec<StoreFileSummary> = inputs.iter().map(|f| summary(f)).collect();
-        let mut selection = CompactionSelection {
-            family: store.family.clone(),
-            kind,
-            files: original.clone(),
-        };
-        hooks.pre_compact_selection(&env, &mut selection).await?;
-        let kept: Vec<usize> = selection
-            .files
-            .iter()
-            .map(|f| original.iter().position(|o| o.id == f.id))
-            .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| Error::bad_argument("a compaction selection hook added a file"))?;
-        let contiguous = kept.windows(2).all(|w| w[1] == w[0] + 1);
-        if !contiguous {
-            return Err(Error::bad_argument(
-                "a compaction selection must stay a contiguous run of the candidates",
-            ));
-        }
-        let references = inputs.iter().any(|f| region.is_reference(f));
-        if references && kept.len() != inputs.len() {
-            return Err(Error::bad_argument(
-                "a store holding split references compacts all its files",
-            ));
-        }
-        if kept.is_empty() {
-            logged(
-                "post_compact_selection",
-                region,
-                hooks.post_compact_selection(&env, &selection).await,
-            );
-            return Ok(None);
-        }
-        if kept.len() != inputs.len() {
-            // A major compaction of part of the files could drop markers still needed.
-            selection.kind = CompactionKind::Minor;
-        }
-        let inputs: Vec<_> = kept
-            .iter()
-            .filter_map(|i| inputs.get(*i).cloned())
-            .collect();
+/// The selection and pre-compaction hooks of one store's compaction. Returns what to
+/// run (`None`: a hook emptied the selection), or the error that fails it.
+pub(crate) async fn hooks_pre_compact(
+    reads: &ReadPath,
+    t: &TableState,
+    hooks: &Arc<dyn RegionHooks>,
+    region: &Arc<Region>,
+    store: &Store,
+    kind: CompactionKind,
+    inputs: Vec<Arc<StoreFileReader>>,
+) -> Result<Option<HookedCompaction>> {
+    let env = HookEnv::new(reads, &t.name, region.clone());
+    let original: Vec<StoreFileSummary> = inputs.iter().map(|f| summary(f)).collect();
+    let mut selection = CompactionSelection {
+        family: store.family.clone(),
+        kind,
+        files: original.clone(),
+    };
+    hooks.pre_compact_selection(&env, &mut selection).await?;
+    let kept: Vec<usize> = selection
+        .files
+        .iter()
+        .map(|f| original.iter().position(|o| o.id == f.id))
+        .collect::<Option<Vec<_>>>()
+        .ok_or_else(|| Error::bad_argument("a compaction selection hook added a file"))?;
+    let contiguous = kept.windows(2).all(|w| w[1] == w[0] + 1);
+    if !contiguous {
+        return Err(Error::bad_argument(
+            "a compaction selection must stay a contiguous run of the candidates",
+        ));
+    }
+    let references = inputs.iter().any(|f| region.is_reference(f));
+    if references && kept.len() != inputs.len() {
+        return Err(Error::bad_argument(
+            "a store holding split references compacts all its files",
+        ));
+    }
+    if kept.is_empty() {
         logged(
             "post_compact_selection",
             region,
             hooks.post_compact_selection(&env, &selection).await,
         );
-        let kind = selection.kind;
-        let mut request = CompactionRequest::new(selection);
-        hooks.pre_compact(&env, &mut request).await?;
-        Ok(Some((kind, inputs, request.into_transforms())))
+        return Ok(None);
     }
-
-    /// `post_compact` of one store's compaction.
-    pub(crate) async fn hooks_post_compact(
-        self: &Arc<Self>,
-        region: &Arc<Region>,
-        family: &Bytes,
-        outcome: &CompactionOutcome,
-    ) {
-        let Some((t, hooks)) = self.region_hooks(region) else {
-            return;
-        };
-        let env = HookEnv::new(self, &t.name, region.clone());
-        logged(
-            "post_compact",
-            region,
-            hooks.post_compact(&env, family, outcome).await,
-        );
+    if kept.len() != inputs.len() {
+        // A major compaction of part of the files could drop markers still needed.
+        selection.kind = CompactionKind::Minor;
     }
+    let inputs: Vec<_> = kept
+        .iter()
+        .filter_map(|i| inputs.get(*i).cloned())
+        .collect();
+    logged(
+        "post_compact_selection",
+        region,
+        hooks.post_compact_selection(&env, &selection).await,
+    );
+    let kind = selection.kind;
+    let mut request = CompactionRequest::new(selection);
+    hooks.pre_compact(&env, &mut request).await?;
+    Ok(Some((kind, inputs, request.into_transforms())))
+}
 
-    /// Replays the WAL records `records` into the open regions, running the WAL-restore hooks
-    /// of tables with coprocessors, then `post_open` for every region of every enabled table
-    /// with coprocessors. Returns how many cells were replayed.
-    pub(crate) fn replay_wal(self: &Arc<Self>, records: Vec<WalRecord>) -> Result<usize> {
-        let tables: Vec<Arc<TableState>> = self.tables.read().values().cloned().collect();
-        let mut by_id: HashMap<u64, (Arc<Region>, usize)> = HashMap::new();
-        for (i, t) in tables.iter().enumerate() {
-            for r in t.regions.read().iter() {
-                by_id.insert(r.id, (r.clone(), i));
-            }
+/// `post_compact` of one store's compaction.
+pub(crate) async fn hooks_post_compact(
+    reads: &ReadPath,
+    region: &Arc<Region>,
+    family: &Bytes,
+    outcome: &CompactionOutcome,
+) {
+    let Some((t, hooks)) = region_hooks(&reads.shared, region) else {
+        return;
+    };
+    let env = HookEnv::new(reads, &t.name, region.clone());
+    logged(
+        "post_compact",
+        region,
+        hooks.post_compact(&env, family, outcome).await,
+    );
+}
+
+/// Replays the WAL records `records` into the open regions, running the WAL-restore hooks
+/// of tables with coprocessors, then `post_open` for every region of every enabled table
+/// with coprocessors. Returns how many cells were replayed.
+pub(crate) fn replay_wal(reads: &Arc<ReadPath>, records: Vec<WalRecord>) -> Result<usize> {
+    let tables: Vec<Arc<TableState>> = reads.shared.tables.read().values().cloned().collect();
+    let mut by_id: HashMap<u64, (Arc<Region>, usize)> = HashMap::new();
+    for (i, t) in tables.iter().enumerate() {
+        for r in t.regions.read().iter() {
+            by_id.insert(r.id, (r.clone(), i));
         }
-        let mut replayed = 0usize;
-        // Edits of tables with hooks, in record order: (table, region, seq, edits).
-        let mut hooked: Vec<(usize, Arc<Region>, u64, Vec<WalEdit>)> = Vec::new();
-        for rec in records {
-            let mut per_region: HashMap<u64, Vec<WalEdit>> = HashMap::new();
-            for edit in rec.edits {
-                let Some((region, _)) = by_id.get(&edit.region_id) else {
-                    // The table was deleted, or a split or merge retired the region: it
-                    // flushed every write it took before the catalog dropped it, so the
-                    // edit is in the files its successors list.
-                    continue;
-                };
-                if rec.seq
-                    <= region
-                        .flushed_seq
-                        .load(std::sync::atomic::Ordering::Relaxed)
-                {
-                    continue;
-                }
-                if region.store(&edit.family).is_none() {
-                    continue; // the family was removed
-                }
-                let mut edit = edit;
-                edit.cell.key.seq = rec.seq;
-                per_region.entry(edit.region_id).or_default().push(edit);
-            }
-            let mut ids: Vec<u64> = per_region.keys().copied().collect();
-            ids.sort_unstable();
-            for id in ids {
-                let (Some(edits), Some((region, ti))) = (per_region.remove(&id), by_id.get(&id))
-                else {
-                    continue;
-                };
-                if tables.get(*ti).is_some_and(|t| t.hooks().is_some()) {
-                    hooked.push((*ti, region.clone(), rec.seq, edits));
-                } else {
-                    replayed += edits.len();
-                    apply_edits(region, &edits);
-                }
-            }
-        }
-        let opened: Vec<(Arc<TableState>, Arc<dyn RegionHooks>)> = tables
-            .iter()
-            .filter(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire))
-            .filter_map(|t| t.hooks().map(|h| (t.clone(), h)))
-            .collect();
-        if hooked.is_empty() && opened.is_empty() {
-            return Ok(replayed);
-        }
-        let engine = self.clone();
-        let hooked_cells = block_on_hooks(async move {
-            let mut cells = 0usize;
-            for (ti, region, seq, edits) in hooked {
-                let Some(t) = tables.get(ti) else { continue };
-                let Some(hooks) = t.hooks() else { continue };
-                let env = HookEnv::new(&engine, &t.name, region.clone());
-                match hooks.pre_wal_restore(&env, seq, &edits).await {
-                    Ok(Flow::Bypass) => continue,
-                    Ok(Flow::Continue) => {}
-                    Err(e) => {
-                        // Recovery never drops an acknowledged write for a hook's error.
-                        logged("pre_wal_restore", &region, Err(e));
-                    }
-                }
-                cells += edits.len();
-                apply_edits(&region, &edits);
-                logged(
-                    "post_wal_restore",
-                    &region,
-                    hooks.post_wal_restore(&env, seq, &edits).await,
-                );
-            }
-            for (t, hooks) in opened {
-                let regions: Vec<_> = t.regions.read().clone();
-                engine.hooks_post_open(&t, &hooks, &regions).await;
-            }
-            Ok(cells)
-        })?;
-        Ok(replayed + hooked_cells)
     }
-
-    /// Calls the engine observer's WAL hooks around `append` (the caller holds the commit
-    /// lock). Without an observer of the WAL this is `append` alone.
-    pub(crate) fn observed_wal_append<T>(
-        &self,
-        record: WalRecord,
-        append: impl FnOnce(WalRecord) -> Result<T>,
-    ) -> Result<T> {
-        match self.config.observer.as_ref().filter(|o| o.observes_wal()) {
-            None => append(record),
-            Some(o) => {
-                o.pre_wal_append(&record)?;
-                let copy = record.clone();
-                let out = append(record)?;
-                o.post_wal_append(&copy);
-                Ok(out)
+    let mut replayed = 0usize;
+    // Edits of tables with hooks, in record order: (table, region, seq, edits).
+    let mut hooked: Vec<(usize, Arc<Region>, u64, Vec<WalEdit>)> = Vec::new();
+    for rec in records {
+        let mut per_region: HashMap<u64, Vec<WalEdit>> = HashMap::new();
+        for edit in rec.edits {
+            let Some((region, _)) = by_id.get(&edit.region_id) else {
+                // The table was deleted, or a split or merge retired the region: it
+                // flushed every write it took before the catalog dropped it, so the
+                // edit is in the files its successors list.
+                continue;
+            };
+            if rec.seq
+                <= region
+                    .flushed_seq
+                    .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                continue;
+            }
+            if region.store(&edit.family).is_none() {
+                continue; // the family was removed
+            }
+            let mut edit = edit;
+            edit.cell.key.seq = rec.seq;
+            per_region.entry(edit.region_id).or_default().push(edit);
+        }
+        let mut ids: Vec<u64> = per_region.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            let (Some(edits), Some((region, ti))) = (per_region.remove(&id), by_id.get(&id)) else {
+                continue;
+            };
+            if tables.get(*ti).is_some_and(|t| t.hooks().is_some()) {
+                hooked.push((*ti, region.clone(), rec.seq, edits));
+            } else {
+                replayed += edits.len();
+                apply_edits(region, &edits);
             }
         }
     }
+    let opened: Vec<(Arc<TableState>, Arc<dyn RegionHooks>)> = tables
+        .iter()
+        .filter(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire))
+        .filter_map(|t| t.hooks().map(|h| (t.clone(), h)))
+        .collect();
+    if hooked.is_empty() && opened.is_empty() {
+        return Ok(replayed);
+    }
+    let engine = reads.clone();
+    let hooked_cells = block_on_hooks(async move {
+        let mut cells = 0usize;
+        for (ti, region, seq, edits) in hooked {
+            let Some(t) = tables.get(ti) else { continue };
+            let Some(hooks) = t.hooks() else { continue };
+            let env = HookEnv::new(&*engine, &t.name, region.clone());
+            match hooks.pre_wal_restore(&env, seq, &edits).await {
+                Ok(Flow::Bypass) => continue,
+                Ok(Flow::Continue) => {}
+                Err(e) => {
+                    // Recovery never drops an acknowledged write for a hook's error.
+                    logged("pre_wal_restore", &region, Err(e));
+                }
+            }
+            cells += edits.len();
+            apply_edits(&region, &edits);
+            logged(
+                "post_wal_restore",
+                &region,
+                hooks.post_wal_restore(&env, seq, &edits).await,
+            );
+        }
+        for (t, hooks) in opened {
+            let regions: Vec<_> = t.regions.read().clone();
+            hooks_post_open(&engine, &t, &hooks, &regions).await;
+        }
+        Ok(cells)
+    })?;
+    Ok(replayed + hooked_cells)
+}
 
-    /// Runs a table change with the engine observer's `pre_modify_table` before it and
-    /// `post_modify_table` after it; `proposed` says what the descriptor becomes. `change` is a
-    /// future, so nothing of it runs before the pre-hook.
-    pub(crate) async fn observed_modify(
-        &self,
-        name: &TableName,
-        proposed: impl FnOnce(&TableDescriptor) -> TableDescriptor,
-        change: impl Future<Output = Result<()>>,
-    ) -> Result<()> {
-        let Some(o) = self.config.observer.clone() else {
-            return change.await;
-        };
-        let old = self.describe(name)?;
-        let new = proposed(&old);
-        o.pre_modify_table(&old, &new).await?;
-        change.await?;
-        let now = self.describe(name)?;
-        o.post_modify_table(&old, &now).await
+/// Calls the engine observer's WAL hooks around `append` (the caller holds the commit
+/// lock). Without an observer of the WAL this is `append` alone.
+pub(crate) fn observed_wal_append<T>(
+    config: &Config,
+    record: WalRecord,
+    append: impl FnOnce(WalRecord) -> Result<T>,
+) -> Result<T> {
+    match config.observer.as_ref().filter(|o| o.observes_wal()) {
+        None => append(record),
+        Some(o) => {
+            o.pre_wal_append(&record)?;
+            let copy = record.clone();
+            let out = append(record)?;
+            o.post_wal_append(&copy);
+            Ok(out)
+        }
     }
 }
 

@@ -6,12 +6,14 @@
 //! a time. Reads take the read point before they locate regions, so a region a split or
 //! merge retires meanwhile still answers them exactly (see [`crate::region`]).
 
-use super::compact::ScanPoint;
-use super::{now_ms, Engine, TableState};
+use super::read_points::{ReadPoints, Registration};
+use super::{now_ms, EngineShared, TableState};
+use crate::coprocessor::{Flow, HookEnv};
 use crate::error::{Error, Result};
 use crate::ops::{ColumnSelection, Get, RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::{Region, Store};
+use crate::schema::TableName;
 use crate::storage::matcher::ReadSpec;
 use bytes::Bytes;
 use futures::Stream;
@@ -79,10 +81,130 @@ pub(crate) fn validate_versions(n: u32) -> Result<()> {
     Ok(())
 }
 
-impl Engine {
+/// The engine's read stage: gets, scans and the reads of hooks and endpoints, at read points
+/// it registers so that flushes and compactions keep what an open reader may still need.
+pub(crate) struct ReadPath {
+    pub(crate) shared: Arc<EngineShared>,
+    /// Read points of open gets and scans.
+    read_points: ReadPoints,
+}
+
+/// A registered scan read point; unregistered on drop.
+pub(crate) struct ScanPoint {
+    reads: Arc<ReadPath>,
+    reg: Registration,
+}
+
+impl std::fmt::Debug for ReadPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadPath").finish_non_exhaustive()
+    }
+}
+
+impl ScanPoint {
+    /// The read point.
+    pub(crate) fn point(&self) -> u64 {
+        self.reg.point
+    }
+}
+
+impl Drop for ScanPoint {
+    fn drop(&mut self) {
+        self.reads.read_points.release(self.reg);
+    }
+}
+
+/// A read point registered for the life of one borrow of the read path (a get): as
+/// [`ScanPoint`] without holding a reference count.
+pub(crate) struct LocalReadPoint<'a> {
+    reads: &'a ReadPath,
+    reg: Registration,
+}
+
+impl LocalReadPoint<'_> {
+    /// The read point.
+    pub(crate) fn point(&self) -> u64 {
+        self.reg.point
+    }
+}
+
+impl Drop for LocalReadPoint<'_> {
+    fn drop(&mut self) {
+        self.reads.read_points.release(self.reg);
+    }
+}
+
+impl ReadPath {
+    /// The read stage over `shared`.
+    pub(crate) fn new(shared: Arc<EngineShared>) -> Self {
+        ReadPath {
+            shared,
+            read_points: ReadPoints::default(),
+        }
+    }
+
+    /// Takes the current read point for a scan and registers it until the guard drops.
+    pub(crate) fn register_scan(self: &Arc<Self>) -> ScanPoint {
+        ScanPoint {
+            reads: self.clone(),
+            reg: self.read_points.register(&self.shared.mvcc),
+        }
+    }
+
+    /// Takes the current read point for one read that ends before the guard drops.
+    pub(crate) fn register_read(&self) -> LocalReadPoint<'_> {
+        LocalReadPoint {
+            reads: self,
+            reg: self.read_points.register(&self.shared.mvcc),
+        }
+    }
+
+    /// The smallest read point a reader may still open store files at.
+    pub(crate) fn smallest_read_point(&self) -> u64 {
+        self.read_points.smallest(&self.shared.mvcc)
+    }
+
+    /// Reads one row, running the table's get hooks when it has coprocessors.
+    pub(crate) async fn get_hooked(&self, t: &TableState, mut g: Get) -> Result<RowResult> {
+        let Some(hooks) = t.hooks() else {
+            return self.get(t, &g);
+        };
+        self.shared.check_open()?;
+        t.check_enabled()?;
+        let env = HookEnv::new(self, &t.name, t.online_region(&g.row)?);
+        let mut result = RowResult {
+            row: g.row.clone(),
+            cells: Vec::new(),
+        };
+        if hooks.pre_get(&env, &mut g, &mut result).await? == Flow::Bypass {
+            return Ok(result);
+        }
+        let mut result = self.get(t, &g)?;
+        hooks.post_get(&env, &g, &mut result).await?;
+        Ok(result)
+    }
+
+    /// Answers `exists`, running the table's exists hooks when it has coprocessors (not the
+    /// get hooks).
+    pub(crate) async fn exists_hooked(&self, t: &TableState, mut g: Get) -> Result<bool> {
+        let Some(hooks) = t.hooks() else {
+            return Ok(!self.get(t, &g)?.is_empty());
+        };
+        self.shared.check_open()?;
+        t.check_enabled()?;
+        let env = HookEnv::new(self, &t.name, t.online_region(&g.row)?);
+        let mut exists = false;
+        if hooks.pre_exists(&env, &mut g, &mut exists).await? == Flow::Bypass {
+            return Ok(exists);
+        }
+        let mut exists = !self.get(t, &g)?.is_empty();
+        hooks.post_exists(&env, &g, &mut exists).await?;
+        Ok(exists)
+    }
+
     /// Reads one row.
-    pub(crate) fn get(self: &Arc<Self>, t: &TableState, g: &Get) -> Result<RowResult> {
-        self.check_open()?;
+    pub(crate) fn get(&self, t: &TableState, g: &Get) -> Result<RowResult> {
+        self.shared.check_open()?;
         t.check_enabled()?;
         super::write::validate_row(&g.row)?;
         validate_versions(g.max_versions)?;
@@ -159,7 +281,7 @@ impl Engine {
     ///
     /// [`lone_put_visible`]: crate::storage::matcher::lone_put_visible
     pub(crate) fn read_row_before_after(
-        self: &Arc<Self>,
+        &self,
         region: &Region,
         g: &Get,
         pending: &[super::write::PreparedCell],
@@ -177,7 +299,7 @@ impl Engine {
         let point = present.contains(&true).then(|| self.register_read());
         let read_point = match &point {
             Some(p) => p.point(),
-            None => self.mvcc.read_point(),
+            None => self.shared.mvcc.read_point(),
         };
         let spec = ReadSpec {
             read_point: read_point.saturating_add(1),
@@ -292,7 +414,7 @@ impl Engine {
         self.scan_at(t, scan, None)
     }
 
-    /// [`Engine::scan`] at `point` when given (a read point already registered, shared by
+    /// [`ReadPath::scan`] at `point` when given (a read point already registered, shared by
     /// several scans that must read one snapshot), else at a read point of its own.
     pub(crate) fn scan_at(
         self: &Arc<Self>,
@@ -339,4 +461,20 @@ fn fresh_puts<'a>(
         return None;
     }
     Some(mine)
+}
+
+impl crate::coprocessor::HookReads for ReadPath {
+    fn get(&self, table: &TableName, g: &Get) -> Result<RowResult> {
+        let t = self.shared.table(table)?;
+        ReadPath::get(self, &t, g)
+    }
+
+    fn get_before_after(
+        &self,
+        region: &Region,
+        g: &Get,
+        pending: &[super::write::PreparedCell],
+    ) -> Result<(RowResult, RowResult)> {
+        self.read_row_before_after(region, g, pending)
+    }
 }

@@ -9,11 +9,11 @@
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed
 //! before its catalog update) are gone.
 
-use super::{store_file_path, Config, Engine, TableState};
+use super::WritePipeline;
+use super::{store_file_path, Config, Engine, EngineShared, Maintenance, ReadPath, TableState};
 use crate::catalog::{Catalog, RegionEntry, TableEntry};
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
-use crate::region::locks::RowLocks;
 use crate::region::{Region, RegionFault, Store};
 use crate::schema::TableDescriptor;
 use crate::schema::TableName;
@@ -24,7 +24,7 @@ pub use super::verify_pending::{RecoveryRepair, RecoveryRepairOutcome};
 
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashSet};
-use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 impl Engine {
@@ -190,32 +190,38 @@ impl Engine {
             }));
         }
         let next_file_id = state.next_file_id;
-        let engine = Arc::new(Engine {
+        let shared = Arc::new(EngineShared {
             mvcc: Mvcc::new(max_seq),
-            locks: RowLocks::new(4096),
             catalog,
             wal,
             cache,
             tables: RwLock::new(tables),
             commit_lock: Mutex::new(()),
-            next_file_id: AtomicU64::new(next_file_id),
-            commits: AtomicU64::new(0),
-            row_clock: (0..super::ROW_CLOCK_SLOTS)
-                .map(|_| AtomicU64::new(0))
-                .collect(),
-            memstore_unchecked: AtomicU64::new(0),
-            memstore_over: AtomicBool::new(false),
-            memstore_blocked_writes: AtomicU64::new(0),
             closed: AtomicBool::new(false),
             dir_lock: Mutex::new(Some(lock)),
-            read_points: Default::default(),
-            region_ops: Arc::new(tokio::sync::Mutex::new(())),
-            recovery: RwLock::new(report),
             config,
+        });
+        let reads = Arc::new(ReadPath::new(shared.clone()));
+        let upkeep = Arc::new(Maintenance::new(
+            shared.clone(),
+            reads.clone(),
+            next_file_id,
+        ));
+        let writes = Arc::new(WritePipeline::new(
+            shared.clone(),
+            reads.clone(),
+            upkeep.clone(),
+        ));
+        let engine = Arc::new(Engine {
+            shared,
+            reads,
+            upkeep,
+            writes,
+            recovery: RwLock::new(report),
         });
         // After the engine exists: the WAL-restore and open hooks of tables with
         // coprocessors receive it.
-        let replayed = engine.replay_wal(records)?;
+        let replayed = super::lifecycle::replay_wal(&engine.reads, records)?;
         if replayed > 0 {
             tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
         }
@@ -232,21 +238,6 @@ impl Engine {
             report.offline_regions = offline;
         }
         Ok(engine)
-    }
-}
-
-impl Engine {
-    /// Records what the recovery repairs found ([`RecoveryReport::repairs`]) and makes the
-    /// directory's record of tables to verify name only `still_pending` (tables that could
-    /// not be verified yet, such as disabled ones), durably.
-    pub(crate) fn finish_recovery_repairs(
-        &self,
-        repairs: Vec<RecoveryRepairOutcome>,
-        still_pending: Vec<TableName>,
-    ) -> Result<()> {
-        super::verify_pending::replace(&*self.config.fs, &self.config.dir, still_pending)?;
-        self.recovery.write().repairs = repairs;
-        Ok(())
     }
 }
 
@@ -393,29 +384,6 @@ pub struct OfflineRegion {
     pub file: std::path::PathBuf,
     /// What is wrong with it.
     pub reason: String,
-}
-
-impl Engine {
-    /// Every offline region of every table, in table then key order.
-    pub(crate) fn offline_regions(&self) -> Vec<OfflineRegion> {
-        let tables: Vec<Arc<TableState>> = self.tables.read().values().cloned().collect();
-        let mut out = Vec::new();
-        for t in tables {
-            for r in t.regions.read().iter() {
-                if let Some(fault) = r.offline.get() {
-                    out.push(OfflineRegion {
-                        table: t.name.clone(),
-                        region_id: r.id,
-                        start: r.start.clone(),
-                        end: r.end.clone(),
-                        file: fault.file.clone(),
-                        reason: fault.reason.clone(),
-                    });
-                }
-            }
-        }
-        out
-    }
 }
 
 /// Takes the exclusive lock of `config.dir` (`LOCK`): one engine or offline tool at a time.

@@ -63,8 +63,8 @@
 //! update to the swap.
 
 use super::lifecycle::logged;
-use super::{Engine, TableState};
-use crate::catalog::{FileEntry, RegionEntry};
+use super::{Maintenance, TableState};
+use crate::catalog::RegionEntry;
 use crate::coprocessor::{Flow, HookEnv};
 use crate::error::{Error, Result};
 use crate::region::{Region, Store};
@@ -74,7 +74,9 @@ use crate::storage::storefile::StoreFileReader;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 
+mod daughters;
 mod policy;
+use daughters::{daughter, entry_files};
 pub use policy::{choose_split_row, SplitPolicy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -109,75 +111,6 @@ pub fn split_point(region: &Region) -> Option<Bytes> {
     )
 }
 
-/// True when `f` may hold rows of `[lo, hi)` (empty `hi` = no bound). An empty file belongs
-/// to the range that starts the key space of its region (`lo_is_first`).
-fn overlaps(f: &StoreFileReader, lo: &[u8], hi: &[u8], lo_is_first: bool) -> bool {
-    let info = f.info();
-    match (&info.first_key, &info.last_key) {
-        (Some(first), Some(last)) => {
-            (hi.is_empty() || first.row.as_ref() < hi) && last.row.as_ref() >= lo
-        }
-        _ => lo_is_first,
-    }
-}
-
-/// The files of `entry` (a catalog region) that `readers` say overlap `[lo, hi)`.
-fn entry_files(
-    entry: &RegionEntry,
-    readers: &BTreeMap<u64, Arc<StoreFileReader>>,
-    lo: &[u8],
-    hi: &[u8],
-) -> BTreeMap<Bytes, Vec<FileEntry>> {
-    let lo_is_first = lo == entry.start.as_ref();
-    entry
-        .files
-        .iter()
-        .map(|(fam, files)| {
-            let kept = files
-                .iter()
-                .filter(|f| {
-                    readers
-                        .get(&f.id)
-                        .is_none_or(|r| overlaps(r, lo, hi, lo_is_first))
-                })
-                .cloned()
-                .collect();
-            (fam.clone(), kept)
-        })
-        .collect()
-}
-
-/// A daughter region over `[lo, hi)` sharing the parent's readers that overlap it.
-fn daughter(parent: &Region, id: u64, lo: Bytes, hi: Bytes) -> Region {
-    let lo_is_first = lo == parent.start;
-    let stores = parent
-        .all_stores()
-        .iter()
-        .map(|s| {
-            let files: Vec<Arc<StoreFileReader>> = s
-                .state
-                .read()
-                .files
-                .iter()
-                .filter(|f| overlaps(f, &lo, &hi, lo_is_first))
-                .cloned()
-                .collect();
-            (
-                s.family.clone(),
-                Arc::new(Store::new(s.descriptor(), files)),
-            )
-        })
-        .collect();
-    Region::new(
-        id,
-        parent.table.clone(),
-        lo,
-        hi,
-        parent.flushed_seq.load(Ordering::Acquire),
-        stores,
-    )
-}
-
 /// Refuses a split of `[start, end)` at `row` whose daughters would span two salt buckets
 /// of a salted table. A region of a salted table lies inside one bucket (it is created so
 /// and merges never cross a boundary), so any row strictly inside it keeps both daughters
@@ -206,7 +139,7 @@ fn find_region(t: &TableState, id: u64) -> Option<Arc<Region>> {
     t.regions.read().iter().find(|r| r.id == id).cloned()
 }
 
-impl Engine {
+impl Maintenance {
     /// Splits region `region_id` of table `name` at `split_row` (a row strictly inside the
     /// region), or at its computed split point when `None`. Returns the daughters' ids, or
     /// `None` when no split point was found (a computed one only).
@@ -216,7 +149,7 @@ impl Engine {
         region_id: u64,
         split_row: Option<&[u8]>,
     ) -> Result<Option<(u64, u64)>> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         t.check_enabled()?;
         if let Some(row) = split_row {
             super::write::validate_row(row)?;
@@ -277,12 +210,12 @@ impl Engine {
         check_buckets(t, &parent.start, &row, &parent.end)?;
         let hooks = t.hooks();
         if let Some(h) = &hooks {
-            let env = HookEnv::new(self, &t.name, parent.clone());
+            let env = HookEnv::new(&*self.reads, &t.name, parent.clone());
             if h.pre_split(&env, &row).await? == Flow::Bypass {
                 tracing::info!(region = %parent.name(), "a coprocessor vetoed the split");
                 return Ok(None);
             }
-            self.hooks_close(t, h, std::slice::from_ref(parent), false)
+            super::lifecycle::hooks_close(&self.reads, t, h, std::slice::from_ref(parent), false)
                 .await;
         }
         let readers: BTreeMap<u64, Arc<StoreFileReader>> = stores
@@ -290,7 +223,7 @@ impl Engine {
             .flat_map(|s| s.state.read().files.clone())
             .map(|f| (f.file_id(), f))
             .collect();
-        self.check_open()?;
+        self.shared.check_open()?;
         let key = t.name.to_string();
         let parent_id = parent.id;
         // The table's region list stays locked from the catalog update to the swap, so a
@@ -298,7 +231,7 @@ impl Engine {
         // region) reaches the parent before it is copied or the daughters after.
         let (lo_id, hi_id, lo, hi) = {
             let mut regions = t.regions.write();
-            let (lo_id, hi_id) = self.catalog.update(|s| {
+            let (lo_id, hi_id) = self.shared.catalog.update(|s| {
                 let lo_id = s.next_region_id;
                 let hi_id = lo_id + 1;
                 s.next_region_id += 2;
@@ -341,10 +274,10 @@ impl Engine {
         tracing::info!(parent = %parent.name(), row = %String::from_utf8_lossy(&row),
             lower = lo_id, upper = hi_id, "split region");
         if let Some(h) = &hooks {
-            self.hooks_close(t, h, std::slice::from_ref(parent), true)
+            super::lifecycle::hooks_close(&self.reads, t, h, std::slice::from_ref(parent), true)
                 .await;
-            self.hooks_post_open(t, h, &[lo.clone(), hi.clone()]).await;
-            let env = HookEnv::new(self, &t.name, parent.clone());
+            super::lifecycle::hooks_post_open(&self.reads, t, h, &[lo.clone(), hi.clone()]).await;
+            let env = HookEnv::new(&*self.reads, &t.name, parent.clone());
             logged(
                 "post_split",
                 parent,
@@ -364,7 +297,7 @@ impl Engine {
         region_a: u64,
         region_b: u64,
     ) -> Result<u64> {
-        let t = self.table(name)?;
+        let t = self.shared.table(name)?;
         t.check_enabled()?;
         if region_a == region_b {
             return Err(Error::bad_argument("cannot merge a region with itself"));
@@ -425,16 +358,22 @@ impl Engine {
         }
         let hooks = t.hooks();
         if let Some(h) = &hooks {
-            self.hooks_close(&t, h, &[first.clone(), second.clone()], false)
-                .await;
+            super::lifecycle::hooks_close(
+                &self.reads,
+                &t,
+                h,
+                &[first.clone(), second.clone()],
+                false,
+            )
+            .await;
         }
-        self.check_open()?;
+        self.shared.check_open()?;
         let key = t.name.to_string();
         let (first_id, second_id) = (first.id, second.id);
         // Locked from the catalog update to the swap, as in a split.
         let merged = {
             let mut regions = t.regions.write();
-            let merged_id = self.catalog.update(|s| {
+            let merged_id = self.shared.catalog.update(|s| {
                 let id = s.next_region_id;
                 s.next_region_id += 1;
                 let entry = s.table_mut(&key)?;
@@ -506,9 +445,15 @@ impl Engine {
         tracing::info!(first = %first.name(), second = %second.name(), merged = merged_id,
             "merged regions");
         if let Some(h) = &hooks {
-            self.hooks_close(&t, h, &[first.clone(), second.clone()], true)
-                .await;
-            self.hooks_post_open(&t, h, std::slice::from_ref(&merged))
+            super::lifecycle::hooks_close(
+                &self.reads,
+                &t,
+                h,
+                &[first.clone(), second.clone()],
+                true,
+            )
+            .await;
+            super::lifecycle::hooks_post_open(&self.reads, &t, h, std::slice::from_ref(&merged))
                 .await;
         }
         self.maybe_compact(&merged);
@@ -541,7 +486,7 @@ impl Engine {
         let engine = self.clone();
         tokio::spawn(async move {
             if let Err(e) = engine.compact_references(&region).await {
-                if engine.check_open().is_ok() {
+                if engine.shared.check_open().is_ok() {
                     tracing::warn!(region = %region.name(), error = %e,
                         "compaction of references failed; the next one retries");
                 }
@@ -555,7 +500,7 @@ impl Engine {
         if region.is_offline() {
             return;
         }
-        let Ok(t) = self.table(&region.table) else {
+        let Ok(t) = self.shared.table(&region.table) else {
             return;
         };
         if !self.wants_split(&t, region) {
@@ -570,7 +515,7 @@ impl Engine {
                 return;
             }
             if let Err(e) = engine.split_locked(&t, &region, None).await {
-                if engine.check_open().is_ok() {
+                if engine.shared.check_open().is_ok() {
                     tracing::warn!(region = %region.name(), error = %e, "automatic split failed");
                 }
             }
@@ -579,19 +524,20 @@ impl Engine {
 
     /// True when the split policy says `region` should split now.
     fn wants_split(&self, t: &TableState, region: &Region) -> bool {
-        if region.is_retired() || self.check_open().is_err() || t.check_enabled().is_err() {
+        if region.is_retired() || self.shared.check_open().is_err() || t.check_enabled().is_err() {
             return false;
         }
         let flush_size = t
             .descriptor
             .read()
             .memstore_flush_size
-            .unwrap_or(self.config.memstore_flush_size);
+            .unwrap_or(self.shared.config.memstore_flush_size);
         let n = t.regions.read().len();
-        let limit = self
-            .config
-            .split_policy
-            .threshold(self.config.max_region_size, flush_size, n);
+        let limit = self.shared.config.split_policy.threshold(
+            self.shared.config.max_region_size,
+            flush_size,
+            n,
+        );
         limit.is_some_and(|l| region.largest_store_size() >= l) && !region.has_references()
     }
 }

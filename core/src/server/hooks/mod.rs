@@ -11,47 +11,49 @@
 //! check-and-mutates and exists have their own pre-hooks before validation and post-hooks
 //! after visibility.
 //!
-//! Invariants: a table without coprocessors never enters this module's paths (callers check
+//! The write pipeline ([`super::write`]) calls them through [`HookCalls`]; this module keeps
+//! what every hooked write shares: the relock loop ([`LockPlan`], `under_row_locks!`), the
+//! checked writes hooks add, the copies of errors a batch hands to several operations.
+//!
+//! Invariants: a table without coprocessors calls nothing here (callers check
 //! `TableState::hooks` first, which allocates nothing); row locks are only ever held by
 //! guards, so a hook's error, panic or cancellation releases them; an added write that is
 //! invalid, or whose lock cannot be had, fails the batch before its sequence id is taken, so
 //! nothing is written; added writes run no hooks of their table; hooks are loaded before a
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
-use super::write::PreparedCell;
-use super::{Config, Engine, TableState};
+use super::{Config, ReadPath, TableState};
 use crate::coprocessor::{AddedOp, Flow, HookEnv, MutationHook, RegionHooks};
 use crate::error::{Error, Result};
-use crate::ops::{BatchOutcome, Get, Mutation, RowResult};
+use crate::ops::{BatchOutcome, Mutation};
 use crate::region::Region;
 use crate::schema::{TableDescriptor, TableName};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-mod batch;
-mod change;
 mod commit;
 
-use commit::cells_with_room;
-
 /// A write a batch hook added, checked, with its table (`None`: the batch's own table).
-type AddedWrite = (Option<Arc<TableState>>, AddedOp);
+pub(crate) type AddedWrite = (Option<Arc<TableState>>, AddedOp);
 
 /// The summed counter increments added to one row, with the row's table.
-type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a Bytes), i64>);
+pub(crate) type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a Bytes), i64>);
 
 /// What `pre_batch_mutate` left: each operation's veto and the checked added writes.
-pub(super) struct PreBatch {
-    vetoes: Vec<Option<Error>>,
-    added: Vec<AddedWrite>,
-    absent: Vec<(Option<Arc<TableState>>, Bytes)>,
+pub(crate) struct PreBatch {
+    /// Each operation's veto, in order.
+    pub(crate) vetoes: Vec<Option<Error>>,
+    /// The writes the hooks added, checked against their tables.
+    pub(crate) added: Vec<AddedWrite>,
+    /// Rows that must be absent for the batch to commit (unique index entries).
+    pub(crate) absent: Vec<(Option<Arc<TableState>>, Bytes)>,
 }
 
 /// How many times a write gives up its locks and retakes them in order (when a row a hook
 /// added is held by another writer below a stripe it holds) before it falls back to a
 /// bounded out-of-order wait.
-const RELOCK_ATTEMPTS: u32 = 16;
+pub(crate) const RELOCK_ATTEMPTS: u32 = 16;
 
 /// The rows a hooked write locks beyond its own, learnt from its hooks' added writes.
 ///
@@ -69,7 +71,7 @@ pub(crate) struct LockPlan {
     /// A timestamp the next attempt's must exceed (a row an added write targets was
     /// written at it, see `commit_with_added`).
     pub(crate) min_ts: crate::cell::Timestamp,
-    attempts: u32,
+    pub(crate) attempts: u32,
     relock: bool,
 }
 
@@ -97,17 +99,26 @@ impl LockPlan {
     pub(crate) fn take_relock(&mut self) -> bool {
         std::mem::take(&mut self.relock)
     }
+
+    /// True when the locked part gave up to relock (and has not been retried yet).
+    pub(crate) fn relock_pending(&self) -> bool {
+        self.relock
+    }
+
+    /// Makes the caller give up its locks and run the locked part again.
+    pub(crate) fn request_relock(&mut self) {
+        self.relock = true;
+    }
 }
 
 /// The `post_batch_mutate` call a commit makes between its MemStore inserts and visibility.
 pub(crate) struct PostApply<'a> {
-    hooks: &'a Arc<dyn RegionHooks>,
-    table: &'a TableState,
+    calls: HookCalls<'a>,
     ops: &'a [&'a Mutation],
 }
 
 /// One slot of a batch's results.
-type Slot = Option<Result<BatchOutcome>>;
+pub(crate) type Slot = Option<Result<BatchOutcome>>;
 
 /// The hooks for a descriptor: `None` when it lists no coprocessor, an error when it lists
 /// some that the configured loader cannot load (or no loader is configured).
@@ -140,7 +151,7 @@ pub(crate) fn load_hooks(
 /// A copy of an error for a second operation of a batch (errors are not `Clone`): the
 /// errors hooks and added writes fail batches with keep their variant, others become
 /// [`Error::WritesRefused`] with their message.
-pub(super) fn copy_error(e: &Error) -> Error {
+pub(crate) fn copy_error(e: &Error) -> Error {
     match e {
         Error::Coprocessor { name, msg } => Error::Coprocessor {
             name: name.clone(),
@@ -181,176 +192,105 @@ pub(super) fn copy_error(e: &Error) -> Error {
     }
 }
 
-fn invalid_added(table: &TableName, e: Error) -> Error {
+pub(crate) fn invalid_added(table: &TableName, e: Error) -> Error {
     Error::InvalidAddedMutation {
         table: table.to_string(),
         reason: Box::new(e),
     }
 }
 
-fn set(results: &mut [Slot], i: usize, r: Result<BatchOutcome>) {
+pub(crate) fn set(results: &mut [Slot], i: usize, r: Result<BatchOutcome>) {
     if let Some(slot) = results.get_mut(i) {
         *slot = Some(r);
     }
 }
 
 /// The table an added write goes to: `target`, or the batch's own table `t`.
-fn target_of<'a>(t: &'a TableState, target: &'a Option<Arc<TableState>>) -> &'a TableState {
+pub(crate) fn target_of<'a>(
+    t: &'a TableState,
+    target: &'a Option<Arc<TableState>>,
+) -> &'a TableState {
     target.as_deref().unwrap_or(t)
 }
 
-impl Engine {
-    /// Locks `rows` of `t` and the plan's extra rows, in ascending stripe order.
-    pub(super) async fn lock_planned<'a, 'r>(
-        &'a self,
-        t: &TableState,
-        rows: impl Iterator<Item = &'r Bytes>,
-        plan: &LockPlan,
-    ) -> crate::region::locks::RowLockGuard<'a> {
-        let name = t.key.as_str();
-        self.locks
-            .lock(
-                rows.map(|r| (name, r.as_ref()))
-                    .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
-            )
-            .await
+/// A table's hooks with what calling them needs: the read path (for the hooks' reads) and
+/// the table.
+#[derive(Clone, Copy)]
+pub(crate) struct HookCalls<'a> {
+    reads: &'a ReadPath,
+    t: &'a TableState,
+    hooks: &'a Arc<dyn RegionHooks>,
+}
+
+impl<'a> HookCalls<'a> {
+    /// The calls of `hooks`, the hooks of table `t`.
+    pub(crate) fn new(
+        reads: &'a ReadPath,
+        t: &'a TableState,
+        hooks: &'a Arc<dyn RegionHooks>,
+    ) -> Self {
+        HookCalls { reads, t, hooks }
     }
 
-    fn env_for<'a>(self: &'a Arc<Self>, t: &'a TableState, row: &[u8]) -> Result<HookEnv<'a>> {
-        Ok(HookEnv::new(self, &t.name, t.online_region(row)?))
+    /// The table whose hooks these are.
+    pub(crate) fn table(&self) -> &'a TableState {
+        self.t
     }
 
-    /// Reads one row, running the table's get hooks when it has coprocessors.
-    pub(crate) async fn get_hooked(
-        self: &Arc<Self>,
-        t: &TableState,
-        mut g: Get,
-    ) -> Result<RowResult> {
-        let Some(hooks) = t.hooks() else {
-            return self.get(t, &g);
-        };
-        self.check_open()?;
-        t.check_enabled()?;
-        let env = self.env_for(t, &g.row)?;
-        let mut result = RowResult {
-            row: g.row.clone(),
-            cells: Vec::new(),
-        };
-        if hooks.pre_get(&env, &mut g, &mut result).await? == Flow::Bypass {
-            return Ok(result);
-        }
-        let mut result = self.get(t, &g)?;
-        hooks.post_get(&env, &g, &mut result).await?;
-        Ok(result)
+    fn env_for(&self, row: &[u8]) -> Result<HookEnv<'a>> {
+        Ok(HookEnv::new(
+            self.reads,
+            &self.t.name,
+            self.t.online_region(row)?,
+        ))
     }
 
-    async fn pre_mutation(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        m: &mut Mutation,
-    ) -> Result<Flow> {
+    /// `pre_put` or `pre_delete` of one mutation (outside any lock).
+    pub(crate) async fn pre_mutation(&self, m: &mut Mutation) -> Result<Flow> {
         let hook = match m {
             Mutation::Put(_) => MutationHook::PrePut,
             Mutation::Delete(_) => MutationHook::PreDelete,
         };
-        if hooks.skips(hook) {
+        if self.hooks.skips(hook) {
             return Ok(Flow::Continue);
         }
-        let env = self.env_for(t, m.row())?;
+        let env = self.env_for(m.row())?;
         match m {
-            Mutation::Put(p) => hooks.pre_put(&env, p).await,
-            Mutation::Delete(d) => hooks.pre_delete(&env, d).await,
+            Mutation::Put(p) => self.hooks.pre_put(&env, p).await,
+            Mutation::Delete(d) => self.hooks.pre_delete(&env, d).await,
         }
     }
 
-    async fn post_mutation(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        m: &Mutation,
-    ) -> Result<()> {
+    /// `post_put` or `post_delete` of one committed mutation (after unlock).
+    pub(crate) async fn post_mutation(&self, m: &Mutation) -> Result<()> {
         let hook = match m {
             Mutation::Put(_) => MutationHook::PostPut,
             Mutation::Delete(_) => MutationHook::PostDelete,
         };
-        if hooks.skips(hook) {
+        if self.hooks.skips(hook) {
             return Ok(());
         }
-        let env = self.env_for(t, m.row())?;
+        let env = self.env_for(m.row())?;
         match m {
-            Mutation::Put(p) => hooks.post_put(&env, p).await,
-            Mutation::Delete(d) => hooks.post_delete(&env, d).await,
+            Mutation::Put(p) => self.hooks.post_put(&env, p).await,
+            Mutation::Delete(d) => self.hooks.post_delete(&env, d).await,
         }
-    }
-
-    /// [`Engine::mutate`] for a table with coprocessors: pre-hooks, validation, locks, the
-    /// locked commit (which runs `pre_batch_mutate`), unlock, post-hooks. A post-hook error is
-    /// returned although the write committed (as HBase's `postPut`).
-    pub(super) async fn mutate_hooked(
-        self: &Arc<Self>,
-        t: &TableState,
-        hooks: &Arc<dyn RegionHooks>,
-        muts: Vec<Mutation>,
-    ) -> Result<()> {
-        let mut kept = Vec::with_capacity(muts.len());
-        for mut m in muts {
-            if self.pre_mutation(t, hooks, &mut m).await? == Flow::Continue {
-                kept.push(m);
-            }
-        }
-        if kept.is_empty() {
-            return Ok(());
-        }
-        for m in &kept {
-            self.validate_mutation(t, m)?;
-        }
-        under_row_locks!(self, t, kept.iter().map(|m| m.row()), |plan| self
-            .mutate_locked(t, &kept, plan)
-            .await)?;
-        let mut first_err = None;
-        for m in &kept {
-            if let Err(e) = self.post_mutation(t, hooks, m).await {
-                first_err.get_or_insert(e);
-            }
-        }
-        first_err.map_or(Ok(()), Err)
-    }
-
-    /// `muts` grouped by the region each falls in, in region-id order.
-    fn by_region(
-        &self,
-        t: &TableState,
-        muts: &[&Mutation],
-    ) -> Result<Vec<(Arc<Region>, Vec<usize>)>> {
-        if let [m] = muts {
-            return Ok(vec![(t.online_region(m.row())?, vec![0])]);
-        }
-        let mut by_region: BTreeMap<u64, (Arc<Region>, Vec<usize>)> = BTreeMap::new();
-        for (i, m) in muts.iter().enumerate() {
-            let r = t.online_region(m.row())?;
-            by_region
-                .entry(r.id)
-                .or_insert_with(|| (r.clone(), Vec::new()))
-                .1
-                .push(i);
-        }
-        Ok(by_region.into_values().collect())
     }
 }
 
-impl crate::coprocessor::HookReads for Arc<Engine> {
-    fn get(&self, table: &TableName, g: &Get) -> Result<RowResult> {
-        let t = self.table(table)?;
-        Engine::get(self, &t, g)
+/// `muts` grouped by the region of `t` each falls in, in region-id order.
+fn by_region(t: &TableState, muts: &[&Mutation]) -> Result<Vec<(Arc<Region>, Vec<usize>)>> {
+    if let [m] = muts {
+        return Ok(vec![(t.online_region(m.row())?, vec![0])]);
     }
-
-    fn get_before_after(
-        &self,
-        region: &Region,
-        g: &Get,
-        pending: &[PreparedCell],
-    ) -> Result<(RowResult, RowResult)> {
-        self.read_row_before_after(region, g, pending)
+    let mut by_region: BTreeMap<u64, (Arc<Region>, Vec<usize>)> = BTreeMap::new();
+    for (i, m) in muts.iter().enumerate() {
+        let r = t.online_region(m.row())?;
+        by_region
+            .entry(r.id)
+            .or_insert_with(|| (r.clone(), Vec::new()))
+            .1
+            .push(i);
     }
+    Ok(by_region.into_values().collect())
 }

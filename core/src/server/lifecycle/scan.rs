@@ -2,14 +2,14 @@
 //! (`pre_scanner_open`, `post_scanner_next`, `post_scanner_close` on every exit).
 
 use super::*;
-use crate::server::compact::ScanPoint;
+use crate::server::read::ScanPoint;
 use crate::server::read::{ResultStream, ScanStream};
 use std::collections::VecDeque;
 
 /// The state of a hooked scan stream. Until `closed`, dropping it runs
 /// `post_scanner_close` on a background task.
 struct HookedScan {
-    engine: Arc<Engine>,
+    reads: Arc<ReadPath>,
     table: Arc<TableState>,
     hooks: Arc<dyn RegionHooks>,
     /// The scan until it is opened.
@@ -32,7 +32,7 @@ impl HookedScan {
         self.closed = true;
         self.inner = None;
         if let Some(region) = self.region.clone() {
-            let env = HookEnv::new(&self.engine, &self.table.name, region.clone());
+            let env = HookEnv::new(&*self.reads, &self.table.name, region.clone());
             logged(
                 "post_scanner_close",
                 &region,
@@ -47,12 +47,12 @@ impl HookedScan {
         };
         let region = first_region(&self.table, &scan)
             .ok_or_else(|| Error::TableNotFound(self.table.name.to_string()))?;
-        let env = HookEnv::new(&self.engine, &self.table.name, region.clone());
+        let env = HookEnv::new(&*self.reads, &self.table.name, region.clone());
         self.hooks.pre_scanner_open(&env, &mut scan).await?;
         // From here on the close hook is owed.
         self.region = Some(region);
         self.inner = Some(ScanStream::new(
-            self.engine.clone(),
+            self.reads.clone(),
             self.table.clone(),
             scan,
             true,
@@ -96,7 +96,7 @@ impl HookedScan {
                 return None;
             };
             let mut rows = Vec::from(chunk);
-            let env = HookEnv::new(&self.engine, &self.table.name, region);
+            let env = HookEnv::new(&*self.reads, &self.table.name, region);
             if let Err(e) = self.hooks.post_scanner_next(&env, &mut rows).await {
                 self.ended = true;
                 self.close().await;
@@ -117,11 +117,11 @@ impl Drop for HookedScan {
         };
         // Dropped early: the reader goes now, the close hook runs in the background.
         self.inner = None;
-        let engine = self.engine.clone();
+        let reads = self.reads.clone();
         let table = self.table.clone();
         let hooks = self.hooks.clone();
         let fut = async move {
-            let env = HookEnv::new(&engine, &table.name, region.clone());
+            let env = HookEnv::new(&*reads, &table.name, region.clone());
             logged(
                 "post_scanner_close",
                 &region,
@@ -162,14 +162,14 @@ fn first_region(t: &TableState, scan: &Scan) -> Option<Arc<Region>> {
 /// A scan stream running `hooks`' scanner hooks, at `point` when given (else at a read
 /// point taken when it opens).
 pub(crate) fn hooked(
-    engine: Arc<Engine>,
+    reads: Arc<ReadPath>,
     table: Arc<TableState>,
     hooks: Arc<dyn RegionHooks>,
     scan: Scan,
     point: Option<Arc<ScanPoint>>,
 ) -> ResultStream {
     let state = HookedScan {
-        engine,
+        reads,
         table,
         hooks,
         scan: Some(scan),

@@ -8,8 +8,8 @@ use crate::keys::prefix_successor;
 use crate::ops::{RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::Region;
-use crate::server::compact::ScanPoint;
-use crate::server::{now_ms, Engine, TableState};
+use crate::server::read::ScanPoint;
+use crate::server::{now_ms, ReadPath, TableState};
 use crate::storage::matcher::ReadSpec;
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -60,14 +60,14 @@ impl ScanStream {
     /// A stream over `scan` of `t`; with `per_region`, no chunk holds rows of two regions.
     /// It reads at `point` when given, else at a read point taken now.
     pub(crate) fn new(
-        engine: Arc<Engine>,
+        reads: Arc<ReadPath>,
         t: Arc<TableState>,
         scan: Scan,
         per_region: bool,
         point: Option<Arc<ScanPoint>>,
     ) -> Result<Self> {
         let prefetch = scan.prefetch;
-        let mut scanner = TableScanner::new(engine, t, scan, point)?;
+        let mut scanner = TableScanner::new(reads, t, scan, point)?;
         scanner.per_region = per_region;
         Ok(ScanStream {
             ahead: Ahead::Idle(Box::new(scanner)),
@@ -115,7 +115,7 @@ impl ScanStream {
 
 /// Walks a table's regions for one scan.
 struct TableScanner {
-    engine: Arc<Engine>,
+    reads: Arc<ReadPath>,
     regions: VecDeque<Arc<Region>>,
     current: Option<RegionScanner>,
     /// The region `current` reads.
@@ -136,12 +136,12 @@ struct TableScanner {
 
 impl TableScanner {
     fn new(
-        engine: Arc<Engine>,
+        reads: Arc<ReadPath>,
         t: Arc<TableState>,
         scan: Scan,
         point: Option<Arc<ScanPoint>>,
     ) -> Result<Self> {
-        engine.check_open()?;
+        reads.shared.check_open()?;
         t.check_enabled()?;
         validate_versions(scan.max_versions)?;
         if scan.batch == Some(0) {
@@ -158,7 +158,7 @@ impl TableScanner {
         // long as the scan holds it). So the planned regions are read as they are, and
         // every row comes once, in order, whatever splits and merges happen meanwhile. A
         // shared point was registered before this call, so the same holds for it.
-        let point = point.unwrap_or_else(|| Arc::new(engine.register_scan()));
+        let point = point.unwrap_or_else(|| Arc::new(reads.register_scan()));
         let regions: Vec<Arc<Region>> = t
             .regions
             .read()
@@ -177,7 +177,7 @@ impl TableScanner {
         Ok(TableScanner {
             read_point: point.point(),
             _point: point,
-            engine,
+            reads,
             regions,
             current: None,
             current_region: None,
@@ -267,7 +267,7 @@ impl TableScanner {
                 _ => buf.push_back(row),
             }
         }
-        let _ = &self.engine;
+        let _ = &self.reads;
         Ok(())
     }
 }

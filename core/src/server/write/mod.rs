@@ -1,61 +1,68 @@
-//! The write path: validate, lock rows, resolve timestamps, commit.
+//! [`WritePipeline`], the engine's write stage: every write kind (put, delete, row mutations,
+//! batch, increment, append, check-and-mutate) runs the one pipeline, whether its table has
+//! coprocessors or not.
 //!
-//! Order of a commit (`docs/ARCHITECTURE.md`): row locks in sorted order -> sequence id from MVCC
-//! and WAL append of the whole batch as one record (both under the commit lock, so WAL order
-//! is sequence order) -> wait for the WAL as the durability asks -> MemStore inserts -> MVCC
-//! completes and the read point passes the batch -> unlock -> acknowledge. Invariants: every
-//! validation happens before the sequence id is taken, so a bad operation writes nothing; a
-//! sequence id is always completed (a guard completes it if the caller's future is dropped),
-//! so the read point never stalls.
+//! The pipeline, in order (`docs/ARCHITECTURE.md`):
+//! 1. locate and pre-hooks: `pre_put`/`pre_delete` per mutation (or the increment's,
+//!    append's, check-and-mutate's pre-hook), outside any lock; each may change or bypass
+//!    its operation;
+//! 2. validation against the schema ([`prepare`]): a bad operation fails before anything is
+//!    locked or written;
+//! 3. row locks in ascending stripe order (the relock loop of [`super::hooks::LockPlan`]);
+//! 4. the cells prepared at one timestamp (a hooked write's from the hooked-write clock,
+//!    see [`WritePipeline::hooked_now`]); `pre_batch_mutate` per region, whose vetoes fail
+//!    operations and whose added writes (index rows) are checked, locked and prepared;
+//! 5. commit ([`commit`]): sequence id and WAL append under the commit lock, one WAL record
+//!    for the batch and its added writes, the wait for the WAL as the durability asks,
+//!    MemStore inserts, `post_batch_mutate`, then publication (MVCC passes the batch);
+//! 6. `post_batch` per region with the outcome, unlock, `post_put`/`post_delete`.
 //!
-//! A table with coprocessors adds hook calls around this path (see [`super::hooks`]):
-//! pre-hooks before validation and locks, `pre_batch_mutate` under the row locks before the
-//! sequence id (its added mutations are prepared and committed with the batch), post-hooks
-//! after unlock. A table without them only pays one `Option` check.
+//! A table without coprocessors takes the same steps with the hook calls skipped: its only
+//! costs are `Option` checks. Invariants: every validation happens before the sequence id
+//! is taken, so a bad operation writes nothing; a sequence id is always completed (a guard
+//! completes it if the caller's future is dropped), so the read point never stalls; the
+//! hooks are looked up again under the row locks, so batch hooks that arrived meanwhile (an
+//! index being created) see every write that commits after them.
 
-use super::hooks::{under_row_locks, LockPlan, PostApply};
-use super::{now_ms, Engine, TableState};
-use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+use super::hooks::{copy_error, set, under_row_locks, HookCalls, LockPlan, Slot};
+use super::{now_ms, EngineShared, Maintenance, ReadPath, TableState};
+use crate::coprocessor::{Flow, RegionHooks};
 use crate::error::{Error, Result};
-use crate::mvcc::Mvcc;
-use crate::ops::{Delete, DeleteKind, Get, Increment, Mutation, Put, RowMutations};
-use crate::region::{Region, Store};
-use crate::wal::{Durability, EditRef, UnsealedFrame, WalEdit, WalRecord};
+use crate::ops::{BatchOp, BatchOutcome, Delete, Mutation, Put, RowMutations};
+use crate::region::locks::RowLocks;
+use crate::wal::Durability;
 use bytes::Bytes;
-use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::borrow::Cow;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 pub(crate) use crate::region::PreparedCell;
 
 mod atomic;
-mod batch;
+mod commit;
+pub(crate) mod prepare;
 
-pub(super) use batch::cell_hint;
-use batch::runs_by_region;
+pub(crate) use prepare::{validate_row, Delta, DeltaOptions};
 
-pub(crate) use atomic::{validate_ttl, Delta, DeltaOptions};
+/// Slots of the hooked-write clock (512 KiB). A row waits for the next millisecond only
+/// when its slot saw a hooked write this millisecond; at 4,096 slots, 8 writers of indexed
+/// puts (each marking a data row and an index row) collided often enough to cut indexed put
+/// throughput by a third (bench `index`: 75K -> 115K puts/s with 65,536 slots).
+const ROW_CLOCK_SLOTS: usize = 1 << 16;
 
-/// How a batch goes to the WAL.
-enum Log {
-    /// Not at all (`SkipWal`).
-    Skip,
-    /// Encoded ahead, sealed under the commit lock.
-    Frame(UnsealedFrame),
-    /// As a record, for an engine observer of the WAL.
-    Record(WalRecord),
-}
-
-/// Completes a sequence id when dropped, so a cancelled writer cannot stall the read point.
-struct SeqGuard<'a> {
-    mvcc: &'a Mvcc,
-    seq: u64,
-}
-
-impl Drop for SeqGuard<'_> {
-    fn drop(&mut self) {
-        self.mvcc.complete(self.seq);
-    }
+/// The engine's write stage and the state it owns (see the module doc).
+pub(crate) struct WritePipeline {
+    pub(crate) shared: Arc<EngineShared>,
+    pub(crate) reads: Arc<ReadPath>,
+    pub(crate) upkeep: Arc<Maintenance>,
+    /// Row locks of every table, striped by (table, row).
+    locks: RowLocks,
+    /// Commits since the engine opened (every 1,024th checks the WAL's length).
+    commits: AtomicU64,
+    /// Per (table, row) slot, the last timestamp a hooked write of the row took (see
+    /// [`WritePipeline::hooked_now`]). [`ROW_CLOCK_SLOTS`] slots: rows sharing a slot wait
+    /// for each other's millisecond to pass.
+    row_clock: Box<[AtomicU64]>,
 }
 
 fn rank(d: Durability) -> u8 {
@@ -74,522 +81,387 @@ pub(crate) fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability 
         .unwrap_or(Durability::SyncWal)
 }
 
-/// Checks a row key's length.
-pub fn validate_row(row: &[u8]) -> Result<()> {
-    if row.is_empty() {
-        return Err(Error::InvalidRow("row key is empty".into()));
-    }
-    if row.len() > MAX_ROW_LENGTH {
-        return Err(Error::InvalidRow(format!(
-            "row key of {} bytes exceeds {MAX_ROW_LENGTH}",
-            row.len()
-        )));
-    }
-    Ok(())
+/// The hooks of `t` that have something to run for a write of `muts` (see
+/// [`RegionHooks::skips_mutation_hooks`]); `None` sends the write down the pipeline with
+/// every hook call skipped.
+fn write_hooks(t: &TableState, muts: &[Mutation]) -> Option<Arc<dyn RegionHooks>> {
+    let hooks = t.hooks()?;
+    let puts = muts.iter().any(|m| matches!(m, Mutation::Put(_)));
+    let deletes = muts.iter().any(|m| matches!(m, Mutation::Delete(_)));
+    (!hooks.skips_mutation_hooks(puts, deletes)).then_some(hooks)
 }
 
-impl Engine {
-    fn store_of(&self, t: &TableState, region: &Region, family: &[u8]) -> Result<Arc<Store>> {
-        region.store(family).ok_or_else(|| Error::FamilyNotFound {
-            table: t.name.to_string(),
-            family: String::from_utf8_lossy(family).into_owned(),
-        })
-    }
-
-    fn check_value(&self, v: &[u8]) -> Result<()> {
-        if v.len() > self.config.max_value_size {
-            return Err(Error::ValueTooLarge {
-                size: v.len(),
-                limit: self.config.max_value_size,
-            });
+impl WritePipeline {
+    /// The write stage over the shared state and the stages below it.
+    pub(crate) fn new(
+        shared: Arc<EngineShared>,
+        reads: Arc<ReadPath>,
+        upkeep: Arc<Maintenance>,
+    ) -> Self {
+        WritePipeline {
+            shared,
+            reads,
+            upkeep,
+            locks: RowLocks::new(4096),
+            commits: AtomicU64::new(0),
+            row_clock: (0..ROW_CLOCK_SLOTS).map(|_| AtomicU64::new(0)).collect(),
         }
-        Ok(())
-    }
-
-    /// Checks a mutation without writing anything.
-    pub(crate) fn validate_mutation(&self, t: &TableState, m: &Mutation) -> Result<()> {
-        validate_row(m.row())?;
-        let region = t.online_region(m.row())?;
-        match m {
-            Mutation::Put(p) => {
-                if p.is_empty() && !p.is_touch() {
-                    return Err(Error::bad_argument("a put needs at least one column"));
-                }
-                validate_ttl(p.ttl_ms)?;
-                for (f, _, _, v) in p.cells() {
-                    self.store_of(t, &region, f)?;
-                    self.check_value(v)?;
-                }
-            }
-            Mutation::Delete(d) => {
-                for k in &d.kinds {
-                    let f = match k {
-                        DeleteKind::Version { family, .. }
-                        | DeleteKind::Column { family, .. }
-                        | DeleteKind::Family { family, .. }
-                        | DeleteKind::FamilyVersion { family, .. } => family,
-                    };
-                    self.store_of(t, &region, f)?;
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks an increment without writing anything.
-    pub(crate) fn validate_increment(&self, t: &TableState, inc: &Increment) -> Result<()> {
-        validate_row(&inc.row)?;
-        if inc.columns.is_empty() {
-            return Err(Error::bad_argument("no column given"));
-        }
-        let region = t.online_region(&inc.row)?;
-        for (f, _, _) in &inc.columns {
-            self.store_of(t, &region, f)?;
-        }
-        Ok(())
-    }
-
-    /// Turns a validated mutation into cells. Must run under the row lock: a delete of the
-    /// latest version reads the row to find that version's timestamp.
-    pub(crate) fn prepare(
-        &self,
-        t: &TableState,
-        m: &Mutation,
-        now: Timestamp,
-        out: &mut Vec<PreparedCell>,
-    ) -> Result<()> {
-        let row = m.row().clone();
-        let region = t.online_region(&row)?;
-        let cell = |store: Arc<Store>, q: Bytes, ts: Timestamp, kind: CellType, value: Bytes| {
-            PreparedCell {
-                region: region.clone(),
-                store,
-                cell: StoreCell {
-                    key: StoreKey {
-                        row: row.clone(),
-                        qualifier: q,
-                        ts,
-                        kind,
-                        seq: 0,
-                    },
-                    value,
-                },
-            }
-        };
-        match m {
-            Mutation::Put(p) => {
-                let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
-                let (kind, ttl) = match p.ttl_ms {
-                    Some(ttl) => (CellType::ExpiringPut, ttl),
-                    None => (CellType::Put, 0),
-                };
-                // Columns of one family usually come together: look the store up once per run.
-                let mut last: Option<(Bytes, Arc<Store>)> = None;
-                for (f, q, ts, v) in p.shared_cells() {
-                    let ts = if ts == LATEST_TIMESTAMP {
-                        default_ts
-                    } else {
-                        ts
-                    };
-                    let store = match &last {
-                        Some((lf, s)) if *lf == f => s.clone(),
-                        _ => {
-                            let s = self.store_of(t, &region, &f)?;
-                            last = Some((f, s.clone()));
-                            s
-                        }
-                    };
-                    let v = if kind == CellType::ExpiringPut {
-                        crate::cell::expiring_value(ttl, &v)
-                    } else {
-                        v
-                    };
-                    out.push(cell(store, q, ts, kind, v));
-                }
-            }
-            Mutation::Delete(d) => {
-                let dts = if d.ts == LATEST_TIMESTAMP { now } else { d.ts };
-                // As in HBase's prepareDeleteTimestamps, the n-th "latest version" marker of
-                // one column in one delete takes the n-th newest visible version.
-                let mut latest_seen: BTreeMap<(&Bytes, &Bytes), usize> = BTreeMap::new();
-                if d.kinds.is_empty() {
-                    for store in region.all_stores() {
-                        out.push(cell(
-                            store,
-                            Bytes::new(),
-                            dts,
-                            CellType::DeleteFamily,
-                            Bytes::new(),
-                        ));
-                    }
-                }
-                for k in &d.kinds {
-                    match k {
-                        DeleteKind::Version {
-                            family,
-                            qualifier,
-                            ts,
-                        } => {
-                            let store = self.store_of(t, &region, family)?;
-                            let ts = match ts {
-                                Some(ts) => Some(*ts),
-                                None if d.ts != LATEST_TIMESTAMP => Some(d.ts),
-                                None => {
-                                    let n = latest_seen.entry((family, qualifier)).or_default();
-                                    *n += 1;
-                                    self.nth_latest_ts(&region, &store, &row, qualifier, *n)?
-                                }
-                            };
-                            // A column showing no such version: a no-op.
-                            if let Some(ts) = ts {
-                                out.push(cell(
-                                    store,
-                                    qualifier.clone(),
-                                    ts,
-                                    CellType::Delete,
-                                    Bytes::new(),
-                                ));
-                            }
-                        }
-                        DeleteKind::Column {
-                            family,
-                            qualifier,
-                            ts,
-                        } => {
-                            let store = self.store_of(t, &region, family)?;
-                            let ts = ts.unwrap_or(dts);
-                            out.push(cell(
-                                store,
-                                qualifier.clone(),
-                                ts,
-                                CellType::DeleteColumn,
-                                Bytes::new(),
-                            ));
-                        }
-                        DeleteKind::Family { family, ts } => {
-                            let store = self.store_of(t, &region, family)?;
-                            let ts = ts.unwrap_or(dts);
-                            out.push(cell(
-                                store,
-                                Bytes::new(),
-                                ts,
-                                CellType::DeleteFamily,
-                                Bytes::new(),
-                            ));
-                        }
-                        DeleteKind::FamilyVersion { family, ts } => {
-                            let store = self.store_of(t, &region, family)?;
-                            out.push(cell(
-                                store,
-                                Bytes::new(),
-                                *ts,
-                                CellType::DeleteFamilyVersion,
-                                Bytes::new(),
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Commits prepared cells as one atomic batch. The caller holds the rows' locks.
-    pub(crate) async fn commit(
-        self: &Arc<Self>,
-        t: &TableState,
-        cells: Vec<PreparedCell>,
-        durability: Durability,
-    ) -> Result<()> {
-        self.commit_tables(&[t], cells, durability, None)
-            .await
-            .map(|_| ())
-    }
-
-    /// Commits prepared cells of regions of any of `tables` as one atomic batch: one WAL
-    /// record, one sequence id. The caller holds the rows' locks. With `post`, runs the
-    /// `post_batch_mutate` hooks after the MemStore inserts and before the batch is visible;
-    /// returns their error, if any, as `Ok(Some(e))` (the batch is committed then).
-    pub(crate) async fn commit_tables(
-        self: &Arc<Self>,
-        tables: &[&TableState],
-        mut cells: Vec<PreparedCell>,
-        durability: Durability,
-        post: Option<PostApply<'_>>,
-    ) -> Result<Option<Error>> {
-        self.check_open()?;
-        if cells.is_empty() {
-            return Ok(None);
-        }
-        let incoming = cells.iter().map(|c| c.cell.heap_size() as u64).sum();
-        self.reserve_memstore(incoming).await?;
-        self.throttle_writes(cells.iter().map(|c| (&c.region, &c.store)))
-            .await;
-        let gates = self.enter_regions(tables, &mut cells).await?;
-        // Encoded outside the commit lock; under it only the sequence id is written. An
-        // engine observer of the WAL gets the batch as a record.
-        let observes_wal = self
-            .config
-            .observer
-            .as_ref()
-            .is_some_and(|o| o.observes_wal());
-        let log = match durability {
-            Durability::SkipWal => Log::Skip,
-            _ if observes_wal => Log::Record(WalRecord {
-                seq: 0,
-                edits: cells
-                    .iter()
-                    .map(|c| WalEdit {
-                        region_id: c.region.id,
-                        family: c.store.family.clone(),
-                        cell: c.cell.clone(),
-                    })
-                    .collect(),
-            }),
-            _ => Log::Frame(UnsealedFrame::encode(cells.iter().map(|c| EditRef {
-                region_id: c.region.id,
-                family: &c.store.family,
-                cell: &c.cell,
-            }))?),
-        };
-        let (guard, ticket) = {
-            let _g = self.commit_lock.lock();
-            let seq = self.mvcc.begin();
-            let guard = SeqGuard {
-                mvcc: &self.mvcc,
-                seq,
-            };
-            let ticket = match log {
-                Log::Skip => None,
-                Log::Frame(mut frame) => {
-                    Some(self.wal.append_unsealed(&mut frame, seq, durability)?)
-                }
-                Log::Record(mut rec) => {
-                    rec.seq = seq;
-                    for e in &mut rec.edits {
-                        e.cell.key.seq = seq;
-                    }
-                    Some(self.observed_wal_append(rec, |rec| self.wal.append(rec, durability))?)
-                }
-            };
-            (guard, ticket)
-        };
-        let seq = guard.seq;
-        if let Some(ticket) = ticket {
-            if durability != Durability::AsyncWal {
-                ticket.wait().await?;
-            }
-        }
-        for c in cells.iter_mut() {
-            c.cell.key.seq = seq;
-        }
-        // The regions of the batch in order of first appearance (usually one).
-        let mut regions: Vec<Arc<Region>> = Vec::new();
-        for c in &cells {
-            if !regions.iter().any(|r| Arc::ptr_eq(r, &c.region)) {
-                regions.push(c.region.clone());
-            }
-        }
-        if let [region] = regions.as_slice() {
-            region.apply(&cells);
-            region.write_requests.fetch_add(1, Ordering::Relaxed);
-        } else if runs_by_region(&cells) == regions.len() {
-            // Each region's cells form one run (a batch's own cells, then each hook's added
-            // rows, as usual): the runs are applied as they lie.
-            for run in cells.chunk_by(|a, b| Arc::ptr_eq(&a.region, &b.region)) {
-                if let Some(first) = run.first() {
-                    first.region.apply(run);
-                    first.region.write_requests.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        } else {
-            for region in &regions {
-                let mine: Vec<&PreparedCell> = cells
-                    .iter()
-                    .filter(|c| Arc::ptr_eq(&c.region, region))
-                    .collect();
-                region.apply(&mine);
-                region.write_requests.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        // In the MemStore, not yet visible: the read point waits for `guard`.
-        let hook_err = match post {
-            Some(p) => self.post_apply(&p).await.err(),
-            None => None,
-        };
-        drop(guard);
-        drop(gates);
-        self.mvcc.wait_for(seq).await;
-        for region in &regions {
-            let t = tables
-                .iter()
-                .find(|t| t.name == region.table)
-                .or(tables.first());
-            let flush_size = t
-                .and_then(|t| t.descriptor.read().memstore_flush_size)
-                .unwrap_or(self.config.memstore_flush_size);
-            self.maybe_flush(region, flush_size);
-        }
-        if self.commits.fetch_add(1, Ordering::Relaxed) % 1024 == 1023 {
-            self.flush_if_wal_too_long();
-        }
-        Ok(hook_err)
-    }
-
-    /// Takes the write gates of the regions `cells` go to, in region-id order, and returns
-    /// them held. A cell whose region a split or merge retired is re-routed to the region
-    /// that now holds its row (the caller holds the row locks, so what it read from the old
-    /// region is still current), and the gates are taken again.
-    async fn enter_regions(
-        &self,
-        tables: &[&TableState],
-        cells: &mut [PreparedCell],
-    ) -> Result<Vec<tokio::sync::OwnedRwLockReadGuard<()>>> {
-        loop {
-            let mut regions: Vec<&Arc<Region>> = Vec::new();
-            for c in cells.iter() {
-                if !regions.iter().any(|r| Arc::ptr_eq(r, &c.region)) {
-                    regions.push(&c.region);
-                }
-            }
-            regions.sort_by_key(|r| r.id);
-            let mut gates = Vec::with_capacity(regions.len());
-            for r in &regions {
-                gates.push(r.write_gate.clone().read_owned().await);
-            }
-            if regions.iter().all(|r| !r.is_retired()) {
-                return Ok(gates);
-            }
-            drop(gates);
-            for c in cells.iter_mut() {
-                if c.region.is_retired() {
-                    let t = tables
-                        .iter()
-                        .find(|t| t.name == c.region.table)
-                        .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
-                    let region = t.online_region(&c.cell.key.row)?;
-                    c.store = self.store_of(t, &region, &c.store.family)?;
-                    c.region = region;
-                }
-            }
-        }
-    }
-
-    /// Applies mutations of any rows atomically: validates all, locks all rows, commits once.
-    pub(crate) async fn mutate(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
-        t.check_enabled()?;
-        if let Some(hooks) = t.hooks() {
-            if !skips_hooks(&*hooks, muts) {
-                return self.mutate_hooked(t, &hooks, muts.to_vec()).await;
-            }
-        }
-        self.mutate_unhooked(t, muts).await
-    }
-
-    /// [`Engine::mutate`] of one mutation the caller gives away: a hooked table's hooks get
-    /// it without a copy.
-    async fn mutate_one(self: &Arc<Self>, t: &TableState, m: Mutation) -> Result<()> {
-        t.check_enabled()?;
-        let one = std::slice::from_ref(&m);
-        if let Some(hooks) = t.hooks() {
-            if !skips_hooks(&*hooks, one) {
-                return self.mutate_hooked(t, &hooks, vec![m]).await;
-            }
-        }
-        self.mutate_unhooked(t, one).await
-    }
-
-    /// [`Engine::mutate`] once the table's write hooks are known to have nothing to run.
-    async fn mutate_unhooked(self: &Arc<Self>, t: &TableState, muts: &[Mutation]) -> Result<()> {
-        for m in muts {
-            self.validate_mutation(t, m)?;
-        }
-        under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
-            .mutate_locked(t, muts, plan)
-            .await)
-    }
-
-    /// Commits `muts` under their row locks (and `plan`'s extra rows), after the table's
-    /// `pre_batch_mutate` hooks (a veto fails the whole call; added mutations commit with
-    /// it). When `plan` says to relock, nothing was written: the caller relocks and retries.
-    pub(super) async fn mutate_locked(
-        self: &Arc<Self>,
-        t: &TableState,
-        muts: &[Mutation],
-        plan: &mut LockPlan,
-    ) -> Result<()> {
-        if let Some(hooks) = t.hooks() {
-            if !skips_hooks(&*hooks, muts) {
-                return self.mutate_locked_hooked(t, &hooks, muts, plan).await;
-            }
-        }
-        let now = now_ms();
-        let mut cells = Vec::with_capacity(muts.iter().map(cell_hint).sum());
-        for m in muts {
-            self.prepare(t, m, now, &mut cells)?;
-        }
-        let durability = strongest(muts.iter().map(Mutation::durability));
-        self.commit(t, cells, durability).await
     }
 
     /// Puts one row.
-    pub(crate) async fn put(self: &Arc<Self>, t: &TableState, p: Put) -> Result<()> {
+    pub(crate) async fn put(&self, t: &TableState, p: Put) -> Result<()> {
         self.mutate_one(t, Mutation::Put(p)).await
     }
 
     /// Deletes from one row.
-    pub(crate) async fn delete(self: &Arc<Self>, t: &TableState, d: Delete) -> Result<()> {
+    pub(crate) async fn delete(&self, t: &TableState, d: Delete) -> Result<()> {
         self.mutate_one(t, Mutation::Delete(d)).await
     }
 
     /// Applies a row's mutations atomically.
-    pub(crate) async fn mutate_row(
-        self: &Arc<Self>,
-        t: &TableState,
-        rm: RowMutations,
-    ) -> Result<()> {
-        check_same_row(&rm)?;
-        self.mutate(t, &rm.mutations).await
+    pub(crate) async fn mutate_row(&self, t: &TableState, rm: RowMutations) -> Result<()> {
+        prepare::check_same_row(&rm)?;
+        self.mutate(t, Cow::Owned(rm.mutations)).await
     }
 
-    /// The timestamp of the `n`-th newest (from 1) visible version of a column.
-    fn nth_latest_ts(
+    /// [`WritePipeline::mutate`] of one mutation the caller gives away: a hooked table's
+    /// pre-hooks get it without a copy, a plain table's write needs no vector.
+    async fn mutate_one(&self, t: &TableState, m: Mutation) -> Result<()> {
+        if t.hooks().is_some() {
+            self.mutate(t, Cow::Owned(vec![m])).await
+        } else {
+            self.mutate(t, Cow::Borrowed(std::slice::from_ref(&m)))
+                .await
+        }
+    }
+
+    /// Applies mutations of any rows atomically (one WAL record, one sequence id): steps
+    /// 1 to 6 of the pipeline. A post-hook error is returned although the write committed
+    /// (as HBase's `postPut`).
+    pub(crate) async fn mutate(&self, t: &TableState, muts: Cow<'_, [Mutation]>) -> Result<()> {
+        t.check_enabled()?;
+        let hooks = write_hooks(t, &muts);
+        let muts = match &hooks {
+            None => muts,
+            Some(h) => {
+                let calls = HookCalls::new(&self.reads, t, h);
+                let mut kept = Vec::with_capacity(muts.len());
+                for mut m in muts.into_owned() {
+                    if calls.pre_mutation(&mut m).await? == Flow::Continue {
+                        kept.push(m);
+                    }
+                }
+                if kept.is_empty() {
+                    return Ok(());
+                }
+                Cow::Owned(kept)
+            }
+        };
+        for m in muts.iter() {
+            prepare::validate_mutation(&self.shared.config, t, m)?;
+        }
+        under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
+            .mutate_locked(t, &muts, plan)
+            .await)?;
+        let Some(h) = &hooks else {
+            return Ok(());
+        };
+        let calls = HookCalls::new(&self.reads, t, h);
+        let mut first_err = None;
+        for m in muts.iter() {
+            if let Err(e) = calls.post_mutation(m).await {
+                first_err.get_or_insert(e);
+            }
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    /// Steps 4 to 6 of the pipeline for `muts`, atomically: the caller holds their row locks
+    /// and those of `plan`'s extra rows. Any veto fails it all. When the commit must relock
+    /// ([`LockPlan`]) it returns an error having written nothing and run no `post_batch`.
+    pub(super) async fn mutate_locked(
         &self,
-        region: &Region,
-        store: &Arc<Store>,
-        row: &Bytes,
-        qualifier: &Bytes,
-        n: usize,
-    ) -> Result<Option<Timestamp>> {
-        let versions = u32::try_from(n).unwrap_or(u32::MAX);
-        let get = Get::new(row)
-            .add_column(&store.family, qualifier)
-            .max_versions(versions);
-        let res = self.read_row_in(region, &get, self.mvcc.read_point())?;
-        Ok(res.cells.get(n.saturating_sub(1)).map(|c| c.timestamp))
+        t: &TableState,
+        muts: &[Mutation],
+        plan: &mut LockPlan,
+    ) -> Result<()> {
+        let hooks = write_hooks(t, muts);
+        let now = match &hooks {
+            None => now_ms(),
+            Some(_) => {
+                self.hooked_now(t, muts.iter().map(|m| m.row()), plan.min_ts)
+                    .await
+            }
+        };
+        let hint: usize = muts.iter().map(prepare::cell_hint).sum();
+        // Room for the writes hooks add too (an index row or two per row).
+        let room = if hooks.is_some() { hint / 2 + 2 } else { 0 };
+        let mut cells = Vec::with_capacity(hint + room);
+        for m in muts {
+            prepare::prepare(&self.reads, t, m, now, &mut cells)?;
+        }
+        let durability = strongest(muts.iter().map(Mutation::durability));
+        let Some(hooks) = hooks else {
+            return self.commit(&[t], cells, durability, None).await.map(drop);
+        };
+        let calls = HookCalls::new(&self.reads, t, &hooks);
+        let refs: Vec<&Mutation> = muts.iter().collect();
+        let run = async {
+            let mut pre = calls.pre_batch(&refs, now, &cells).await?;
+            if let Some(e) = std::mem::take(&mut pre.vetoes).into_iter().flatten().next() {
+                return Err(e);
+            }
+            let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
+            self.commit_with_added(&calls, &held, &refs, cells, durability, pre, plan, now)
+                .await
+        };
+        let (outcome, late) = match run.await {
+            Ok(late) => (Ok(()), late),
+            Err(e) => (Err(e), None),
+        };
+        // Only a write that committed moves its rows' clock: a vetoed or failed one wrote
+        // nothing that a later write of the same millisecond could be hidden by.
+        if outcome.is_ok() && !plan.relock_pending() {
+            self.record_hooked(t, refs.iter().map(|m| m.row()), now);
+        }
+        if plan.relock_pending() {
+            return outcome;
+        }
+        let post = calls.post_batch_all(&refs, &outcome).await;
+        outcome?;
+        if let Some(e) = late {
+            return Err(e);
+        }
+        post
     }
-}
 
-fn check_same_row(rm: &RowMutations) -> Result<()> {
-    if rm.mutations.is_empty() {
-        return Err(Error::bad_argument(
-            "row mutations need at least one mutation",
-        ));
+    /// Runs many operations; one result per operation, in order. Puts and deletes that pass
+    /// their pre-hooks and validation run the pipeline together as one atomic batch; the
+    /// other operations run after it, each through its own path.
+    pub(crate) async fn batch(
+        &self,
+        t: &TableState,
+        ops: Vec<BatchOp>,
+    ) -> Result<Vec<Result<BatchOutcome>>> {
+        t.check_enabled()?;
+        let hooks = t.hooks();
+        let mut results: Vec<Slot> = (0..ops.len()).map(|_| None).collect();
+        let mut group: Vec<(usize, Mutation)> = Vec::new();
+        let mut rest = Vec::new();
+        for (i, op) in ops.into_iter().enumerate() {
+            match op {
+                BatchOp::Put(p) => group.push((i, Mutation::Put(p))),
+                BatchOp::Delete(d) => group.push((i, Mutation::Delete(d))),
+                other => rest.push((i, other)),
+            }
+        }
+        if let Some(h) = &hooks {
+            let calls = HookCalls::new(&self.reads, t, h);
+            let mut kept = Vec::with_capacity(group.len());
+            for (i, mut m) in group {
+                match calls.pre_mutation(&mut m).await {
+                    Ok(Flow::Continue) => kept.push((i, m)),
+                    Ok(Flow::Bypass) => set(&mut results, i, Ok(BatchOutcome::Done)),
+                    Err(e) => set(&mut results, i, Err(e)),
+                }
+            }
+            group = kept;
+        }
+        group.retain(
+            |(i, m)| match prepare::validate_mutation(&self.shared.config, t, m) {
+                Ok(()) => true,
+                Err(e) => {
+                    set(&mut results, *i, Err(e));
+                    false
+                }
+            },
+        );
+        let mut plan = LockPlan::default();
+        while !group.is_empty() {
+            let locks = self
+                .lock_planned(t, group.iter().map(|(_, m)| m.row()), &plan)
+                .await;
+            let (ok, outcome) = self
+                .batch_locked(t, &mut group, &mut results, &mut plan)
+                .await;
+            if plan.take_relock() {
+                drop(locks);
+                continue;
+            }
+            for i in &ok {
+                // A slot already answered holds a later hook's error.
+                if let Some(slot @ None) = results.get_mut(*i) {
+                    *slot = Some(match &outcome {
+                        Ok(()) => Ok(BatchOutcome::Done),
+                        Err(e) => Err(copy_error(e)),
+                    });
+                }
+            }
+            drop(locks);
+            if let (Some(h), Ok(())) = (&hooks, &outcome) {
+                let calls = HookCalls::new(&self.reads, t, h);
+                for (i, m) in &group {
+                    if ok.binary_search(i).is_ok() {
+                        if let Err(e) = calls.post_mutation(m).await {
+                            set(&mut results, *i, Err(e));
+                        }
+                    }
+                }
+            }
+            break;
+        }
+        for (i, op) in rest {
+            let r = match op {
+                BatchOp::Get(g) => self.reads.get_hooked(t, g).await.map(BatchOutcome::Row),
+                BatchOp::Increment(inc) => self.increment(t, inc).await.map(BatchOutcome::Row),
+                BatchOp::Append(a) => self.append(t, a).await.map(BatchOutcome::Row),
+                BatchOp::RowMutations(rm) => {
+                    self.mutate_row(t, rm).await.map(|_| BatchOutcome::Done)
+                }
+                BatchOp::CheckAndMutate(c) => {
+                    self.check_and_mutate(t, c).await.map(BatchOutcome::Checked)
+                }
+                BatchOp::Put(_) | BatchOp::Delete(_) => Ok(BatchOutcome::Done),
+            };
+            set(&mut results, i, r);
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(Error::bad_argument("operation not run"))))
+            .collect())
     }
-    if rm.mutations.iter().any(|m| m.row() != &rm.row) {
-        return Err(Error::bad_argument(
-            "every mutation of a RowMutations must name its row",
-        ));
-    }
-    Ok(())
-}
 
-/// True when `hooks` are known to do nothing for a write of `muts` (see
-/// [`RegionHooks::skips_mutation_hooks`]): the write then takes the unhooked path.
-///
-/// [`RegionHooks::skips_mutation_hooks`]: crate::coprocessor::RegionHooks::skips_mutation_hooks
-fn skips_hooks(hooks: &dyn crate::coprocessor::RegionHooks, muts: &[Mutation]) -> bool {
-    let puts = muts.iter().any(|m| matches!(m, Mutation::Put(_)));
-    let deletes = muts.iter().any(|m| matches!(m, Mutation::Delete(_)));
-    hooks.skips_mutation_hooks(puts, deletes)
+    /// Steps 4 to 6 for a batch's puts and deletes (the caller holds the row locks of
+    /// `group` and of `plan`'s extra rows): prepare (a failed operation is answered and
+    /// leaves `group`), `pre_batch_mutate` (vetoed operations are answered and leave
+    /// `group`; a hook error answers every operation and empties it), commit with the added
+    /// writes, `post_batch`. Returns the operations committed (their slots still empty
+    /// unless a later hook failed them) and the commit's outcome. When the commit must
+    /// relock ([`LockPlan`]) it returns no operation, leaving those in `group` unanswered.
+    async fn batch_locked(
+        &self,
+        t: &TableState,
+        group: &mut Vec<(usize, Mutation)>,
+        results: &mut [Slot],
+        plan: &mut LockPlan,
+    ) -> (Vec<usize>, Result<()>) {
+        // Under the locks, the table's current hooks: batch hooks that arrived since the
+        // pre-hooks ran (an index being created) must see this write.
+        let hooks = t.hooks();
+        let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
+        let now = match &hooks {
+            None => now_ms(),
+            Some(_) => self.hooked_now(t, held.iter(), plan.min_ts).await,
+        };
+        let mut cells = Vec::new();
+        let mut spans = Vec::with_capacity(group.len());
+        for (i, m) in group.iter() {
+            let mark = cells.len();
+            match prepare::prepare(&self.reads, t, m, now, &mut cells) {
+                Ok(()) => spans.push(Some(mark..cells.len())),
+                Err(e) => {
+                    cells.truncate(mark);
+                    set(results, *i, Err(e));
+                    spans.push(None);
+                }
+            }
+        }
+        let mut prepared = spans.iter();
+        group.retain(|_| prepared.next().is_some_and(Option::is_some));
+        let Some(hooks) = hooks else {
+            let ok: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
+            let durability = strongest(group.iter().map(|(_, m)| m.durability()));
+            return (
+                ok,
+                self.commit(&[t], cells, durability, None).await.map(drop),
+            );
+        };
+        let calls = HookCalls::new(&self.reads, t, &hooks);
+        let mut spans: Vec<std::ops::Range<usize>> = spans.into_iter().flatten().collect();
+        let refs: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
+        let pre = match calls.pre_batch(&refs, now, &cells).await {
+            Ok(pre) => pre,
+            Err(e) => {
+                let outcome = Err(e);
+                // A failed batch's post_batch error is dropped: the batch's error stands.
+                let _ = calls.post_batch_all(&refs, &outcome).await;
+                drop(refs);
+                if let Err(e) = &outcome {
+                    for (i, _) in group.drain(..) {
+                        set(results, i, Err(copy_error(e)));
+                    }
+                }
+                return (Vec::new(), Ok(()));
+            }
+        };
+        drop(refs);
+        let mut pre = pre;
+        let mut vetoes = std::mem::take(&mut pre.vetoes).into_iter();
+        let mut kept_spans = spans.drain(..);
+        let mut keep = vec![false; cells.len()];
+        group.retain(|(i, _)| {
+            let span = kept_spans.next().unwrap_or_default();
+            match vetoes.next().flatten() {
+                Some(e) => {
+                    set(results, *i, Err(e));
+                    false
+                }
+                None => {
+                    for k in span {
+                        if let Some(slot) = keep.get_mut(k) {
+                            *slot = true;
+                        }
+                    }
+                    true
+                }
+            }
+        });
+        let mut keep = keep.into_iter();
+        cells.retain(|_| keep.next().unwrap_or(false));
+        let ok: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
+        let durability = strongest(group.iter().map(|(_, m)| m.durability()));
+        let written: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
+        if written.is_empty() {
+            // Nothing of the batch is written: neither are the writes its hooks added.
+            return (ok, Ok(()));
+        }
+        let run = self
+            .commit_with_added(&calls, &held, &written, cells, durability, pre, plan, now)
+            .await;
+        if run.is_ok() && !plan.relock_pending() {
+            self.record_hooked(t, written.iter().map(|m| m.row()), now);
+        }
+        if plan.relock_pending() {
+            return (Vec::new(), Ok(()));
+        }
+        let (outcome, late) = match run {
+            Ok(late) => (Ok(()), late),
+            Err(e) => (Err(e), None),
+        };
+        let post = calls.post_batch_all(&written, &outcome).await;
+        if outcome.is_ok() {
+            if let Some(e) = late.or(post.err()) {
+                for i in &ok {
+                    set(results, *i, Err(copy_error(&e)));
+                }
+            }
+        }
+        (ok, outcome)
+    }
+
+    /// Locks `rows` of `t` and the plan's extra rows, in ascending stripe order.
+    pub(super) async fn lock_planned<'a, 'r>(
+        &'a self,
+        t: &TableState,
+        rows: impl Iterator<Item = &'r Bytes>,
+        plan: &LockPlan,
+    ) -> crate::region::locks::RowLockGuard<'a> {
+        let name = t.key.as_str();
+        self.locks
+            .lock(
+                rows.map(|r| (name, r.as_ref()))
+                    .chain(plan.extra.iter().map(|(n, r)| (n.as_str(), r.as_ref()))),
+            )
+            .await
+    }
 }

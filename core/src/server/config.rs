@@ -1,0 +1,212 @@
+//! The engine's settings ([`Config`]) and the loader of coprocessor hooks a table lists.
+//!
+//! Invariant: every setting has a default that is safe for a small embedded engine; the
+//! engine checks the values at open ([`super::Engine::open`]), not here.
+
+use super::recovery;
+use super::split::SplitPolicy;
+use crate::coprocessor::{EngineHooks, RegionHooks};
+use crate::error::Result;
+use crate::fs::{FileSystem, StdFs};
+use crate::schema::{CoprocessorDescriptor, TableDescriptor};
+use crate::wal::WalRecoveryMode;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Turns a table's coprocessor list into the hooks the engine calls.
+pub trait HooksLoader: Send + Sync + std::fmt::Debug {
+    /// The hooks for `table` (whose `coprocessors` list is not empty), or an error when a
+    /// listed coprocessor cannot be loaded (the table change, or the open, then fails).
+    fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>>;
+
+    /// The verifications and repairs of derived data (indexes) that
+    /// `Connection::open_with` runs after a salvage or an offline repair
+    /// ([`recovery::RecoveryRepair`]); none by default.
+    fn recovery_repairs(&self) -> Vec<Arc<dyn recovery::RecoveryRepair>> {
+        Vec::new()
+    }
+}
+
+/// Engine settings.
+///
+/// ```
+/// let cfg = basalt_core::Config::new("/tmp/basalt-doc").memstore_flush_size(64 << 20);
+/// assert_eq!(cfg.memstore_flush_size, 64 << 20);
+/// ```
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data directory.
+    pub dir: PathBuf,
+    /// A region flushes when its MemStores pass this many bytes (default 128 MiB).
+    pub memstore_flush_size: u64,
+    /// WAL segments roll at this size (default 64 MiB).
+    pub wal_segment_size: u64,
+    /// Largest accepted value in bytes (default 10 MiB, HBase's `hbase.client.keyvalue.maxsize`).
+    pub max_value_size: usize,
+    /// Block cache capacity in bytes (default 256 MiB).
+    pub block_cache_size: u64,
+    /// When the WAL holds more segments than this, the region pinning the oldest one is
+    /// flushed so that the log stays bounded (default 32).
+    pub max_wal_segments: usize,
+    /// A write to a store with more files than this waits for compaction to catch up, for
+    /// at most `blocking_wait_ms` (HBase's `hbase.hstore.blockingStoreFiles`, default 16).
+    pub blocking_store_files: usize,
+    /// The longest one write waits for a store with too many files (default 1000 ms); after
+    /// that it proceeds, so writes slow down but never fail for it.
+    pub blocking_wait_ms: u64,
+    /// The most bytes all MemStores together may hold (HBase's
+    /// `hbase.regionserver.global.memstore.size`, default 2 GiB). Past it, writers wait while
+    /// the largest MemStores flush, until the total is back under the limit.
+    pub global_memstore_size: u64,
+    /// Forced flushes go on until the total is below this fraction of
+    /// `global_memstore_size` (HBase's `...global.memstore.size.lower.limit`, default 0.95).
+    pub global_memstore_lower_limit: f64,
+    /// The longest one write waits for the global MemStore budget (default 60,000 ms, as
+    /// HBase's `hbase.busy.wait.duration`). A write still waiting then (flushes keep failing
+    /// or cannot keep up) fails with [`Error::Busy`](crate::Error::Busy) having written nothing.
+    pub memstore_wait_ms: u64,
+    /// The false-positive rate of the bloom filters written into new store files, in (0, 1)
+    /// (HBase's `io.storefile.bloom.error.rate`, default 0.01). Files keep the rate they
+    /// were written with.
+    pub bloom_error_rate: f64,
+    /// Every file the engine touches goes through this (default [`StdFs`], the real disk;
+    /// tests pass a [`crate::fs::FaultFs`]).
+    pub fs: Arc<dyn FileSystem>,
+    /// When a region splits by itself (default [`SplitPolicy::IncreasingToUpperBound`]).
+    pub split_policy: SplitPolicy,
+    /// The upper bound of a region's largest store, in bytes, before it splits (HBase's
+    /// `hbase.hregion.max.filesize`, default 10 GiB).
+    pub max_region_size: u64,
+    /// Turns the coprocessors a table descriptor lists into hooks (default none: a table
+    /// that lists coprocessors then fails to open or be created).
+    pub coprocessor_loader: Option<Arc<dyn HooksLoader>>,
+    /// The longest a batch waits, out of lock order, for the row lock of a row a
+    /// coprocessor's batch hook added a mutation to (default 5,000 ms); past it the batch
+    /// fails with [`Error::RowLockTimeout`](crate::Error::RowLockTimeout) having written nothing (see
+    /// `crate::region::locks`).
+    pub row_lock_wait_ms: u64,
+    /// System-wide region coprocessors: loaded (through `coprocessor_loader`) for every user
+    /// table, ahead of the table's own list (see `lifecycle`).
+    pub system_coprocessors: Vec<CoprocessorDescriptor>,
+    /// The engine-wide observer of table operations and the WAL (default none).
+    pub observer: Option<Arc<dyn EngineHooks>>,
+    /// How damage found in the WAL at open is treated (default
+    /// [`WalRecoveryMode::TolerateCorruptedTail`], which never loses an acknowledged write
+    /// without failing the open). See `recovery`.
+    pub wal_recovery: WalRecoveryMode,
+}
+
+impl Config {
+    /// Defaults for a data directory.
+    pub fn new(dir: impl AsRef<Path>) -> Self {
+        Config {
+            dir: dir.as_ref().to_path_buf(),
+            memstore_flush_size: 128 << 20,
+            wal_segment_size: 64 << 20,
+            max_value_size: 10 << 20,
+            block_cache_size: 256 << 20,
+            max_wal_segments: 32,
+            blocking_store_files: 16,
+            blocking_wait_ms: 1000,
+            global_memstore_size: 2 << 30,
+            global_memstore_lower_limit: 0.95,
+            memstore_wait_ms: 60_000,
+            bloom_error_rate: crate::storage::storefile::DEFAULT_BLOOM_FP_RATE,
+            fs: StdFs::shared(),
+            split_policy: SplitPolicy::default(),
+            max_region_size: 10 << 30,
+            coprocessor_loader: None,
+            row_lock_wait_ms: 5000,
+            system_coprocessors: Vec::new(),
+            observer: None,
+            wal_recovery: WalRecoveryMode::default(),
+        }
+    }
+    /// Sets how damage found in the WAL at open is treated.
+    pub fn wal_recovery(mut self, mode: WalRecoveryMode) -> Self {
+        self.wal_recovery = mode;
+        self
+    }
+    /// Sets the longest out-of-order wait for the row lock of a row a batch hook added.
+    pub fn row_lock_wait_ms(mut self, ms: u64) -> Self {
+        self.row_lock_wait_ms = ms;
+        self
+    }
+    /// Adds a system-wide region coprocessor, loaded for every user table (after those
+    /// added before it, among equal priorities).
+    pub fn system_coprocessor(mut self, cp: CoprocessorDescriptor) -> Self {
+        self.system_coprocessors.push(cp);
+        self
+    }
+    /// Sets the engine-wide observer of table operations and the WAL (e.g. a
+    /// `basalt_coprocessors::EngineObserverHost`).
+    pub fn observer(mut self, observer: Arc<dyn EngineHooks>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+    /// Sets the coprocessor loader (e.g. a `basalt_coprocessors::Registry`).
+    pub fn coprocessor_loader(mut self, loader: Arc<dyn HooksLoader>) -> Self {
+        self.coprocessor_loader = Some(loader);
+        self
+    }
+    /// Sets the filesystem the engine reads and writes through.
+    pub fn filesystem(mut self, fs: Arc<dyn FileSystem>) -> Self {
+        self.fs = fs;
+        self
+    }
+    /// Sets the bloom filters' false-positive rate for new store files.
+    pub fn bloom_error_rate(mut self, rate: f64) -> Self {
+        self.bloom_error_rate = rate;
+        self
+    }
+    /// Sets the global MemStore budget in bytes.
+    pub fn global_memstore_size(mut self, bytes: u64) -> Self {
+        self.global_memstore_size = bytes;
+        self
+    }
+    /// Sets the split policy.
+    pub fn split_policy(mut self, policy: SplitPolicy) -> Self {
+        self.split_policy = policy;
+        self
+    }
+    /// Sets the region size upper bound of the split policy.
+    pub fn max_region_size(mut self, bytes: u64) -> Self {
+        self.max_region_size = bytes;
+        self
+    }
+    /// Sets the blocking store-file count.
+    pub fn blocking_store_files(mut self, files: usize) -> Self {
+        self.blocking_store_files = files;
+        self
+    }
+    /// Sets the longest wait of one write for the global MemStore budget.
+    pub fn memstore_wait_ms(mut self, ms: u64) -> Self {
+        self.memstore_wait_ms = ms;
+        self
+    }
+    /// Sets the longest wait of one write for a store with too many files.
+    pub fn blocking_wait_ms(mut self, ms: u64) -> Self {
+        self.blocking_wait_ms = ms;
+        self
+    }
+    /// Sets the flush size.
+    pub fn memstore_flush_size(mut self, bytes: u64) -> Self {
+        self.memstore_flush_size = bytes;
+        self
+    }
+    /// Sets the WAL segment size.
+    pub fn wal_segment_size(mut self, bytes: u64) -> Self {
+        self.wal_segment_size = bytes;
+        self
+    }
+    /// Sets the value size limit.
+    pub fn max_value_size(mut self, bytes: usize) -> Self {
+        self.max_value_size = bytes;
+        self
+    }
+    /// Sets the block cache size.
+    pub fn block_cache_size(mut self, bytes: u64) -> Self {
+        self.block_cache_size = bytes;
+        self
+    }
+}

@@ -1,0 +1,426 @@
+//! The first stage of every write: checking operations against their table's schema
+//! (before any lock or sequence id, so a bad operation writes nothing) and turning them into
+//! the cells they write (under the row locks: a delete of the latest version and an
+//! increment read the row).
+
+use super::PreparedCell;
+use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+use crate::error::{Error, Result};
+use crate::ops::{DeleteKind, Get, Increment, Mutation, RowMutations, TimeRange};
+use crate::region::{Region, Store};
+use crate::server::{Config, ReadPath, TableState};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Checks a row key's length.
+pub fn validate_row(row: &[u8]) -> Result<()> {
+    if row.is_empty() {
+        return Err(Error::InvalidRow("row key is empty".into()));
+    }
+    if row.len() > MAX_ROW_LENGTH {
+        return Err(Error::InvalidRow(format!(
+            "row key of {} bytes exceeds {MAX_ROW_LENGTH}",
+            row.len()
+        )));
+    }
+    Ok(())
+}
+
+pub(crate) fn store_of(t: &TableState, region: &Region, family: &[u8]) -> Result<Arc<Store>> {
+    region.store(family).ok_or_else(|| Error::FamilyNotFound {
+        table: t.name.to_string(),
+        family: String::from_utf8_lossy(family).into_owned(),
+    })
+}
+
+pub(crate) fn check_value(config: &Config, v: &[u8]) -> Result<()> {
+    if v.len() > config.max_value_size {
+        return Err(Error::ValueTooLarge {
+            size: v.len(),
+            limit: config.max_value_size,
+        });
+    }
+    Ok(())
+}
+
+/// Checks a mutation without writing anything.
+pub(crate) fn validate_mutation(config: &Config, t: &TableState, m: &Mutation) -> Result<()> {
+    validate_row(m.row())?;
+    let region = t.online_region(m.row())?;
+    match m {
+        Mutation::Put(p) => {
+            if p.is_empty() && !p.is_touch() {
+                return Err(Error::bad_argument("a put needs at least one column"));
+            }
+            validate_ttl(p.ttl_ms)?;
+            for (f, _, _, v) in p.cells() {
+                store_of(t, &region, f)?;
+                check_value(config, v)?;
+            }
+        }
+        Mutation::Delete(d) => {
+            for k in &d.kinds {
+                let f = match k {
+                    DeleteKind::Version { family, .. }
+                    | DeleteKind::Column { family, .. }
+                    | DeleteKind::Family { family, .. }
+                    | DeleteKind::FamilyVersion { family, .. } => family,
+                };
+                store_of(t, &region, f)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Checks an increment without writing anything.
+pub(crate) fn validate_increment(t: &TableState, inc: &Increment) -> Result<()> {
+    validate_row(&inc.row)?;
+    if inc.columns.is_empty() {
+        return Err(Error::bad_argument("no column given"));
+    }
+    let region = t.online_region(&inc.row)?;
+    for (f, _, _) in &inc.columns {
+        store_of(t, &region, f)?;
+    }
+    Ok(())
+}
+
+/// Turns a validated mutation into cells. Must run under the row lock: a delete of the
+/// latest version reads the row to find that version's timestamp.
+pub(crate) fn prepare(
+    reads: &ReadPath,
+    t: &TableState,
+    m: &Mutation,
+    now: Timestamp,
+    out: &mut Vec<PreparedCell>,
+) -> Result<()> {
+    let row = m.row().clone();
+    let region = t.online_region(&row)?;
+    let cell =
+        |store: Arc<Store>, q: Bytes, ts: Timestamp, kind: CellType, value: Bytes| PreparedCell {
+            region: region.clone(),
+            store,
+            cell: StoreCell {
+                key: StoreKey {
+                    row: row.clone(),
+                    qualifier: q,
+                    ts,
+                    kind,
+                    seq: 0,
+                },
+                value,
+            },
+        };
+    match m {
+        Mutation::Put(p) => {
+            let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
+            let (kind, ttl) = match p.ttl_ms {
+                Some(ttl) => (CellType::ExpiringPut, ttl),
+                None => (CellType::Put, 0),
+            };
+            // Columns of one family usually come together: look the store up once per run.
+            let mut last: Option<(Bytes, Arc<Store>)> = None;
+            for (f, q, ts, v) in p.shared_cells() {
+                let ts = if ts == LATEST_TIMESTAMP {
+                    default_ts
+                } else {
+                    ts
+                };
+                let store = match &last {
+                    Some((lf, s)) if *lf == f => s.clone(),
+                    _ => {
+                        let s = store_of(t, &region, &f)?;
+                        last = Some((f, s.clone()));
+                        s
+                    }
+                };
+                let v = if kind == CellType::ExpiringPut {
+                    crate::cell::expiring_value(ttl, &v)
+                } else {
+                    v
+                };
+                out.push(cell(store, q, ts, kind, v));
+            }
+        }
+        Mutation::Delete(d) => {
+            let dts = if d.ts == LATEST_TIMESTAMP { now } else { d.ts };
+            // As in HBase's prepareDeleteTimestamps, the n-th "latest version" marker of
+            // one column in one delete takes the n-th newest visible version.
+            let mut latest_seen: BTreeMap<(&Bytes, &Bytes), usize> = BTreeMap::new();
+            if d.kinds.is_empty() {
+                for store in region.all_stores() {
+                    out.push(cell(
+                        store,
+                        Bytes::new(),
+                        dts,
+                        CellType::DeleteFamily,
+                        Bytes::new(),
+                    ));
+                }
+            }
+            for k in &d.kinds {
+                match k {
+                    DeleteKind::Version {
+                        family,
+                        qualifier,
+                        ts,
+                    } => {
+                        let store = store_of(t, &region, family)?;
+                        let ts = match ts {
+                            Some(ts) => Some(*ts),
+                            None if d.ts != LATEST_TIMESTAMP => Some(d.ts),
+                            None => {
+                                let n = latest_seen.entry((family, qualifier)).or_default();
+                                *n += 1;
+                                nth_latest_ts(reads, &region, &store, &row, qualifier, *n)?
+                            }
+                        };
+                        // A column showing no such version: a no-op.
+                        if let Some(ts) = ts {
+                            out.push(cell(
+                                store,
+                                qualifier.clone(),
+                                ts,
+                                CellType::Delete,
+                                Bytes::new(),
+                            ));
+                        }
+                    }
+                    DeleteKind::Column {
+                        family,
+                        qualifier,
+                        ts,
+                    } => {
+                        let store = store_of(t, &region, family)?;
+                        let ts = ts.unwrap_or(dts);
+                        out.push(cell(
+                            store,
+                            qualifier.clone(),
+                            ts,
+                            CellType::DeleteColumn,
+                            Bytes::new(),
+                        ));
+                    }
+                    DeleteKind::Family { family, ts } => {
+                        let store = store_of(t, &region, family)?;
+                        let ts = ts.unwrap_or(dts);
+                        out.push(cell(
+                            store,
+                            Bytes::new(),
+                            ts,
+                            CellType::DeleteFamily,
+                            Bytes::new(),
+                        ));
+                    }
+                    DeleteKind::FamilyVersion { family, ts } => {
+                        let store = store_of(t, &region, family)?;
+                        out.push(cell(
+                            store,
+                            Bytes::new(),
+                            *ts,
+                            CellType::DeleteFamilyVersion,
+                            Bytes::new(),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The timestamp of the `n`-th newest (from 1) visible version of a column.
+pub(crate) fn nth_latest_ts(
+    reads: &ReadPath,
+    region: &Region,
+    store: &Arc<Store>,
+    row: &Bytes,
+    qualifier: &Bytes,
+    n: usize,
+) -> Result<Option<Timestamp>> {
+    let versions = u32::try_from(n).unwrap_or(u32::MAX);
+    let get = Get::new(row)
+        .add_column(&store.family, qualifier)
+        .max_versions(versions);
+    let res = reads.read_row_in(region, &get, reads.shared.mvcc.read_point())?;
+    Ok(res.cells.get(n.saturating_sub(1)).map(|c| c.timestamp))
+}
+/// The newest visible `(timestamp, value)` of a column, read at the current read point.
+pub(crate) fn latest_cell(
+    reads: &ReadPath,
+    region: &Region,
+    store: &Arc<Store>,
+    row: &Bytes,
+    qualifier: &Bytes,
+    range: TimeRange,
+) -> Result<Option<(Timestamp, Bytes)>> {
+    let get = Get::new(row)
+        .add_column(&store.family, qualifier)
+        .time_range(range);
+    let res = reads.read_row_in(region, &get, reads.shared.mvcc.read_point())?;
+    Ok(res.cells.into_iter().next().map(|c| (c.timestamp, c.value)))
+}
+
+/// Checks an increment's or append's columns without writing anything.
+pub(crate) fn validate_read_modify_write(
+    config: &Config,
+    t: &TableState,
+    row: &Bytes,
+    deltas: &[(&Bytes, &Bytes, Delta)],
+) -> Result<()> {
+    t.check_enabled()?;
+    validate_row(row)?;
+    if deltas.is_empty() {
+        return Err(Error::bad_argument("no column given"));
+    }
+    let region = t.online_region(row)?;
+    for (f, _, d) in deltas {
+        store_of(t, &region, f)?;
+        if let Delta::Append(v) = d {
+            check_value(config, v)?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the latest value of each column inside `range` under the row lock (the caller
+/// holds it) and prepares the cells of the new values; returns the new cells, sorted by
+/// column.
+pub(crate) fn resolve_deltas(
+    reads: &ReadPath,
+    t: &TableState,
+    row: &Bytes,
+    deltas: Vec<(&Bytes, &Bytes, Delta)>,
+    opts: DeltaOptions,
+    now: Timestamp,
+    cells: &mut Vec<PreparedCell>,
+) -> Result<Vec<crate::cell::Cell>> {
+    // Located under the row lock: a split may have moved the row meanwhile.
+    let region = t.online_region(row)?;
+    let mut result = Vec::new();
+    for (f, q, delta) in deltas {
+        let store = store_of(t, &region, f)?;
+        let old = latest_cell(reads, &region, &store, row, q, opts.range)?;
+        // No older than the version read plus one (HBase's reckonDeltas), but never
+        // the "server time" sentinel: over a version at the largest timestamp the new
+        // value replaces it there.
+        let ts = old.as_ref().map_or(now, |(ts, _)| {
+            now.max(ts.saturating_add(1).min(crate::cell::LATEST_TIMESTAMP - 1))
+        });
+        let value = match delta {
+            Delta::Add(amount) => {
+                let base = match &old {
+                    None => 0i64,
+                    Some((_, v)) => {
+                        let arr: [u8; 8] =
+                            v.as_ref().try_into().map_err(|_| Error::NotACounter {
+                                column: format!(
+                                    "{}:{}",
+                                    String::from_utf8_lossy(f),
+                                    String::from_utf8_lossy(q)
+                                ),
+                                len: v.len(),
+                            })?;
+                        i64::from_be_bytes(arr)
+                    }
+                };
+                Bytes::copy_from_slice(&base.wrapping_add(amount).to_be_bytes())
+            }
+            Delta::Append(v) => {
+                let mut buf = old.map(|(_, o)| o.to_vec()).unwrap_or_default();
+                buf.extend_from_slice(&v);
+                check_value(&reads.shared.config, &buf)?;
+                Bytes::from(buf)
+            }
+        };
+        result.push(crate::cell::Cell {
+            row: row.clone(),
+            family: f.clone(),
+            qualifier: q.clone(),
+            timestamp: ts,
+            kind: crate::cell::CellType::Put,
+            value: value.clone(),
+        });
+        let (kind, value) = match opts.ttl_ms {
+            Some(ttl) => (
+                CellType::ExpiringPut,
+                crate::cell::expiring_value(ttl, &value),
+            ),
+            None => (CellType::Put, value),
+        };
+        cells.push(PreparedCell {
+            region: region.clone(),
+            store,
+            cell: StoreCell {
+                key: StoreKey {
+                    row: row.clone(),
+                    qualifier: q.clone(),
+                    ts,
+                    kind,
+                    seq: 0,
+                },
+                value,
+            },
+        });
+    }
+    result.sort_by(|a, b| (&a.family, &a.qualifier).cmp(&(&b.family, &b.qualifier)));
+    Ok(result)
+}
+
+pub(crate) fn check_same_row(rm: &RowMutations) -> Result<()> {
+    if rm.mutations.is_empty() {
+        return Err(Error::bad_argument(
+            "row mutations need at least one mutation",
+        ));
+    }
+    if rm.mutations.iter().any(|m| m.row() != &rm.row) {
+        return Err(Error::bad_argument(
+            "every mutation of a RowMutations must name its row",
+        ));
+    }
+    Ok(())
+}
+
+/// About how many cells a mutation writes.
+pub(crate) fn cell_hint(m: &Mutation) -> usize {
+    match m {
+        Mutation::Put(p) => p.cells().len(),
+        Mutation::Delete(d) => d.kinds.len().max(1),
+    }
+}
+
+/// A read-modify-write change of one column.
+#[derive(Clone)]
+pub(crate) enum Delta {
+    /// Add to an 8-byte big-endian counter.
+    Add(i64),
+    /// Append bytes.
+    Append(Bytes),
+}
+
+/// How an increment or append reads and writes: the time range its current values are
+/// read in, and its new values' own TTL.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DeltaOptions {
+    pub(crate) range: TimeRange,
+    pub(crate) ttl_ms: Option<u64>,
+}
+
+impl Default for DeltaOptions {
+    fn default() -> Self {
+        DeltaOptions {
+            range: TimeRange::ALL,
+            ttl_ms: None,
+        }
+    }
+}
+
+/// A cell TTL must be positive (HBase refuses a negative one; zero would expire at once).
+pub(crate) fn validate_ttl(ttl_ms: Option<u64>) -> Result<()> {
+    match ttl_ms {
+        Some(0) => Err(Error::bad_argument("a cell TTL must be positive")),
+        _ => Ok(()),
+    }
+}
