@@ -80,7 +80,7 @@ async fn demonstration() -> basalt::Result<()> {
 
     let conn = Connection::open(&tmp).await?;
     println!("3. opened anyway: {}", conn.recovery_report());
-    for r in conn.admin().offline_regions().await {
+    for r in conn.admin().offline_regions().await? {
         println!(
             "   offline: region {} of {}: {}",
             r.region_id, r.table, r.reason
@@ -102,7 +102,7 @@ async fn demonstration() -> basalt::Result<()> {
     let conn = Connection::open(&tmp).await?;
     println!(
         "6. reopened: {} offline regions; {}",
-        conn.admin().offline_regions().await.len(),
+        conn.admin().offline_regions().await?.len(),
         conn.recovery_report()
     );
     conn.close().await?;

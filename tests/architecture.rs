@@ -262,3 +262,120 @@ fn coprocessors_and_index_use_only_cores_public_api() {
         found.join("\n")
     );
 }
+
+/// The library crates whose sources the size rules below cover.
+fn library_sources() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    ["core/src", "coprocessors/src", "index/src", "src"]
+        .iter()
+        .map(|d| root.join(d))
+        .collect()
+}
+
+/// The type an `impl` line implements (`impl<T> Trait for Type<T> {` -> `Type`), if the
+/// line opens an impl block.
+fn implemented_type(line: &str) -> Option<String> {
+    let rest = line.trim_start().strip_prefix("impl")?;
+    let mut rest = rest.trim_start();
+    if !(line.trim_start().starts_with("impl<") || line.trim_start().starts_with("impl ")) {
+        return None;
+    }
+    if let Some(generics) = rest.strip_prefix('<') {
+        // Skip the impl's own generic parameters, nested brackets included.
+        let mut depth = 1usize;
+        let mut end = generics.len();
+        for (i, c) in generics.char_indices() {
+            match c {
+                '<' => depth += 1,
+                '>' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = generics[end..].trim_start();
+    }
+    let header = rest.split(['{', '\n']).next()?.split(" where").next()?;
+    let target = match header.find(" for ") {
+        Some(at) => &header[at + " for ".len()..],
+        None => header,
+    };
+    let target = target
+        .trim()
+        .trim_start_matches('&')
+        .trim_start_matches("dyn ");
+    let path = target.split('<').next()?.trim();
+    let name = path.rsplit("::").next()?.trim();
+    (!name.is_empty() && name.chars().all(|c| c.is_alphanumeric() || c == '_'))
+        .then(|| name.to_string())
+}
+
+#[test]
+fn implemented_type_reads_impl_headers() {
+    assert_eq!(implemented_type("impl Engine {"), Some("Engine".into()));
+    assert_eq!(
+        implemented_type("impl<B: Backend> Clone for Table<B> {"),
+        Some("Table".into())
+    );
+    assert_eq!(
+        implemented_type("    impl<'a, T: Fn(&[u8]) -> Vec<u8>> crate::x::Tr<T> for a::b::C<'a, T> where T: Send {"),
+        Some("C".into())
+    );
+    assert_eq!(implemented_type("let implicit = 1;"), None);
+    assert_eq!(
+        implemented_type("fn f() -> impl Iterator<Item = u8> {"),
+        None
+    );
+}
+
+/// Issue 24: no type of a library crate has impl blocks in more than three files (a type
+/// spread over many files is an engine-sized knot again), and no library source file is
+/// longer than 600 lines.
+#[test]
+fn types_stay_in_three_files_and_files_under_600_lines() {
+    let mut spread = Vec::new();
+    let mut long = Vec::new();
+    for src in library_sources() {
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        let mut impls: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+        for file in &files {
+            let text = std::fs::read_to_string(file).expect("readable source");
+            let lines = text.lines().count();
+            if lines > 600 {
+                long.push(format!("{}: {lines} lines", file.display()));
+            }
+            for (_, code) in code_of(&text) {
+                if let Some(ty) = implemented_type(&code) {
+                    let seen = impls.entry(ty).or_default();
+                    if !seen.contains(file) {
+                        seen.push(file.clone());
+                    }
+                }
+            }
+        }
+        for (ty, files) in impls {
+            if files.len() > 3 {
+                let names: Vec<String> = files
+                    .iter()
+                    .map(|f| f.strip_prefix(&src).unwrap_or(f).display().to_string())
+                    .collect();
+                spread.push(format!("{} in {}: {}", ty, src.display(), names.join(", ")));
+            }
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "library files over 600 lines:\n{}",
+        long.join("\n")
+    );
+    assert!(
+        spread.is_empty(),
+        "types with impl blocks in more than three files:\n{}",
+        spread.join("\n")
+    );
+}

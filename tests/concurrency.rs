@@ -662,7 +662,7 @@ async fn separate_scans_at_one_snapshot_read_one_state() {
     let mut checks = 0;
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline || transfers.load(Ordering::SeqCst) < 100 {
-        let snap = conn.snapshot();
+        let snap = conn.snapshot().unwrap();
         let (first, n1) = balances(&t, Scan::new().stop_row("m"), &snap).await;
         // Let commits land between the two scans of the snapshot.
         tokio::time::sleep(Duration::from_millis(rng.random_range(0..5))).await;
@@ -679,7 +679,7 @@ async fn separate_scans_at_one_snapshot_read_one_state() {
     stop.store(true, Ordering::SeqCst);
     writer.await.unwrap();
     // A snapshot taken now, then a commit: scans at the snapshot do not see the commit.
-    let snap = t.snapshot();
+    let snap = t.snapshot().unwrap();
     let before = balances(&t, Scan::new().stop_row("m"), &snap).await.0;
     t.put(Put::new(row(0, 0)).add_column(FAMILY, "c", 7i64.to_be_bytes()))
         .await

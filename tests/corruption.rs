@@ -754,7 +754,7 @@ async fn assert_region_offline(dir: &Path, file: &Path, what: &str) {
     let conn = Connection::open(dir)
         .await
         .unwrap_or_else(|e| panic!("{what}: one bad store file must not stop the engine: {e}"));
-    let offline = conn.admin().offline_regions().await;
+    let offline = conn.admin().offline_regions().await.unwrap();
     assert_eq!(offline.len(), 1, "{what}: {offline:?}");
     assert_eq!(offline[0].file, file, "{what}");
     let names_it = |e: &Error| matches!(e, Error::RegionOffline { file: f, .. } if f == file);

@@ -305,7 +305,10 @@ async fn run_case(
                     report.offline_regions.iter().all(|r| r.file == damaged),
                     "{case}: {report}"
                 );
-                assert_eq!(conn.admin().offline_regions().await, report.offline_regions);
+                assert_eq!(
+                    conn.admin().offline_regions().await.unwrap(),
+                    report.offline_regions
+                );
             }
             drop(idx);
             conn.close().await.unwrap();
@@ -418,7 +421,10 @@ async fn repair_case(dir: &Path, case: &str, damaged: &Path, tally: &mut Tally) 
         "{case}: {repaired}"
     );
     let (conn, idx) = open(dir, WalRecoveryMode::default()).await.unwrap();
-    assert!(conn.admin().offline_regions().await.is_empty(), "{case}");
+    assert!(
+        conn.admin().offline_regions().await.unwrap().is_empty(),
+        "{case}"
+    );
     assert_verified_by_open(&conn.recovery_report(), case);
     for table in [DATA, PLAIN] {
         read_table(&conn, table)
@@ -741,7 +747,7 @@ async fn a_deleted_store_file_takes_one_region_offline_until_the_offline_repair(
     std::fs::remove_file(&victim).unwrap();
 
     let (conn, _idx) = open(&dir, WalRecoveryMode::default()).await.unwrap();
-    let offline = conn.admin().offline_regions().await;
+    let offline = conn.admin().offline_regions().await.unwrap();
     assert_eq!(offline.len(), 1, "{offline:?}");
     assert_eq!(offline[0].file, victim);
     assert_eq!(conn.recovery_report().offline_regions, offline);
@@ -781,7 +787,7 @@ async fn a_deleted_store_file_takes_one_region_offline_until_the_offline_repair(
     assert!(check_dir(&Config::new(&dir)).unwrap().is_healthy());
 
     let (conn, _idx) = open(&dir, WalRecoveryMode::default()).await.unwrap();
-    assert!(conn.admin().offline_regions().await.is_empty());
+    assert!(conn.admin().offline_regions().await.unwrap().is_empty());
     assert!(conn.recovery_report().is_clean());
     let rows = read_table(&conn, DATA).await.unwrap();
     // "apple" and "kiwi" were in the lost file; "plum" (written while offline) and

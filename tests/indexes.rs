@@ -720,7 +720,7 @@ async fn an_online_build_under_concurrent_writes_ends_with_zero_differences() {
 /// Every index, queried at one snapshot, equals what the data table gives at that snapshot
 /// (the full range, as hits: values, data row and covered columns).
 async fn check_at_snapshot(conn: &Connection, admin: &IndexAdmin) -> Result<(), String> {
-    let snap = conn.snapshot();
+    let snap = conn.snapshot().unwrap();
     let rows: Vec<RowResult> = conn
         .table("t")
         .map_err(|e| e.to_string())?

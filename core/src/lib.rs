@@ -12,7 +12,9 @@
 //! regions; `region` (regions, stores, row locks), which knows nothing of coprocessors;
 //! the coprocessor interface ([`coprocessor`]), which names no engine type; the engine
 //! (`server`); and on top the client ([`client`]: Connection, Admin, Table, salted
-//! tables). Salted tables ([`client::SaltedTable`]) build on [`keys`].
+//! tables), which reaches the engine only through one interface, [`client::Backend`]
+//! (implemented by [`Engine`]; a network connection would be a second implementation).
+//! Salted tables ([`client::SaltedTable`]) build on [`keys`].
 //!
 //! Public modules: `cell`, `client`, `coprocessor`, `endpoint`, `filter`, `fs`, `keys`,
 //! `repair`. Every other module is private: what users need of it is re-exported at the
@@ -60,7 +62,7 @@ pub mod repair {
 }
 
 pub use cell::{now_ms, Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
-pub use client::{Admin, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
+pub use client::{Admin, Backend, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
 pub use coprocessor::CompactionOutcome;
 pub use error::{Error, Result};
 pub use filter::{Comparator, Filter};

@@ -6,12 +6,15 @@
 //! see each commit entirely or not at all, whichever tables they read. HBase offers this
 //! only within one region.
 //!
+//! A snapshot holds its backend's read point handle ([`Backend::ReadPoint`]), pinned by
+//! [`Backend::pin_read_point`].
+//!
 //! Invariant kept: while a `Snapshot` (or any clone of it) lives, its read point stays
 //! registered with the engine, so compactions keep every version a scan at that point needs;
 //! the registration ends when the last clone is dropped.
 
-use crate::server::read::ScanPoint;
-use std::sync::Arc;
+use super::backend::{Backend, ReadPointHandle};
+use crate::server::Engine;
 
 /// A pinned engine-wide read point (see the module doc). Cheap to clone.
 ///
@@ -27,7 +30,7 @@ use std::sync::Arc;
 /// conn.admin().create_table(desc).await.unwrap();
 /// let t = conn.table("t").unwrap();
 /// t.put(Put::new("a").add_column("f", "q", "1")).await.unwrap();
-/// let snap = conn.snapshot();
+/// let snap = conn.snapshot().unwrap();
 /// t.put(Put::new("b").add_column("f", "q", "2")).await.unwrap();
 /// // The snapshot was taken before "b" was written.
 /// let rows: Vec<_> = t.scan_at(Scan::new(), &snap).unwrap().try_collect().await.unwrap();
@@ -36,27 +39,35 @@ use std::sync::Arc;
 /// assert_eq!(now.len(), 2);
 /// # });
 /// ```
-#[derive(Clone)]
-pub struct Snapshot {
-    point: Arc<ScanPoint>,
+pub struct Snapshot<B: Backend = Engine> {
+    point: B::ReadPoint,
 }
 
-impl Snapshot {
-    pub(crate) fn new(point: Arc<ScanPoint>) -> Self {
+impl<B: Backend> Clone for Snapshot<B> {
+    fn clone(&self) -> Self {
+        Snapshot {
+            point: self.point.clone(),
+        }
+    }
+}
+
+impl<B: Backend> Snapshot<B> {
+    pub(crate) fn new(point: B::ReadPoint) -> Self {
         Snapshot { point }
     }
 
-    pub(crate) fn scan_point(&self) -> &Arc<ScanPoint> {
+    /// The backend's handle on the pinned read point.
+    pub(crate) fn point(&self) -> &B::ReadPoint {
         &self.point
     }
 
     /// The read point: scans at this snapshot see the commits with sequence ids up to it.
     pub fn read_point(&self) -> u64 {
-        self.point.point()
+        self.point.read_point()
     }
 }
 
-impl std::fmt::Debug for Snapshot {
+impl<B: Backend> std::fmt::Debug for Snapshot<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot")
             .field("read_point", &self.read_point())

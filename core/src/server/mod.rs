@@ -1,16 +1,18 @@
 //! The engine: one process-wide host of regions, like an HBase region server with its master
 //! folded in.
 //!
-//! It owns the catalog, the engine-wide WAL and MVCC, the row locks, the block cache and every
-//! open region. Submodules split its jobs: [`admin`] (schema changes), [`write`](mod@write) (the write
-//! path), [`read`] (gets and scans), [`check`] (integrity checks of a table's files),
-//! [`flush`] (MemStore to store file, WAL purge), [`hooks`] (coprocessor hook calls), [`lifecycle`]
-//! (lifecycle, scanner and engine-wide hook calls), [`memory`] (the global MemStore budget),
-//! [`compact`] (minor and major compaction, write throttling), [`endpoint`] (region-local calls
-//! at one pinned read point, for endpoints), [`split`] (region split and
-//! merge, split policy), [`recovery`] (open and replay) and [`repair`] (offline check and
-//! repair of a closed data directory). Invariant: a table's regions are
-//! sorted by start key and cover the whole key space without gaps or overlaps.
+//! [`Engine`] is the state every stage shares ([`EngineShared`]: settings, catalog, open
+//! tables, WAL, MVCC, block cache, the directory lock) and three stages built on it, each a
+//! type owning its own state and using only the stages before it: the read path
+//! ([`ReadPath`], [`read`] and [`endpoint`]: gets, scans, region-local endpoint reads, the
+//! registry of open read points), maintenance ([`Maintenance`], [`flush`], [`compact`],
+//! [`split`]: flushes and the global MemStore budget, compactions and write throttling,
+//! splits and merges) and the write pipeline ([`WritePipeline`], [`write`](mod@write): row
+//! locks, one pipeline for every write kind, the hooked-write clock). Around them:
+//! [`admin`] (schema changes), [`hooks`] and [`lifecycle`] (coprocessor hook calls),
+//! [`recovery`] (what an open recovers), [`check`] and [`repair`] (integrity checks, offline
+//! repair of a closed data directory). Invariant: a table's regions are sorted by start key
+//! and cover the whole key space without gaps or overlaps.
 
 pub mod admin;
 pub mod check;
@@ -185,6 +187,54 @@ impl std::fmt::Debug for Engine {
 }
 
 impl Engine {
+    /// Opens (or creates) the engine in `config.dir`, recovering from any crash
+    /// (`server/recovery.rs`), then builds its stages and replays the WAL into them.
+    pub fn open(config: Config) -> Result<Arc<Engine>> {
+        let recovery::Recovered {
+            shared,
+            next_file_id,
+            report,
+            records,
+        } = recovery::recover(config)?;
+        let reads = Arc::new(ReadPath::new(shared.clone()));
+        let upkeep = Arc::new(Maintenance::new(
+            shared.clone(),
+            reads.clone(),
+            next_file_id,
+        ));
+        let writes = Arc::new(WritePipeline::new(
+            shared.clone(),
+            reads.clone(),
+            upkeep.clone(),
+        ));
+        let engine = Arc::new(Engine {
+            shared,
+            reads,
+            upkeep,
+            writes,
+            recovery: RwLock::new(report),
+        });
+        // After the stages exist: the WAL-restore and open hooks of tables with
+        // coprocessors read through them.
+        let replayed = lifecycle::replay_wal(&engine.reads, records)?;
+        if replayed > 0 {
+            tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
+        }
+        let offline = engine.offline_regions();
+        if !offline.is_empty() {
+            tracing::warn!(
+                regions = offline.len(),
+                "regions offline: store files missing or unreadable; run the offline repair"
+            );
+        }
+        {
+            let mut report = engine.recovery.write();
+            report.cells_replayed = replayed;
+            report.offline_regions = offline;
+        }
+        Ok(engine)
+    }
+
     /// What the open found and did: WAL segments read, records replayed, damage cut,
     /// skipped or set aside.
     pub fn recovery_report(&self) -> recovery::RecoveryReport {

@@ -9,8 +9,7 @@
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed
 //! before its catalog update) are gone.
 
-use super::WritePipeline;
-use super::{store_file_path, Config, Engine, EngineShared, Maintenance, ReadPath, TableState};
+use super::{store_file_path, Config, EngineShared, TableState};
 use crate::catalog::{Catalog, RegionEntry, TableEntry};
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
@@ -27,222 +26,200 @@ use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-impl Engine {
-    /// Opens (or creates) the engine in `config.dir`, recovering from any crash.
-    pub fn open(config: Config) -> Result<Arc<Engine>> {
-        if config.memstore_flush_size == 0 || config.wal_segment_size == 0 {
-            return Err(Error::bad_argument(
-                "flush size and WAL segment size must be positive",
-            ));
-        }
-        let rate = config.bloom_error_rate;
-        if !(rate > 0.0 && rate < 1.0) {
-            return Err(Error::bad_argument(format!(
-                "bloom error rate must be in (0, 1), got {rate}"
-            )));
-        }
-        if config.blocking_store_files < 2 {
-            return Err(Error::bad_argument(format!(
-                "blocking store files must be at least 2, got {}",
-                config.blocking_store_files
-            )));
-        }
-        let limit = config.global_memstore_lower_limit;
-        if !(limit > 0.0 && limit <= 1.0) {
-            return Err(Error::bad_argument(format!(
-                "global MemStore lower limit must be in (0, 1], got {limit}"
-            )));
-        }
-        let fs = &config.fs;
-        fs.create_dir_all(&config.dir.join("data"))?;
-        fs.create_dir_all(&config.dir.join("wal"))?;
-        let lock = lock_data_dir(&config)?;
-        if let Some(problem) = missing_catalog(&**fs, &config.dir)? {
-            return Err(Error::corruption(config.dir.join("catalog"), 0, problem));
-        }
-        let catalog = Catalog::open(fs, &config.dir)?;
-        let state = catalog.snapshot();
-        let cache = Arc::new(BlockCache::new(config.block_cache_size));
+/// What recovery hands the engine it opens: the shared state with the store files open and
+/// the WAL started, the next store file id, the report so far and the WAL records to
+/// replay (once the stages exist, so that replay can run the tables' hooks).
+pub(super) struct Recovered {
+    pub(super) shared: Arc<EngineShared>,
+    pub(super) next_file_id: u64,
+    pub(super) report: RecoveryReport,
+    pub(super) records: Vec<crate::wal::WalRecord>,
+}
 
-        let mut live_files = HashSet::new();
-        let mut max_seq = 0u64;
-        let mut tables = BTreeMap::new();
-        for entry in state.tables.values() {
-            let t = open_table(&config, entry, &cache, &mut live_files, &mut max_seq)?;
-            tables.insert(t.name.clone(), t);
+/// Opens the directory's catalog, store files and WAL (see the module doc): everything of an
+/// open but the replay.
+pub(super) fn recover(config: Config) -> Result<Recovered> {
+    if config.memstore_flush_size == 0 || config.wal_segment_size == 0 {
+        return Err(Error::bad_argument(
+            "flush size and WAL segment size must be positive",
+        ));
+    }
+    let rate = config.bloom_error_rate;
+    if !(rate > 0.0 && rate < 1.0) {
+        return Err(Error::bad_argument(format!(
+            "bloom error rate must be in (0, 1), got {rate}"
+        )));
+    }
+    if config.blocking_store_files < 2 {
+        return Err(Error::bad_argument(format!(
+            "blocking store files must be at least 2, got {}",
+            config.blocking_store_files
+        )));
+    }
+    let limit = config.global_memstore_lower_limit;
+    if !(limit > 0.0 && limit <= 1.0) {
+        return Err(Error::bad_argument(format!(
+            "global MemStore lower limit must be in (0, 1], got {limit}"
+        )));
+    }
+    let fs = &config.fs;
+    fs.create_dir_all(&config.dir.join("data"))?;
+    fs.create_dir_all(&config.dir.join("wal"))?;
+    let lock = lock_data_dir(&config)?;
+    if let Some(problem) = missing_catalog(&**fs, &config.dir)? {
+        return Err(Error::corruption(config.dir.join("catalog"), 0, problem));
+    }
+    let catalog = Catalog::open(fs, &config.dir)?;
+    let state = catalog.snapshot();
+    let cache = Arc::new(BlockCache::new(config.block_cache_size));
+
+    let mut live_files = HashSet::new();
+    let mut max_seq = 0u64;
+    let mut tables = BTreeMap::new();
+    for entry in state.tables.values() {
+        let t = open_table(&config, entry, &cache, &mut live_files, &mut max_seq)?;
+        tables.insert(t.name.clone(), t);
+    }
+    let wal_dir = config.dir.join("wal");
+    let mode = config.wal_recovery;
+    let mut recovered = Wal::scan(fs, &wal_dir, mode)?;
+    // A WAL without markers was written before they existed: in the default mode its
+    // cut can only be the newest segment's torn tail, which that version's flushes
+    // (they synced the WAL before writing files) kept above every store file.
+    let check_cut = match mode {
+        WalRecoveryMode::Salvage => false,
+        WalRecoveryMode::TolerateCorruptedTail => recovered.saw_marker,
+        WalRecoveryMode::PointInTime => true,
+    };
+    if let Some(cut) = recovered.cut.as_ref().filter(|_| check_cut) {
+        let newer = tables_newer_than(&state, cut.last_seq);
+        if !newer.is_empty() {
+            return Err(Error::WalCorruption {
+                segment: cut.segment.clone(),
+                offset: cut.offset,
+                reason: format!(
+                    "replay would stop here, but store files hold writes newer than the \
+                     last record before it (seq {}): not a point in time",
+                    cut.last_seq
+                ),
+                tables: newer,
+            });
         }
-        let wal_dir = config.dir.join("wal");
-        let mode = config.wal_recovery;
-        let mut recovered = Wal::scan(fs, &wal_dir, mode)?;
-        // A WAL without markers was written before they existed: in the default mode its
-        // cut can only be the newest segment's torn tail, which that version's flushes
-        // (they synced the WAL before writing files) kept above every store file.
-        let check_cut = match mode {
-            WalRecoveryMode::Salvage => false,
-            WalRecoveryMode::TolerateCorruptedTail => recovered.saw_marker,
-            WalRecoveryMode::PointInTime => true,
-        };
-        if let Some(cut) = recovered.cut.as_ref().filter(|_| check_cut) {
-            let newer = tables_newer_than(&state, cut.last_seq);
-            if !newer.is_empty() {
-                return Err(Error::WalCorruption {
-                    segment: cut.segment.clone(),
-                    offset: cut.offset,
-                    reason: format!(
-                        "replay would stop here, but store files hold writes newer than the \
-                         last record before it (seq {}): not a point in time",
-                        cut.last_seq
-                    ),
-                    tables: newer,
-                });
-            }
-        }
-        // Every flush wrote a marker at least as high as its files' writes before it wrote
-        // them, so a store file past the WAL's end means the WAL lost its tail.
-        let marked = recovered.saw_marker;
-        let past_end = if marked {
-            tables_newer_than(&state, recovered.max_seq)
-        } else {
-            Vec::new()
-        };
-        if !past_end.is_empty() {
-            let (segment, offset) = recovered
-                .last_segment
-                .clone()
-                .unwrap_or_else(|| (wal_dir.clone(), 0));
-            let reason = format!(
-                "the WAL ends at seq {}, but store files hold later writes: records at its end \
-                 were lost",
-                recovered.max_seq
-            );
-            if mode != WalRecoveryMode::Salvage {
-                return Err(Error::WalCorruption {
-                    segment,
-                    offset,
-                    reason,
-                    tables: past_end,
-                });
-            }
-            recovered.damage.push(WalDamage {
+    }
+    // Every flush wrote a marker at least as high as its files' writes before it wrote
+    // them, so a store file past the WAL's end means the WAL lost its tail.
+    let marked = recovered.saw_marker;
+    let past_end = if marked {
+        tables_newer_than(&state, recovered.max_seq)
+    } else {
+        Vec::new()
+    };
+    if !past_end.is_empty() {
+        let (segment, offset) = recovered
+            .last_segment
+            .clone()
+            .unwrap_or_else(|| (wal_dir.clone(), 0));
+        let reason = format!(
+            "the WAL ends at seq {}, but store files hold later writes: records at its end \
+             were lost",
+            recovered.max_seq
+        );
+        if mode != WalRecoveryMode::Salvage {
+            return Err(Error::WalCorruption {
                 segment,
                 offset,
                 reason,
-                action: DamageAction::Lost,
-                moved_to: None,
+                tables: past_end,
             });
-            recovered.bridge_to(max_seq);
         }
-        remove_orphans(&config, &live_files)?;
-        if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
-            // Skipped records may have held any table's writes: a data row may have lost
-            // what derives from it (its index rows) or the reverse. Recorded before the WAL
-            // changes, so that no crash forgets it.
-            super::verify_pending::add(&**fs, &config.dir, &with_coprocessors(&state))?;
-        }
-        // Cuts, moves aside and rewrites now, so that the report says where files went.
-        recovered.apply(&**fs, &wal_dir)?;
-        let records = std::mem::take(&mut recovered.records);
-        // The new segment's opening marker: the WAL's own largest seq continues the chain;
-        // a WAL without markers (written before they existed) or that lost its tail
-        // (salvaged) starts from the store files' largest seq.
-        let opening = if marked && past_end.is_empty() {
-            recovered.max_seq
-        } else {
-            max_seq.max(recovered.max_seq)
-        };
-        for rec in &records {
-            max_seq = max_seq.max(rec.seq);
-        }
-        max_seq = max_seq.max(recovered.max_seq);
-        let report = RecoveryReport {
-            mode,
-            segments_read: recovered.segments_read,
-            records_replayed: records.len(),
-            cells_replayed: 0,
-            cut: recovered.cut.clone(),
-            damage: recovered.damage.clone(),
-            tables_to_verify: pending_tables(&**fs, &config.dir, &state)?,
-            repairs: Vec::new(),
-            offline_regions: Vec::new(),
-        };
-        let wal = Wal::start(
-            fs,
-            &wal_dir,
-            WalOptions {
-                segment_size: config.wal_segment_size,
-                recovery: mode,
-            },
-            recovered,
-            opening,
-        )?;
-        if let Some(damage) = report.damage.first() {
-            tracing::warn!(
-                mode = ?mode,
-                damaged = report.damage.len(),
-                first = %damage.segment.display(),
-                offset = damage.offset,
-                "WAL recovery found damage: {report}"
-            );
-        }
-        if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
-            wal.on_roll(Box::new(move |closed, opened| {
-                o.post_wal_roll(closed, opened)
-            }));
-        }
-        let next_file_id = state.next_file_id;
-        let shared = Arc::new(EngineShared {
-            mvcc: Mvcc::new(max_seq),
-            catalog,
-            wal,
-            cache,
-            tables: RwLock::new(tables),
-            commit_lock: Mutex::new(()),
-            closed: AtomicBool::new(false),
-            dir_lock: Mutex::new(Some(lock)),
-            config,
+        recovered.damage.push(WalDamage {
+            segment,
+            offset,
+            reason,
+            action: DamageAction::Lost,
+            moved_to: None,
         });
-        let reads = Arc::new(ReadPath::new(shared.clone()));
-        let upkeep = Arc::new(Maintenance::new(
-            shared.clone(),
-            reads.clone(),
-            next_file_id,
-        ));
-        let writes = Arc::new(WritePipeline::new(
-            shared.clone(),
-            reads.clone(),
-            upkeep.clone(),
-        ));
-        let engine = Arc::new(Engine {
-            shared,
-            reads,
-            upkeep,
-            writes,
-            recovery: RwLock::new(report),
-        });
-        // After the engine exists: the WAL-restore and open hooks of tables with
-        // coprocessors receive it.
-        let replayed = super::lifecycle::replay_wal(&engine.reads, records)?;
-        if replayed > 0 {
-            tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
-        }
-        let offline = engine.offline_regions();
-        if !offline.is_empty() {
-            tracing::warn!(
-                regions = offline.len(),
-                "regions offline: store files missing or unreadable; run the offline repair"
-            );
-        }
-        {
-            let mut report = engine.recovery.write();
-            report.cells_replayed = replayed;
-            report.offline_regions = offline;
-        }
-        Ok(engine)
+        recovered.bridge_to(max_seq);
     }
+    remove_orphans(&config, &live_files)?;
+    if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
+        // Skipped records may have held any table's writes: a data row may have lost
+        // what derives from it (its index rows) or the reverse. Recorded before the WAL
+        // changes, so that no crash forgets it.
+        super::verify_pending::add(&**fs, &config.dir, &with_coprocessors(&state))?;
+    }
+    // Cuts, moves aside and rewrites now, so that the report says where files went.
+    recovered.apply(&**fs, &wal_dir)?;
+    let records = std::mem::take(&mut recovered.records);
+    // The new segment's opening marker: the WAL's own largest seq continues the chain;
+    // a WAL without markers (written before they existed) or that lost its tail
+    // (salvaged) starts from the store files' largest seq.
+    let opening = if marked && past_end.is_empty() {
+        recovered.max_seq
+    } else {
+        max_seq.max(recovered.max_seq)
+    };
+    for rec in &records {
+        max_seq = max_seq.max(rec.seq);
+    }
+    max_seq = max_seq.max(recovered.max_seq);
+    let report = RecoveryReport {
+        mode,
+        segments_read: recovered.segments_read,
+        records_replayed: records.len(),
+        cells_replayed: 0,
+        cut: recovered.cut.clone(),
+        damage: recovered.damage.clone(),
+        tables_to_verify: pending_tables(&**fs, &config.dir, &state)?,
+        repairs: Vec::new(),
+        offline_regions: Vec::new(),
+    };
+    let wal = Wal::start(
+        fs,
+        &wal_dir,
+        WalOptions {
+            segment_size: config.wal_segment_size,
+            recovery: mode,
+        },
+        recovered,
+        opening,
+    )?;
+    if let Some(damage) = report.damage.first() {
+        tracing::warn!(
+            mode = ?mode,
+            damaged = report.damage.len(),
+            first = %damage.segment.display(),
+            offset = damage.offset,
+            "WAL recovery found damage: {report}"
+        );
+    }
+    if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
+        wal.on_roll(Box::new(move |closed, opened| {
+            o.post_wal_roll(closed, opened)
+        }));
+    }
+    let next_file_id = state.next_file_id;
+    let shared = Arc::new(EngineShared {
+        mvcc: Mvcc::new(max_seq),
+        catalog,
+        wal,
+        cache,
+        tables: RwLock::new(tables),
+        commit_lock: Mutex::new(()),
+        closed: AtomicBool::new(false),
+        dir_lock: Mutex::new(Some(lock)),
+        config,
+    });
+    Ok(Recovered {
+        shared,
+        next_file_id,
+        report,
+        records,
+    })
 }
 
 /// What an open recovered: the WAL segments read and replayed, and every piece of damage
-/// found with what was done about it. Read it from [`Engine::recovery_report`] (or
+/// found with what was done about it. Read it from [`Engine::recovery_report`](crate::Engine::recovery_report) (or
 /// `Connection::recovery_report`); when it is not clean it is also logged at WARN.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RecoveryReport {

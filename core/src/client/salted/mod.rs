@@ -15,8 +15,9 @@ mod scan;
 
 pub use scan::{BucketRange, SaltedScanStats, SaltedScanStream};
 
+use super::backend::Backend;
 use super::report::RegionReport;
-use super::Table;
+use super::{Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Mutation, Put,
@@ -25,6 +26,7 @@ use crate::ops::{
 use crate::region::RegionInfo;
 use crate::schema::salt::SaltSpec;
 use crate::schema::TableName;
+use crate::server::Engine;
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -54,27 +56,30 @@ use std::sync::Arc;
 /// # conn.close().await?;
 /// # Ok(()) }
 /// ```
-#[derive(Debug, Clone)]
-pub struct SaltedTable {
-    table: Table,
+#[derive(Debug)]
+pub struct SaltedTable<B: Backend = Engine> {
+    table: Table<B>,
     spec: Arc<SaltSpec>,
 }
 
-impl SaltedTable {
+impl<B: Backend> Clone for SaltedTable<B> {
+    fn clone(&self) -> Self {
+        SaltedTable {
+            table: self.table.clone(),
+            spec: self.spec.clone(),
+        }
+    }
+}
+
+impl<B: Backend> SaltedTable<B> {
     /// A salted handle on `table`, whose descriptor holds the salt specification.
-    pub(crate) fn open(table: Table) -> Result<Self> {
-        let spec = table
-            .state()?
-            .descriptor
-            .read()
-            .salt
-            .clone()
-            .ok_or_else(|| {
-                Error::bad_argument(format!(
-                    "table {} is not salted (its descriptor has no salt)",
-                    table.name()
-                ))
-            })?;
+    pub(crate) fn open(table: Table<B>) -> Result<Self> {
+        let spec = table.descriptor()?.salt.ok_or_else(|| {
+            Error::bad_argument(format!(
+                "table {} is not salted (its descriptor has no salt)",
+                table.name()
+            ))
+        })?;
         Ok(SaltedTable {
             table,
             spec: Arc::new(spec),
@@ -92,7 +97,7 @@ impl SaltedTable {
     }
 
     /// The unsalted handle on the same table (physical row keys).
-    pub fn physical(&self) -> &Table {
+    pub fn physical(&self) -> &Table<B> {
         &self.table
     }
 
@@ -227,17 +232,13 @@ impl SaltedTable {
     }
 
     /// [`scan`](Self::scan) at `snapshot`: every bucket reads the state it pinned (see
-    /// [`Snapshot`](crate::client::Snapshot)).
-    pub fn scan_at(&self, s: Scan, snapshot: &crate::client::Snapshot) -> Result<SaltedScanStream> {
+    /// [`Snapshot`]).
+    pub fn scan_at(&self, s: Scan, snapshot: &Snapshot<B>) -> Result<SaltedScanStream> {
         scan::salted_scan(&self.table, &self.spec, s, true, Some(snapshot))
     }
 
     /// [`scan_unordered`](Self::scan_unordered) at `snapshot`.
-    pub fn scan_unordered_at(
-        &self,
-        s: Scan,
-        snapshot: &crate::client::Snapshot,
-    ) -> Result<SaltedScanStream> {
+    pub fn scan_unordered_at(&self, s: Scan, snapshot: &Snapshot<B>) -> Result<SaltedScanStream> {
         scan::salted_scan(&self.table, &self.spec, s, false, Some(snapshot))
     }
 

@@ -28,12 +28,13 @@
 //! in logical order (ordered mode); at most `limit` rows; the first error ends the stream.
 
 use super::strip_row;
-use crate::client::Table;
+use crate::client::backend::{Backend, ReadPointHandle};
+use crate::client::{Snapshot, Table};
 use crate::error::{Error, Result};
 use crate::keys::prefix_successor;
 use crate::ops::{RowResult, Scan};
 use crate::schema::salt::SaltSpec;
-use crate::server::read::{scan_range, ResultStream};
+use crate::server::read::scan_range;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::cmp::Ordering;
@@ -219,12 +220,12 @@ fn plan_buckets(spec: &SaltSpec, s: &Scan) -> Vec<u32> {
 }
 
 /// Starts a salted scan (ordered or not) over `table`.
-pub(super) fn salted_scan(
-    table: &Table,
+pub(super) fn salted_scan<B: Backend>(
+    table: &Table<B>,
     spec: &SaltSpec,
     s: Scan,
     ordered: bool,
-    snapshot: Option<&crate::client::Snapshot>,
+    snapshot: Option<&Snapshot<B>>,
 ) -> Result<SaltedScanStream> {
     let rt = tokio::runtime::Handle::try_current()
         .map_err(|_| Error::bad_argument("a salted scan needs a tokio runtime"))?;
@@ -232,8 +233,8 @@ pub(super) fn salted_scan(
     // One read point for every bucket, taken before any bucket lists its regions: the
     // whole salted scan is one snapshot, as a plain scan across regions is.
     let point = match snapshot {
-        Some(snap) => snap.scan_point().clone(),
-        None => table.pin_read_point(),
+        Some(snap) => snap.point().clone(),
+        None => table.pin_read_point()?,
     };
     let mut streams = Vec::with_capacity(buckets.len());
     for b in &buckets {
@@ -251,7 +252,7 @@ pub(super) fn salted_scan(
     }
     let stats = Arc::new(SaltedScanStats {
         buckets: buckets.len(),
-        read_point: point.point(),
+        read_point: point.read_point(),
         rows_read: AtomicU64::new(0),
     });
     let width = spec.width();
@@ -326,7 +327,7 @@ pub(super) fn salted_scan(
 /// Drives one bucket's scan into its channel until the scan ends, fails, or the receiver
 /// is gone.
 async fn pump(
-    mut stream: ResultStream,
+    mut stream: impl Stream<Item = Result<RowResult>> + Unpin,
     tx: mpsc::Sender<Chunk>,
     width: usize,
     stats: Arc<SaltedScanStats>,

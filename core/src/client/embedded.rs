@@ -1,0 +1,409 @@
+//! The embedded engine as a [`Backend`], and what only a connection on an embedded engine
+//! has: opening a data directory (with its recovery repairs), the recovery report, the
+//! engine handle, and endpoint calls that run code in a region.
+//!
+//! This is the one file of the client that names engine internals (`TableState`,
+//! `ScanPoint`, the engine's `pub(crate)` methods): everything else of the client reaches
+//! the engine through [`Backend`]. Each trait method resolves its table by name, then
+//! calls the engine (by path, `Engine::method(self, ..)`, so the inherent method is meant
+//! even where it shares the trait method's name).
+
+use super::backend::{Backend, ReadPointHandle};
+use super::Connection;
+use crate::error::{Error, Result};
+use crate::ops::{
+    Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
+    RowResult, Scan,
+};
+use crate::region::RegionInfo;
+use crate::schema::{
+    ColumnFamilyDescriptor, CoprocessorDescriptor, IntoTableName, TableDescriptor, TableName,
+};
+use crate::server::admin::PreSplit;
+use crate::server::check::IntegrityReport;
+use crate::server::endpoint::EndpointCall;
+use crate::server::read::ResultStream;
+use crate::server::read::ScanPoint;
+use crate::server::recovery::{OfflineRegion, RecoveryReport};
+use crate::server::{Config, Engine};
+use crate::storage::compaction::CompactionKind;
+use std::path::Path;
+use std::sync::Arc;
+
+/// A read point pinned in an embedded [`Engine`] (its [`Backend::ReadPoint`]): registered
+/// with the engine while any clone lives, so compactions keep what reads at it need.
+#[derive(Clone)]
+pub struct EngineReadPoint {
+    scan: Arc<ScanPoint>,
+}
+
+impl ReadPointHandle for EngineReadPoint {
+    fn read_point(&self) -> u64 {
+        self.scan.point()
+    }
+}
+
+impl std::fmt::Debug for EngineReadPoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EngineReadPoint")
+            .field("read_point", &self.scan.point())
+            .finish()
+    }
+}
+
+impl Backend for Engine {
+    type ReadPoint = EngineReadPoint;
+    type Rows = ResultStream;
+
+    async fn put(self: &Arc<Self>, table: &TableName, put: Put) -> Result<()> {
+        self.writes.put(&*self.table(table)?, put).await
+    }
+
+    async fn delete(self: &Arc<Self>, table: &TableName, delete: Delete) -> Result<()> {
+        self.writes.delete(&*self.table(table)?, delete).await
+    }
+
+    async fn get(self: &Arc<Self>, table: &TableName, get: Get) -> Result<RowResult> {
+        self.reads.get_hooked(&*self.table(table)?, get).await
+    }
+
+    async fn exists(self: &Arc<Self>, table: &TableName, get: Get) -> Result<bool> {
+        self.reads.exists_hooked(&*self.table(table)?, get).await
+    }
+
+    async fn increment(
+        self: &Arc<Self>,
+        table: &TableName,
+        increment: Increment,
+    ) -> Result<RowResult> {
+        self.writes.increment(&*self.table(table)?, increment).await
+    }
+
+    async fn append(self: &Arc<Self>, table: &TableName, append: Append) -> Result<RowResult> {
+        self.writes.append(&*self.table(table)?, append).await
+    }
+
+    async fn check_and_mutate(
+        self: &Arc<Self>,
+        table: &TableName,
+        check: CheckAndMutate,
+    ) -> Result<bool> {
+        self.writes
+            .check_and_mutate(&*self.table(table)?, check)
+            .await
+    }
+
+    async fn mutate_row(
+        self: &Arc<Self>,
+        table: &TableName,
+        mutations: RowMutations,
+    ) -> Result<()> {
+        self.writes
+            .mutate_row(&*self.table(table)?, mutations)
+            .await
+    }
+
+    async fn batch(
+        self: &Arc<Self>,
+        table: &TableName,
+        ops: Vec<BatchOp>,
+    ) -> Result<Vec<Result<BatchOutcome>>> {
+        self.writes.batch(&*self.table(table)?, ops).await
+    }
+
+    fn scan(
+        self: &Arc<Self>,
+        table: &TableName,
+        scan: Scan,
+        at: Option<&EngineReadPoint>,
+    ) -> Result<ResultStream> {
+        let t = self.table(table)?;
+        match at {
+            Some(point) => self.reads.scan_at(t, scan, Some(point.scan.clone())),
+            None => self.reads.scan(t, scan),
+        }
+    }
+
+    fn pin_read_point(self: &Arc<Self>) -> Result<EngineReadPoint> {
+        self.shared.check_open()?;
+        Ok(EngineReadPoint {
+            scan: Arc::new(self.reads.register_scan()),
+        })
+    }
+
+    async fn create_table(self: &Arc<Self>, desc: TableDescriptor, split: PreSplit) -> Result<()> {
+        Engine::create_table(self, desc, split).await
+    }
+
+    async fn delete_table(self: &Arc<Self>, table: &TableName) -> Result<()> {
+        Engine::delete_table(self, table).await
+    }
+
+    async fn enable_table(self: &Arc<Self>, table: &TableName) -> Result<()> {
+        Engine::enable_table(self, table).await
+    }
+
+    async fn disable_table(self: &Arc<Self>, table: &TableName) -> Result<()> {
+        Engine::disable_table(self, table).await
+    }
+
+    async fn is_table_enabled(self: &Arc<Self>, table: &TableName) -> Result<bool> {
+        self.is_enabled(table)
+    }
+
+    async fn table_exists(self: &Arc<Self>, table: &TableName) -> Result<bool> {
+        Ok(Engine::table_exists(self, table))
+    }
+
+    async fn list_tables(self: &Arc<Self>) -> Result<Vec<TableDescriptor>> {
+        Ok(Engine::list_tables(self))
+    }
+
+    fn describe_table(self: &Arc<Self>, table: &TableName) -> Result<TableDescriptor> {
+        self.describe(table)
+    }
+
+    async fn add_column_family(
+        self: &Arc<Self>,
+        table: &TableName,
+        family: ColumnFamilyDescriptor,
+    ) -> Result<()> {
+        let added = family.clone();
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            d.families.push(added);
+            d
+        };
+        let change = async { self.add_family(table, family) };
+        self.observed_modify(table, proposed, change).await
+    }
+
+    async fn modify_column_family(
+        self: &Arc<Self>,
+        table: &TableName,
+        family: ColumnFamilyDescriptor,
+    ) -> Result<()> {
+        let changed = family.clone();
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            for f in d.families.iter_mut().filter(|f| f.name == changed.name) {
+                *f = changed.clone();
+            }
+            d
+        };
+        let change = async { self.modify_family(table, family) };
+        self.observed_modify(table, proposed, change).await
+    }
+
+    async fn delete_column_family(
+        self: &Arc<Self>,
+        table: &TableName,
+        family: &[u8],
+    ) -> Result<()> {
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            d.families.retain(|f| f.name.as_ref() != family);
+            d
+        };
+        // Flush first, as HBase's region reopen does: the family's edits must be below every
+        // region's flushed sequence id, or WAL replay after a crash would hand them to a
+        // family later re-added under the same name.
+        let change = async {
+            self.upkeep.flush_table(table).await?;
+            self.remove_family(table, family)
+        };
+        self.observed_modify(table, proposed, change).await
+    }
+
+    async fn add_coprocessor(
+        self: &Arc<Self>,
+        table: &TableName,
+        coprocessor: CoprocessorDescriptor,
+    ) -> Result<()> {
+        let added = coprocessor.clone();
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            d.coprocessors.push(added);
+            d
+        };
+        let change = Engine::add_coprocessor(self, table, coprocessor);
+        self.observed_modify(table, proposed, change).await
+    }
+
+    async fn remove_coprocessor(self: &Arc<Self>, table: &TableName, name: &str) -> Result<()> {
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            d.coprocessors.retain(|c| c.name != name);
+            d
+        };
+        let change = Engine::remove_coprocessor(self, table, name);
+        self.observed_modify(table, proposed, change).await
+    }
+
+    async fn set_coprocessors(
+        self: &Arc<Self>,
+        table: &TableName,
+        coprocessors: Vec<CoprocessorDescriptor>,
+    ) -> Result<()> {
+        let list = coprocessors.clone();
+        let proposed = |d: &TableDescriptor| {
+            let mut d = d.clone();
+            d.coprocessors = list;
+            d
+        };
+        let change = Engine::set_coprocessors(self, table, coprocessors);
+        self.observed_modify(table, proposed, change).await
+    }
+
+    async fn create_namespace(self: &Arc<Self>, namespace: &str) -> Result<()> {
+        Engine::create_namespace(self, namespace)
+    }
+
+    async fn delete_namespace(self: &Arc<Self>, namespace: &str) -> Result<()> {
+        Engine::delete_namespace(self, namespace)
+    }
+
+    async fn list_namespaces(self: &Arc<Self>) -> Result<Vec<String>> {
+        Ok(Engine::list_namespaces(self))
+    }
+
+    async fn regions(self: &Arc<Self>, table: &TableName) -> Result<Vec<RegionInfo>> {
+        Engine::regions(self, table)
+    }
+
+    async fn flush(self: &Arc<Self>, table: &TableName) -> Result<()> {
+        self.upkeep.flush_table(table).await
+    }
+
+    async fn compact(self: &Arc<Self>, table: &TableName, kind: CompactionKind) -> Result<()> {
+        self.upkeep.compact_table(table, kind).await
+    }
+
+    async fn compact_region(
+        self: &Arc<Self>,
+        table: &TableName,
+        region_id: u64,
+        kind: CompactionKind,
+    ) -> Result<()> {
+        self.upkeep.compact_region(table, region_id, kind).await
+    }
+
+    async fn split_region(
+        self: &Arc<Self>,
+        table: &TableName,
+        region_id: u64,
+        split_row: Option<&[u8]>,
+    ) -> Result<Option<(u64, u64)>> {
+        self.upkeep.split_region(table, region_id, split_row).await
+    }
+
+    async fn merge_regions(
+        self: &Arc<Self>,
+        table: &TableName,
+        region_a: u64,
+        region_b: u64,
+    ) -> Result<u64> {
+        self.upkeep.merge_regions(table, region_a, region_b).await
+    }
+
+    async fn check_table(self: &Arc<Self>, table: &TableName) -> Result<IntegrityReport> {
+        self.shared.check_table(table).await
+    }
+
+    async fn offline_regions(self: &Arc<Self>) -> Result<Vec<OfflineRegion>> {
+        Ok(Engine::offline_regions(self))
+    }
+
+    async fn close(self: &Arc<Self>) -> Result<()> {
+        Engine::close(self).await
+    }
+}
+
+/// What only a connection on an embedded engine does.
+impl Connection<Engine> {
+    /// Opens (or creates) an engine in `dir` with default settings, recovering from a crash.
+    pub async fn open(dir: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(Config::new(dir)).await
+    }
+
+    /// Opens an engine with explicit settings.
+    pub async fn open_with(config: Config) -> Result<Self> {
+        let engine = tokio::task::spawn_blocking(move || Engine::open(config))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
+        engine.upkeep.start_periodic_compactions();
+        let conn = Connection::new(engine);
+        if let Err(e) = conn.run_recovery_repairs().await {
+            // The directory still records the tables: the next open tries again.
+            if let Err(close) = conn.close().await {
+                tracing::warn!(error = %close, "closing after failed recovery repairs");
+            }
+            return Err(e);
+        }
+        Ok(conn)
+    }
+
+    /// Runs the loader's recovery repairs
+    /// ([`RecoveryRepair`](crate::server::recovery::RecoveryRepair)) on every enabled table the
+    /// recovery report names, then clears the directory's record of them (a disabled table
+    /// stays recorded for a later open).
+    async fn run_recovery_repairs(&self) -> Result<()> {
+        let engine = &self.backend;
+        let tables = engine.recovery_report().tables_to_verify;
+        if tables.is_empty() {
+            return Ok(());
+        }
+        let repairs = engine
+            .shared
+            .config
+            .coprocessor_loader
+            .as_ref()
+            .map(|l| l.recovery_repairs())
+            .unwrap_or_default();
+        let mut outcomes = Vec::new();
+        let mut still_pending = Vec::new();
+        for table in &tables {
+            let enabled = engine
+                .table(table)
+                .is_ok_and(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire));
+            if !enabled {
+                tracing::warn!(%table, "disabled: its derived data stays to verify");
+                still_pending.push(table.clone());
+                continue;
+            }
+            for repair in &repairs {
+                outcomes.extend(repair.repair(engine, table).await?);
+            }
+        }
+        let report: Vec<String> = outcomes
+            .iter()
+            .map(|o| format!("{} of {}: {}", o.what, o.table, o.differences))
+            .collect();
+        tracing::warn!(repaired = ?report, "recovery repairs ran");
+        engine.finish_recovery_repairs(outcomes, still_pending)
+    }
+
+    /// A connection on an engine that is already open (a recovery repair gets one), sharing
+    /// it: closing either closes the engine.
+    pub fn from_engine(engine: Arc<Engine>) -> Self {
+        Connection::new(engine)
+    }
+
+    /// What the open recovered from the WAL, and any damage it found and how it dealt with
+    /// it (see [`crate::wal::WalRecoveryMode`]).
+    pub fn recovery_report(&self) -> RecoveryReport {
+        self.backend.recovery_report()
+    }
+
+    /// The engine behind this connection.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.backend
+    }
+
+    /// Pins one read point over every region of table `name` for an endpoint call (what
+    /// the endpoint client fans out over). In-process only: the call runs code in each
+    /// region (see [`Backend`]'s doc, "Endpoint fan-out").
+    pub fn endpoint_call(&self, name: impl IntoTableName) -> Result<EndpointCall> {
+        self.backend.reads.endpoint_call(&name.into_table_name()?)
+    }
+}
