@@ -15,8 +15,8 @@
 //! what every hooked write shares: the relock loop ([`LockPlan`], `under_row_locks!`), the
 //! checked writes hooks add, the copies of errors a batch hands to several operations.
 //!
-//! Invariants: a table without coprocessors calls nothing here (callers check
-//! `TableState::hooks` first, which allocates nothing); row locks are only ever held by
+//! Invariants: a table without coprocessors calls no hook (callers check
+//! `TableState::hooks` first, which allocates nothing; it shares only the relock loop); row locks are only ever held by
 //! guards, so a hook's error, panic or cancellation releases them; an added write that is
 //! invalid, or whose lock cannot be had, fails the batch before its sequence id is taken, so
 //! nothing is written; added writes run no hooks of their table; hooks are loaded before a

@@ -127,7 +127,7 @@ impl WritePipeline {
     /// [`WritePipeline::mutate`] of one mutation the caller gives away: a hooked table's
     /// pre-hooks get it without a copy, a plain table's write needs no vector.
     async fn mutate_one(&self, t: &TableState, m: Mutation) -> Result<()> {
-        if t.hooks().is_some() {
+        if write_hooks(t, std::slice::from_ref(&m)).is_some() {
             self.mutate(t, Cow::Owned(vec![m])).await
         } else {
             self.mutate(t, Cow::Borrowed(std::slice::from_ref(&m)))
@@ -348,12 +348,16 @@ impl WritePipeline {
         // Under the locks, the table's current hooks: batch hooks that arrived since the
         // pre-hooks ran (an index being created) must see this write.
         let hooks = t.hooks();
-        let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
-        let now = match &hooks {
-            None => now_ms(),
-            Some(_) => self.hooked_now(t, held.iter(), plan.min_ts).await,
+        let (held, now, mut cells) = match &hooks {
+            None => (Vec::new(), now_ms(), Vec::new()),
+            Some(_) => {
+                let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
+                let now = self.hooked_now(t, held.iter(), plan.min_ts).await;
+                // Room for the writes hooks add too (an index row or two per row).
+                let hint: usize = group.iter().map(|(_, m)| prepare::cell_hint(m)).sum();
+                (held, now, Vec::with_capacity(hint + hint / 2 + 2))
+            }
         };
-        let mut cells = Vec::new();
         let mut spans = Vec::with_capacity(group.len());
         for (i, m) in group.iter() {
             let mark = cells.len();
