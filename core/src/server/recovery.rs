@@ -204,7 +204,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         catalog,
         wal,
         cache,
-        tables: RwLock::new(tables),
+        tables: super::CacheLine(RwLock::new(tables)),
         commit_lock: Mutex::new(()),
         closed: AtomicBool::new(false),
         dir_lock: Mutex::new(Some(lock)),
