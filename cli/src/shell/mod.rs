@@ -1,0 +1,261 @@
+//! The HBase shell over a Basalt [`Connection`]: parse a line ([`parse`]), run the command
+//! (`ddl` for namespaces, tables and regions, `data` for reads and writes), print as
+//! HBase's shell prints.
+//!
+//! Invariants: every line gives either the command's output followed by one
+//! `Took N.NNNN seconds` line, or exactly one `ERROR: ...` line; nothing a user types
+//! panics or stops the shell (only `exit` and a failing output stream do).
+//!
+//! TODO(issue 25): an interactive mode with line editing, history and Tab completion
+//! (rustyline); for now `basalt shell DIR` reads commands from standard input.
+
+pub mod args;
+pub mod binary;
+mod data;
+mod ddl;
+pub mod lex;
+pub mod parse;
+
+use basalt_core::Connection;
+use lex::ParseError;
+use parse::parse_line;
+use std::io::{self, Write};
+use std::time::Instant;
+
+/// Why a command failed: printed as one `ERROR: ...` line.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// The line is not valid shell syntax.
+    #[error("{0}")]
+    Parse(#[from] ParseError),
+    /// No such command.
+    #[error("Unknown command '{0}'. Type 'help' to list the commands.")]
+    UnknownCommand(String),
+    /// The command's arguments are wrong.
+    #[error("{command}: {message}. Type help '{command}' for its usage.")]
+    Usage {
+        /// The command.
+        command: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// Something HBase has that Basalt does not.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The engine refused.
+    #[error("{}", engine_message(.0))]
+    Engine(#[from] basalt_core::Error),
+}
+
+fn engine_message(e: &basalt_core::Error) -> String {
+    use basalt_core::Error as E;
+    match e {
+        E::TableNotFound(t) => format!("Unknown table {t}! Check the name with 'list'."),
+        E::TableExists(t) => format!("Table already exists: {t}! Pick another name or drop it."),
+        E::TableDisabled(t) => format!("Table {t} is disabled! Enable it with enable '{t}'."),
+        E::NamespaceNotFound(n) => {
+            format!("Unknown namespace {n}! Create it with create_namespace '{n}'.")
+        }
+        other => other.to_string(),
+    }
+}
+
+/// What the shell does after a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flow {
+    /// Read the next line.
+    Continue,
+    /// `exit` was typed.
+    Exit,
+}
+
+/// A shell session over one connection.
+pub struct Shell {
+    conn: Connection,
+}
+
+/// The commands, by group, with a one-line usage each (`help` prints them).
+pub const COMMANDS: &[(&str, &str, &str)] = &[
+    ("general", "help", "help | help 'command'"),
+    ("general", "version", "version"),
+    ("general", "status", "status"),
+    ("general", "exit", "exit"),
+    ("ddl", "create", "create 't', 'f1' | {NAME => 'f1', VERSIONS => 3, TTL => 86400, MIN_VERSIONS, KEEP_DELETED_CELLS, COMPRESSION, BLOOMFILTER, BLOCKSIZE, BLOCKCACHE, IN_MEMORY}, ..., [{SPLITS => ['a','b'] | SPLITS_FILE => 'f.txt' | NUMREGIONS => n, SPLITALGO => 'HexStringSplit'|'DecimalStringSplit'|'UniformSplit'}]"),
+    ("ddl", "list", "list | list 'regex'"),
+    ("ddl", "describe", "describe 't'"),
+    ("ddl", "exists", "exists 't'"),
+    ("ddl", "disable", "disable 't'"),
+    ("ddl", "enable", "enable 't'"),
+    ("ddl", "is_enabled", "is_enabled 't'"),
+    ("ddl", "is_disabled", "is_disabled 't'"),
+    ("ddl", "drop", "drop 't' (disable it first)"),
+    ("ddl", "truncate", "truncate 't' (drops every row; one region after)"),
+    ("namespace", "create_namespace", "create_namespace 'ns'"),
+    ("namespace", "list_namespace", "list_namespace"),
+    ("namespace", "drop_namespace", "drop_namespace 'ns' (it must hold no table)"),
+    ("namespace", "list_namespace_tables", "list_namespace_tables 'ns'"),
+    ("dml", "put", "put 't', 'row', 'f:q', 'value' [, ts]"),
+    ("dml", "get", "get 't', 'row' [, 'f:q' | ['f:q', ...] | {COLUMN(S) => ..., TIMESTAMP => ts, TIMERANGE => [min, max], VERSIONS => n, FILTER => \"...\"}]"),
+    ("dml", "scan", "scan 't' [, {STARTROW, STOPROW, ROWPREFIXFILTER, COLUMNS, LIMIT, REVERSED, VERSIONS, TIMERANGE, FILTER, RAW}]"),
+    ("dml", "count", "count 't'"),
+    ("dml", "delete", "delete 't', 'row', 'f:q' [, ts]"),
+    ("dml", "deleteall", "deleteall 't', 'row' [, 'f:q' [, ts]]"),
+    ("dml", "incr", "incr 't', 'row', 'f:q' [, n]"),
+    ("dml", "get_counter", "get_counter 't', 'row', 'f:q'"),
+    ("dml", "append", "append 't', 'row', 'f:q', 'value'"),
+    ("regions", "get_splits", "get_splits 't'"),
+    ("regions", "list_regions", "list_regions 't'"),
+    ("admin", "flush", "flush 't'"),
+    ("admin", "compact", "compact 't'"),
+    ("admin", "major_compact", "major_compact 't'"),
+];
+
+impl Shell {
+    /// A shell over `conn`.
+    pub fn new(conn: Connection) -> Self {
+        Shell { conn }
+    }
+
+    /// Runs one line, writing its output (or its one `ERROR:` line) to `out`.
+    pub async fn execute(&mut self, line: &str, out: &mut dyn Write) -> io::Result<Flow> {
+        let started = Instant::now();
+        let cmd = match parse_line(line) {
+            Ok(None) => return Ok(Flow::Continue),
+            Ok(Some(c)) => c,
+            Err(e) => {
+                writeln!(out, "ERROR: {e}")?;
+                return Ok(Flow::Continue);
+            }
+        };
+        let mut text = String::new();
+        let result = self.dispatch(&cmd.name, &cmd.args, &mut text).await;
+        match result {
+            Ok(Flow::Exit) => Ok(Flow::Exit),
+            Ok(Flow::Continue) => {
+                out.write_all(text.as_bytes())?;
+                if cmd.name != "help" {
+                    writeln!(out, "Took {:.4} seconds", started.elapsed().as_secs_f64())?;
+                }
+                Ok(Flow::Continue)
+            }
+            Err(e) => {
+                let msg = e.to_string().replace('\n', " ");
+                writeln!(out, "ERROR: {msg}")?;
+                Ok(Flow::Continue)
+            }
+        }
+    }
+
+    async fn dispatch(
+        &mut self,
+        name: &str,
+        vals: &[parse::Value],
+        out: &mut String,
+    ) -> Result<Flow, ShellError> {
+        let a = args::Args { cmd: name, vals };
+        match name {
+            "exit" | "quit" => {
+                a.count(0, 0)?;
+                return Ok(Flow::Exit);
+            }
+            "help" => help(&a, out)?,
+            "version" => {
+                a.count(0, 0)?;
+                out.push_str(&format!(
+                    "basalt {} (embedded engine), HBase shell syntax\n",
+                    env!("CARGO_PKG_VERSION")
+                ));
+            }
+            "status" => ddl::status(&self.conn, &a, out).await?,
+            "create" => ddl::create(&self.conn, &a, out).await?,
+            "list" => ddl::list(&self.conn, &a, out).await?,
+            "describe" | "desc" => ddl::describe(&self.conn, &a, out).await?,
+            "exists" => ddl::exists(&self.conn, &a, out).await?,
+            "disable" | "enable" => ddl::enable(&self.conn, &a, name == "enable").await?,
+            "is_enabled" | "is_disabled" => {
+                ddl::is_enabled(&self.conn, &a, name == "is_enabled", out).await?
+            }
+            "drop" => ddl::drop(&self.conn, &a).await?,
+            "truncate" => ddl::truncate(&self.conn, &a, out).await?,
+            "create_namespace" | "drop_namespace" | "list_namespace" | "list_namespace_tables" => {
+                ddl::namespace(&self.conn, &a, out).await?
+            }
+            "get_splits" | "list_regions" => ddl::regions(&self.conn, &a, out).await?,
+            "flush" | "compact" | "major_compact" => ddl::maintain(&self.conn, &a).await?,
+            "put" => data::put(&self.conn, &a).await?,
+            "get" => data::get(&self.conn, &a, out).await?,
+            "scan" => data::scan(&self.conn, &a, out).await?,
+            "count" => data::count(&self.conn, &a, out).await?,
+            "delete" | "deleteall" => data::delete(&self.conn, &a).await?,
+            "incr" | "get_counter" => data::counter(&self.conn, &a, out).await?,
+            "append" => data::append(&self.conn, &a, out).await?,
+            other => {
+                if KNOWN_ELSEWHERE.contains(&other) {
+                    return Err(ShellError::Unsupported(format!(
+                        "'{other}' is an HBase shell command the basalt shell does not have yet (issue 25); type 'help' for the commands it has."
+                    )));
+                }
+                return Err(ShellError::UnknownCommand(other.to_string()));
+            }
+        }
+        Ok(Flow::Continue)
+    }
+}
+
+/// HBase commands not built yet: they get a clearer error than an unknown word.
+const KNOWN_ELSEWHERE: &[&str] = &[
+    "alter",
+    "truncate_preserve",
+    "split",
+    "merge_region",
+    "whoami",
+    "snapshot",
+    "clone_snapshot",
+    "grant",
+    "revoke",
+];
+
+fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
+    a.count(0, 1)?;
+    if a.vals.is_empty() {
+        out.push_str(
+            "Basalt shell: HBase shell commands over an embedded Basalt data directory.\n",
+        );
+        let mut groups: Vec<&str> = COMMANDS.iter().map(|(g, _, _)| *g).collect();
+        groups.dedup();
+        for g in groups {
+            let names: Vec<&str> = COMMANDS
+                .iter()
+                .filter(|(gg, _, _)| *gg == g)
+                .map(|(_, n, _)| *n)
+                .collect();
+            out.push_str(&format!(
+                "\n  Group name: {g}\n  Commands: {}\n",
+                names.join(", ")
+            ));
+        }
+        out.push_str("\nType help 'command' for one command's usage.\n");
+        return Ok(());
+    }
+    let name = a.string(0, "the command name")?;
+    match COMMANDS.iter().find(|(_, n, _)| *n == name) {
+        Some((_, _, usage)) => {
+            out.push_str(&format!("{usage}\n"));
+            Ok(())
+        }
+        None => Err(ShellError::UnknownCommand(name)),
+    }
+}
+
+/// Runs every line of `input` (a script or standard input) against `conn`, writing the
+/// output to `out`; stops at `exit` or the end of the input. Only a failing `out` is an
+/// error: a command's failure is an `ERROR:` line and the script goes on.
+pub async fn run_script(conn: &Connection, input: &str, out: &mut dyn Write) -> io::Result<()> {
+    let mut shell = Shell::new(conn.clone());
+    for line in input.lines() {
+        if shell.execute(line, out).await? == Flow::Exit {
+            break;
+        }
+    }
+    out.flush()
+}
