@@ -63,3 +63,8 @@ pub struct FiltersGuideSnippets;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/snapshots.md")]
 pub struct SnapshotsGuideSnippets;
+
+/// The snippets of `docs/shell.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/shell.md")]
+pub struct ShellGuideSnippets;
