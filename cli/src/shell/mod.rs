@@ -6,13 +6,15 @@
 //! `Took N.NNNN seconds` line, or exactly one `ERROR: ...` line; nothing a user types
 //! panics or stops the shell (only `exit` and a failing output stream do).
 //!
-//! TODO(issue 25): an interactive mode with line editing, history and Tab completion
-//! (rustyline); for now `basalt shell DIR` reads commands from standard input.
+//! The interactive mode (line editing, history, Tab completion from [`complete`]) is the
+//! binary's: it feeds each line to [`Shell::execute`].
 
 pub mod args;
 pub mod binary;
+pub mod complete;
 mod data;
 mod ddl;
+pub use ddl::show_name;
 pub mod lex;
 pub mod parse;
 
