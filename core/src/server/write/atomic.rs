@@ -25,15 +25,21 @@ use bytes::Bytes;
 use std::borrow::Cow;
 
 impl WritePipeline {
+    /// The context of a read-modify-write's own hooks, for the region of `row` (the engine
+    /// open and the table enabled, checked before the pre-hook runs).
+    fn hook_env<'a>(&'a self, t: &'a TableState, row: &[u8]) -> Result<HookEnv<'a>> {
+        self.shared.check_open()?;
+        t.check_enabled()?;
+        Ok(HookEnv::new(&*self.reads, &t.name, t.online_region(row)?))
+    }
+
     /// Atomically adds to 8-byte big-endian counters; returns the new values.
     pub(crate) async fn increment(&self, t: &TableState, mut inc: Increment) -> Result<RowResult> {
         let hooks = t.hooks();
         let env = match &hooks {
             None => None,
             Some(h) => {
-                self.shared.check_open()?;
-                t.check_enabled()?;
-                let env = HookEnv::new(&*self.reads, &t.name, t.online_region(&inc.row)?);
+                let env = self.hook_env(t, &inc.row)?;
                 let mut result = RowResult {
                     row: inc.row.clone(),
                     cells: Vec::new(),
@@ -68,9 +74,7 @@ impl WritePipeline {
         let env = match &hooks {
             None => None,
             Some(h) => {
-                self.shared.check_open()?;
-                t.check_enabled()?;
-                let env = HookEnv::new(&*self.reads, &t.name, t.online_region(&app.row)?);
+                let env = self.hook_env(t, &app.row)?;
                 let mut result = RowResult {
                     row: app.row.clone(),
                     cells: Vec::new(),
@@ -160,9 +164,7 @@ impl WritePipeline {
         let env = match &hooks {
             None => None,
             Some(h) => {
-                self.shared.check_open()?;
-                t.check_enabled()?;
-                let env = HookEnv::new(&*self.reads, &t.name, t.online_region(&cam.row)?);
+                let env = self.hook_env(t, &cam.row)?;
                 let mut passed = false;
                 if h.pre_check_and_mutate(&env, &mut cam, &mut passed).await? == Flow::Bypass {
                     return Ok(passed);
