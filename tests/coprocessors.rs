@@ -1117,3 +1117,122 @@ async fn default_hooks_are_learnt_and_skipped() {
     assert!(!b.exists(Get::new("r01")).await.unwrap());
     conn.close().await.unwrap();
 }
+
+/// A registry built with `read_only_when_missing` opens a table whose coprocessors it lacks
+/// read-only: every read works, every kind of write fails with `Error::ReadOnlyTable` naming
+/// the missing coprocessors and writes nothing; a plain registry refuses to open the table,
+/// and the application's own registry writes again.
+#[tokio::test]
+async fn tables_with_missing_coprocessors_open_read_only() {
+    use basalt::client::{Append, Increment};
+    #[derive(Debug)]
+    struct Noop;
+    impl RegionObserver for Noop {}
+    let dir = tempfile::tempdir().unwrap();
+    let app = Arc::new(Registry::new());
+    app.register(
+        "app-rule",
+        |_| Ok(Arc::new(Noop) as Arc<dyn RegionObserver>),
+    )
+    .unwrap();
+    {
+        let conn = open(dir.path(), &app).await;
+        conn.admin()
+            .create_table(
+                desc("shop")
+                    .coprocessor(CoprocessorDescriptor::new("app-rule"))
+                    .coprocessor(CoprocessorDescriptor::new("app-audit").priority(2)),
+            )
+            .await
+            .expect_err("app-audit is not registered");
+        conn.admin()
+            .create_table(desc("shop").coprocessor(CoprocessorDescriptor::new("app-rule")))
+            .await
+            .unwrap();
+        let t = conn.table("shop").unwrap();
+        t.put(Put::new("r1").add_column("f", "q", "v1"))
+            .await
+            .unwrap();
+        conn.close().await.unwrap();
+    }
+    // A tool without the application's code, in read-only mode.
+    let tool = Arc::new(Registry::new().read_only_when_missing());
+    let conn = open(dir.path(), &tool).await;
+    let t = conn.table("shop").unwrap();
+    assert_eq!(
+        val(&t.get(Get::new("r1")).await.unwrap(), "q").as_deref(),
+        Some("v1")
+    );
+    let rows: Vec<RowResult> = t.scan(Scan::new()).unwrap().try_collect().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    let is_read_only = |e: Error| match e {
+        Error::ReadOnlyTable { table, missing } => {
+            assert_eq!(table, "default:shop");
+            assert_eq!(missing, vec!["app-rule".to_string()]);
+        }
+        other => panic!("expected ReadOnlyTable, got {other:?}"),
+    };
+    is_read_only(
+        t.put(Put::new("r2").add_column("f", "q", "x"))
+            .await
+            .unwrap_err(),
+    );
+    is_read_only(t.delete(Delete::new("r1")).await.unwrap_err());
+    is_read_only(
+        t.increment(Increment::new("c").add_column("f", "n", 1))
+            .await
+            .unwrap_err(),
+    );
+    is_read_only(
+        t.append(Append::new("r1").add_column("f", "q", "+"))
+            .await
+            .unwrap_err(),
+    );
+    is_read_only(
+        t.check_and_mutate(
+            CheckAndMutate::new("r3", "f", "q").then_put(Put::new("r3").add_column("f", "q", "x")),
+        )
+        .await
+        .unwrap_err(),
+    );
+    is_read_only(
+        t.mutate_row(RowMutations::new("r1").add(Put::new("r1").add_column("f", "z", "x")))
+            .await
+            .unwrap_err(),
+    );
+    let outcomes = t
+        .batch(vec![
+            BatchOp::Put(Put::new("r4").add_column("f", "q", "x")),
+            BatchOp::Get(Get::new("r1")),
+        ])
+        .await
+        .unwrap();
+    assert!(
+        matches!(outcomes[0], Err(Error::ReadOnlyTable { .. })),
+        "{outcomes:?}"
+    );
+    // Nothing was written.
+    let rows: Vec<RowResult> = t.scan(Scan::new()).unwrap().try_collect().await.unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(val(&rows[0], "q").as_deref(), Some("v1"));
+    conn.admin().flush("shop").await.unwrap();
+    conn.close().await.unwrap();
+    // A plain registry without the name refuses to open the table's regions.
+    let plain = Arc::new(Registry::new());
+    match Connection::open_with(Config::new(dir.path()).coprocessor_loader(plain)).await {
+        Err(Error::Coprocessor { name, .. }) => assert_eq!(name, "app-rule"),
+        Err(other) => panic!("{other:?}"),
+        Ok(_) => panic!("a registry without app-rule opened the table"),
+    }
+    // The application writes again.
+    let conn = open(dir.path(), &app).await;
+    let t = conn.table("shop").unwrap();
+    t.put(Put::new("r2").add_column("f", "q", "v2"))
+        .await
+        .unwrap();
+    assert_eq!(
+        val(&t.get(Get::new("r2")).await.unwrap(), "q").as_deref(),
+        Some("v2")
+    );
+    conn.close().await.unwrap();
+}

@@ -8,6 +8,8 @@
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod datadir;
 pub mod shell;
 
+pub use datadir::DataDir;
 pub use shell::{run_script, Flow, Shell, ShellError};

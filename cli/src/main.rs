@@ -76,18 +76,18 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         }
     };
     rt.block_on(async {
-        let conn = basalt_core::Connection::open(&dir)
+        let data = basalt_cli::DataDir::open(&dir)
             .await
             .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
         let result = if interactive {
-            interactive_shell(&conn).await
+            interactive_shell(&data).await
         } else {
             let mut out = std::io::stdout().lock();
-            basalt_cli::run_script(&conn, &input, &mut out)
+            basalt_cli::run_script(&data, &input, &mut out)
                 .await
                 .map_err(Into::into)
         };
-        conn.close().await?;
+        data.close().await?;
         result
     })
 }
@@ -120,9 +120,8 @@ impl Highlighter for Completion {}
 impl Validator for Completion {}
 impl Helper for Completion {}
 
-async fn interactive_shell(
-    conn: &basalt_core::Connection,
-) -> Result<(), Box<dyn std::error::Error>> {
+async fn interactive_shell(data: &basalt_cli::DataDir) -> Result<(), Box<dyn std::error::Error>> {
+    let conn = &data.conn;
     let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".basalt_history"));
     let mut editor: Editor<Completion, DefaultHistory> = Editor::new()?;
     editor.set_helper(Some(Completion { tables: Vec::new() }));
@@ -134,7 +133,7 @@ async fn interactive_shell(
         "Basalt shell {}: HBase shell commands; 'help' lists them, 'exit' leaves.",
         env!("CARGO_PKG_VERSION")
     );
-    let mut shell = basalt_cli::Shell::new(conn.clone());
+    let mut shell = basalt_cli::Shell::new(data.clone());
     loop {
         let tables = match conn.admin().list_tables().await {
             Ok(ts) => ts

@@ -94,7 +94,7 @@ fn malformed(g: &mut Gen) -> String {
 #[tokio::test]
 async fn malformed_lines_each_give_one_error() {
     let data = tempfile::tempdir().unwrap();
-    let conn = basalt_core::Connection::open(data.path()).await.unwrap();
+    let conn = basalt_cli::DataDir::open(data.path()).await.unwrap();
     let mut out = Vec::new();
     basalt_cli::run_script(&conn, "create 't', 'f'", &mut out)
         .await

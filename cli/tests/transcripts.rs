@@ -26,7 +26,7 @@ async fn transcripts_match() {
     let mut failures = Vec::new();
     for script in &scripts {
         let data = tempfile::tempdir().unwrap();
-        let conn = basalt_core::Connection::open(data.path()).await.unwrap();
+        let conn = basalt_cli::DataDir::open(data.path()).await.unwrap();
         let input = std::fs::read_to_string(script).unwrap();
         let mut out = Vec::new();
         // Relative paths in scripts (SPLITS_FILE) resolve against the transcripts folder.
@@ -55,7 +55,7 @@ async fn transcripts_match() {
 #[tokio::test]
 async fn every_command_prints_took() {
     let data = tempfile::tempdir().unwrap();
-    let conn = basalt_core::Connection::open(data.path()).await.unwrap();
+    let conn = basalt_cli::DataDir::open(data.path()).await.unwrap();
     let mut out = Vec::new();
     basalt_cli::run_script(&conn, "create 't', 'f'\nlist\nexit\nlist\n", &mut out)
         .await

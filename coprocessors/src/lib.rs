@@ -43,6 +43,7 @@ pub mod endpoint;
 pub mod engine;
 pub mod host;
 pub mod observer;
+pub mod read_only;
 pub mod registry;
 pub mod relations;
 pub mod salted;
@@ -58,6 +59,7 @@ pub use endpoint::{Endpoint, EndpointRegistry};
 pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
+pub use read_only::ReadOnlyHooks;
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
 pub use salted::{SaltedAggregationClient, SaltedEndpoints, SaltedSnapshot};
 pub use service::{

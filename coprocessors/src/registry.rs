@@ -10,6 +10,7 @@
 
 use crate::host::{CoprocessorHost, CoprocessorMetrics, Loaded};
 use crate::observer::RegionObserver;
+use crate::read_only::ReadOnlyHooks;
 use basalt_core::coprocessor::RegionHooks;
 use basalt_core::HooksLoader;
 use basalt_core::RecoveryRepair;
@@ -47,6 +48,7 @@ pub struct Registry {
     default_timeout: Duration,
     hosts: Mutex<HashMap<TableName, Weak<CoprocessorHost>>>,
     repairs: RwLock<Vec<Arc<dyn RecoveryRepair>>>,
+    read_only_when_missing: bool,
 }
 
 impl std::fmt::Debug for Registry {
@@ -80,7 +82,29 @@ impl Registry {
             default_timeout: timeout,
             hosts: Mutex::new(HashMap::new()),
             repairs: RwLock::new(Vec::new()),
+            read_only_when_missing: false,
         }
+    }
+
+    /// This registry, but a table listing a coprocessor it does not have opens read-only
+    /// ([`ReadOnlyHooks`]: reads work, writes fail with `Error::ReadOnlyTable` naming the
+    /// missing coprocessors) instead of failing to open; for tools that look at a data
+    /// directory without the application's code. The same holds for a table created, or
+    /// changed, to list a name this registry does not have: it is read-only from then on.
+    pub fn read_only_when_missing(mut self) -> Self {
+        self.read_only_when_missing = true;
+        self
+    }
+
+    /// The coprocessors `table` lists that this registry does not have, in list order.
+    pub fn missing(&self, table: &TableDescriptor) -> Vec<String> {
+        let factories = self.factories.read();
+        table
+            .coprocessors
+            .iter()
+            .filter(|d| !factories.contains_key(&d.name))
+            .map(|d| d.name.clone())
+            .collect()
     }
 
     /// Registers a factory under `name`; fails if the name is taken.
@@ -153,6 +177,12 @@ impl Registry {
 
 impl HooksLoader for Registry {
     fn load(&self, table: &TableDescriptor) -> Result<Arc<dyn RegionHooks>> {
+        if self.read_only_when_missing {
+            let missing = self.missing(table);
+            if !missing.is_empty() {
+                return Ok(Arc::new(ReadOnlyHooks::new(table.name.clone(), missing)));
+            }
+        }
         let host = Arc::new(self.build(table)?);
         let mut hosts = self.hosts.lock();
         hosts.retain(|_, w| w.strong_count() > 0);

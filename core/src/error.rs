@@ -177,6 +177,16 @@ pub enum Error {
     /// No index of that name exists on the table.
     #[error("index not found: {0}")]
     IndexNotFound(String),
+    /// A write to a table opened read-only because coprocessors it lists are not loaded
+    /// here (a tool opened the data directory without the application's coprocessors):
+    /// reads work, every write fails with this error and writes nothing.
+    #[error("table {table} is read-only here: its coprocessors {} are not loaded; write to it from the application that registers them", missing.join(", "))]
+    ReadOnlyTable {
+        /// The table.
+        table: String,
+        /// The coprocessors it lists that are not registered.
+        missing: Vec<String>,
+    },
     /// A filter string is malformed (see [`crate::filter::parse`]).
     #[error("bad filter at byte {pos}: {msg}")]
     FilterParse {

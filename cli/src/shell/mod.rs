@@ -18,6 +18,7 @@ pub use ddl::show_name;
 pub mod lex;
 pub mod parse;
 
+use crate::DataDir;
 use basalt_core::Connection;
 use lex::ParseError;
 use parse::parse_line;
@@ -71,9 +72,10 @@ pub enum Flow {
     Exit,
 }
 
-/// A shell session over one connection.
+/// A shell session over one data directory.
 pub struct Shell {
     conn: Connection,
+    dir: DataDir,
 }
 
 /// The commands, by group, with a one-line usage each (`help` prints them).
@@ -113,9 +115,12 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
 ];
 
 impl Shell {
-    /// A shell over `conn`.
-    pub fn new(conn: Connection) -> Self {
-        Shell { conn }
+    /// A shell over the open data directory `dir`.
+    pub fn new(dir: DataDir) -> Self {
+        Shell {
+            conn: dir.conn.clone(),
+            dir,
+        }
     }
 
     /// Runs one line, writing its output (or its one `ERROR:` line) to `out`.
@@ -249,11 +254,11 @@ fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
     }
 }
 
-/// Runs every line of `input` (a script or standard input) against `conn`, writing the
+/// Runs every line of `input` (a script or standard input) against `dir`, writing the
 /// output to `out`; stops at `exit` or the end of the input. Only a failing `out` is an
 /// error: a command's failure is an `ERROR:` line and the script goes on.
-pub async fn run_script(conn: &Connection, input: &str, out: &mut dyn Write) -> io::Result<()> {
-    let mut shell = Shell::new(conn.clone());
+pub async fn run_script(dir: &DataDir, input: &str, out: &mut dyn Write) -> io::Result<()> {
+    let mut shell = Shell::new(dir.clone());
     for line in input.lines() {
         if shell.execute(line, out).await? == Flow::Exit {
             break;

@@ -188,6 +188,10 @@ pub(crate) fn copy_error(e: &Error) -> Error {
         Error::IndexNotReady(i) => Error::IndexNotReady(i.clone()),
         Error::IndexNotFound(i) => Error::IndexNotFound(i.clone()),
         Error::IndexTableWrite(i) => Error::IndexTableWrite(i.clone()),
+        Error::ReadOnlyTable { table, missing } => Error::ReadOnlyTable {
+            table: table.clone(),
+            missing: missing.clone(),
+        },
         other => Error::WritesRefused(other.to_string()),
     }
 }
