@@ -965,3 +965,44 @@ async fn async_wal_keeps_its_durability_and_skip_wal_is_logged_with_its_index_ro
     check_all(&conn, &admin).await.unwrap();
     conn.close().await.unwrap();
 }
+
+/// A unique index whose build meets two rows with one value fails with the violation and
+/// leaves nothing behind: no index definition, no index table, and the duplicates (and new
+/// writes of the value) still write.
+#[tokio::test]
+async fn a_failed_unique_build_is_undone() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reg, rt) = registry();
+    let conn = Connection::open_with(Config::new(dir.path()).coprocessor_loader(reg))
+        .await
+        .unwrap();
+    data_table(&conn).await;
+    let admin = IndexAdmin::new(&conn, rt);
+    let t = conn.table("t").unwrap();
+    for r in ["a", "b"] {
+        t.put(Put::new(r).add_column("f", "a", "same"))
+            .await
+            .unwrap();
+    }
+    let err = admin
+        .create(IndexDef::new("u", "t").column("f", "a").unique())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UniqueViolation { .. }), "{err:?}");
+    assert!(admin.list("t").await.unwrap().is_empty());
+    assert!(!conn.admin().table_exists("t.idx.u").await.unwrap());
+    t.put(Put::new("c").add_column("f", "a", "same"))
+        .await
+        .unwrap();
+    // The name is free again: a plain index of the same name builds.
+    admin
+        .create(IndexDef::new("u", "t").column("f", "a"))
+        .await
+        .unwrap();
+    let u = admin.index("t", "u").await.unwrap();
+    assert_eq!(
+        u.keys(&Query::eq(vec![val("same")])).await.unwrap().len(),
+        3
+    );
+    conn.close().await.unwrap();
+}

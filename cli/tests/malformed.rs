@@ -39,7 +39,7 @@ fn malformed(g: &mut Gen) -> String {
         "create 'x', 'f', {SPLITS => ['a']}",
         "describe 't'",
     ];
-    match g.below(12) {
+    match g.below(13) {
         0 => format!("zz{} '{}'", g.word(), g.text()),
         1 => format!(
             "{} 't', '{}",
@@ -82,6 +82,27 @@ fn malformed(g: &mut Gen) -> String {
         8 => format!("scan 't', {{FILTER => \"{}((\"}}", g.word()),
         9 => format!("){}", g.text()),
         10 => format!("get 't', {}", g.word()),
+        11 => g
+            .pick(&[
+                "alter 't'",
+                "alter 't', METHOD => 'rename'",
+                "split",
+                "split 'default:t,x,99'",
+                "merge_region 'x'",
+                "merge_region '1', '1', '1', '1'",
+                "create_index 't'",
+                "create_index 't', 'i', 'noqualifier'",
+                "scan_index 't', 'nosuch'",
+                "verify_index 't'",
+                "aggregate 't'",
+                "aggregate 't', 'sum'",
+                "aggregate 't', 'mode', 'f:q'",
+                "list_coprocessors",
+                "truncate_preserve",
+                "count 't', {INTERVAL => 0}",
+                "create 's', 'f', {SALT_BUCKETS => 0}",
+            ])
+            .to_string(),
         _ => format!(
             "scan 't', {{{} => 1}}",
             g.pick(&["NOPE", "LIMIT", "'x'", "VERSIONS", "TIMERANGE", "RAW"])

@@ -2,13 +2,17 @@
 //! directory through `basalt_cli::run_script`, and its output, less the `Took ...` lines
 //! (their times vary), must equal `NAME.out`. `BLESS=1 cargo test -p basalt-cli --test
 //! transcripts` rewrites the `.out` files from the current output (review the diff).
+//! Transcripts run with the tool's built-in coprocessors registered ([`basalt_cli::DataDir`]).
 
 use std::path::Path;
 
+/// The output less what varies from run to run: `Took` lines, and hook latencies
+/// (`list_coprocessors`' AVG_LATENCY, shown as `N.Nus`).
 fn strip_took(text: &str) -> String {
+    let latency = regex::Regex::new(r" +\d+\.\dus\b").unwrap();
     text.lines()
         .filter(|l| !l.starts_with("Took "))
-        .map(|l| format!("{l}\n"))
+        .map(|l| format!("{}\n", latency.replace_all(l, " N.Nus")))
         .collect()
 }
 

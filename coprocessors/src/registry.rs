@@ -53,10 +53,8 @@ pub struct Registry {
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut names: Vec<String> = self.factories.read().keys().cloned().collect();
-        names.sort();
         f.debug_struct("Registry")
-            .field("names", &names)
+            .field("names", &self.names())
             .field("default_timeout", &self.default_timeout)
             .finish()
     }
@@ -128,6 +126,13 @@ impl Registry {
     /// [`basalt_core::RecoveryRepair`]); run in registration order.
     pub fn register_recovery_repair(&self, repair: Arc<dyn RecoveryRepair>) {
         self.repairs.write().push(repair);
+    }
+
+    /// The registered names, sorted.
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.factories.read().keys().cloned().collect();
+        names.sort();
+        names
     }
 
     /// True when `name` is registered.

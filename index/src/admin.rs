@@ -236,7 +236,9 @@ impl IndexAdmin {
     /// Creates an index: its table, then the maintainer (state BUILDING), then an online
     /// build over the table's existing rows while writes go on, reporting `(rows done,
     /// rows total)` to `progress` after every batch (the total is counted when the build
-    /// starts; the last call has done = total), then state ACTIVE.
+    /// starts; the last call has done = total), then state ACTIVE. A build that fails (a
+    /// unique index over rows that repeat a value) drops the index again and returns the
+    /// build's error.
     pub async fn create_with_progress(
         &self,
         mut def: IndexDef,
@@ -267,7 +269,17 @@ impl IndexAdmin {
         def.state = IndexState::Building;
         self.store(&data, &def.name, Some(&def)).await?;
         drop(data_desc);
-        self.build(&data, &mut progress).await?;
+        if let Err(e) = self.build(&data, &mut progress).await {
+            // Undone: a half-built index would go on being maintained on every write (a
+            // unique one refusing the duplicates that failed its build) and never be queried.
+            if let Err(undo) = self.drop_index(&data, &def.name).await {
+                return Err(Error::bad_argument(format!(
+                    "building index {} failed ({e}) and dropping it failed too ({undo}): drop it with drop_index",
+                    def.name
+                )));
+            }
+            return Err(e);
+        }
         def.state = IndexState::Active;
         self.store(&data, &def.name, Some(&def)).await
     }
@@ -355,13 +367,28 @@ impl IndexAdmin {
     /// written during the two scans may show as differences). Index rows whose values
     /// expired are left out on both sides.
     pub async fn verify(&self, table: impl IntoTableName, name: &str) -> Result<VerifyReport> {
+        self.verify_with_progress(table, name, |_| {}).await
+    }
+
+    /// [`IndexAdmin::verify`], reporting the rows read so far (data rows, then index rows)
+    /// to `progress` every [`BUILD_BATCH`] rows and once at the end.
+    pub async fn verify_with_progress(
+        &self,
+        table: impl IntoTableName,
+        name: &str,
+        mut progress: impl FnMut(u64) + Send,
+    ) -> Result<VerifyReport> {
         let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         let h = self.handle(def).await?;
-        Ok(self.compare(&h).await?.0)
+        Ok(self.compare(&h, &mut progress).await?.0)
     }
 
-    async fn compare(&self, h: &Index) -> Result<(VerifyReport, HashMap<Bytes, Bytes>)> {
+    async fn compare(
+        &self,
+        h: &Index,
+        progress: &mut (dyn FnMut(u64) + Send),
+    ) -> Result<(VerifyReport, HashMap<Bytes, Bytes>)> {
         let now = now_ms();
         let ttl = |f: &[u8]| h.ttls.get(f).copied();
         let live =
@@ -371,6 +398,9 @@ impl IndexAdmin {
         let mut data_rows = h.data.scan(Scan::new())?;
         while let Some(r) = data_rows.try_next().await? {
             report.data_rows += 1;
+            if report.data_rows.is_multiple_of(BUILD_BATCH as u64) {
+                progress(report.data_rows);
+            }
             if let Some(e) = h.layout.entry(&r.row, &r)? {
                 if live(&e.cells) {
                     if let Some((prev, _)) = expected.insert(e.row.clone(), (e, r.row.clone())) {
@@ -385,6 +415,9 @@ impl IndexAdmin {
         let mut owners = HashMap::new();
         while let Some(r) = index_rows.try_next().await? {
             report.index_rows += 1;
+            if report.index_rows.is_multiple_of(BUILD_BATCH as u64) {
+                progress(report.data_rows + report.index_rows);
+            }
             let cells = cells_of(&r);
             if !live(&cells) {
                 continue;
@@ -401,6 +434,7 @@ impl IndexAdmin {
                 Some(_) => {}
             }
         }
+        progress(report.data_rows + report.index_rows);
         for (k, (_, owner)) in expected {
             owners.insert(k.clone(), owner);
             report.missing.push(k);
@@ -412,10 +446,21 @@ impl IndexAdmin {
     /// rows are rewritten by touching their data rows, extra ones deleted under their data
     /// row's lock. Returns what was found before the repair.
     pub async fn repair(&self, table: impl IntoTableName, name: &str) -> Result<VerifyReport> {
+        self.repair_with_progress(table, name, |_| {}).await
+    }
+
+    /// [`IndexAdmin::repair`], reporting the rows its verification has read to `progress`
+    /// as [`IndexAdmin::verify_with_progress`] does.
+    pub async fn repair_with_progress(
+        &self,
+        table: impl IntoTableName,
+        name: &str,
+        mut progress: impl FnMut(u64) + Send,
+    ) -> Result<VerifyReport> {
         let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         let h = self.handle(def).await?;
-        let (report, owners) = self.compare(&h).await?;
+        let (report, owners) = self.compare(&h, &mut progress).await?;
         for row in report.extra.iter() {
             if let Some(owner) = owners.get(row).filter(|o| !o.is_empty()) {
                 self.runtime

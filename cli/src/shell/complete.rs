@@ -22,12 +22,14 @@ pub fn complete(line: &str, pos: usize, tables: &[String]) -> (usize, Vec<String
     let word = &head[start..];
     let before = &head[..start];
     if before.trim().is_empty() {
-        let names = COMMANDS
+        let mut names: Vec<String> = COMMANDS
             .iter()
             .map(|(_, n, _)| *n)
             .filter(|n| n.starts_with(word))
             .map(|n| format!("{n} "))
             .collect();
+        names.sort();
+        names.dedup();
         return (start, names);
     }
     match before.chars().last() {
@@ -61,6 +63,8 @@ mod tests {
                 0,
                 vec![
                     "list ".into(),
+                    "list_coprocessors ".into(),
+                    "list_indexes ".into(),
                     "list_namespace ".into(),
                     "list_namespace_tables ".into(),
                     "list_regions ".into()

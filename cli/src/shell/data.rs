@@ -6,6 +6,8 @@ use super::args::{as_bool, as_int, as_string, column, columns, key_name, Args};
 use super::binary::{to_bytes_binary, to_string_binary};
 use super::ddl::table_arg;
 use super::parse::Value;
+use super::progress;
+use super::target::Target;
 use super::ShellError;
 use basalt_core::client::{Append, Delete, Get, Increment, Put, Scan, TimeRange};
 use basalt_core::{Cell, CellType, Connection, Filter};
@@ -27,7 +29,7 @@ fn col_arg(a: &Args<'_>, i: usize) -> Result<(Vec<u8>, Vec<u8>), ShellError> {
 
 pub(super) async fn put(conn: &Connection, a: &Args<'_>) -> Result<(), ShellError> {
     a.count(4, 5)?;
-    let t = conn.table(table_arg(a, 0)?)?;
+    let name = table_arg(a, 0)?;
     let row = a.bytes(1, "the row key")?;
     let (f, q) = col_arg(a, 2)?;
     let value = a.bytes(3, "the value")?;
@@ -35,7 +37,7 @@ pub(super) async fn put(conn: &Connection, a: &Args<'_>) -> Result<(), ShellErro
         Some(ts) => Put::new(&row).add_column_ts(f, q, ts, value),
         None => Put::new(&row).add_column(f, q, value),
     };
-    t.put(p).await?;
+    Target::open(conn, name).await?.put(p).await?;
     Ok(())
 }
 
@@ -115,7 +117,7 @@ pub(super) async fn get(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(2, 3)?;
-    let t = conn.table(table_arg(a, 0)?)?;
+    let t = Target::open(conn, table_arg(a, 0)?).await?;
     let row = a.bytes(1, "the row key")?;
     let mut o = ReadOpts::default();
     match a.vals.get(2) {
@@ -158,6 +160,18 @@ pub(super) async fn get(
     }
     out.push_str(&format!("{} row(s)\n", r.cells.len()));
     Ok(())
+}
+
+/// One row as `scan` prints it: a `ROW  column=f:q, timestamp=..., value=...` line a cell.
+pub(super) fn print_row(r: &basalt_core::client::RowResult, out: &mut String) {
+    for c in &r.cells {
+        out.push_str(&format!(
+            " {:<34}column={}, {}\n",
+            to_string_binary(&r.row),
+            col_text(c),
+            cell_text(c)
+        ));
+    }
 }
 
 fn build_scan(a: &Args<'_>) -> Result<Scan, ShellError> {
@@ -219,20 +233,15 @@ pub(super) async fn scan(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(1, 2)?;
-    let t = conn.table(table_arg(a, 0)?)?;
-    let mut rows = t.scan(build_scan(a)?)?;
+    let name = table_arg(a, 0)?;
+    let scan = build_scan(a)?;
+    let t = Target::open(conn, name).await?;
+    let mut rows = t.scan(scan)?;
     out.push_str(&format!("{:<35}{}\n", "ROW", "COLUMN+CELL"));
     let mut n = 0;
     while let Some(r) = rows.try_next().await? {
         n += 1;
-        for c in &r.cells {
-            out.push_str(&format!(
-                " {:<34}column={}, {}\n",
-                to_string_binary(&r.row),
-                col_text(c),
-                cell_text(c)
-            ));
-        }
+        print_row(&r, out);
     }
     out.push_str(&format!("{n} row(s)\n"));
     Ok(())
@@ -244,17 +253,45 @@ pub(super) async fn count(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(1, 2)?;
-    if let Some(v) = a.vals.get(1) {
-        if !matches!(v, Value::Hash(_)) {
-            return Err(a.usage(format!("the options are a hash, not {}", v.kind())));
+    // INTERVAL and CACHE are count's own; the rest are scan options (FILTER, STARTROW, ...).
+    let mut interval: u64 = 1000;
+    let mut scan_opts = Vec::new();
+    match a.vals.get(1) {
+        None => {}
+        Some(Value::Hash(pairs)) => {
+            for (k, v) in pairs {
+                match key_name(k).as_deref() {
+                    Some("INTERVAL") => match as_int(v) {
+                        Some(n) if n >= 1 => interval = n as u64,
+                        _ => return Err(a.usage("INTERVAL must be a positive integer")),
+                    },
+                    Some("CACHE") => {}
+                    _ => scan_opts.push((k.clone(), v.clone())),
+                }
+            }
+        }
+        Some(v) => return Err(a.usage(format!("the options are a hash, not {}", v.kind()))),
+    }
+    let vals = [a.vals[0].clone(), Value::Hash(scan_opts)];
+    let scan = build_scan(&Args {
+        cmd: a.cmd,
+        vals: &vals,
+    })?;
+    let t = Target::open(conn, table_arg(a, 0)?).await?;
+    let mut rows = t.scan(scan)?;
+    let bar = progress::counter("counting rows");
+    let mut n: u64 = 0;
+    while let Some(r) = rows.try_next().await? {
+        n += 1;
+        bar.inc(1);
+        if n.is_multiple_of(interval) {
+            out.push_str(&format!(
+                "Current count: {n}, row: {}\n",
+                to_string_binary(&r.row)
+            ));
         }
     }
-    let t = conn.table(table_arg(a, 0)?)?;
-    let mut rows = t.scan(Scan::new())?;
-    let mut n: u64 = 0;
-    while rows.try_next().await?.is_some() {
-        n += 1;
-    }
+    bar.finish_and_clear();
     out.push_str(&format!("{n} row(s)\n"));
     Ok(())
 }
@@ -265,7 +302,7 @@ pub(super) async fn delete(conn: &Connection, a: &Args<'_>) -> Result<(), ShellE
     } else {
         a.count(2, 4)?;
     }
-    let t = conn.table(table_arg(a, 0)?)?;
+    let t = Target::open(conn, table_arg(a, 0)?).await?;
     let row = a.bytes(1, "the row key")?;
     let ts = ts_arg(a, 3)?;
     let d = match a.vals.get(2) {
@@ -302,7 +339,7 @@ pub(super) async fn counter(
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    let t = conn.table(table_arg(a, 0)?)?;
+    let t = Target::open(conn, table_arg(a, 0)?).await?;
     let row = a.bytes(1, "the row key")?;
     let (f, q) = col_arg(a, 2)?;
     let value = if a.cmd == "incr" {
@@ -330,7 +367,7 @@ pub(super) async fn append(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(4, 4)?;
-    let t = conn.table(table_arg(a, 0)?)?;
+    let t = Target::open(conn, table_arg(a, 0)?).await?;
     let row = a.bytes(1, "the row key")?;
     let (f, q) = col_arg(a, 2)?;
     let v = a.bytes(3, "the value")?;

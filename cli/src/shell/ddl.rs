@@ -10,8 +10,8 @@ use super::binary::{to_bytes_binary, to_string_binary};
 use super::parse::Value;
 use super::ShellError;
 use basalt_core::{
-    BloomType, ColumnFamilyDescriptor, Compression, Connection, KeepDeletedCells, PreSplit,
-    SplitAlgorithm, TableDescriptor, TableName, DEFAULT_NAMESPACE,
+    BloomType, ColumnFamilyDescriptor, Compression, Connection, HashedPart, KeepDeletedCells,
+    PreSplit, SaltSpec, SplitAlgorithm, TableDescriptor, TableName, DEFAULT_NAMESPACE,
 };
 
 /// How HBase's shell prints a table name.
@@ -62,7 +62,7 @@ fn bool_opt(a: &Args<'_>, key: &str, v: &Value) -> Result<bool, ShellError> {
     as_bool(v).ok_or_else(|| a.usage(format!("{key} must be true or false, not {v}")))
 }
 
-fn family(
+pub(super) fn family(
     a: &Args<'_>,
     pairs: &[(Value, Value)],
     out: &mut String,
@@ -180,6 +180,16 @@ pub(super) async fn create(
                                     .collect(),
                             );
                         }
+                        "SALT_BUCKETS" => {
+                            let n = int_opt(a, &key, v, 1, 65_536)? as u32;
+                            let spec = desc.salt.take().map_or(SaltSpec::new(n), |s| SaltSpec { buckets: n, ..s });
+                            desc = desc.salt(spec);
+                        }
+                        "SALT_HASH_PREFIX" => {
+                            let n = int_opt(a, &key, v, 1, u32::MAX as i64)? as u32;
+                            let spec = desc.salt.take().unwrap_or_else(|| SaltSpec::new(0));
+                            desc = desc.salt(spec.hash_prefix(n));
+                        }
                         "NUMREGIONS" => numregions = Some(int_opt(a, &key, v, 2, 1 << 20)? as usize),
                         "SPLITALGO" => {
                             algo = Some(match as_string(v).as_deref() {
@@ -212,6 +222,9 @@ pub(super) async fn create(
     }
     if desc.families.is_empty() {
         return Err(a.usage("give at least one column family"));
+    }
+    if desc.salt.as_ref().is_some_and(|s| s.buckets == 0) {
+        return Err(a.usage("SALT_HASH_PREFIX needs SALT_BUCKETS"));
     }
     conn.admin().create_table_with_splits(desc, split).await?;
     out.push_str(&format!("Created table {}\n", show_name(&name)));
@@ -292,7 +305,15 @@ pub(super) async fn describe(
         ));
     }
     if let Some(salt) = &d.salt {
-        out.push_str(&format!("SALT => {salt:?}\n"));
+        let part = match &salt.part {
+            HashedPart::WholeKey => "WHOLE_KEY".to_string(),
+            HashedPart::Prefix(n) => format!("PREFIX({n})"),
+            HashedPart::Component { index, .. } => format!("COMPONENT({index})"),
+        };
+        out.push_str(&format!(
+            "TABLE_ATTRIBUTES => {{SALT_BUCKETS => '{}', SALT_HASH => '{:?}', SALT_FORMAT => '{:?}', SALTED_PART => '{part}'}}\n",
+            salt.buckets, salt.hash, salt.format
+        ));
     }
     out.push_str(&format!("{} row(s)\n", d.families.len()));
     Ok(())

@@ -9,14 +9,19 @@
 //! The interactive mode (line editing, history, Tab completion from [`complete`]) is the
 //! binary's: it feeds each line to [`Shell::execute`].
 
+mod admin;
+mod aggregate;
 pub mod args;
 pub mod binary;
 pub mod complete;
 mod data;
 mod ddl;
+mod index;
 pub use ddl::show_name;
 pub mod lex;
 pub mod parse;
+pub mod progress;
+mod target;
 
 use crate::DataDir;
 use basalt_core::Connection;
@@ -84,7 +89,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("general", "version", "version"),
     ("general", "status", "status"),
     ("general", "exit", "exit"),
-    ("ddl", "create", "create 't', 'f1' | {NAME => 'f1', VERSIONS => 3, TTL => 86400, MIN_VERSIONS, KEEP_DELETED_CELLS, COMPRESSION, BLOOMFILTER, BLOCKSIZE, BLOCKCACHE, IN_MEMORY}, ..., [{SPLITS => ['a','b'] | SPLITS_FILE => 'f.txt' | NUMREGIONS => n, SPLITALGO => 'HexStringSplit'|'DecimalStringSplit'|'UniformSplit'}]"),
+    ("ddl", "create", "create 't', 'f1' | {NAME => 'f1', VERSIONS => 3, TTL => 86400, MIN_VERSIONS, KEEP_DELETED_CELLS, COMPRESSION, BLOOMFILTER, BLOCKSIZE, BLOCKCACHE, IN_MEMORY}, ..., [{SPLITS => ['a','b'] | SPLITS_FILE => 'f.txt' | NUMREGIONS => n, SPLITALGO => 'HexStringSplit'|'DecimalStringSplit'|'UniformSplit', SALT_BUCKETS => n, SALT_HASH_PREFIX => bytes}] (a salted table: data commands then take logical row keys)"),
     ("ddl", "list", "list | list 'regex'"),
     ("ddl", "describe", "describe 't'"),
     ("ddl", "exists", "exists 't'"),
@@ -93,7 +98,9 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("ddl", "is_enabled", "is_enabled 't'"),
     ("ddl", "is_disabled", "is_disabled 't'"),
     ("ddl", "drop", "drop 't' (disable it first)"),
+    ("ddl", "alter", "alter 't', NAME => 'f', VERSIONS => 5 (adds or changes family f) | 'f' | 'delete' => 'f' | {NAME => 'f', METHOD => 'delete'} | 'coprocessor' => 'name|priority|key=value,...' | METHOD => 'table_att_unset', NAME => 'coprocessor$1'"),
     ("ddl", "truncate", "truncate 't' (drops every row; one region after)"),
+    ("ddl", "truncate_preserve", "truncate_preserve 't' (drops every row, keeps the region boundaries)"),
     ("namespace", "create_namespace", "create_namespace 'ns'"),
     ("namespace", "list_namespace", "list_namespace"),
     ("namespace", "drop_namespace", "drop_namespace 'ns' (it must hold no table)"),
@@ -101,7 +108,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("dml", "put", "put 't', 'row', 'f:q', 'value' [, ts]"),
     ("dml", "get", "get 't', 'row' [, 'f:q' | ['f:q', ...] | {COLUMN(S) => ..., TIMESTAMP => ts, TIMERANGE => [min, max], VERSIONS => n, FILTER => \"...\"}]"),
     ("dml", "scan", "scan 't' [, {STARTROW, STOPROW, ROWPREFIXFILTER, COLUMNS, LIMIT, REVERSED, VERSIONS, TIMERANGE, FILTER, RAW}]"),
-    ("dml", "count", "count 't'"),
+    ("dml", "count", "count 't' [, {INTERVAL => 1000, FILTER => \"...\", STARTROW, STOPROW}] (prints the count every INTERVAL rows)"),
     ("dml", "delete", "delete 't', 'row', 'f:q' [, ts]"),
     ("dml", "deleteall", "deleteall 't', 'row' [, 'f:q' [, ts]]"),
     ("dml", "incr", "incr 't', 'row', 'f:q' [, n]"),
@@ -112,6 +119,15 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("admin", "flush", "flush 't'"),
     ("admin", "compact", "compact 't'"),
     ("admin", "major_compact", "major_compact 't'"),
+    ("admin", "split", "split 't' | split 't', 'key' | split 'region' [, 'key'] (regions as list_regions names them, or by id)"),
+    ("admin", "merge_region", "merge_region 'region a', 'region b' | merge_region ['a', 'b', ...] (adjacent regions)"),
+    ("indexes", "create_index", "create_index 't', 'name', 'f:q' | ['f:a', 'f:b DESC'] [, {INCLUDE => ['f:c'], UNIQUE => true, SPARSE => true, SALT_BUCKETS => n}] (online build)"),
+    ("indexes", "drop_index", "drop_index 't', 'name'"),
+    ("indexes", "list_indexes", "list_indexes | list_indexes 't'"),
+    ("indexes", "scan_index", "scan_index 't', 'name', 'value' | ['v1', 'v2'] | {EQ => [...] | PREFIX => [...] | FROM => [...], TO => [...], LIMIT => n, REVERSED => true, ROWS => true}"),
+    ("indexes", "verify_index", "verify_index 't', 'name' [, {REPAIR => true}]"),
+    ("aggregation", "aggregate", "aggregate 't', 'count'|'sum'|'min'|'max'|'avg'|'std'|'median' [, 'f:q'] [, {STARTROW => 'a', STOPROW => 'b', TYPE => 'long'|'unsigned'|'double'}]"),
+    ("coprocessors", "list_coprocessors", "list_coprocessors 't' (run order, state, calls, errors, latency)"),
 ];
 
 impl Shell {
@@ -187,6 +203,17 @@ impl Shell {
             "create_namespace" | "drop_namespace" | "list_namespace" | "list_namespace_tables" => {
                 ddl::namespace(&self.conn, &a, out).await?
             }
+            "alter" => admin::alter(&self.dir, &a, out).await?,
+            "truncate_preserve" => admin::truncate_preserve(&self.dir, &a, out).await?,
+            "split" => admin::split(&self.dir, &a, out).await?,
+            "merge_region" => admin::merge_region(&self.dir, &a, out).await?,
+            "create_index" => index::create_index(&self.dir, &a, out).await?,
+            "drop_index" => index::drop_index(&self.dir, &a).await?,
+            "list_indexes" => index::list_indexes(&self.dir, &a, out).await?,
+            "scan_index" => index::scan_index(&self.dir, &a, out).await?,
+            "verify_index" => index::verify_index(&self.dir, &a, out).await?,
+            "aggregate" => aggregate::aggregate(&self.dir, &a, out).await?,
+            "list_coprocessors" => admin::list_coprocessors(&self.dir, &a, out).await?,
             "get_splits" | "list_regions" => ddl::regions(&self.conn, &a, out).await?,
             "flush" | "compact" | "major_compact" => ddl::maintain(&self.conn, &a).await?,
             "put" => data::put(&self.conn, &a).await?,
@@ -199,7 +226,7 @@ impl Shell {
             other => {
                 if KNOWN_ELSEWHERE.contains(&other) {
                     return Err(ShellError::Unsupported(format!(
-                        "'{other}' is an HBase shell command the basalt shell does not have yet (issue 25); type 'help' for the commands it has."
+                        "'{other}' is an HBase shell command the basalt shell does not have; type 'help' for the commands it has."
                     )));
                 }
                 return Err(ShellError::UnknownCommand(other.to_string()));
@@ -210,17 +237,7 @@ impl Shell {
 }
 
 /// HBase commands not built yet: they get a clearer error than an unknown word.
-const KNOWN_ELSEWHERE: &[&str] = &[
-    "alter",
-    "truncate_preserve",
-    "split",
-    "merge_region",
-    "whoami",
-    "snapshot",
-    "clone_snapshot",
-    "grant",
-    "revoke",
-];
+const KNOWN_ELSEWHERE: &[&str] = &["whoami", "snapshot", "clone_snapshot", "grant", "revoke"];
 
 fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
     a.count(0, 1)?;
