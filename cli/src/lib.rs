@@ -12,4 +12,4 @@ pub mod datadir;
 pub mod shell;
 
 pub use datadir::DataDir;
-pub use shell::{run_script, Flow, Shell, ShellError};
+pub use shell::{run_script, run_script_until, Flow, Shell, ShellError};

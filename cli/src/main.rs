@@ -17,6 +17,8 @@ use rustyline::{Context, Editor, Helper};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 /// Basalt's command-line tool.
 #[derive(Parser)]
@@ -48,12 +50,25 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if e.is::<Interrupted>() => ExitCode::from(130),
         Err(e) => {
             eprintln!("ERROR: {e}");
             ExitCode::FAILURE
         }
     }
 }
+
+/// A script stopped by Ctrl-C (exit status 130, as a shell's).
+#[derive(Debug)]
+struct Interrupted;
+
+impl std::fmt::Display for Interrupted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("interrupted by Ctrl-C")
+    }
+}
+
+impl std::error::Error for Interrupted {}
 
 fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
     let Command::Shell {
@@ -79,17 +94,41 @@ fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
         let data = basalt_cli::DataDir::open(&dir)
             .await
             .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
+        let interrupted = Arc::new(AtomicBool::new(false));
+        watch_ctrl_c(interrupted.clone());
         let result = if interactive {
-            interactive_shell(&data).await
+            interactive_shell(&data, interrupted.clone()).await
         } else {
             let mut out = std::io::stdout().lock();
-            basalt_cli::run_script(&data, &input, &mut out)
+            basalt_cli::run_script_until(&data, &input, &mut out, interrupted.clone())
                 .await
                 .map_err(Into::into)
         };
         data.close().await?;
-        result
+        result?;
+        if !interactive && interrupted.load(Ordering::Relaxed) {
+            // The script stopped early: say so in the exit status, as a shell does.
+            return Err(Interrupted.into());
+        }
+        Ok(())
     })
+}
+
+/// Ctrl-C sets `interrupted` (the running scan or count stops at its next row, a script
+/// before its next line, and the engine then closes cleanly); a second Ctrl-C before the
+/// first was handled exits at once, which loses nothing acknowledged (the WAL has it).
+fn watch_ctrl_c(interrupted: Arc<AtomicBool>) {
+    tokio::spawn(async move {
+        while tokio::signal::ctrl_c().await.is_ok() {
+            if interrupted.swap(true, Ordering::Relaxed) {
+                eprintln!("interrupted twice: exiting without closing the engine (the WAL keeps every acknowledged write)");
+                std::process::exit(130);
+            }
+            eprintln!(
+                "interrupting: the command stops at its next step (Ctrl-C again to exit now)"
+            );
+        }
+    });
 }
 
 /// The line editor's helper: completes command names and the tables it was last told of.
@@ -120,7 +159,10 @@ impl Highlighter for Completion {}
 impl Validator for Completion {}
 impl Helper for Completion {}
 
-async fn interactive_shell(data: &basalt_cli::DataDir) -> Result<(), Box<dyn std::error::Error>> {
+async fn interactive_shell(
+    data: &basalt_cli::DataDir,
+    interrupted: Arc<AtomicBool>,
+) -> Result<(), Box<dyn std::error::Error>> {
     let conn = &data.conn;
     let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".basalt_history"));
     let mut editor: Editor<Completion, DefaultHistory> = Editor::new()?;
@@ -133,7 +175,7 @@ async fn interactive_shell(data: &basalt_cli::DataDir) -> Result<(), Box<dyn std
         "Basalt shell {}: HBase shell commands; 'help' lists them, 'exit' leaves.",
         env!("CARGO_PKG_VERSION")
     );
-    let mut shell = basalt_cli::Shell::new(data.clone());
+    let mut shell = basalt_cli::Shell::new(data.clone()).interrupted_by(interrupted.clone());
     loop {
         let tables = match conn.admin().list_tables().await {
             Ok(ts) => ts
@@ -151,6 +193,7 @@ async fn interactive_shell(data: &basalt_cli::DataDir) -> Result<(), Box<dyn std
                     let _ = editor.add_history_entry(line.as_str());
                 }
                 let mut out = std::io::stdout().lock();
+                interrupted.store(false, Ordering::Relaxed);
                 if shell.execute(&line, &mut out).await? == basalt_cli::Flow::Exit {
                     break;
                 }

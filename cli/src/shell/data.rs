@@ -12,6 +12,7 @@ use super::ShellError;
 use basalt_core::client::{Append, Delete, Get, Increment, Put, Scan, TimeRange};
 use basalt_core::{Cell, CellType, Connection, Filter};
 use futures::TryStreamExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 fn ts_arg(a: &Args<'_>, i: usize) -> Result<Option<u64>, ShellError> {
     match a.opt_int(i, "the timestamp")? {
@@ -230,6 +231,7 @@ fn build_scan(a: &Args<'_>) -> Result<Scan, ShellError> {
 pub(super) async fn scan(
     conn: &Connection,
     a: &Args<'_>,
+    stop: &AtomicBool,
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(1, 2)?;
@@ -240,6 +242,9 @@ pub(super) async fn scan(
     out.push_str(&format!("{:<35}{}\n", "ROW", "COLUMN+CELL"));
     let mut n = 0;
     while let Some(r) = rows.try_next().await? {
+        if stop.load(Ordering::Relaxed) {
+            return Err(ShellError::Interrupted(format!("{n} row(s) scanned")));
+        }
         n += 1;
         print_row(&r, out);
     }
@@ -250,6 +255,7 @@ pub(super) async fn scan(
 pub(super) async fn count(
     conn: &Connection,
     a: &Args<'_>,
+    stop: &AtomicBool,
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(1, 2)?;
@@ -282,6 +288,10 @@ pub(super) async fn count(
     let bar = progress::counter("counting rows");
     let mut n: u64 = 0;
     while let Some(r) = rows.try_next().await? {
+        if stop.load(Ordering::Relaxed) {
+            bar.finish_and_clear();
+            return Err(ShellError::Interrupted(format!("{n} row(s) counted")));
+        }
         n += 1;
         bar.inc(1);
         if n.is_multiple_of(interval) {

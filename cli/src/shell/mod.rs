@@ -28,6 +28,8 @@ use basalt_core::Connection;
 use lex::ParseError;
 use parse::parse_line;
 use std::io::{self, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Why a command failed: printed as one `ERROR: ...` line.
@@ -50,6 +52,9 @@ pub enum ShellError {
     /// Something HBase has that Basalt does not.
     #[error("{0}")]
     Unsupported(String),
+    /// Ctrl-C stopped the command (what it had done is said; nothing it wrote is undone).
+    #[error("interrupted by Ctrl-C after {0}")]
+    Interrupted(String),
     /// The engine refused.
     #[error("{}", engine_message(.0))]
     Engine(#[from] basalt_core::Error),
@@ -81,6 +86,7 @@ pub enum Flow {
 pub struct Shell {
     conn: Connection,
     dir: DataDir,
+    interrupted: Arc<AtomicBool>,
 }
 
 /// The commands, by group, with a one-line usage each (`help` prints them).
@@ -136,7 +142,22 @@ impl Shell {
         Shell {
             conn: dir.conn.clone(),
             dir,
+            interrupted: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// This shell, stopped by `flag` (see [`Shell::interrupt_flag`]).
+    pub fn interrupted_by(mut self, flag: Arc<AtomicBool>) -> Self {
+        self.interrupted = flag;
+        self
+    }
+
+    /// The flag Ctrl-C sets: scans and counts stop at their next row, a script at its next
+    /// line; schema changes, compactions and index builds run to their end (stopping them
+    /// halfway would leave work for the next open, or an index half built). The
+    /// interactive shell clears it before each command.
+    pub fn interrupt_flag(&self) -> Arc<AtomicBool> {
+        self.interrupted.clone()
     }
 
     /// Runs one line, writing its output (or its one `ERROR:` line) to `out`.
@@ -218,8 +239,8 @@ impl Shell {
             "flush" | "compact" | "major_compact" => ddl::maintain(&self.conn, &a).await?,
             "put" => data::put(&self.conn, &a).await?,
             "get" => data::get(&self.conn, &a, out).await?,
-            "scan" => data::scan(&self.conn, &a, out).await?,
-            "count" => data::count(&self.conn, &a, out).await?,
+            "scan" => data::scan(&self.conn, &a, &self.interrupted, out).await?,
+            "count" => data::count(&self.conn, &a, &self.interrupted, out).await?,
             "delete" | "deleteall" => data::delete(&self.conn, &a).await?,
             "incr" | "get_counter" => data::counter(&self.conn, &a, out).await?,
             "append" => data::append(&self.conn, &a, out).await?,
@@ -275,8 +296,27 @@ fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
 /// output to `out`; stops at `exit` or the end of the input. Only a failing `out` is an
 /// error: a command's failure is an `ERROR:` line and the script goes on.
 pub async fn run_script(dir: &DataDir, input: &str, out: &mut dyn Write) -> io::Result<()> {
-    let mut shell = Shell::new(dir.clone());
-    for line in input.lines() {
+    run_script_until(dir, input, out, Arc::new(AtomicBool::new(false))).await
+}
+
+/// [`run_script`], stopping at the first line after `interrupted` is set (by Ctrl-C),
+/// with one `ERROR:` line saying how far it got.
+pub async fn run_script_until(
+    dir: &DataDir,
+    input: &str,
+    out: &mut dyn Write,
+    interrupted: Arc<AtomicBool>,
+) -> io::Result<()> {
+    let mut shell = Shell::new(dir.clone()).interrupted_by(interrupted);
+    for (n, line) in input.lines().enumerate() {
+        if shell.interrupted.load(Ordering::Relaxed) {
+            writeln!(
+                out,
+                "ERROR: interrupted by Ctrl-C: the script stopped before line {}",
+                n + 1
+            )?;
+            break;
+        }
         if shell.execute(line, out).await? == Flow::Exit {
             break;
         }
