@@ -129,7 +129,7 @@ mod tests {
         );
         assert_eq!(
             complete("sc 'messages'", 2, &tables).1,
-            vec!["scan ".to_string()]
+            vec!["scan ".to_string(), "scan_index ".to_string()]
         );
     }
 }
