@@ -42,7 +42,10 @@
 //! marker). Puts must carry explicit timestamps, since the model could not predict the value
 //! a server-assigned one would take.
 //!
-//! Compaction: flushes and minor compactions change no answer, so the model ignores them.
+//! Compaction: flushes and minor compactions change no answer, so the model ignores them;
+//! raw reads aside, which show masked puts until a flush or compaction happens to drop
+//! them, so [`Model::check_raw_scan`] accepts every answer some choice of dropped writes
+//! gives. The model keeps every write of a version for that (`RowFamily::older`).
 //! A major compaction ([`Model::major_compact`], applied when the engine's major compaction
 //! ran on a flushed table) forgets for good what HBase's major compaction removes, so later
 //! answers change as the reference guide says ("Major compactions change query results"):
@@ -377,7 +380,8 @@ pub struct ScanSpec {
     pub batch: Option<usize>,
     /// A filter on cells.
     pub filter: Option<CellFilter>,
-    /// A raw scan: markers too (rules R1 to R4 of the matcher's module doc).
+    /// A raw scan: the stored cells, markers too (rules R1 to R6 of the matcher's module
+    /// doc); checked by [`Model::check_raw_scan`], not [`Model::scan`].
     pub raw: bool,
 }
 
@@ -484,6 +488,10 @@ impl Stored {
 struct RowFamily {
     /// qualifier -> timestamp -> value of the latest write at that timestamp (rule 3).
     puts: BTreeMap<Bytes, BTreeMap<Timestamp, Stored>>,
+    /// (qualifier, timestamp) -> the earlier writes of that version since the last major
+    /// compaction, newest first: no read sees them, but when a flush drops a masked newer
+    /// write, a raw read may show one that another file still holds.
+    older: BTreeMap<(Bytes, Timestamp), Vec<Stored>>,
     /// Timestamps of DeleteFamily markers.
     family: BTreeSet<Timestamp>,
     /// Timestamps of DeleteFamilyVersion markers.
@@ -510,61 +518,60 @@ impl RowFamily {
                 .is_some_and(|s| s.iter().any(|m| ts == *m && counts(*m)))
     }
 
-    /// What a raw read of column `q` returns (markers of the column included, not the
-    /// family's), in store order: rules R2 to R4 of the matcher's module doc.
-    fn raw_column(
-        &self,
-        q: &Bytes,
-        rules: &Rules,
-        range: TimeRange,
-        max_versions: u32,
-        now_ms: u64,
-    ) -> Vec<(Timestamp, CellType, Bytes)> {
-        let in_range = |ts: Timestamp| ts >= range.min && ts < range.max;
-        let mut out: Vec<(Timestamp, CellType, Bytes)> = Vec::new();
-        let markers = [
+    /// The qualifiers a raw read of this family may show cells of: those with puts or
+    /// column markers, and the empty one (the family markers' column) when there are
+    /// family markers.
+    fn raw_qualifiers(&self) -> BTreeSet<Bytes> {
+        let mut qualifiers: BTreeSet<Bytes> = self.puts.keys().cloned().collect();
+        qualifiers.extend(self.column.keys().cloned());
+        qualifiers.extend(self.version.keys().cloned());
+        if !self.family.is_empty() || !self.family_version.is_empty() {
+            qualifiers.insert(Bytes::new());
+        }
+        qualifiers
+    }
+
+    /// What the stores may hold of column `q` (with the family markers when `q` is empty),
+    /// in store order: timestamp descending, markers before puts.
+    fn raw_candidates(&self, q: &Bytes, rules: &Rules, now_ms: u64) -> Vec<RawCandidate> {
+        let mut out = Vec::new();
+        let mut markers = vec![
             (self.column.get(q), CellType::DeleteColumn),
             (self.version.get(q), CellType::Delete),
         ];
+        if q.is_empty() {
+            markers.push((Some(&self.family), CellType::DeleteFamily));
+            markers.push((Some(&self.family_version), CellType::DeleteFamilyVersion));
+        }
         for (set, kind) in markers {
-            for ts in set.into_iter().flatten().filter(|ts| in_range(**ts)) {
-                out.push((*ts, kind, Bytes::new()));
+            for ts in set.into_iter().flatten() {
+                out.push(RawCandidate::Marker { ts: *ts, kind });
             }
         }
-        let expire_before = rules.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
-        // What a minor compaction drops: masked by a marker that does not keep deleted
-        // cells, or expired without min versions.
-        let dropped = |ts: Timestamp| {
-            self.masked_by(q, ts, |m| !rules.keeps(m, now_ms))
-                || (ts < expire_before && rules.min_versions == 0)
-        };
-        let puts = self
-            .puts
-            .get(q)
-            .into_iter()
-            .flatten()
-            .rev()
-            .filter(|(ts, _)| !dropped(**ts) && in_range(**ts));
-        for (ts, v) in puts.take(max_versions as usize) {
-            out.push((*ts, CellType::Put, v.value.clone()));
+        for (ts, newest) in self.puts.get(q).into_iter().flatten() {
+            let mut writes = vec![newest.clone()];
+            writes.extend(
+                self.older
+                    .get(&(q.clone(), *ts))
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            );
+            out.push(RawCandidate::Put {
+                ts: *ts,
+                writes,
+                droppable: self.masked_by(q, *ts, |m| !rules.keeps(m, now_ms)),
+            });
         }
+        out.sort_by(|a, b| b.ts().cmp(&a.ts()).then(b.rank().cmp(&a.rank())));
         out
-    }
-
-    /// The family markers inside `range`, for a raw read.
-    fn raw_family_markers(&self, range: TimeRange) -> Vec<(Timestamp, CellType, Bytes)> {
-        let in_range = |ts: &&Timestamp| **ts >= range.min && **ts < range.max;
-        let family = self.family.iter().filter(in_range);
-        let version = self.family_version.iter().filter(in_range);
-        family
-            .map(|ts| (*ts, CellType::DeleteFamily, Bytes::new()))
-            .chain(version.map(|ts| (*ts, CellType::DeleteFamilyVersion, Bytes::new())))
-            .collect()
     }
 
     /// Forgets what a major compaction at `now_ms` removes (see the module doc).
     fn major_compact(&mut self, rules: &Rules, now_ms: u64) {
         let expire_before = rules.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
+        // It keeps one write per version.
+        self.older.clear();
         let mut puts = std::mem::take(&mut self.puts);
         for (q, versions) in puts.iter_mut() {
             // Newer versions no marker masks, counted from the newest down.
@@ -724,17 +731,20 @@ impl Model {
                 *ts != LATEST_TIMESTAMP,
                 "model: puts need explicit timestamps"
             );
-            self.slot(&p.row, f)
-                .puts
-                .entry(q.clone())
-                .or_default()
-                .insert(
-                    *ts,
-                    Stored {
-                        value: v.clone(),
-                        ttl: p.ttl,
-                    },
-                );
+            let slot = self.slot(&p.row, f);
+            let replaced = slot.puts.entry(q.clone()).or_default().insert(
+                *ts,
+                Stored {
+                    value: v.clone(),
+                    ttl: p.ttl,
+                },
+            );
+            if let Some(old) = replaced {
+                slot.older
+                    .entry((q.clone(), *ts))
+                    .or_default()
+                    .insert(0, old);
+            }
         }
     }
 
@@ -977,58 +987,117 @@ impl Model {
         out
     }
 
-    /// What a raw read of one row returns (rules R1 to R4 of the matcher's module doc), in
-    /// store order: by family, qualifier, timestamp descending, markers before puts.
-    fn read_row_raw(
+    /// Checks a raw scan's results (`got`, one result per row: raw scans here have no
+    /// batch) against what the stores may hold. A raw read shows the stored cells (rules R1
+    /// to R6 of the matcher's module doc), and a flush or compaction drops a masked put when
+    /// its input also holds a marker masking it that does not keep deleted cells (as
+    /// HBase's do), at times the model cannot know. So each such put may show with any of
+    /// its writes or not at all, as long as the rest of its column agrees (a shown one
+    /// counts among the versions). Markers with `server_time` timestamps are left out of
+    /// the comparison: the model does not know their exact timestamps (they count as no
+    /// version, so nothing else depends on them).
+    pub fn check_raw_scan(
+        &self,
+        s: &ScanSpec,
+        got: &[RowResult],
+        server_time: impl Fn(Timestamp) -> bool,
+    ) -> Result<(), String> {
+        assert!(s.raw && s.batch.is_none() && s.filter.is_none());
+        let now = wall_clock_ms();
+        let rows: Vec<&Bytes> = self.rows.keys().filter(|r| s.contains(r)).collect();
+        let ordered: Box<dyn Iterator<Item = &&Bytes>> = if s.reverse {
+            Box::new(rows.iter().rev())
+        } else {
+            Box::new(rows.iter())
+        };
+        let limit = s.limit.unwrap_or(usize::MAX);
+        if got.len() > limit {
+            return Err(format!("{} rows past the limit {limit}", got.len()));
+        }
+        let mut next = 0;
+        for row in ordered {
+            if next == limit {
+                break; // the engine stopped at the limit: later rows are not read
+            }
+            let cells: &[Cell] = match got.get(next) {
+                Some(r) if r.row == **row => {
+                    next += 1;
+                    &r.cells
+                }
+                // A row the engine showed nothing of.
+                _ => &[],
+            };
+            let cells: Vec<&Cell> = cells
+                .iter()
+                .filter(|c| c.kind == CellType::Put || !server_time(c.timestamp))
+                .collect();
+            self.check_raw_row(row, s, &cells, now, &server_time)
+                .map_err(|e| format!("row {:?}: {e}", String::from_utf8_lossy(row)))?;
+        }
+        match got.get(next) {
+            Some(r) => Err(format!(
+                "the engine showed row {:?}, which the model has not at that place",
+                String::from_utf8_lossy(&r.row)
+            )),
+            None => Ok(()),
+        }
+    }
+
+    /// [`Model::check_raw_scan`] for one row's cells.
+    fn check_raw_row(
         &self,
         row: &Bytes,
-        columns: &Columns,
-        range: TimeRange,
-        max_versions: u32,
-    ) -> Vec<Cell> {
-        let now = wall_clock_ms();
-        let Some(families) = self.rows.get(row) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (family, wanted) in self.resolve(columns) {
+        s: &ScanSpec,
+        cells: &[&Cell],
+        now_ms: u64,
+        server_time: &impl Fn(Timestamp) -> bool,
+    ) -> Result<(), String> {
+        let empty = BTreeMap::new();
+        let families = self.rows.get(row).unwrap_or(&empty);
+        let mut rest = cells;
+        for (family, wanted) in self.resolve(&s.columns) {
             let Some(rf) = families.get(&family) else {
                 continue;
             };
             let rules = self.rules(&family);
-            let selected = |q: &Bytes| wanted.as_ref().is_none_or(|w| w.contains(q));
-            let mut qualifiers: BTreeSet<&Bytes> = rf.puts.keys().collect();
-            qualifiers.extend(rf.column.keys());
-            qualifiers.extend(rf.version.keys());
-            let mut cells: Vec<(Bytes, Timestamp, CellType, Bytes)> = Vec::new();
-            if selected(&Bytes::new()) {
-                for (ts, kind, v) in rf.raw_family_markers(range) {
-                    cells.push((Bytes::new(), ts, kind, v));
+            for q in rf.raw_qualifiers() {
+                if wanted.as_ref().is_some_and(|w| !w.contains(&q)) {
+                    continue;
                 }
-            }
-            for q in qualifiers.into_iter().filter(|q| selected(q)) {
-                for (ts, kind, v) in rf.raw_column(q, &rules, range, max_versions, now) {
-                    cells.push((q.clone(), ts, kind, v));
-                }
-            }
-            // Store order: qualifier, timestamp descending, kind code descending.
-            cells.sort_by(|a, b| {
-                a.0.cmp(&b.0)
-                    .then(b.1.cmp(&a.1))
-                    .then(b.2.code().cmp(&a.2.code()))
-            });
-            for (q, ts, kind, value) in cells {
-                out.push(Cell {
-                    row: row.clone(),
-                    family: family.clone(),
-                    qualifier: q,
-                    timestamp: ts,
-                    kind,
-                    value,
-                });
+                let n = rest
+                    .iter()
+                    .take_while(|c| c.family == family && c.qualifier == q)
+                    .count();
+                let (column, after) = rest.split_at(n);
+                rest = after;
+                check_raw_column(
+                    &rf.raw_candidates(&q, &rules, now_ms),
+                    column,
+                    &rules,
+                    s.time_range,
+                    s.max_versions,
+                    now_ms,
+                    server_time,
+                )
+                .map_err(|e| {
+                    format!(
+                        "column {}:{}: {e}",
+                        String::from_utf8_lossy(&family),
+                        String::from_utf8_lossy(&q)
+                    )
+                })?;
             }
         }
-        out
+        match rest.first() {
+            Some(c) => Err(format!(
+                "the engine showed {}:{}@{} {:?} out of place or never written",
+                String::from_utf8_lossy(&c.family),
+                String::from_utf8_lossy(&c.qualifier),
+                c.timestamp,
+                c.kind
+            )),
+            None => Ok(()),
+        }
     }
 
     /// What a get returns: the row's visible cells, or an empty result (with an empty row
@@ -1066,18 +1135,14 @@ impl Model {
             if left == 0 {
                 break;
             }
-            let cells = if s.raw {
-                assert!(s.filter.is_none(), "model: raw scans are not filtered");
-                self.read_row_raw(row, &s.columns, s.time_range, s.max_versions)
-            } else {
-                self.read_row(
-                    row,
-                    &s.columns,
-                    s.time_range,
-                    s.max_versions,
-                    s.filter.as_ref(),
-                )
-            };
+            assert!(!s.raw, "model: raw scans are checked by check_raw_scan");
+            let cells = self.read_row(
+                row,
+                &s.columns,
+                s.time_range,
+                s.max_versions,
+                s.filter.as_ref(),
+            );
             if cells.is_empty() {
                 continue;
             }
@@ -1100,4 +1165,152 @@ impl Model {
             ..ScanSpec::default()
         })
     }
+}
+
+/// One cell a raw read of a column may show (see [`Model::check_raw_scan`]).
+#[derive(Debug, Clone)]
+enum RawCandidate {
+    /// A delete marker: stored until a major compaction forgets it.
+    Marker { ts: Timestamp, kind: CellType },
+    /// A put version, its writes newest first. When no marker that does not keep deleted
+    /// cells masks it (`droppable` false) its newest write is always stored; otherwise
+    /// flushes and compactions may have dropped any of its writes.
+    Put {
+        ts: Timestamp,
+        writes: Vec<Stored>,
+        droppable: bool,
+    },
+}
+
+impl RawCandidate {
+    fn ts(&self) -> Timestamp {
+        match self {
+            RawCandidate::Marker { ts, .. } | RawCandidate::Put { ts, .. } => *ts,
+        }
+    }
+
+    /// The store order's rank at one timestamp (higher first).
+    fn rank(&self) -> u8 {
+        match self {
+            RawCandidate::Marker { kind, .. } => kind.code(),
+            RawCandidate::Put { .. } => CellType::Put.code(),
+        }
+    }
+}
+
+/// Whether `got`, the cells a raw read showed of one column (server-time markers left
+/// out), is what the matcher's rules R1 to R6 give for some choice of which writes of the
+/// droppable puts of `candidates` the stores still hold. The choice is made greedily: a
+/// droppable put shows exactly when the engine's next cell is one of its writes, and one
+/// that does not show may still have ended the column (counted past the versions bound)
+/// when the engine showed nothing after it.
+fn check_raw_column(
+    candidates: &[RawCandidate],
+    got: &[&Cell],
+    rules: &Rules,
+    range: TimeRange,
+    max_versions: u32,
+    now_ms: u64,
+    server_time: &impl Fn(Timestamp) -> bool,
+) -> Result<(), String> {
+    let expire_before = rules.ttl_ms.map_or(0, |ttl| now_ms.saturating_sub(ttl));
+    let shown = |c: &Cell| {
+        format!(
+            "{}@{} {:?}",
+            String::from_utf8_lossy(&c.value),
+            c.timestamp,
+            c.kind
+        )
+    };
+    let mut puts = 0u32;
+    let mut next = 0usize;
+    // The column ends here: nothing more may have been shown.
+    let end = |next: usize| match got.get(next) {
+        Some(c) => Err(format!("{} shown past the column's end", shown(c))),
+        None => Ok(()),
+    };
+    for candidate in candidates {
+        let ts = candidate.ts();
+        let expired = ts < expire_before;
+        if (expired && rules.min_versions == 0) || ts < range.min || ts >= range.max {
+            continue;
+        }
+        let ends = |puts: u32| puts > max_versions || (expired && puts > rules.min_versions);
+        match candidate {
+            RawCandidate::Marker { kind, .. } => {
+                if server_time(ts) {
+                    continue;
+                }
+                if ends(puts) {
+                    return end(next);
+                }
+                match got.get(next) {
+                    Some(c) if c.timestamp == ts && c.kind == *kind && c.value.is_empty() => {
+                        next += 1;
+                    }
+                    other => {
+                        return Err(format!(
+                            "marker {kind:?}@{ts} missing, the engine showed {:?}",
+                            other.map(|c| shown(c))
+                        ))
+                    }
+                }
+            }
+            RawCandidate::Put {
+                writes,
+                droppable: false,
+                ..
+            } => {
+                let newest = &writes[0];
+                if newest.expired(ts, now_ms) {
+                    continue; // its own TTL ran out: hidden, and older writes with it
+                }
+                puts += 1;
+                if ends(puts) {
+                    return end(next);
+                }
+                match got.get(next) {
+                    Some(c)
+                        if c.timestamp == ts
+                            && c.kind == CellType::Put
+                            && c.value == newest.value =>
+                    {
+                        next += 1;
+                    }
+                    other => {
+                        return Err(format!(
+                            "put {}@{ts} missing, the engine showed {:?}",
+                            String::from_utf8_lossy(&newest.value),
+                            other.map(|c| shown(c))
+                        ))
+                    }
+                }
+            }
+            RawCandidate::Put {
+                writes,
+                droppable: true,
+                ..
+            } => {
+                let mut values = writes
+                    .iter()
+                    .filter(|w| !w.expired(ts, now_ms))
+                    .map(|w| &w.value);
+                let is_next = got.get(next).is_some_and(|c| {
+                    c.timestamp == ts
+                        && c.kind == CellType::Put
+                        && values.clone().any(|v| *v == c.value)
+                });
+                if is_next {
+                    puts += 1;
+                    if ends(puts) {
+                        return end(next);
+                    }
+                    next += 1;
+                } else if next == got.len() && values.next().is_some() && ends(puts + 1) {
+                    return Ok(()); // a write of it still stored may have ended the column
+                }
+            }
+        }
+    }
+    end(next)
 }

@@ -209,7 +209,8 @@ impl<B: Backend> Admin<B> {
     }
     /// Runs a minor compaction of every store of every region of a table, as often as the
     /// table's compaction policy selects files, and returns when they finished. A minor
-    /// compaction never changes what reads return.
+    /// compaction never changes what reads return, raw scans aside (they show masked puts
+    /// until a flush or compaction drops them, as in HBase).
     pub async fn compact(&self, name: impl IntoTableName) -> Result<()> {
         self.backend
             .compact(&name.into_table_name()?, CompactionKind::Minor)

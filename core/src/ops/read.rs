@@ -183,13 +183,14 @@ impl Scan {
             raw: false,
         }
     }
-    /// A raw scan (HBase's `Scan.setRaw`, the shell's `RAW => true`): delete markers come
-    /// back as cells of their kind ([`crate::cell::Cell::kind`]) with the versions they
-    /// mask (in a family that keeps deleted cells) and the versions beyond the family's max
-    /// versions that no major compaction removed yet. Never what a flush or minor
-    /// compaction may already have dropped (masked versions of other families, expired
-    /// ones), so the answer does not depend on when those ran. `max_versions` counts puts
-    /// only; the family markers' qualifier is empty.
+    /// A raw scan (HBase's `Scan.setRaw`, the shell's `RAW => true`): the cells the stores
+    /// hold, delete markers as cells of their kind ([`crate::cell::Cell::kind`]), with no
+    /// marker applied. A put a marker masks shows until a flush or compaction whose input
+    /// holds both drops it (as HBase's do, unless the family keeps deleted cells), so the
+    /// answer depends on when those ran; versions beyond the family's max versions show
+    /// until a major compaction. `max_versions` counts puts only, and the first put past it
+    /// ends its column (older markers included); the family markers' qualifier is empty.
+    /// Rules R1 to R6 of the matcher (`core/src/storage/matcher.rs`).
     ///
     /// ```
     /// use basalt_core::client::Scan;

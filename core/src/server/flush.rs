@@ -20,7 +20,8 @@
 //! A flush writes the snapshot through the minor-compaction filter
 //! ([`crate::storage::compaction`]), as HBase's flush does: a put masked by a marker in the
 //! same snapshot (without keep-deleted-cells), an older write of the same version and, in a
-//! family without min versions, a put past its TTL are not written; no read result changes.
+//! family without min versions, a put past its TTL are not written; no read result changes
+//! but a raw read's, which no longer shows the masked put (HBase's flush drops it too).
 //! A successful flush then checks the region's stores for a background minor compaction.
 //!
 //! The global MemStore budget: all MemStores of the engine together stay near

@@ -3,7 +3,8 @@
 //! [`CompactionIter`] takes the merged, deduplicated cells of its input (the selected files
 //! of one store, or one MemStore snapshot) in [`StoreKey`](crate::cell::StoreKey) order and
 //! yields the cells to write. It works one row at a time, against the matcher's rules
-//! ([`crate::storage::matcher`]), and drops only what no reader can miss:
+//! ([`crate::storage::matcher`]), and drops only what no reader can miss (a raw reader
+//! aside, as in HBase: it sees the masked puts a flush or compaction drops):
 //!
 //! * **Every kind** ([`CompactionKind::Minor`], also used by flushes, and
 //!   [`CompactionKind::Major`]) drops an older write of a put when a newer write at the same
@@ -19,7 +20,8 @@
 //!   beyond max versions, expired versions protected by min versions and delete markers can
 //!   all matter to cells outside the input (a newer version in another file may be deleted;
 //!   a marker may mask a put in another file or in the MemStore). So a minor compaction never
-//!   changes any read result.
+//!   changes any read result, except a raw read's: like HBase's, that shows masked puts
+//!   until a compaction or flush drops them (rules R1 to R6 of the matcher).
 //! * A **major** compaction covers every file of the store. Without keep-deleted-cells it
 //!   keeps exactly what the matcher's rule 4 keeps for a reader that sees everything: it
 //!   drops every delete marker, every masked put, versions beyond max versions and expired
