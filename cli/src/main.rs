@@ -1,9 +1,15 @@
-//! The `basalt` binary: parses the command line and runs the shell ([`basalt_cli`]).
+//! The `basalt` binary: parses the command line and runs the shell or one of the tools
+//! ([`basalt_cli`]).
 //!
 //! `basalt shell DIR [SCRIPT]` runs the commands of SCRIPT, or of standard input, against
 //! the data directory DIR (created if missing), printing only their output. With neither a
 //! script nor `-n`, and standard input a terminal, the shell is interactive: line editing,
 //! history (`~/.basalt_history`) and Tab completion of command and table names.
+//!
+//! `basalt check DIR`, `basalt repair DIR`, `basalt report DIR [--table T] [--plot FILE]` and
+//! `basalt import DIR TABLE FILE ...` (docs/cli.md) exit with 0 when all is well, 1 when
+//! they found damage (or a bad line stopped the import), 130 after Ctrl-C stopped an import,
+//! and 2 when they could not run (one `ERROR: ...` line on standard error).
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
@@ -25,7 +31,7 @@ use std::sync::Arc;
 #[command(
     name = "basalt",
     version,
-    about = "Basalt's command-line tool: the HBase shell over a data directory"
+    about = "Basalt's command-line tool: the HBase shell, offline check and repair, region reports and imports over a data directory"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -44,17 +50,60 @@ enum Command {
         #[arg(short = 'n', long = "non-interactive")]
         non_interactive: bool,
     },
+    #[command(flatten)]
+    Tool(Tool),
+}
+
+/// The commands other than the shell: they exit with 0, 1, 130 or 2.
+#[derive(Subcommand)]
+enum Tool {
+    /// Checks a closed data directory offline: the catalog, every store file, the WAL.
+    Check {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// Sets the damaged store files of a closed data directory aside, then checks it again.
+    Repair {
+        /// The data directory.
+        dir: PathBuf,
+    },
+    /// Prints each table's regions: keys, size, store files, cells, requests, data share.
+    Report {
+        /// The data directory.
+        dir: PathBuf,
+        /// Only this table.
+        #[arg(long)]
+        table: Option<String>,
+        /// Writes an SVG bar chart of each region's data share to FILE.
+        #[arg(long, value_name = "FILE")]
+        plot: Option<PathBuf>,
+    },
+    /// Bulk loads a TSV or CSV file into a table (HBase ImportTsv's column syntax).
+    Import(basalt_cli::import::ImportArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) if e.is::<Interrupted>() => ExitCode::from(130),
-        Err(e) => {
-            eprintln!("ERROR: {e}");
-            ExitCode::FAILURE
-        }
+    match cli.command {
+        Command::Shell {
+            dir,
+            script,
+            non_interactive,
+        } => match shell(dir, script, non_interactive) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) if e.is::<Interrupted>() => ExitCode::from(130),
+            Err(e) => {
+                eprintln!("ERROR: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Tool(t) => match tool(t) {
+            Ok(code) => ExitCode::from(code),
+            Err(e) => {
+                eprintln!("ERROR: {e}");
+                ExitCode::from(2)
+            }
+        },
     }
 }
 
@@ -70,12 +119,42 @@ impl std::fmt::Display for Interrupted {
 
 impl std::error::Error for Interrupted {}
 
-fn run(cli: Cli) -> Result<(), Box<dyn std::error::Error>> {
-    let Command::Shell {
-        dir,
-        script,
-        non_interactive,
-    } = cli.command;
+/// Runs `check`, `repair`, `report` or `import`; the exit code.
+fn tool(command: Tool) -> Result<u8, basalt_cli::ToolError> {
+    let mut out = std::io::stdout().lock();
+    let healthy = |ok: bool| if ok { 0 } else { 1 };
+    match command {
+        Tool::Check { dir } => basalt_cli::offline::run_check(&dir, &mut out).map(healthy),
+        Tool::Repair { dir } => basalt_cli::offline::run_repair(&dir, &mut out).map(healthy),
+        Tool::Report { dir, table, plot } => runtime()?.block_on(async {
+            basalt_cli::report::run(&dir, table.as_deref(), plot.as_deref(), &mut out)
+                .await
+                .map(|_| 0)
+        }),
+        Tool::Import(args) => runtime()?.block_on(async {
+            let summary = basalt_cli::import::command(&args, &mut out).await?;
+            if let Some(basalt_cli::import::Stop::Failed(e)) = &summary.stop {
+                eprintln!("ERROR: {e}");
+            }
+            Ok(summary.exit_code())
+        }),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, basalt_cli::ToolError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            basalt_cli::ToolError::io("start the runtime for", std::path::Path::new("basalt"), e)
+        })
+}
+
+fn shell(
+    dir: PathBuf,
+    script: Option<PathBuf>,
+    non_interactive: bool,
+) -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
