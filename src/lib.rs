@@ -68,3 +68,8 @@ pub struct SnapshotsGuideSnippets;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/shell.md")]
 pub struct ShellGuideSnippets;
+
+/// The snippets of `docs/cli.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/cli.md")]
+pub struct CliGuideSnippets;

@@ -288,7 +288,8 @@ fn row_range(start: &[u8], end: &[u8]) -> String {
 }
 
 /// The repair as text: the check it acted on, each file set aside with what may have been
-/// lost, the tables the next open verifies, then the check after the repair.
+/// lost, the tables the next open verifies, then the check after the repair (its verdict
+/// alone when it is healthy, all of it otherwise).
 pub fn render_repair(r: &RepairReport, after: &DirectoryCheck) -> String {
     let mut s = render_check(&r.check);
     if r.set_aside.is_empty() {
@@ -331,8 +332,15 @@ pub fn render_repair(r: &RepairReport, after: &DirectoryCheck) -> String {
             names.join(", ")
         );
     }
-    let _ = writeln!(s, "after the repair:");
-    s.push_str(&render_check(after));
+    let again = render_check(after);
+    if after.is_healthy() {
+        // Only the verdict: the files are those above, less the ones set aside.
+        let verdict = again.lines().last().unwrap_or_default();
+        let _ = writeln!(s, "after the repair: {verdict}");
+    } else {
+        let _ = writeln!(s, "after the repair:");
+        s.push_str(&again);
+    }
     s
 }
 

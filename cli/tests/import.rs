@@ -14,6 +14,11 @@ use indicatif::ProgressBar;
 use std::path::Path;
 use std::process::{Command, Output};
 
+/// The tests of this file run one at a time: a test that spawns the binary forks while
+/// another may hold a directory's lock, and the child holds a copy of that lock until it
+/// execs, so a concurrent open could find the directory "already open".
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 async fn table(dir: &Path, desc: TableDescriptor) {
     let data = DataDir::open(dir).await.unwrap();
     data.conn.admin().create_table(desc).await.unwrap();
@@ -84,6 +89,7 @@ async fn cells(dir: &Path, table: &str, row: &[u8]) -> Vec<(String, u64, Vec<u8>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tsv_with_timestamps_and_bad_lines() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["cf", "other"])).await;
@@ -179,6 +185,7 @@ async fn tsv_with_timestamps_and_bad_lines() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csv_through_the_binary_with_quotes_and_one_timestamp() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("ns_less", &["f"])).await;
@@ -231,6 +238,7 @@ async fn csv_through_the_binary_with_quotes_and_one_timestamp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn import_time_is_every_cells_timestamp_and_empty_columns_can_be_skipped() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["f"])).await;
@@ -253,6 +261,7 @@ async fn import_time_is_every_cells_timestamp_and_empty_columns_can_be_skipped()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stops_at_the_first_bad_line_when_told() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["f"])).await;
@@ -291,6 +300,7 @@ async fn stops_at_the_first_bad_line_when_told() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_between_batches() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["f"])).await;
@@ -317,6 +327,7 @@ async fn ctrl_c_stops_between_batches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn salted_rows_land_in_their_buckets_and_read_by_logical_key() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("events", &["d"]).salt(SaltSpec::new(8))).await;
@@ -372,6 +383,7 @@ async fn salted_rows_land_in_their_buckets_and_read_by_logical_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_read_only_tables_missing_families_and_bad_arguments() {
+    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(
