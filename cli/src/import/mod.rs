@@ -333,3 +333,101 @@ impl ImportSummary {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(define: &[&str]) -> ImportArgs {
+        ImportArgs {
+            table: "t".into(),
+            batch: 10,
+            define: define.iter().map(|d| d.to_string()).collect(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn defaults_and_importtsv_settings() {
+        let o = ImportOptions::from_args(&args(&["importtsv.columns=HBASE_ROW_KEY,f:a"])).unwrap();
+        assert_eq!(
+            (o.separator, o.skip_bad_lines, o.skip_empty_columns),
+            (b'\t', true, false)
+        );
+        assert_eq!(o.timestamp, None);
+        let o = ImportOptions::from_args(&args(&[
+            "importtsv.columns=HBASE_ROW_KEY,f:a",
+            "importtsv.separator=|",
+            "importtsv.skip.bad.lines=false",
+            "importtsv.skip.empty.columns=TRUE",
+            "importtsv.timestamp=42",
+        ]))
+        .unwrap();
+        assert_eq!(
+            (
+                o.separator,
+                o.skip_bad_lines,
+                o.skip_empty_columns,
+                o.timestamp
+            ),
+            (b'|', false, true, Some(42))
+        );
+        let mut csv = args(&[]);
+        csv.columns = Some("HBASE_ROW_KEY,f:a".into());
+        csv.csv = true;
+        csv.skip_bad_lines = Some(false);
+        let o = ImportOptions::from_args(&csv).unwrap();
+        assert_eq!((o.separator, o.skip_bad_lines), (b',', false));
+        // The same setting twice with one value is fine; with two it is not.
+        csv.define = vec!["importtsv.skip.bad.lines=no".into()];
+        assert!(ImportOptions::from_args(&csv).is_ok());
+        csv.define = vec!["importtsv.skip.bad.lines=yes".into()];
+        let e = ImportOptions::from_args(&csv).unwrap_err().to_string();
+        assert!(e.contains("given twice, as false and true"), "{e}");
+        for bad in [
+            "importtsv.skip.bad.lines=maybe",
+            "importtsv.timestamp=-1",
+            "no-equals-sign",
+        ] {
+            let mut a = csv.clone();
+            a.define = vec![bad.into()];
+            assert!(ImportOptions::from_args(&a).is_err(), "{bad}");
+        }
+        let mut zero = csv.clone();
+        zero.define.clear();
+        zero.batch = 0;
+        assert!(ImportOptions::from_args(&zero).is_err());
+    }
+
+    #[test]
+    fn exit_codes_follow_the_stop() {
+        let mut s = ImportSummary {
+            table: "t".into(),
+            salt_buckets: None,
+            csv: false,
+            rows_imported: 5,
+            records_read: 6,
+            bad_lines: 1,
+            listed_bad_lines: vec![BadLine {
+                line: 6,
+                reason: BadLineKind::NoDelimiter,
+            }],
+            last_line: 6,
+            bytes_read: 60,
+            bytes_total: 60,
+            elapsed: Duration::from_secs(1),
+            stop: None,
+        };
+        assert_eq!((s.exit_code(), s.rows_per_second()), (0, 5.0));
+        assert!(s
+            .render()
+            .contains("bad lines: 1\n  line 6: No delimiter\n"));
+        s.stop = Some(Stop::BadLine(s.listed_bad_lines[0].clone()));
+        assert_eq!(s.exit_code(), 1);
+        s.stop = Some(Stop::Interrupted);
+        assert_eq!(s.exit_code(), 130);
+        s.stop = Some(Stop::Failed(ToolError::Usage("x".into())));
+        assert_eq!(s.exit_code(), 2);
+        assert!(s.render().contains("failed after line 6: x"));
+    }
+}

@@ -291,6 +291,27 @@ mod tests {
     }
 
     proptest! {
+        /// Separators against a model: a one-character ASCII string or `\xNN` is that byte
+        /// (line ends refused), anything longer that is not an escape is refused.
+        #[test]
+        fn separators_match_the_model(b in any::<u8>(), text in "[a-z\\\\,;|]{2,4}") {
+            let want = if b == b'\n' || b == b'\r' { None } else { Some(b) };
+            prop_assert_eq!(parse_separator(&format!("\\x{b:02x}")).ok(), want);
+            prop_assert_eq!(parse_separator(&format!("\\x{b:02X}")).ok(), want);
+            if b.is_ascii() {
+                prop_assert_eq!(parse_separator(&char::from(b).to_string()).ok(), want);
+            }
+            let escape = match text.as_str() {
+                "\\t" => Some(b'\t'),
+                "\\\\" => Some(b'\\'),
+                t => t
+                    .strip_prefix("\\x")
+                    .filter(|h| h.len() == 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok()),
+            };
+            prop_assert_eq!(parse_separator(&text).ok(), escape);
+        }
+
         /// The parser against a model of ImportTsv's rules, over specifications written with
         /// random spaces around the entries.
         #[test]
