@@ -173,8 +173,12 @@ fn shell(
         let data = basalt_cli::DataDir::open(&dir)
             .await
             .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
-        let interrupted = Arc::new(AtomicBool::new(false));
-        watch_ctrl_c(interrupted.clone());
+        // Ctrl-C stops the running scan or count at its next row and a script before its
+        // next line; the engine then closes cleanly.
+        let interrupted = basalt_cli::progress::Interrupt::on_ctrl_c(
+            "the command stops at its next row, a script before its next line",
+        )
+        .flag();
         let result = if interactive {
             interactive_shell(&data, interrupted.clone()).await
         } else {
@@ -191,23 +195,6 @@ fn shell(
         }
         Ok(())
     })
-}
-
-/// Ctrl-C sets `interrupted` (the running scan or count stops at its next row, a script
-/// before its next line, and the engine then closes cleanly); a second Ctrl-C before the
-/// first was handled exits at once, which loses nothing acknowledged (the WAL has it).
-fn watch_ctrl_c(interrupted: Arc<AtomicBool>) {
-    tokio::spawn(async move {
-        while tokio::signal::ctrl_c().await.is_ok() {
-            if interrupted.swap(true, Ordering::Relaxed) {
-                eprintln!("interrupted twice: exiting without closing the engine (the WAL keeps every acknowledged write)");
-                std::process::exit(130);
-            }
-            eprintln!(
-                "interrupting: the command stops at its next step (Ctrl-C again to exit now)"
-            );
-        }
-    });
 }
 
 /// The line editor's helper: completes command names and the tables it was last told of.

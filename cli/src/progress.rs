@@ -48,6 +48,30 @@ pub fn spinner(what: &str) -> ProgressBar {
     bar
 }
 
+/// A spinner counting items of unknown total, labelled `what` (hidden when standard error
+/// is not a terminal).
+pub fn counter(what: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(None, target());
+    if let Ok(style) = ProgressStyle::with_template("{spinner} {msg}: {human_pos} ({per_sec})") {
+        bar.set_style(style);
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
+/// A bar over `total` items, labelled `what` (hidden when standard error is not a
+/// terminal).
+pub fn items_bar(total: u64, what: &str) -> ProgressBar {
+    let bar = ProgressBar::with_draw_target(Some(total), target());
+    if let Ok(style) =
+        ProgressStyle::with_template("{msg} [{bar:40}] {human_pos}/{human_len} ({eta} left)")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.set_message(what.to_string());
+    bar
+}
+
 /// A flag raised by Ctrl-C (or by [`Interrupt::raise`]) that long work reads between steps.
 /// Cheap to clone; clones share the flag.
 #[derive(Debug, Clone, Default)]
@@ -61,22 +85,31 @@ impl Interrupt {
         Self::default()
     }
 
-    /// A flag raised by the first Ctrl-C the process receives; a second one exits the
-    /// process with code 130. Must be called inside a tokio runtime.
+    /// A flag raised by Ctrl-C: each Ctrl-C raises it (printing what stops), and one that
+    /// comes while it is still raised (the work has not reached a safe point, or nobody
+    /// lowered it since) exits the process with code 130. Must be called inside a tokio
+    /// runtime.
     pub fn on_ctrl_c(what_stops: &'static str) -> Self {
         let flag = Self::new();
         let raised = flag.raised.clone();
         tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_err() {
-                return; // no signal handling here: Ctrl-C keeps its default action
-            }
-            raised.store(true, Ordering::SeqCst);
-            eprintln!("\ninterrupted: {what_stops} (Ctrl-C again to quit at once)");
-            if tokio::signal::ctrl_c().await.is_ok() {
-                std::process::exit(130);
+            // An error: no signal handling here, so Ctrl-C keeps its default action.
+            while tokio::signal::ctrl_c().await.is_ok() {
+                if raised.swap(true, Ordering::SeqCst) {
+                    eprintln!(
+                        "\ninterrupted twice: exiting now (the WAL keeps every acknowledged write)"
+                    );
+                    std::process::exit(130);
+                }
+                eprintln!("\ninterrupted: {what_stops} (Ctrl-C again to quit at once)");
             }
         });
         flag
+    }
+
+    /// The shared flag itself (the shell reads and lowers it between commands).
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        self.raised.clone()
     }
 
     /// Raises the flag.

@@ -10,7 +10,8 @@ use super::binary::{to_bytes_binary, to_string_binary};
 use super::data::print_row;
 use super::ddl::{show_name, table_arg};
 use super::parse::Value;
-use super::{progress, ShellError};
+use super::ShellError;
+use crate::progress;
 use crate::DataDir;
 use basalt_core::keys::Order;
 use basalt_index::{IndexAdmin, IndexDef, IndexState, Query};
@@ -93,7 +94,7 @@ pub(super) async fn create_index(
             };
         }
     }
-    let bar = progress::bar(&format!("building index {name}"), 0);
+    let bar = progress::items_bar(0, &format!("building index {name}"));
     let result = admin(dir)
         .create_with_progress(def, |done, total| {
             bar.set_length(total);

@@ -20,7 +20,6 @@ mod index;
 pub use ddl::show_name;
 pub mod lex;
 pub mod parse;
-pub mod progress;
 mod target;
 
 use crate::DataDir;
