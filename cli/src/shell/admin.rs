@@ -394,6 +394,9 @@ pub(super) async fn list_coprocessors(
         let m = metrics.iter().find(|m| m.name == cp.name);
         let state = if missing.contains(&cp.name) {
             "MISSING"
+        } else if !missing.is_empty() {
+            // A read-only table runs none of its coprocessors.
+            "NOT RUN"
         } else {
             match m {
                 Some(m) if !m.loaded => "UNLOADED",
