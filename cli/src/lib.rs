@@ -17,6 +17,7 @@ pub mod import;
 pub mod offline;
 pub mod progress;
 pub mod report;
+pub mod serve;
 pub mod shell;
 
 pub use datadir::DataDir;

@@ -10,6 +10,9 @@
 //! `basalt import DIR TABLE FILE ...` (docs/cli.md) exit with 0 when all is well, 1 when
 //! they found damage (or a bad line stopped the import), 130 after Ctrl-C stopped an import,
 //! and 2 when they could not run (one `ERROR: ...` line on standard error).
+//!
+//! `basalt serve DIR` serves HBase's Thrift1 service over DIR ([`basalt_cli::serve`]), so
+//! happybase and other HBase Thrift clients work unchanged.
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
@@ -50,6 +53,8 @@ enum Command {
         #[arg(short = 'n', long = "non-interactive")]
         non_interactive: bool,
     },
+    /// Serves HBase's Thrift1 service (as happybase uses it) over a data directory.
+    Serve(ServeArgs),
     #[command(flatten)]
     Tool(Tool),
 }
@@ -82,6 +87,81 @@ enum Tool {
     Import(basalt_cli::import::ImportArgs),
 }
 
+/// `basalt serve`'s flags (docs/serve.md).
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// The data directory (created if missing).
+    dir: PathBuf,
+    /// The port to listen on (HBase's default).
+    #[arg(long, default_value_t = 9090)]
+    port: u16,
+    /// The address to listen on (loopback unless asked).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// Only framed transport (HBase's `-f`); by default detected per connection.
+    #[arg(short = 'f', long, conflicts_with = "buffered")]
+    framed: bool,
+    /// Only buffered (unframed) transport; by default detected per connection.
+    #[arg(long)]
+    buffered: bool,
+    /// Only the compact protocol (HBase's `-c`); by default detected per connection.
+    #[arg(short = 'c', long, conflicts_with = "binary")]
+    compact: bool,
+    /// Only the binary protocol; by default detected per connection.
+    #[arg(long)]
+    binary: bool,
+    /// The largest frame or unframed message, in bytes (HBase's framed default: 2 MiB).
+    #[arg(long, default_value_t = 2 * 1024 * 1024)]
+    max_message_bytes: usize,
+    /// The most elements a list, set or map of a request may announce.
+    #[arg(long, default_value_t = 100_000)]
+    max_container_len: usize,
+    /// Seconds a connection may wait for a request's bytes before it is closed.
+    #[arg(long, default_value_t = 60)]
+    read_timeout: u64,
+    /// Connections served at once (more are closed when accepted).
+    #[arg(long, default_value_t = 64)]
+    max_connections: usize,
+    /// Scanners open at once.
+    #[arg(long, default_value_t = 1000)]
+    max_scanners: usize,
+    /// Seconds an unused scanner lives.
+    #[arg(long, default_value_t = 60)]
+    scanner_lease: u64,
+}
+
+fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
+    use basalt_cli::serve::{Options, Protocol, Transport};
+    use std::time::Duration;
+    basalt_cli::serve::init_logging();
+    let opts = Options {
+        bind: a.bind,
+        port: a.port,
+        transport: match (a.framed, a.buffered) {
+            (true, _) => Some(Transport::Framed),
+            (_, true) => Some(Transport::Buffered),
+            _ => None,
+        },
+        protocol: match (a.compact, a.binary) {
+            (true, _) => Some(Protocol::Compact),
+            (_, true) => Some(Protocol::Binary),
+            _ => None,
+        },
+        max_message_bytes: a.max_message_bytes,
+        max_container_len: a.max_container_len,
+        read_timeout: Duration::from_secs(a.read_timeout.max(1)),
+        max_connections: a.max_connections.max(1),
+        max_scanners: a.max_scanners,
+        scanner_lease: Duration::from_secs(a.scanner_lease),
+        ..Options::default()
+    };
+    basalt_cli::serve::serve(&a.dir, opts, |addr| {
+        // One line on standard output once listening (scripts and tests wait for it).
+        println!("listening on {addr}");
+        let _ = std::io::stdout().flush();
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
@@ -92,6 +172,13 @@ fn main() -> ExitCode {
         } => match shell(dir, script, non_interactive) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) if e.is::<Interrupted>() => ExitCode::from(130),
+            Err(e) => {
+                eprintln!("ERROR: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Serve(args) => match serve(args) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ERROR: {e}");
                 ExitCode::FAILURE

@@ -1,0 +1,255 @@
+//! `basalt serve`: HBase's Thrift1 gateway over a data directory, so that programs written
+//! for HBase's Thrift server (happybase above all) run unchanged on Basalt.
+//!
+//! The service is HBase's `Hbase.thrift` as happybase 1.3 ships it, compiled by Apache
+//! Thrift's compiler into the `basalt-thrift` crate; [`handler`] implements it over the
+//! engine with HBase's semantics. Each connection gets a thread (at most
+//! [`Options::max_connections`] at once; more are closed as soon as accepted) that detects
+//! its transport and protocol from the first bytes ([`conn`]), unless forced by
+//! [`Options::transport`] / [`Options::protocol`], and serves requests until the client
+//! leaves, idles past the read timeout, or sends something malformed.
+//!
+//! Invariants: nothing listens beyond loopback unless [`Options::bind`] says so; every size
+//! a client sends is checked against a limit before anything is allocated for it; a client
+//! can end only its own connection; SIGTERM or Ctrl-C stops accepting, closes the
+//! connections and closes the engine cleanly.
+
+mod conn;
+mod convert;
+mod guard;
+mod handler;
+mod scanners;
+
+use crate::DataDir;
+use basalt_thrift::hbase::HbaseSyncProcessor;
+use handler::{Handler, State};
+use scanners::Scanners;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A Thrift transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    /// Unframed (happybase's `buffered`, HBase's default).
+    Buffered,
+    /// Each message after its 4-byte big-endian length.
+    Framed,
+}
+
+/// A Thrift protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Protocol {
+    /// The strict binary protocol.
+    Binary,
+    /// The compact protocol.
+    Compact,
+}
+
+/// How the server listens and what it allows.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The address to listen on (default loopback).
+    pub bind: IpAddr,
+    /// The port (default 9090, HBase's); 0 picks a free one.
+    pub port: u16,
+    /// Forces a transport; `None` detects it per connection.
+    pub transport: Option<Transport>,
+    /// Forces a protocol; `None` detects it per connection.
+    pub protocol: Option<Protocol>,
+    /// The largest frame, and the largest unframed message, in bytes (default 2 MiB, HBase's
+    /// framed default); also the largest string.
+    pub max_message_bytes: usize,
+    /// The most elements a list, set or map may announce (default 100,000).
+    pub max_container_len: usize,
+    /// The deepest nesting of structs (default 64).
+    pub max_depth: usize,
+    /// How long a connection may wait for a request's bytes before it is closed
+    /// (default 60 s, HBase's).
+    pub read_timeout: Duration,
+    /// Connections served at once (default 64); more are closed when accepted.
+    pub max_connections: usize,
+    /// Scanners open at once (default 1,000).
+    pub max_scanners: usize,
+    /// How long an unused scanner lives (default 60 s, HBase's lease).
+    pub scanner_lease: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            bind: IpAddr::from([127, 0, 0, 1]),
+            port: 9090,
+            transport: None,
+            protocol: None,
+            max_message_bytes: 2 * 1024 * 1024,
+            max_container_len: 100_000,
+            max_depth: 64,
+            read_timeout: Duration::from_secs(60),
+            max_connections: 64,
+            max_scanners: 1000,
+            scanner_lease: Duration::from_secs(60),
+        }
+    }
+}
+
+/// Logs to standard error through `tracing-subscriber`, filtered by `RUST_LOG` (default
+/// `info`; `RUST_LOG=basalt_cli=debug` adds one line per request).
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// The server's shared machinery: what the accept loop and the connections see.
+struct Server {
+    opts: Options,
+    state: Arc<State>,
+    stop: AtomicBool,
+    active: AtomicUsize,
+    /// The sockets of the live connections, to shut them down at exit.
+    sockets: Mutex<HashMap<u64, TcpStream>>,
+}
+
+/// Opens `dir` and serves HBase's Thrift1 service until SIGTERM or Ctrl-C; then closes the
+/// connections and the engine. `ready` is called with the bound address once listening.
+pub fn serve(
+    dir: &Path,
+    opts: Options,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), Box<dyn std::error::Error>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let data = rt
+        .block_on(DataDir::open(dir))
+        .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
+    let listener = TcpListener::bind((opts.bind, opts.port))
+        .map_err(|e| format!("cannot listen on {}:{}: {e}", opts.bind, opts.port))?;
+    let addr = listener.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let state = Arc::new(State {
+        data: data.clone(),
+        rt: rt.handle().clone(),
+        scanners: Scanners::new(opts.max_scanners, opts.scanner_lease),
+        host: addr.ip().to_string(),
+        port: addr.port(),
+    });
+    let server = Arc::new(Server {
+        opts,
+        state,
+        stop: AtomicBool::new(false),
+        active: AtomicUsize::new(0),
+        sockets: Mutex::new(HashMap::new()),
+    });
+    let watcher = server.clone();
+    rt.spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("stopping: closing connections and the engine");
+        watcher.stop.store(true, Ordering::SeqCst);
+    });
+    tracing::info!(%addr, "serving HBase's Thrift1 service");
+    ready(addr);
+    accept_loop(&server, &listener);
+    // Stop: no new connections; wake every connection thread and wait for them.
+    drop(listener);
+    for s in lock(&server.sockets).values() {
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    server.state.scanners.clear();
+    rt.block_on(data.close())?;
+    tracing::info!("engine closed");
+    Ok(())
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// SIGTERM or Ctrl-C.
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        if let Ok(mut term) = signal(SignalKind::terminate()) {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+            return;
+        }
+    }
+    let _ = tokio::signal::ctrl_c().await;
+}
+
+fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
+    let mut next_id = 0u64;
+    let mut last_sweep = Instant::now();
+    while !server.stop.load(Ordering::SeqCst) {
+        if last_sweep.elapsed() > Duration::from_secs(1) {
+            server.state.scanners.expire();
+            last_sweep = Instant::now();
+        }
+        let (stream, peer) = match listener.accept() {
+            Ok(x) => x,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+            Err(e) => {
+                tracing::warn!("accept failed: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        if server.active.load(Ordering::SeqCst) >= server.opts.max_connections {
+            tracing::warn!(%peer, "refused: {} connections already open", server.opts.max_connections);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            continue;
+        }
+        if stream.set_nonblocking(false).is_err() {
+            continue;
+        }
+        next_id += 1;
+        let id = next_id;
+        if let Ok(clone) = stream.try_clone() {
+            lock(&server.sockets).insert(id, clone);
+        }
+        server.active.fetch_add(1, Ordering::SeqCst);
+        let srv = server.clone();
+        let spawned = std::thread::Builder::new()
+            .name(format!("thrift-conn-{id}"))
+            .stack_size(1024 * 1024)
+            .spawn(move || {
+                let processor = HbaseSyncProcessor::new(Handler {
+                    state: srv.state.clone(),
+                });
+                let why = conn::serve(stream, peer, &srv.opts, &processor);
+                if why.starts_with("malformed")
+                    || why.starts_with("unrecognized")
+                    || why.starts_with("truncated")
+                {
+                    tracing::warn!(%peer, "connection closed: {why}");
+                } else {
+                    tracing::debug!(%peer, "connection closed: {why}");
+                }
+                lock(&srv.sockets).remove(&id);
+                srv.active.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(%peer, "cannot start a connection thread: {e}");
+            lock(&server.sockets).remove(&id);
+            server.active.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
