@@ -54,7 +54,6 @@ pub(crate) fn engine(e: Error) -> thrift::Error {
 pub(crate) fn engine_or_illegal(e: Error) -> thrift::Error {
     match e {
         Error::BadArgument(_)
-        | Error::FamilyNotFound { .. }
         | Error::InvalidRow(_)
         | Error::ValueTooLarge { .. }
         | Error::FilterParse { .. }
