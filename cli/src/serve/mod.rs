@@ -195,6 +195,8 @@ async fn wait_for_signal() {
 fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
     let mut next_id = 0u64;
     let mut last_sweep = Instant::now();
+    // Refusals are logged at most once a second (a flood must not flood the log too).
+    let (mut refused, mut last_refusal_log) = (0u64, None::<Instant>);
     while !server.stop.load(Ordering::SeqCst) {
         if last_sweep.elapsed() > Duration::from_secs(1) {
             server.state.scanners.expire();
@@ -213,8 +215,16 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
             }
         };
         if server.active.load(Ordering::SeqCst) >= server.opts.max_connections {
-            tracing::warn!(%peer, "refused: {} connections already open", server.opts.max_connections);
             let _ = stream.shutdown(std::net::Shutdown::Both);
+            refused += 1;
+            if last_refusal_log.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+                tracing::warn!(
+                    %peer,
+                    "refused {refused} connection(s): {} connections already open",
+                    server.opts.max_connections
+                );
+                (refused, last_refusal_log) = (0, Some(Instant::now()));
+            }
             continue;
         }
         if stream.set_nonblocking(false).is_err() {
