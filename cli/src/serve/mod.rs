@@ -2,10 +2,10 @@
 //! for HBase's Thrift server (happybase above all) run unchanged on Basalt.
 //!
 //! The service is HBase's `Hbase.thrift` as happybase 1.3 ships it, compiled by Apache
-//! Thrift's compiler into the `basalt-thrift` crate; [`handler`] implements it over the
+//! Thrift's compiler into the `basalt-thrift` crate; the `handler` module implements it over the
 //! engine with HBase's semantics. Each connection gets a thread (at most
 //! [`Options::max_connections`] at once; more are closed as soon as accepted) that detects
-//! its transport and protocol from the first bytes ([`conn`]), unless forced by
+//! its transport and protocol from the first bytes (the `conn` module), unless forced by
 //! [`Options::transport`] / [`Options::protocol`], and serves requests until the client
 //! leaves, idles past the read timeout, or sends something malformed.
 //!
