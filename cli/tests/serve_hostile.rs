@@ -204,7 +204,7 @@ fn framed(msg: &[u8]) -> Vec<u8> {
 }
 
 /// Sends `bytes` on a new connection and expects the server to close it (EOF or reset)
-/// within `within`, reading at most `answer_cap` bytes of answers before that.
+/// within `within` (answers before that, up to 1 MiB, are read and dropped).
 fn expect_closed(addr: &str, bytes: &[u8], within: Duration, what: &str) {
     let mut s = TcpStream::connect(addr).unwrap();
     s.set_read_timeout(Some(within)).unwrap();
