@@ -357,6 +357,7 @@ async fn interactive_shell(
             Err(e) => return Err(e.into()),
         }
     }
+    shell.finish_background().await;
     if let Some(h) = &history {
         if let Err(e) = editor.save_history(h) {
             eprintln!("warning: history not saved to {}: {e}", h.display());

@@ -117,3 +117,69 @@ async fn an_interrupted_scan_or_count_gives_one_error_line() {
     assert!(String::from_utf8(out).unwrap().starts_with("2 row(s)\n"));
     dir.close().await.unwrap();
 }
+
+/// Ctrl-C during a compaction or an index build stops the wait, not the work: it goes on in
+/// the background and ends as it would have; a verification (which only reads) stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interrupted_compactions_and_index_builds_go_on_in_the_background() {
+    let data = tempfile::tempdir().unwrap();
+    let dir = basalt_cli::DataDir::open(data.path()).await.unwrap();
+    let mut script = String::from("create 't', 'f'\n");
+    for i in 0..2000 {
+        script.push_str(&format!("put 't', 'r{i:04}', 'f:c', 'city{}', 1\n", i % 7));
+    }
+    script.push_str("flush 't'\n");
+    let mut out = Vec::new();
+    basalt_cli::run_script(&dir, &script, &mut out)
+        .await
+        .unwrap();
+    let mut shell = basalt_cli::Shell::new(dir.clone());
+    let flag = shell.interrupt_flag();
+    flag.store(true, Ordering::Relaxed);
+    let mut run = async |line: &str| {
+        let mut out = Vec::new();
+        shell.execute(line, &mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(
+        run("major_compact 't'").await,
+        "ERROR: interrupted by Ctrl-C after the major compact of t started: it goes on in the background\n"
+    );
+    let built = run("create_index 't', 'by_city', 'f:c'").await;
+    assert!(
+        built.starts_with("ERROR: interrupted by Ctrl-C after ")
+            && built.ends_with(
+                "the build goes on in the background (list_indexes shows BUILDING until it ends)\n"
+            ),
+        "{built}"
+    );
+    flag.store(false, Ordering::Relaxed);
+    // The build goes on; the shell waits for it (as before the engine closes).
+    shell.finish_background().await;
+    let mut run = async |line: &str| {
+        let mut out = Vec::new();
+        shell.execute(line, &mut out).await.unwrap();
+        String::from_utf8(out).unwrap()
+    };
+    let listed = run("list_indexes 't'").await;
+    assert!(listed.contains("/ ACTIVE"), "{listed}");
+    let hits = run("scan_index 't', 'by_city', 'city3'").await;
+    assert!(hits.contains("286 row(s)\n"), "{hits}");
+    flag.store(true, Ordering::Relaxed);
+    let stopped = run("verify_index 't', 'by_city'").await;
+    assert!(
+        stopped.starts_with("ERROR: interrupted by Ctrl-C after ")
+            && stopped.ends_with(" rows read: the verification stopped\n"),
+        "{stopped}"
+    );
+    flag.store(false, Ordering::Relaxed);
+    let verified = run("verify_index 't', 'by_city'").await;
+    assert!(
+        verified.contains("data rows: 2000, index rows: 2000, missing: 0, extra: 0, stale: 0\n"),
+        "{verified}"
+    );
+    let counted = run("count 't'").await;
+    assert!(counted.contains("\n2000 row(s)\n"), "{counted}");
+    assert!(run("major_compact 't'").await.starts_with("Took "));
+    dir.close().await.unwrap();
+}

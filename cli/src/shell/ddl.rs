@@ -6,6 +6,7 @@
 //! `ns:name` elsewhere.
 
 use super::args::{as_bool, as_int, as_string, key_name, Args};
+use super::background::{self, OnInterrupt, Waited};
 use super::binary::{to_bytes_binary, to_string_binary};
 use super::parse::Value;
 use super::ShellError;
@@ -13,6 +14,7 @@ use basalt_core::{
     BloomType, ColumnFamilyDescriptor, Compression, Connection, HashedPart, KeepDeletedCells,
     PreSplit, SaltSpec, SplitAlgorithm, TableDescriptor, TableName, DEFAULT_NAMESPACE,
 };
+use std::sync::atomic::AtomicBool;
 
 /// How HBase's shell prints a table name.
 pub fn show_name(t: &TableName) -> String {
@@ -547,14 +549,28 @@ pub(super) async fn regions(
     Ok(())
 }
 
-pub(super) async fn maintain(conn: &Connection, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn maintain(
+    conn: &Connection,
+    a: &Args<'_>,
+    stop: &AtomicBool,
+    bg: &background::Background,
+) -> Result<(), ShellError> {
     a.count(1, 1)?;
     let name = table_arg(a, 0)?;
     let admin = conn.admin();
-    match a.cmd {
-        "flush" => admin.flush(name).await?,
-        "compact" => admin.compact(name).await?,
-        _ => admin.major_compact(name).await?,
+    let what = format!("{} of {}", a.cmd.replace('_', " "), show_name(&name));
+    let bar = crate::progress::spinner(&what);
+    let task = match a.cmd {
+        "flush" => tokio::spawn(async move { admin.flush(name).await }),
+        "compact" => tokio::spawn(async move { admin.compact(name).await }),
+        _ => tokio::spawn(async move { admin.major_compact(name).await }),
+    };
+    let waited = background::wait(task, stop, OnInterrupt::Continue, bg).await;
+    bar.finish_and_clear();
+    match waited? {
+        Waited::Done(()) => Ok(()),
+        Waited::Interrupted => Err(ShellError::Interrupted(format!(
+            "the {what} started: it goes on in the background"
+        ))),
     }
-    Ok(())
 }

@@ -6,6 +6,7 @@
 //! indexed columns' order.
 
 use super::args::{as_bool, as_int, as_string, column, columns, key_name, Args};
+use super::background::{self, OnInterrupt, Waited};
 use super::binary::{to_bytes_binary, to_string_binary};
 use super::data::print_row;
 use super::ddl::{show_name, table_arg};
@@ -16,6 +17,7 @@ use crate::DataDir;
 use basalt_core::keys::Order;
 use basalt_index::{IndexAdmin, IndexDef, IndexState, Query};
 use bytes::Bytes;
+use std::sync::atomic::AtomicBool;
 
 fn admin(dir: &DataDir) -> IndexAdmin {
     IndexAdmin::new(&dir.conn, dir.indexes.clone())
@@ -34,6 +36,8 @@ fn col_text(family: &[u8], qualifier: &[u8]) -> String {
 pub(super) async fn create_index(
     dir: &DataDir,
     a: &Args<'_>,
+    stop: &AtomicBool,
+    bg: &background::Background,
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(3, 4)?;
@@ -95,14 +99,25 @@ pub(super) async fn create_index(
         }
     }
     let bar = progress::items_bar(0, &format!("building index {name}"));
-    let result = admin(dir)
-        .create_with_progress(def, |done, total| {
-            bar.set_length(total);
-            bar.set_position(done);
-        })
-        .await;
+    let shown = bar.clone();
+    let indexes = admin(dir);
+    let task = tokio::spawn(async move {
+        indexes
+            .create_with_progress(def, move |done, total| {
+                shown.set_length(total);
+                shown.set_position(done);
+            })
+            .await
+    });
+    let waited = background::wait(task, stop, OnInterrupt::Continue, bg).await;
     bar.finish_and_clear();
-    result?;
+    if let Waited::Interrupted = waited? {
+        return Err(ShellError::Interrupted(format!(
+            "{} of {} rows indexed: the build goes on in the background (list_indexes shows BUILDING until it ends)",
+            bar.position(),
+            bar.length().unwrap_or(0)
+        )));
+    }
     out.push_str(&format!(
         "Created index {name} on {} (ACTIVE)\n",
         show_name(&table)
@@ -281,6 +296,8 @@ pub(super) async fn scan_index(
 pub(super) async fn verify_index(
     dir: &DataDir,
     a: &Args<'_>,
+    stop: &AtomicBool,
+    bg: &background::Background,
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(2, 3)?;
@@ -301,15 +318,40 @@ pub(super) async fn verify_index(
         }
     }
     let bar = progress::counter(&format!("verifying index {name}: rows read"));
-    let tick = |n: u64| bar.set_position(n);
+    let shown = bar.clone();
+    let tick = move |n: u64| shown.set_position(n);
     let admin = admin(dir);
-    let report = if repair {
-        admin.repair_with_progress(table, &name, tick).await
+    let index = name.clone();
+    let task = tokio::spawn(async move {
+        if repair {
+            admin.repair_with_progress(table, &index, tick).await
+        } else {
+            admin.verify_with_progress(table, &index, tick).await
+        }
+    });
+    // A verification only reads: stopping it halfway changes nothing. A repair writes, so
+    // it goes on to its end.
+    let on_interrupt = if repair {
+        OnInterrupt::Continue
     } else {
-        admin.verify_with_progress(table, &name, tick).await
+        OnInterrupt::Abort
     };
+    let waited = background::wait(task, stop, on_interrupt, bg).await;
     bar.finish_and_clear();
-    let report = report?;
+    let report = match waited? {
+        Waited::Done(report) => report,
+        Waited::Interrupted => {
+            return Err(ShellError::Interrupted(format!(
+                "{} rows read: {}",
+                bar.position(),
+                if repair {
+                    "the repair goes on in the background"
+                } else {
+                    "the verification stopped"
+                }
+            )))
+        }
+    };
     out.push_str(&format!(
         "data rows: {}, index rows: {}, missing: {}, extra: {}, stale: {}\n",
         report.data_rows,

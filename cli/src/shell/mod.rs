@@ -12,6 +12,7 @@
 mod admin;
 mod aggregate;
 pub mod args;
+pub mod background;
 pub mod binary;
 pub mod complete;
 mod data;
@@ -86,6 +87,7 @@ pub struct Shell {
     conn: Connection,
     dir: DataDir,
     interrupted: Arc<AtomicBool>,
+    background: background::Background,
 }
 
 /// The commands, by group, with a one-line usage each (`help` prints them).
@@ -142,7 +144,14 @@ impl Shell {
             conn: dir.conn.clone(),
             dir,
             interrupted: Arc::new(AtomicBool::new(false)),
+            background: background::Background::default(),
         }
+    }
+
+    /// Waits for the work Ctrl-C left running in the background (compactions, index
+    /// builds and repairs); call it before closing the engine.
+    pub async fn finish_background(&self) {
+        self.background.finish().await
     }
 
     /// This shell, stopped by `flag` (see [`Shell::interrupt_flag`]).
@@ -227,15 +236,21 @@ impl Shell {
             "truncate_preserve" => admin::truncate_preserve(&self.dir, &a, out).await?,
             "split" => admin::split(&self.dir, &a, out).await?,
             "merge_region" => admin::merge_region(&self.dir, &a, out).await?,
-            "create_index" => index::create_index(&self.dir, &a, out).await?,
+            "create_index" => {
+                index::create_index(&self.dir, &a, &self.interrupted, &self.background, out).await?
+            }
             "drop_index" => index::drop_index(&self.dir, &a).await?,
             "list_indexes" => index::list_indexes(&self.dir, &a, out).await?,
             "scan_index" => index::scan_index(&self.dir, &a, out).await?,
-            "verify_index" => index::verify_index(&self.dir, &a, out).await?,
+            "verify_index" => {
+                index::verify_index(&self.dir, &a, &self.interrupted, &self.background, out).await?
+            }
             "aggregate" => aggregate::aggregate(&self.dir, &a, out).await?,
             "list_coprocessors" => admin::list_coprocessors(&self.dir, &a, out).await?,
             "get_splits" | "list_regions" => ddl::regions(&self.conn, &a, out).await?,
-            "flush" | "compact" | "major_compact" => ddl::maintain(&self.conn, &a).await?,
+            "flush" | "compact" | "major_compact" => {
+                ddl::maintain(&self.conn, &a, &self.interrupted, &self.background).await?
+            }
             "put" => data::put(&self.conn, &a).await?,
             "get" => data::get(&self.conn, &a, out).await?,
             "scan" => data::scan(&self.conn, &a, &self.interrupted, out).await?,
@@ -320,5 +335,6 @@ pub async fn run_script_until(
             break;
         }
     }
+    shell.finish_background().await;
     out.flush()
 }
