@@ -1,5 +1,5 @@
 //! Schema and region administration: `alter` (families, and coprocessors as HBase's
-//! `'coprocessor' => ...` table attribute), `truncate_preserve`, `split`, `merge_region`,
+//! `'coprocessor' => ...` table attribute), `split`, `merge_region`,
 //! and `list_coprocessors` (a table's coprocessors with their call metrics).
 //!
 //! Regions are named as `list_regions` prints them (`table,start key,id`) or by their id
@@ -14,7 +14,7 @@ use super::ddl::{family, show_name, table_arg};
 use super::parse::Value;
 use super::ShellError;
 use crate::DataDir;
-use basalt_core::{ColumnFamilyDescriptor, CoprocessorDescriptor, PreSplit, RegionInfo, TableName};
+use basalt_core::{ColumnFamilyDescriptor, CoprocessorDescriptor, RegionInfo, TableName};
 
 /// `alter 't', NAME => 'f', VERSIONS => 5` | `'f'` | `'delete' => 'f'` |
 /// `{NAME => 'f', METHOD => 'delete'}` | `'coprocessor' => 'name|priority|k=v,...'` |
@@ -191,43 +191,6 @@ fn coprocessor_spec(
         }
     }
     Ok(cp)
-}
-
-/// `truncate_preserve 't'`: drops every row, keeping the region boundaries.
-pub(super) async fn truncate_preserve(
-    dir: &DataDir,
-    a: &Args<'_>,
-    out: &mut String,
-) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
-    let admin = dir.conn.admin();
-    let desc = admin.describe_table(name.clone()).await?;
-    let keys: Vec<Vec<u8>> = admin
-        .regions(name.clone())
-        .await?
-        .iter()
-        .skip(1)
-        .map(|r| r.start_key.to_vec())
-        .collect();
-    out.push_str(&format!(
-        "Truncating '{}' table (it may take a while):\n",
-        show_name(&name)
-    ));
-    if admin.is_table_enabled(name.clone()).await? {
-        out.push_str("Disabling table...\n");
-        admin.disable_table(name.clone()).await?;
-    }
-    out.push_str("Truncating table...\n");
-    admin.delete_table(name).await?;
-    let split = if keys.is_empty() || desc.salt.is_some() {
-        // A salted table is pre-split by its buckets when created.
-        PreSplit::None
-    } else {
-        PreSplit::Keys(keys)
-    };
-    admin.create_table_with_splits(desc, split).await?;
-    Ok(())
 }
 
 /// A region named as `list_regions` prints it (`table,start,id`) or by its id.

@@ -391,6 +391,24 @@ pub(super) async fn truncate(
     let name = table_arg(a, 0)?;
     let admin = conn.admin();
     let desc = admin.describe_table(name.clone()).await?;
+    // `truncate_preserve` keeps the region boundaries; a salted table is pre-split by its
+    // buckets when created again either way.
+    let split = if a.cmd == "truncate_preserve" && desc.salt.is_none() {
+        let keys: Vec<Vec<u8>> = admin
+            .regions(name.clone())
+            .await?
+            .iter()
+            .skip(1)
+            .map(|r| r.start_key.to_vec())
+            .collect();
+        if keys.is_empty() {
+            PreSplit::None
+        } else {
+            PreSplit::Keys(keys)
+        }
+    } else {
+        PreSplit::None
+    };
     out.push_str(&format!(
         "Truncating '{}' table (it may take a while):\n",
         show_name(&name)
@@ -401,7 +419,7 @@ pub(super) async fn truncate(
     }
     out.push_str("Truncating table...\n");
     admin.delete_table(name).await?;
-    admin.create_table(desc).await?;
+    admin.create_table_with_splits(desc, split).await?;
     Ok(())
 }
 

@@ -228,12 +228,11 @@ impl Shell {
                 ddl::is_enabled(&self.conn, &a, name == "is_enabled", out).await?
             }
             "drop" => ddl::drop(&self.conn, &a).await?,
-            "truncate" => ddl::truncate(&self.conn, &a, out).await?,
+            "truncate" | "truncate_preserve" => ddl::truncate(&self.conn, &a, out).await?,
             "create_namespace" | "drop_namespace" | "list_namespace" | "list_namespace_tables" => {
                 ddl::namespace(&self.conn, &a, out).await?
             }
             "alter" => admin::alter(&self.dir, &a, out).await?,
-            "truncate_preserve" => admin::truncate_preserve(&self.dir, &a, out).await?,
             "split" => admin::split(&self.dir, &a, out).await?,
             "merge_region" => admin::merge_region(&self.dir, &a, out).await?,
             "create_index" => {
