@@ -1054,3 +1054,54 @@ async fn schema_state_regions_and_data_survive_close_and_reopen() {
         Some("v")
     );
 }
+
+/// `Engine::stats`: the counters a status page and a metrics scrape show move with the work
+/// that should move them, and only with it.
+#[tokio::test]
+async fn engine_stats_count_flushes_compactions_wal_and_block_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = open(dir.path()).await;
+    conn.admin().create_table(desc("s", &["f"])).await.unwrap();
+    let before = conn.engine().stats();
+    assert_eq!((before.flushes, before.compactions), (0, 0));
+    let t = conn.table("s").unwrap();
+    for round in 0..3 {
+        for i in 0..50 {
+            t.put(
+                Put::new(format!("r{i:03}"))
+                    .add_column("f", "q", format!("v{round}"))
+                    .durability(basalt::Durability::FsyncWal),
+            )
+            .await
+            .unwrap();
+        }
+        let mid = conn.engine().stats();
+        assert!(mid.memstore_bytes > 0, "{mid:?}");
+        conn.admin().flush("s").await.unwrap();
+    }
+    let written = conn.engine().stats();
+    assert!(written.wal_bytes > before.wal_bytes, "{written:?}");
+    assert!(written.wal_syncs > before.wal_syncs, "{written:?}");
+    assert_eq!(written.flushes, 3, "{written:?}");
+    assert_eq!(written.memstore_bytes, 0, "{written:?}");
+    // A flush of empty MemStores writes nothing and counts nothing.
+    conn.admin().flush("s").await.unwrap();
+    assert_eq!(conn.engine().stats().flushes, 3);
+    conn.admin().major_compact("s").await.unwrap();
+    let compacted = conn.engine().stats();
+    assert_eq!(compacted.compactions, 1, "{compacted:?}");
+    // The first read of the compacted file misses the cache, the second hits it.
+    let r = t.get(Get::new("r007")).await.unwrap();
+    assert_eq!(r.value("f", "q").map(|v| v.to_vec()), Some(b"v2".to_vec()));
+    let once = conn.engine().stats();
+    assert!(
+        once.block_cache_misses > compacted.block_cache_misses,
+        "{once:?}"
+    );
+    t.get(Get::new("r007")).await.unwrap();
+    let twice = conn.engine().stats();
+    assert!(twice.block_cache_hits > once.block_cache_hits, "{twice:?}");
+    assert_eq!(twice.block_cache_misses, once.block_cache_misses);
+    assert!(twice.block_cache_bytes > 0 && twice.block_cache_capacity >= twice.block_cache_bytes);
+    conn.close().await.unwrap();
+}

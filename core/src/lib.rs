@@ -77,7 +77,7 @@ pub use schema::{
 pub use server::check::{IntegrityReport, StoreFileReport};
 pub use server::recovery::{OfflineRegion, RecoveryRepair, RecoveryRepairOutcome, RecoveryReport};
 pub use server::split::SplitPolicy;
-pub use server::{Engine, HooksLoader};
+pub use server::{Engine, EngineStats, HooksLoader};
 pub use storage::compaction::CompactionKind;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
 pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalEdit, WalRecord, WalRecoveryMode};

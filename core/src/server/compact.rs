@@ -241,6 +241,7 @@ impl Maintenance {
                 "compaction commit failed; its output is kept until the next open");
             return Err(e);
         }
+        self.compactions.fetch_add(1, Ordering::Relaxed);
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
             ?kind, files = outcome.files_in, dropped = outcome.cells_dropped, "compacted");
         super::lifecycle::hooks_post_compact(&self.reads, region, &store.family, &outcome).await;

@@ -68,6 +68,10 @@ pub(crate) struct Maintenance {
     memstore_blocked_writes: AtomicU64,
     /// Serializes region splits and merges engine-wide.
     pub(crate) region_ops: Arc<tokio::sync::Mutex<()>>,
+    /// Region flushes that wrote store files, since open.
+    pub(crate) flushes: AtomicU64,
+    /// Store compactions committed, since open.
+    pub(crate) compactions: AtomicU64,
 }
 
 impl Maintenance {
@@ -81,6 +85,8 @@ impl Maintenance {
             memstore_over: AtomicBool::new(false),
             memstore_blocked_writes: AtomicU64::new(0),
             region_ops: Arc::new(tokio::sync::Mutex::new(())),
+            flushes: AtomicU64::new(0),
+            compactions: AtomicU64::new(0),
         }
     }
     /// Flushes every region of a table.
@@ -165,6 +171,7 @@ impl Maintenance {
             region.snapshot_oldest.store(u64::MAX, Ordering::Relaxed);
         }
         result?;
+        self.flushes.fetch_add(1, Ordering::Relaxed);
         if !hooked.is_empty() {
             super::lifecycle::hooks_flush(&self.reads, region, &hooked, true).await;
         }

@@ -277,6 +277,24 @@ impl Engine {
         self.upkeep.memstore_blocked_writes()
     }
 
+    /// The engine's counters since it opened, and its MemStore and block cache state
+    /// now: what a status page or a metrics scrape shows.
+    pub fn stats(&self) -> EngineStats {
+        let cache = &self.shared.cache;
+        EngineStats {
+            flushes: self.upkeep.flushes.load(Ordering::Relaxed),
+            compactions: self.upkeep.compactions.load(Ordering::Relaxed),
+            wal_syncs: self.shared.wal.syncs(),
+            wal_bytes: self.shared.wal.bytes_written(),
+            block_cache_hits: cache.hits(),
+            block_cache_misses: cache.misses(),
+            block_cache_bytes: cache.used_bytes(),
+            block_cache_capacity: cache.capacity_bytes(),
+            memstore_bytes: self.upkeep.global_memstore_size(),
+            memstore_blocked_writes: self.upkeep.memstore_blocked_writes(),
+        }
+    }
+
     /// Flushes every MemStore, syncs the WAL and refuses further calls.
     pub async fn close(self: &Arc<Self>) -> Result<()> {
         let shared = &self.shared;
@@ -302,6 +320,32 @@ impl Engine {
         shared.dir_lock.lock().take();
         out
     }
+}
+
+/// The engine's counters since it opened ([`Engine::stats`]); the MemStore figures are
+/// the state now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Region flushes that wrote store files.
+    pub flushes: u64,
+    /// Store compactions committed (minor and major).
+    pub compactions: u64,
+    /// WAL fsyncs: group commits of durable writes, background syncs and segment rolls.
+    pub wal_syncs: u64,
+    /// Bytes of WAL records written to segment files.
+    pub wal_bytes: u64,
+    /// Block reads the block cache served.
+    pub block_cache_hits: u64,
+    /// Block reads that went to the file.
+    pub block_cache_misses: u64,
+    /// Bytes of decoded blocks the block cache holds now.
+    pub block_cache_bytes: u64,
+    /// The block cache's capacity in bytes.
+    pub block_cache_capacity: u64,
+    /// Bytes held by every MemStore now (active and being flushed).
+    pub memstore_bytes: u64,
+    /// Writes that waited for the global MemStore budget.
+    pub memstore_blocked_writes: u64,
 }
 
 /// Where store file `id` lives under the data directory `root`.

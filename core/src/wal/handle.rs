@@ -287,6 +287,19 @@ impl Wal {
         let _ = self.shared.roll_listener.set(listener);
     }
 
+    /// Fsyncs of segments since the WAL opened: group commits, background syncs and rolls.
+    pub fn syncs(&self) -> u64 {
+        self.shared
+            .fsyncs
+            .load(std::sync::atomic::Ordering::Relaxed)
+            + self.shared.rolls.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Record bytes written to segment files since the WAL opened.
+    pub fn bytes_written(&self) -> u64 {
+        self.shared.bytes_written()
+    }
+
     /// All live segments, oldest first, the current one last.
     pub fn segments(&self) -> Vec<SegmentInfo> {
         self.shared.segments.lock().clone()

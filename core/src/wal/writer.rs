@@ -255,9 +255,11 @@ pub(crate) struct Shared {
     /// Test hook: the next group-commit fsync fails with an injected I/O error.
     #[cfg(test)]
     pub inject_fsync_failure: AtomicBool,
-    /// Test counter: group-commit fsyncs done.
-    #[cfg(test)]
+    /// Fsyncs of the current segment for waiting writes (group commit) and by the
+    /// background presync; rolls are counted in `rolls`.
     pub fsyncs: AtomicU64,
+    /// Segment rolls (each fsyncs the segment it closes).
+    pub rolls: AtomicU64,
     /// Test counter: writes to segment files (each carries one or more frames).
     #[cfg(test)]
     pub writes: AtomicU64,
@@ -284,8 +286,8 @@ impl Shared {
             inject_failure: AtomicBool::new(false),
             #[cfg(test)]
             inject_fsync_failure: AtomicBool::new(false),
-            #[cfg(test)]
             fsyncs: AtomicU64::new(0),
+            rolls: AtomicU64::new(0),
             #[cfg(test)]
             writes: AtomicU64::new(0),
         }
@@ -391,6 +393,7 @@ impl Shared {
     /// Fsyncs and closes the current segment, then creates the next one.
     fn roll(&self, cur: &mut Current) -> io::Result<()> {
         cur.file.sync_all()?;
+        self.rolls.fetch_add(1, Ordering::Relaxed);
         self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
         let id = cur
             .id
@@ -412,6 +415,11 @@ impl Shared {
             listener(id - 1, id);
         }
         Ok(())
+    }
+
+    /// Record bytes written to segment files since the WAL opened.
+    pub fn bytes_written(&self) -> u64 {
+        self.written_upto.load(Ordering::Acquire)
     }
 
     /// Whether the marker whose frame ends at stream position `end` was cut off by a

@@ -87,7 +87,6 @@ impl Shared {
 
     /// Fsyncs `file` (segment `id`), which holds everything up to `target`.
     fn sync_file(&self, file: &dyn WriteFile, target: u64, id: u64) -> Result<()> {
-        #[cfg(test)]
         self.fsyncs.fetch_add(1, Ordering::Relaxed);
         #[cfg(test)]
         let outcome = if self.inject_fsync_failure.swap(false, Ordering::SeqCst) {
