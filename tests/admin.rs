@@ -261,6 +261,21 @@ async fn presplit_of_sixteen_regions_spreads_hex_rows_evenly() {
     let refs: Vec<&[u8]> = rows.iter().map(|r| r.as_bytes()).collect();
     put_rows(&conn, "t", &refs).await;
     assert_eq!(writes(&conn, &tn("t")).await, vec![1; 16]);
+    // A batch counts one write per row, as HBase's writeRequestsCount: 3 rows in region 0,
+    // 2 in region 1, whatever the cells per row.
+    let t = conn.table("t").unwrap();
+    let ops = ["01", "02", "03", "11", "12"].map(|r| {
+        basalt::client::BatchOp::Put(
+            Put::new(format!("{r}abcdef"))
+                .add_column("f", "a", "1")
+                .add_column("f", "b", "2"),
+        )
+    });
+    for outcome in t.batch(ops.to_vec()).await.unwrap() {
+        outcome.unwrap();
+    }
+    let w = writes(&conn, &tn("t")).await;
+    assert_eq!((w[0], w[1], w[2]), (4, 3, 1), "{w:?}");
 }
 
 #[tokio::test]

@@ -95,6 +95,10 @@ struct ServeArgs {
     /// The port to listen on (HBase's default).
     #[arg(long, default_value_t = 9090)]
     port: u16,
+    /// The info port: the status page, /status.json and /metrics (HBase's default; 0 picks
+    /// a free port).
+    #[arg(long, default_value_t = 9095)]
+    info_port: u16,
     /// The address to listen on (loopback unless asked).
     #[arg(long, default_value = "127.0.0.1")]
     bind: std::net::IpAddr,
@@ -137,6 +141,7 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     let opts = Options {
         bind: a.bind,
         port: a.port,
+        info_port: Some(a.info_port),
         transport: match (a.framed, a.buffered) {
             (true, _) => Some(Transport::Framed),
             (_, true) => Some(Transport::Buffered),
@@ -155,10 +160,16 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         scanner_lease: Duration::from_secs(a.scanner_lease),
         ..Options::default()
     };
-    basalt_cli::serve::serve(&a.dir, opts, |addr| {
-        // One line on standard output once listening (scripts and tests wait for it).
-        println!("listening on {addr}");
-        let _ = std::io::stdout().flush();
+    basalt_cli::serve::serve(&a.dir, opts, |at| {
+        // One line on standard output once listening (scripts and tests wait for it), then
+        // the status page's address.
+        // (Written, not printed: a reader that closed the pipe must not stop the server.)
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {}", at.thrift);
+        if let Some(info) = at.info {
+            let _ = writeln!(out, "status page on http://{info}/");
+        }
+        let _ = out.flush();
     })
 }
 

@@ -36,7 +36,7 @@ impl Server {
         let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
             .arg("serve")
             .arg(dir.path())
-            .args(["--port", "0"])
+            .args(["--port", "0", "--info-port", "0"])
             .args(flags)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -9,6 +9,7 @@
 //! client sends ends at worst its own connection, with one logged line saying why.
 
 use super::guard::Watched;
+use super::metrics::GatewayMetrics;
 use super::{Options, Protocol, Transport};
 use basalt_thrift::hbase::{HbaseSyncHandler, HbaseSyncProcessor};
 use std::io::{Cursor, Read};
@@ -166,6 +167,7 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
     peer: SocketAddr,
     opts: &Options,
     processor: &HbaseSyncProcessor<H>,
+    metrics: &GatewayMetrics,
 ) -> String {
     if let Err(e) = stream.set_read_timeout(Some(opts.read_timeout)) {
         return format!("cannot set read timeout: {e}");
@@ -221,7 +223,7 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
         let mut watched = Watched::new(&mut *i_prot, header);
         let result = processor.process(&mut watched, &mut *o_prot);
         let (args_read, failed) = (watched.args_read, watched.failed.take());
-        let call = super::handler::take_call();
+        let call = super::calls::take();
         if let Some(why) = failed {
             return format!("malformed request: {why}");
         }
@@ -229,11 +231,17 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
             return ended(&e, opts);
         }
         match call {
-            Some((method, started)) => {
-                let micros = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-                tracing::debug!(%peer, method, micros, "request");
+            Some(call) => {
+                let elapsed = call.started.elapsed();
+                metrics.observe(&call, elapsed);
+                let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+                let (method, table, failed) = (call.method, call.table, call.failed);
+                tracing::debug!(%peer, method, table, failed, micros, "request");
             }
-            None => tracing::debug!(%peer, "request for an unknown method"),
+            None => {
+                metrics.unknown_method();
+                tracing::debug!(%peer, "request for an unknown method");
+            }
         }
         if !args_read {
             // Answered without reading its arguments (an unknown method): skip them.

@@ -25,6 +25,7 @@ pub(crate) fn parse_column(col: &[u8]) -> (&[u8], Option<&[u8]>) {
 
 /// The error a call answers with, as one of the IDL's declared exceptions.
 pub(crate) fn io_error(message: impl Into<String>) -> thrift::Error {
+    super::calls::note_failure();
     thrift::Error::User(Box::new(IOError {
         message: Some(message.into()),
     }))
@@ -32,6 +33,7 @@ pub(crate) fn io_error(message: impl Into<String>) -> thrift::Error {
 
 /// An `IllegalArgument` (only for methods that declare it).
 pub(crate) fn illegal(message: impl Into<String>) -> thrift::Error {
+    super::calls::note_failure();
     thrift::Error::User(Box::new(IllegalArgument {
         message: Some(message.into()),
     }))
@@ -39,6 +41,7 @@ pub(crate) fn illegal(message: impl Into<String>) -> thrift::Error {
 
 /// An `AlreadyExists` (createTable).
 pub(crate) fn already_exists(message: impl Into<String>) -> thrift::Error {
+    super::calls::note_failure();
     thrift::Error::User(Box::new(AlreadyExists {
         message: Some(message.into()),
     }))
@@ -65,7 +68,9 @@ pub(crate) fn engine_or_illegal(e: Error) -> thrift::Error {
 /// A table name from the wire (UTF-8, `ns:table` or `table`).
 pub(crate) fn table_name(name: &[u8]) -> thrift::Result<TableName> {
     let s = std::str::from_utf8(name).map_err(|_| io_error("table name is not UTF-8"))?;
-    TableName::parse(s).map_err(engine)
+    let t = TableName::parse(s).map_err(engine)?;
+    super::calls::note_table(&display_name(&t));
+    Ok(t)
 }
 
 /// A table's name as HBase prints it: the qualifier alone in the default namespace.

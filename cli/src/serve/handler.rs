@@ -8,6 +8,7 @@
 //! Invariant: a method answers with its result, one of its declared exceptions, or a Thrift
 //! application exception (methods Basalt does not support); never a panic.
 
+use super::calls::called;
 use super::convert::*;
 use super::scanners::Scanners;
 use crate::DataDir;
@@ -20,34 +21,21 @@ use basalt_thrift::hbase::{
     BatchMutation, ColumnDescriptor, HbaseSyncHandler, Mutation, ScannerID, TAppend, TCell,
     TIncrement, TRegionInfo, TRowResult, TScan, Text,
 };
-use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
 use thrift::{ApplicationError, ApplicationErrorKind};
 
 type Attrs = BTreeMap<Text, Text>;
-
-thread_local! {
-    /// The method the connection's current request called and when (for its log line).
-    static CALL: Cell<Option<(&'static str, Instant)>> = const { Cell::new(None) };
-}
-
-/// The method the last request on this thread called and when it started, resetting it
-/// (`None`: the request named no method the service has).
-pub(crate) fn take_call() -> Option<(&'static str, Instant)> {
-    CALL.with(|m| m.take())
-}
-
-fn called(name: &'static str) {
-    CALL.with(|m| m.set(Some((name, Instant::now()))));
-}
 
 /// What every connection's handler shares: the engine, the runtime, the scanners.
 pub(crate) struct State {
     pub(crate) data: DataDir,
     pub(crate) rt: tokio::runtime::Handle,
     pub(crate) scanners: Scanners,
+    /// The gateway's request counters and latency histograms.
+    pub(crate) metrics: Arc<super::metrics::GatewayMetrics>,
+    /// The data directory served (as the status page shows it).
+    pub(crate) dir: String,
     /// The host and port `getTableRegions` reports as the regions' server.
     pub(crate) host: String,
     pub(crate) port: u16,
@@ -59,6 +47,7 @@ pub(crate) struct Handler {
 }
 
 fn unsupported(what: &str) -> thrift::Error {
+    super::calls::note_failure();
     thrift::Error::Application(ApplicationError::new(
         ApplicationErrorKind::UnknownMethod,
         format!("{what} is not supported by Basalt's Thrift server"),
@@ -246,10 +235,12 @@ impl Handler {
     }
 
     fn open_scanner(&self, table: &[u8], scan: Scan, sorted: bool) -> thrift::Result<ScannerID> {
-        let (_, t) = self.table(table)?;
+        let (name, t) = self.table(table)?;
         // A scan's stream starts on the runtime (its prefetch needs one).
         let rows = self.run(async { t.scan(scan.prefetch(false)) });
-        self.state.scanners.open(rows.map_err(engine)?, sorted)
+        self.state
+            .scanners
+            .open(rows.map_err(engine)?, sorted, display_name(&name))
     }
 
     fn open_simple(

@@ -14,11 +14,16 @@
 //! can end only its own connection; SIGTERM or Ctrl-C stops accepting, closes the
 //! connections and closes the engine cleanly.
 
+mod calls;
 mod conn;
 mod convert;
 mod guard;
 mod handler;
+mod info;
+pub mod metrics;
+pub mod page;
 mod scanners;
+pub mod status;
 
 use crate::DataDir;
 use basalt_thrift::hbase::HbaseSyncProcessor;
@@ -56,6 +61,9 @@ pub struct Options {
     pub bind: IpAddr,
     /// The port (default 9090, HBase's); 0 picks a free one.
     pub port: u16,
+    /// The info port of the status page, its JSON and the metrics (default 9095, HBase's);
+    /// 0 picks a free one, `None` serves no info port (`basalt thrift`).
+    pub info_port: Option<u16>,
     /// Forces a transport; `None` detects it per connection.
     pub transport: Option<Transport>,
     /// Forces a protocol; `None` detects it per connection.
@@ -83,6 +91,7 @@ impl Default for Options {
         Options {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 9090,
+            info_port: Some(9095),
             transport: None,
             protocol: None,
             max_message_bytes: 2 * 1024 * 1024,
@@ -107,6 +116,15 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// Where the server listens, once it does.
+#[derive(Debug, Clone, Copy)]
+pub struct Listening {
+    /// The Thrift service.
+    pub thrift: SocketAddr,
+    /// The status page, its JSON and the metrics (`None` without an info port).
+    pub info: Option<SocketAddr>,
+}
+
 /// The server's shared machinery: what the accept loop and the connections see.
 struct Server {
     opts: Options,
@@ -118,11 +136,11 @@ struct Server {
 }
 
 /// Opens `dir` and serves HBase's Thrift1 service until SIGTERM or Ctrl-C; then closes the
-/// connections and the engine. `ready` is called with the bound address once listening.
+/// connections and the engine. `ready` is called with the bound addresses once listening.
 pub fn serve(
     dir: &Path,
     opts: Options,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(Listening),
 ) -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -134,12 +152,37 @@ pub fn serve(
         .map_err(|e| format!("cannot listen on {}:{}: {e}", opts.bind, opts.port))?;
     let addr = listener.local_addr()?;
     listener.set_nonblocking(true)?;
+    let info_listener = match opts.info_port {
+        Some(port) => Some(
+            rt.block_on(tokio::net::TcpListener::bind((opts.bind, port)))
+                .map_err(|e| format!("cannot listen on {}:{port} (info port): {e}", opts.bind))?,
+        ),
+        None => None,
+    };
     let state = Arc::new(State {
         data: data.clone(),
         rt: rt.handle().clone(),
         scanners: Scanners::new(opts.max_scanners, opts.scanner_lease),
+        metrics: Arc::new(metrics::GatewayMetrics::new()?),
+        dir: dir.display().to_string(),
         host: addr.ip().to_string(),
         port: addr.port(),
+    });
+    let (stop_info, mut info_stopped) = tokio::sync::watch::channel(false);
+    let info_addr = match info_listener {
+        Some(ref l) => Some(l.local_addr()?),
+        None => None,
+    };
+    let info_task = info_listener.map(|l| {
+        let app = info::router(state.clone());
+        rt.spawn(async move {
+            let stop = async move {
+                let _ = info_stopped.wait_for(|stopped| *stopped).await;
+            };
+            if let Err(e) = axum::serve(l, app).with_graceful_shutdown(stop).await {
+                tracing::warn!("info server stopped: {e}");
+            }
+        })
     });
     let server = Arc::new(Server {
         opts,
@@ -155,8 +198,19 @@ pub fn serve(
         watcher.stop.store(true, Ordering::SeqCst);
     });
     tracing::info!(%addr, "serving HBase's Thrift1 service");
-    ready(addr);
+    if let Some(info) = info_addr {
+        tracing::info!(%info, "status page, /status.json and /metrics");
+    }
+    ready(Listening {
+        thrift: addr,
+        info: info_addr,
+    });
     accept_loop(&server, &listener);
+    let _ = stop_info.send(true);
+    if let Some(task) = info_task {
+        // Requests being answered finish; a stuck client is not waited for.
+        let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), task).await });
+    }
     // Stop: no new connections; wake every connection thread and wait for them.
     drop(listener);
     for s in lock(&server.sockets).values() {
@@ -236,6 +290,7 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
             lock(&server.sockets).insert(id, clone);
         }
         server.active.fetch_add(1, Ordering::SeqCst);
+        server.state.metrics.connections.inc();
         let srv = server.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("thrift-conn-{id}"))
@@ -244,7 +299,7 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
                 let processor = HbaseSyncProcessor::new(Handler {
                     state: srv.state.clone(),
                 });
-                let why = conn::serve(stream, peer, &srv.opts, &processor);
+                let why = conn::serve(stream, peer, &srv.opts, &processor, &srv.state.metrics);
                 if why.starts_with("malformed")
                     || why.starts_with("unrecognized")
                     || why.starts_with("truncated")
@@ -254,11 +309,13 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
                     tracing::debug!(%peer, "connection closed: {why}");
                 }
                 lock(&srv.sockets).remove(&id);
+                srv.state.metrics.connections.dec();
                 srv.active.fetch_sub(1, Ordering::SeqCst);
             });
         if let Err(e) = spawned {
             tracing::warn!(%peer, "cannot start a connection thread: {e}");
             lock(&server.sockets).remove(&id);
+            server.state.metrics.connections.dec();
             server.active.fetch_sub(1, Ordering::SeqCst);
         }
     }

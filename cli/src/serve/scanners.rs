@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 struct Open {
     rows: ResultStream,
     sorted: bool,
+    /// The table it reads, as HBase prints it (for the metrics of its calls).
+    table: String,
     last_used: Instant,
     done: bool,
 }
@@ -46,7 +48,12 @@ impl Scanners {
     }
 
     /// Registers a scanner over `rows`; an error when `max` are open.
-    pub(crate) fn open(&self, rows: ResultStream, sorted: bool) -> thrift::Result<i32> {
+    pub(crate) fn open(
+        &self,
+        rows: ResultStream,
+        sorted: bool,
+        table: String,
+    ) -> thrift::Result<i32> {
         self.expire();
         let mut open = lock(&self.open);
         if open.len() >= self.max {
@@ -66,6 +73,7 @@ impl Scanners {
         let scanner = Open {
             rows,
             sorted,
+            table,
             last_used: Instant::now(),
             done: false,
         };
@@ -83,6 +91,7 @@ impl Scanners {
         let entry = lock(&self.open).get(&id).cloned();
         let entry = entry.ok_or_else(|| illegal("scanner ID is invalid"))?;
         let mut s = lock(&entry);
+        super::calls::note_table(&s.table);
         if s.last_used.elapsed() > self.lease {
             drop(s);
             lock(&self.open).remove(&id);
@@ -123,6 +132,11 @@ impl Scanners {
             Ok(s) => s.last_used.elapsed() <= lease,
             Err(_) => true, // in use
         });
+    }
+
+    /// How many scanners are open.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.open).len()
     }
 
     /// Drops every scanner (server shutdown).

@@ -268,6 +268,28 @@ pub(super) async fn list(
     Ok(())
 }
 
+/// A family's settings as HBase's `describe` prints them: `{NAME => 'f', VERSIONS => '1',
+/// ...}`.
+pub fn family_settings(f: &ColumnFamilyDescriptor) -> String {
+    let ttl = f
+        .ttl_secs
+        .map(|s| format!("{s} SECONDS"))
+        .unwrap_or_else(|| "FOREVER".into());
+    let kdc = format!("{:?}", f.keep_deleted_cells).to_uppercase();
+    let compression = format!("{:?}", f.compression).to_uppercase();
+    let bloom = format!("{:?}", f.bloom).to_uppercase();
+    format!(
+        "{{NAME => '{}', VERSIONS => '{}', MIN_VERSIONS => '{}', TTL => '{}', KEEP_DELETED_CELLS => '{}', COMPRESSION => '{}', BLOOMFILTER => '{}', BLOCKSIZE => '{}', BLOCKCACHE => '{}', IN_MEMORY => '{}'}}",
+        to_string_binary(&f.name),
+        f.max_versions,
+        f.min_versions,
+        ttl, kdc, compression, bloom,
+        f.block_size,
+        f.block_cache,
+        f.in_memory,
+    )
+}
+
 pub(super) async fn describe(
     conn: &Connection,
     a: &Args<'_>,
@@ -288,23 +310,8 @@ pub(super) async fn describe(
         show_name(&name)
     ));
     for f in &d.families {
-        let ttl = f
-            .ttl_secs
-            .map(|s| format!("{s} SECONDS"))
-            .unwrap_or_else(|| "FOREVER".into());
-        let kdc = format!("{:?}", f.keep_deleted_cells).to_uppercase();
-        let compression = format!("{:?}", f.compression).to_uppercase();
-        let bloom = format!("{:?}", f.bloom).to_uppercase();
-        out.push_str(&format!(
-            "{{NAME => '{}', VERSIONS => '{}', MIN_VERSIONS => '{}', TTL => '{}', KEEP_DELETED_CELLS => '{}', COMPRESSION => '{}', BLOOMFILTER => '{}', BLOCKSIZE => '{}', BLOCKCACHE => '{}', IN_MEMORY => '{}'}}\n",
-            to_string_binary(&f.name),
-            f.max_versions,
-            f.min_versions,
-            ttl, kdc, compression, bloom,
-            f.block_size,
-            f.block_cache,
-            f.in_memory,
-        ));
+        out.push_str(&family_settings(f));
+        out.push('\n');
     }
     if let Some(salt) = &d.salt {
         let part = match &salt.part {

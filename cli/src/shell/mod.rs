@@ -18,7 +18,7 @@ pub mod complete;
 mod data;
 mod ddl;
 mod index;
-pub use ddl::show_name;
+pub use ddl::{family_settings, show_name};
 pub mod lex;
 pub mod parse;
 mod target;

@@ -2,7 +2,7 @@
 
 The binary is `$BASALT_BIN` (the Rust test `cli/tests/happybase.rs` sets it to the binary
 cargo built), else target/release/basalt. Each server gets a fresh data directory and a free
-port (`--port 0`; the server prints `listening on ADDR` once it listens) and is stopped with
+port (`--port 0`, and a free info port; the server prints `listening on ADDR` once it listens) and is stopped with
 SIGTERM at the end, which must close the engine cleanly (exit status 0).
 """
 import itertools
@@ -32,7 +32,7 @@ class Server:
     def __init__(self, *flags):
         self.dir = tempfile.TemporaryDirectory(prefix="basalt-happybase-")
         self.proc = subprocess.Popen(
-            [basalt_bin(), "serve", self.dir.name, "--port", "0", *flags],
+            [basalt_bin(), "serve", self.dir.name, "--port", "0", "--info-port", "0", *flags],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

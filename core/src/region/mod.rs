@@ -59,7 +59,7 @@ pub struct Region {
     /// Endpoint answers (row counts, column folds) read in place from a store file's blocks
     /// (see `server::endpoint::RegionView::count_rows`).
     pub in_place_reads: AtomicU64,
-    /// Writes served.
+    /// Writes served: one per mutation (a row of a put, delete or batch), as HBase counts.
     pub write_requests: AtomicU64,
     /// Serializes flushes of this region.
     pub flush_lock: tokio::sync::Mutex<()>,
@@ -272,7 +272,7 @@ pub struct RegionInfo {
     pub end_key: Bytes,
     /// Reads served since open.
     pub read_requests: u64,
-    /// Writes served since open.
+    /// Writes served since open: one per mutation (a row of a put, delete or batch).
     pub write_requests: u64,
     /// Bytes in MemStores.
     pub memstore_size: u64,

@@ -145,14 +145,19 @@ impl WritePipeline {
         }
         if let [region] = regions.as_slice() {
             region.apply(&cells);
-            region.write_requests.fetch_add(1, Ordering::Relaxed);
+            region
+                .write_requests
+                .fetch_add(mutations(cells.iter()), Ordering::Relaxed);
         } else if runs_by_region(&cells) == regions.len() {
             // Each region's cells form one run (a batch's own cells, then each hook's added
             // rows, as usual): the runs are applied as they lie.
             for run in cells.chunk_by(|a, b| Arc::ptr_eq(&a.region, &b.region)) {
                 if let Some(first) = run.first() {
                     first.region.apply(run);
-                    first.region.write_requests.fetch_add(1, Ordering::Relaxed);
+                    first
+                        .region
+                        .write_requests
+                        .fetch_add(mutations(run.iter()), Ordering::Relaxed);
                 }
             }
         } else {
@@ -162,7 +167,9 @@ impl WritePipeline {
                     .filter(|c| Arc::ptr_eq(&c.region, region))
                     .collect();
                 region.apply(&mine);
-                region.write_requests.fetch_add(1, Ordering::Relaxed);
+                region
+                    .write_requests
+                    .fetch_add(mutations(mine.iter().copied()), Ordering::Relaxed);
             }
         }
         // In the MemStore, not yet visible: the read point waits for `guard`.
@@ -469,6 +476,20 @@ impl WritePipeline {
 }
 
 /// The number of runs of consecutive cells of one region.
+/// The write requests `cells` count for their region, as HBase counts them: one per
+/// mutation, a run of cells of one row (a batch of 100 rows is 100 writes).
+fn mutations<'a>(cells: impl Iterator<Item = &'a PreparedCell>) -> u64 {
+    let mut n = 0;
+    let mut row: Option<&Bytes> = None;
+    for c in cells {
+        if row != Some(&c.cell.key.row) {
+            n += 1;
+            row = Some(&c.cell.key.row);
+        }
+    }
+    n
+}
+
 fn runs_by_region(cells: &[PreparedCell]) -> usize {
     1 + cells
         .windows(2)

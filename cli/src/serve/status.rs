@@ -1,0 +1,352 @@
+//! What the status page, its JSON (`/status.json`) and the metrics scrape show: one
+//! [`Status`] gathered from the engine at request time. Tables with their families and
+//! settings; per table its regions in key order with the figures of HBase's region table
+//! (name, start and end key, store files, size on disk, MemStore size, read and write
+//! requests) and each region's share of the table's writes; its coprocessors with calls,
+//! errors and latency; its indexes with their state; and the engine's and the gateway's
+//! counters.
+//!
+//! Invariants: regions are listed in key order; write shares are in 0..=1 and sum to 1 over
+//! a table that took writes since the server started (all 0 otherwise). Gathering only
+//! reads: it never flushes or otherwise changes the directory.
+
+use super::handler::State;
+use crate::shell::{family_settings, show_name};
+use crate::ToolError;
+use basalt_core::client::report::key_to_string;
+use basalt_core::{EngineStats, TableDescriptor};
+use basalt_index::{IndexAdmin, IndexState};
+use serde::Serialize;
+
+/// Everything the status page shows.
+#[derive(Debug, Clone, Serialize)]
+pub struct Status {
+    /// Basalt's version.
+    pub version: &'static str,
+    /// The data directory served.
+    pub data_dir: String,
+    /// Where the Thrift service listens.
+    pub thrift_address: String,
+    /// Seconds since the server started.
+    pub uptime_secs: u64,
+    /// The engine's counters since it opened.
+    pub engine: EngineCounters,
+    /// The gateway's connections, scanners and requests.
+    pub gateway: GatewayCounters,
+    /// Every table, in the catalog's order.
+    pub tables: Vec<TableStatus>,
+}
+
+/// [`EngineStats`] as the JSON shows it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct EngineCounters {
+    /// Region flushes that wrote store files.
+    pub flushes: u64,
+    /// Store compactions committed.
+    pub compactions: u64,
+    /// WAL fsyncs.
+    pub wal_syncs: u64,
+    /// Bytes of WAL records written.
+    pub wal_bytes: u64,
+    /// Block reads the block cache served.
+    pub block_cache_hits: u64,
+    /// Block reads that went to the file.
+    pub block_cache_misses: u64,
+    /// Bytes the block cache holds.
+    pub block_cache_bytes: u64,
+    /// The block cache's capacity.
+    pub block_cache_capacity: u64,
+    /// Bytes in every MemStore.
+    pub memstore_bytes: u64,
+    /// Writes that waited for the global MemStore budget.
+    pub memstore_blocked_writes: u64,
+}
+
+impl From<EngineStats> for EngineCounters {
+    fn from(s: EngineStats) -> Self {
+        EngineCounters {
+            flushes: s.flushes,
+            compactions: s.compactions,
+            wal_syncs: s.wal_syncs,
+            wal_bytes: s.wal_bytes,
+            block_cache_hits: s.block_cache_hits,
+            block_cache_misses: s.block_cache_misses,
+            block_cache_bytes: s.block_cache_bytes,
+            block_cache_capacity: s.block_cache_capacity,
+            memstore_bytes: s.memstore_bytes,
+            memstore_blocked_writes: s.memstore_blocked_writes,
+        }
+    }
+}
+
+/// The gateway's own counters.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct GatewayCounters {
+    /// Connections open now.
+    pub connections: u64,
+    /// Scanners open now.
+    pub open_scanners: u64,
+    /// Requests served since start (every method).
+    pub requests: u64,
+    /// Of those, requests answered with an exception.
+    pub errors: u64,
+}
+
+/// One table.
+#[derive(Debug, Clone, Serialize)]
+pub struct TableStatus {
+    /// The name as HBase prints it (the qualifier alone in the default namespace).
+    pub name: String,
+    /// False when disabled.
+    pub enabled: bool,
+    /// Salt buckets, for a salted table.
+    pub salt_buckets: Option<u32>,
+    /// Coprocessors the table lists that this server lacks (then it is read-only here).
+    pub missing_coprocessors: Vec<String>,
+    /// Its column families.
+    pub families: Vec<FamilyStatus>,
+    /// Its regions in key order.
+    pub regions: Vec<RegionStatus>,
+    /// Its coprocessors in run order.
+    pub coprocessors: Vec<CoprocessorStatus>,
+    /// Its secondary indexes.
+    pub indexes: Vec<IndexStatus>,
+}
+
+/// One column family.
+#[derive(Debug, Clone, Serialize)]
+pub struct FamilyStatus {
+    /// The family's name (`Bytes.toStringBinary`).
+    pub name: String,
+    /// Versions kept.
+    pub versions: u32,
+    /// Time to live in seconds (`None`: forever).
+    pub ttl_secs: Option<u64>,
+    /// Every setting as HBase's `describe` prints it.
+    pub settings: String,
+}
+
+/// One region: the columns of HBase's region table.
+#[derive(Debug, Clone, Serialize)]
+pub struct RegionStatus {
+    /// `table,start key,id`.
+    pub name: String,
+    /// The region id.
+    pub id: u64,
+    /// Inclusive start key (`Bytes.toStringBinary`; empty: the table's start).
+    pub start_key: String,
+    /// Exclusive end key (empty: the table's end).
+    pub end_key: String,
+    /// Store files.
+    pub store_files: usize,
+    /// Bytes of its store files on disk.
+    pub store_file_bytes: u64,
+    /// Bytes in its MemStores.
+    pub memstore_bytes: u64,
+    /// Reads served since the server started.
+    pub read_requests: u64,
+    /// Writes served since the server started.
+    pub write_requests: u64,
+    /// Its share of the table's writes since start (0..=1).
+    pub write_share: f64,
+}
+
+/// One coprocessor of a table.
+#[derive(Debug, Clone, Serialize)]
+pub struct CoprocessorStatus {
+    /// The registered name.
+    pub name: String,
+    /// Its priority (lower runs first).
+    pub priority: u32,
+    /// `LOADED`, `UNLOADED` (by its failure policy), `MISSING` (this server lacks it) or
+    /// `NOT RUN` (the table is read-only here).
+    pub state: &'static str,
+    /// Hook calls.
+    pub calls: u64,
+    /// Hook calls that failed (refusals and faults).
+    pub errors: u64,
+    /// Mean latency of a call in microseconds (`None` before the first call).
+    pub mean_latency_micros: Option<f64>,
+    /// Time spent in its hooks, in seconds.
+    pub total_latency_secs: f64,
+}
+
+/// One secondary index.
+#[derive(Debug, Clone, Serialize)]
+pub struct IndexStatus {
+    /// The index name.
+    pub name: String,
+    /// Indexed columns (`f:q`, `DESC` when descending).
+    pub columns: Vec<String>,
+    /// Covered columns.
+    pub covered: Vec<String>,
+    /// Unique index.
+    pub unique: bool,
+    /// `ACTIVE` or `BUILDING`.
+    pub state: &'static str,
+}
+
+fn column_text(family: &[u8], qualifier: &[u8]) -> String {
+    format!("{}:{}", key_to_string(family), key_to_string(qualifier))
+}
+
+/// Each value's share of their sum (all 0 when the sum is 0).
+fn shares(values: &[u64]) -> Vec<f64> {
+    let total: u64 = values.iter().sum();
+    values
+        .iter()
+        .map(|&v| {
+            if total == 0 {
+                0.0
+            } else {
+                v as f64 / total as f64
+            }
+        })
+        .collect()
+}
+
+/// Gathers the status of the server over `state`.
+pub(crate) async fn gather(state: &State) -> Result<Status, ToolError> {
+    let data = &state.data;
+    let admin = data.conn.admin();
+    let mut tables = Vec::new();
+    for d in admin.list_tables().await? {
+        tables.push(table_status(state, d).await?);
+    }
+    let metrics = &state.metrics;
+    Ok(Status {
+        version: env!("CARGO_PKG_VERSION"),
+        data_dir: state.dir.clone(),
+        thrift_address: format!("{}:{}", state.host, state.port),
+        uptime_secs: metrics.started.elapsed().as_secs(),
+        engine: data.conn.backend().stats().into(),
+        gateway: GatewayCounters {
+            connections: u64::try_from(metrics.connections.get()).unwrap_or(0),
+            open_scanners: state.scanners.len() as u64,
+            requests: metrics.requests_served(),
+            errors: metrics.errors_answered(),
+        },
+        tables,
+    })
+}
+
+async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, ToolError> {
+    let data = &state.data;
+    let admin = data.conn.admin();
+    let name = d.name.clone();
+    let enabled = admin.is_table_enabled(name.clone()).await?;
+    let regions = admin.regions(name.clone()).await?;
+    let writes: Vec<u64> = regions.iter().map(|r| r.write_requests).collect();
+    let regions = regions
+        .iter()
+        .zip(shares(&writes))
+        .map(|(r, share)| RegionStatus {
+            name: format!(
+                "{},{},{}",
+                show_name(&name),
+                key_to_string(&r.start_key),
+                r.id
+            ),
+            id: r.id,
+            start_key: key_to_string(&r.start_key),
+            end_key: key_to_string(&r.end_key),
+            store_files: r.store_files,
+            store_file_bytes: r.store_file_size,
+            memstore_bytes: r.memstore_size,
+            read_requests: r.read_requests,
+            write_requests: r.write_requests,
+            write_share: share,
+        })
+        .collect();
+    let missing = data.coprocessors.missing(&d);
+    let metrics = data.coprocessors.metrics(&name);
+    let coprocessors = d
+        .coprocessors
+        .iter()
+        .map(|cp| {
+            let m = metrics.iter().find(|m| m.name == cp.name);
+            let state = if missing.contains(&cp.name) {
+                "MISSING"
+            } else if !missing.is_empty() {
+                "NOT RUN"
+            } else if m.is_some_and(|m| !m.loaded) {
+                "UNLOADED"
+            } else {
+                "LOADED"
+            };
+            let (calls, errors, total) = m.map_or((0, 0, 0.0), |m| {
+                (m.calls, m.errors, m.total_latency.as_secs_f64())
+            });
+            CoprocessorStatus {
+                name: cp.name.clone(),
+                priority: cp.priority,
+                state,
+                calls,
+                errors,
+                mean_latency_micros: (calls > 0).then(|| total * 1e6 / calls as f64),
+                total_latency_secs: total,
+            }
+        })
+        .collect();
+    let indexes = IndexAdmin::new(&data.conn, data.indexes.clone())
+        .list(name.clone())
+        .await?
+        .into_iter()
+        .map(|i| IndexStatus {
+            columns: i
+                .columns
+                .iter()
+                .map(|(c, o)| {
+                    let t = column_text(&c.family, &c.qualifier);
+                    if *o == basalt_core::keys::Order::Desc {
+                        format!("{t} DESC")
+                    } else {
+                        t
+                    }
+                })
+                .collect(),
+            covered: i
+                .covered
+                .iter()
+                .map(|c| column_text(&c.family, &c.qualifier))
+                .collect(),
+            unique: i.unique,
+            state: match i.state {
+                IndexState::Active => "ACTIVE",
+                IndexState::Building => "BUILDING",
+            },
+            name: i.name,
+        })
+        .collect();
+    Ok(TableStatus {
+        name: show_name(&name),
+        enabled,
+        salt_buckets: d.salt.as_ref().map(|s| s.buckets),
+        missing_coprocessors: missing,
+        families: d
+            .families
+            .iter()
+            .map(|f| FamilyStatus {
+                name: key_to_string(&f.name),
+                versions: f.max_versions,
+                ttl_secs: f.ttl_secs,
+                settings: family_settings(f),
+            })
+            .collect(),
+        regions,
+        coprocessors,
+        indexes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shares;
+
+    #[test]
+    fn write_shares_sum_to_one_or_are_all_zero() {
+        assert_eq!(shares(&[1, 3]), vec![0.25, 0.75]);
+        assert_eq!(shares(&[0, 0]), vec![0.0, 0.0]);
+        assert!(shares(&[]).is_empty());
+    }
+}
