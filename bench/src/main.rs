@@ -1,9 +1,10 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, all (`all` runs them). The `index` suite compares
+//! filters, coprocessors, salting, index, gateway, all (`all` runs all but gateway). The `index` suite compares
 //! puts with 1 and 3 secondary indexes against none and an index lookup against a filtered
-//! full scan. The
+//! full scan. The `gateway` suite compares happybase batch puts and scans through
+//! `basalt serve` with the same work through the Rust API (`rust_api`). The
 //! `filters` suite compares Basalt with itself: a filtered scan against a client-side-filtered
 //! one (`client_filter`); the `coprocessors` suite compares puts with 5 no-op observers against
 //! none (`none`) and the built-in endpoints against client-side scans (`client_scan`); the
@@ -20,6 +21,7 @@ mod core;
 mod figures;
 mod filters;
 mod fjall_side;
+mod gateway;
 mod index;
 mod put_rounds;
 mod salting;
@@ -35,13 +37,14 @@ use std::process::ExitCode;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Every suite the CLI knows, implemented or not.
-const SUITES: [&str; 7] = [
+const SUITES: [&str; 8] = [
     "core",
     "storage",
     "filters",
     "coprocessors",
     "salting",
     "index",
+    "gateway",
     "all",
 ];
 
@@ -164,10 +167,12 @@ fn print_report(figures: &[Figure]) {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
-  suite     core | storage | filters | coprocessors | salting | index | all
-            (`all` runs them)
+  suite     core | storage | filters | coprocessors | salting | index | gateway | all
+            (`all` runs all but gateway, which needs the `basalt` binary
+            (cargo build --release -p basalt-cli) and python3 with happybase)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
-            filters 1000000, coprocessors 1000000, salting 1000000, index 1000000)
+            filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
+            gateway 200000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 16384)
   --compression C Basalt's block compression of flushed files in the core suite:
@@ -289,6 +294,7 @@ fn main() -> ExitCode {
         "coprocessors" => &["coprocessors"],
         "salting" => &["salting"],
         "index" => &["index"],
+        "gateway" => &["gateway"],
         other => {
             eprintln!("unknown suite {other}");
             return ExitCode::from(3);
@@ -301,6 +307,7 @@ fn main() -> ExitCode {
             "coprocessors" => coprocessors::DEFAULT_ROWS,
             "salting" => salting::DEFAULT_ROWS,
             "index" => index::DEFAULT_ROWS,
+            "gateway" => gateway::DEFAULT_ROWS,
             _ => storage::DEFAULT_ROWS,
         };
         let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
@@ -308,9 +315,10 @@ fn main() -> ExitCode {
         settings.compression = args.compression;
         settings.compaction_compression = args.compaction_compression;
         settings.rounds = args.rounds;
-        if ["filters", "coprocessors", "salting", "index"].contains(&suite) {
+        if ["filters", "coprocessors", "salting", "index", "gateway"].contains(&suite) {
             let r = match suite {
                 "filters" => filters::run(&settings),
+                "gateway" => gateway::run(&settings),
                 "coprocessors" => coprocessors::run(&settings),
                 "index" => index::run(&settings),
                 _ => salting::run(&settings),

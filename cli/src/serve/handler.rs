@@ -120,6 +120,29 @@ impl Handler {
         Ok((t, table))
     }
 
+    /// `compact` / `majorCompact` of a table name, or of a region name (`table,start,id`, as
+    /// `getTableRegions` names regions): that region only, as HBase's.
+    fn compact_named(&self, name: &[u8], major: bool) -> thrift::Result<()> {
+        let t = table_name_of(region_table(name))?;
+        let admin = self.state.data.conn.admin();
+        let region = name
+            .iter()
+            .rposition(|&c| c == b',')
+            .and_then(|at| std::str::from_utf8(&name[at + 1..]).ok())
+            .map(|id| {
+                id.parse::<u64>()
+                    .map_err(|_| io_error(format!("not a region name (no region id): {id:?}")))
+            })
+            .transpose()?;
+        let done = match (region, major) {
+            (Some(id), true) => self.run(admin.major_compact_region(t, id)),
+            (Some(id), false) => self.run(admin.compact_region(t, id)),
+            (None, true) => self.run(admin.major_compact(t)),
+            (None, false) => self.run(admin.compact(t)),
+        };
+        done.map_err(engine)
+    }
+
     /// `getRow*`: each row that has cells, restricted to `columns`, before `ts`.
     fn rows(
         &self,
@@ -301,16 +324,12 @@ impl HbaseSyncHandler for Handler {
 
     fn handle_compact(&self, name: Vec<u8>) -> thrift::Result<()> {
         called("compact");
-        let t = table_name_of(region_table(&name))?;
-        self.run(self.state.data.conn.admin().compact(t))
-            .map_err(engine)
+        self.compact_named(&name, false)
     }
 
     fn handle_major_compact(&self, name: Vec<u8>) -> thrift::Result<()> {
         called("majorCompact");
-        let t = table_name_of(region_table(&name))?;
-        self.run(self.state.data.conn.admin().major_compact(t))
-            .map_err(engine)
+        self.compact_named(&name, true)
     }
 
     fn handle_get_table_names(&self) -> thrift::Result<Vec<Text>> {

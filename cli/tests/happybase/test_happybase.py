@@ -54,6 +54,14 @@ def test_regions(table):
     r = regions[0]
     assert r["start_key"] == b"" and r["end_key"] == b""
     assert r["version"] == 1 and r["port"] > 0 and r["name"]
+    # compact / majorCompact take a region's name (that region only), as HBase's.
+    table.put(b"rc", {b"cf:a": b"1"})
+    table.connection.client.majorCompact(r["name"])
+    table.connection.client.compact(r["name"])
+    assert table.row(b"rc") == {b"cf:a": b"1"}
+    bogus = r["name"].rsplit(b",", 1)[0] + b",999999"
+    with pytest.raises(Hbase_thrift.IOError):
+        table.connection.client.majorCompact(bogus)
 
 
 def test_put_row_rows_columns(table):
