@@ -12,7 +12,7 @@ use super::guard::Watched;
 use super::metrics::GatewayMetrics;
 use super::{Options, Protocol, Transport};
 use basalt_thrift::hbase::{HbaseSyncHandler, HbaseSyncProcessor};
-use std::io::{Cursor, Read};
+use std::io::{BufReader, Cursor, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -87,11 +87,20 @@ fn detect(stream: &mut TcpStream, opts: &Options) -> Result<(Wire, Vec<u8>), Str
     Ok((wire, seen))
 }
 
+/// The socket read buffer of a connection, in bytes.
+const READ_BUFFER: usize = 16 * 1024;
+/// The unframed write buffer of a connection, in bytes (full, it is sent; a reply is sent
+/// whole at its end). The framed transport holds a whole frame anyway.
+const WRITE_BUFFER: usize = 64 * 1024;
+
 /// The incoming bytes of a connection: the detected prefix, then the socket; frames are
 /// read whole after their length is checked; an unframed message's bytes are counted
-/// against the message limit (reset before each message through `used`).
+/// against the message limit (reset before each message through `used`). The socket is read
+/// through a buffer of [`READ_BUFFER`] bytes: the protocols read field by field, and an
+/// unbuffered socket would cost a system call for each (happybase batch puts: 0.11x of the Rust
+/// API unbuffered; see docs/BENCHMARKS.md, `gateway`).
 struct Inbound {
-    source: std::io::Chain<Cursor<Vec<u8>>, TcpStream>,
+    source: std::io::Chain<Cursor<Vec<u8>>, BufReader<TcpStream>>,
     framed: bool,
     frame: Vec<u8>,
     at: usize,
@@ -184,7 +193,7 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
     };
     let used = Arc::new(AtomicUsize::new(0));
     let inbound = Inbound {
-        source: Cursor::new(prefix).chain(stream),
+        source: Cursor::new(prefix).chain(BufReader::with_capacity(READ_BUFFER, stream)),
         framed: wire.transport == Transport::Framed,
         frame: Vec::new(),
         at: 0,
@@ -197,7 +206,10 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
     };
     let out: Box<dyn thrift::transport::TWriteTransport> = match wire.transport {
         Transport::Framed => Box::new(TFramedWriteTransport::new(write_half)),
-        Transport::Buffered => Box::new(TBufferedWriteTransport::new(write_half)),
+        Transport::Buffered => Box::new(TBufferedWriteTransport::with_capacity(
+            WRITE_BUFFER,
+            write_half,
+        )),
     };
     let (mut i_prot, mut o_prot): (Box<dyn TInputProtocol>, Box<dyn TOutputProtocol>) =
         match wire.protocol {
