@@ -98,8 +98,11 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
     let data = dir.path().join("data");
     // The pre-split table, made by the shell before the server opens the directory.
     let splits: Vec<String> = SPLITS.iter().map(|s| format!("'{s}'")).collect();
+    // A second table with a secondary index: its coprocessors and index are on the page.
     let script = format!(
-        "create 'events', {{NAME => 'd', VERSIONS => 3}}, 'm', SPLITS => [{}]\n",
+        "create 'events', {{NAME => 'd', VERSIONS => 3}}, 'm', SPLITS => [{}]\n\
+         create 'users', 'info'\n\
+         create_index 'users', 'by_email', 'info:email', {{UNIQUE => true}}\n",
         splits.join(", ")
     );
     let mut shell = basalt()
@@ -187,6 +190,23 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
         assert_eq!(got.len(), 1);
     }
 
+    for i in 0..5 {
+        let m = Mutation {
+            is_delete: Some(false),
+            column: Some(b"info:email".to_vec()),
+            value: Some(format!("u{i}@example.com").into_bytes()),
+            write_to_w_a_l: Some(true),
+        };
+        client
+            .mutate_row(
+                b"users".to_vec(),
+                format!("u{i}").into_bytes(),
+                vec![m],
+                BTreeMap::new(),
+            )
+            .unwrap();
+    }
+
     // The JSON: every region, in key order, with its write count and share.
     let (status, body) = http_get(&info, "/status.json");
     assert!(status.contains(" 200 "), "{status}");
@@ -210,7 +230,27 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
         by_id.insert(r["id"].as_u64().unwrap(), (start, writes));
     }
     assert_eq!(regions[0]["read_requests"].as_u64(), Some(7), "{body}");
-    assert!(json["gateway"]["requests"].as_u64().unwrap() >= 8 + 7);
+    assert!(json["gateway"]["requests"].as_u64().unwrap() >= 8 + 7 + 5);
+    let users = json["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "users")
+        .unwrap();
+    assert_eq!(users["indexes"][0]["name"], "by_email", "{users}");
+    assert_eq!(users["indexes"][0]["state"], "ACTIVE", "{users}");
+    assert_eq!(users["indexes"][0]["unique"], true, "{users}");
+    let cps = users["coprocessors"].as_array().unwrap();
+    assert!(!cps.is_empty(), "{users}");
+    assert!(
+        cps.iter()
+            .all(|c| c["state"] == "LOADED" && c["errors"] == 0),
+        "{users}"
+    );
+    assert!(
+        cps.iter().any(|c| c["calls"].as_u64() >= Some(5)),
+        "{users}"
+    );
 
     // The page as chromium renders it: every region's row with its write count.
     let profile = tempfile::tempdir().unwrap();
@@ -219,8 +259,19 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
         &["--dump-dom".to_string(), page_url.clone()],
     );
     assert!(dom.contains("Table events"), "{dom}");
+    let users_section = dom
+        .split("data-table=\"users\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no section of table users: {dom}"));
+    assert!(users_section.contains("by_email"), "{users_section}");
+    assert!(users_section.contains("info:email"), "{users_section}");
+    let events_section = dom
+        .split("data-table=\"events\"")
+        .nth(1)
+        .and_then(|s| s.split("<section").next())
+        .unwrap_or_else(|| panic!("no section of table events: {dom}"));
     let mut listed = BTreeMap::new();
-    for row in dom.split("<tr class=\"region\"").skip(1) {
+    for row in events_section.split("<tr class=\"region\"").skip(1) {
         let id: u64 = row
             .split_once("data-region=\"")
             .and_then(|(_, rest)| rest.split_once('"'))
@@ -266,7 +317,7 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
         profile.path(),
         &[
             format!("--screenshot={}", shot.display()),
-            "--window-size=1400,1700".to_string(),
+            "--window-size=1400,2600".to_string(),
             page_url,
         ],
     );
