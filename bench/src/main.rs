@@ -1,7 +1,11 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, gateway, all (`all` runs all but gateway). The `index` suite compares
+//! filters, coprocessors, salting, index, gateway, ycsb, all (`all` runs all but gateway
+//! and ycsb). The
+//! `ycsb` suite runs YCSB's core workloads (load, then A, B, C, F, D, E) on Basalt, fjall and,
+//! with the `rocksdb` feature, RocksDB (`[--records N] [--operations N] [--threads N]
+//! [--chart FILE]`). The `index` suite compares
 //! puts with 1 and 3 secondary indexes against none and an index lookup against a filtered
 //! full scan. The `gateway` suite compares happybase batch puts and scans through
 //! `basalt serve` with the same work through the Rust API (`rust_api`). The
@@ -29,6 +33,7 @@ mod storage;
 mod storage_basalt;
 mod storage_fjall;
 mod workload;
+mod ycsb;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,6 +50,7 @@ const SUITES: [&str; 8] = [
     "salting",
     "index",
     "gateway",
+    "ycsb",
     "all",
 ];
 
@@ -167,9 +173,9 @@ fn print_report(figures: &[Figure]) {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
-  suite     core | storage | filters | coprocessors | salting | index | gateway | all
+  suite     core | storage | filters | coprocessors | salting | index | gateway | ycsb | all
             (`all` runs all but gateway, which needs the `basalt` binary
-            (cargo build --release -p basalt-cli) and python3 with happybase)
+            (cargo build --release -p basalt-cli) and python3 with happybase, and ycsb)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
             gateway 200000)
@@ -181,6 +187,12 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
                   levels below 0)
   --rounds N      core and storage suites: rounds of reads and of the scan per engine, median reported
                   (default 3)
+ycsb suite (YCSB's core workloads: load, then A, B, C, F, D, E; RocksDB too when built
+with `--features rocksdb`):
+  --records N     records loaded (default 1000000; --rows is taken when --records is not given)
+  --operations N  operations per workload (default 1000000)
+  --threads N     client threads for the load and every workload (default 2)
+  --chart FILE    also write an SVG bar chart of ops/s per workload and engine
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
   BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)";
@@ -193,6 +205,18 @@ struct Args {
     compression: basalt_core::Compression,
     compaction_compression: basalt_core::Compression,
     rounds: usize,
+    records: Option<u64>,
+    operations: u64,
+    threads: usize,
+    chart: Option<PathBuf>,
+}
+
+/// A count given on the command line (`_` separators allowed).
+fn count(flag: &str, v: Option<String>) -> Result<u64, String> {
+    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+    v.replace('_', "")
+        .parse()
+        .map_err(|_| format!("{flag}: not a number: {v}"))
 }
 
 /// A codec named on the command line.
@@ -215,6 +239,10 @@ fn parse_args() -> Result<Args, String> {
     let mut compression = basalt_core::Compression::None;
     let mut compaction_compression = basalt_core::Compression::Lz4;
     let mut rounds = 3;
+    let mut records = None;
+    let mut operations = ycsb::DEFAULT_OPERATIONS;
+    let mut threads = ycsb::DEFAULT_THREADS;
+    let mut chart = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "-h" | "--help" => return Err(String::new()),
@@ -241,6 +269,15 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|&n| n > 0)
                     .ok_or_else(|| format!("--rounds: not a positive number: {v}"))?;
             }
+            "--records" => records = Some(count("--records", args.next())?),
+            "--operations" => operations = count("--operations", args.next())?,
+            "--threads" => {
+                threads = usize::try_from(count("--threads", args.next())?)
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or("--threads: not a positive number")?;
+            }
+            "--chart" => chart = Some(args.next().ok_or("--chart needs a value")?.into()),
             "--compression" => {
                 compression = codec("--compression", args.next())?;
             }
@@ -264,6 +301,10 @@ fn parse_args() -> Result<Args, String> {
         compression,
         compaction_compression,
         rounds,
+        records,
+        operations,
+        threads,
+        chart,
     })
 }
 
@@ -295,12 +336,33 @@ fn main() -> ExitCode {
         "salting" => &["salting"],
         "index" => &["index"],
         "gateway" => &["gateway"],
+        "ycsb" => &["ycsb"],
         other => {
             eprintln!("unknown suite {other}");
             return ExitCode::from(3);
         }
     };
     for &suite in suites {
+        if suite == "ycsb" {
+            let records = args.records.or(args.rows).unwrap_or(ycsb::DEFAULT_RECORDS);
+            let mut core = core::Settings::new(records, args.dir.clone());
+            core.block_size = args.block_size;
+            core.compression = args.compression;
+            core.compaction_compression = args.compaction_compression;
+            let settings = ycsb::Settings {
+                records,
+                operations: args.operations,
+                threads: args.threads,
+                core,
+                chart: args.chart.clone(),
+            };
+            if let Err(e) = ycsb::run(&settings) {
+                eprintln!("error: suite ycsb failed: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!();
+            continue;
+        }
         let default_rows = match suite {
             "core" => 1_000_000,
             "filters" => filters::DEFAULT_ROWS,

@@ -122,15 +122,12 @@ impl Workload {
     /// Row `row` as the single value fjall stores: for each field, a 1-byte name length,
     /// the name, a 2-byte little-endian value length, the value.
     pub fn encode_row(&self, row: u64) -> Vec<u8> {
-        let mut out = Vec::with_capacity(FIELDS * (1 + 6 + 2 + FIELD_LEN));
-        for (j, name) in FIELD_NAMES.iter().enumerate() {
-            let v = self.field(row, j);
-            out.push(name.len() as u8);
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(&(v.len() as u16).to_le_bytes());
-            out.extend_from_slice(v);
-        }
-        out
+        encode_fields(
+            FIELD_NAMES
+                .iter()
+                .enumerate()
+                .map(|(j, name)| (name.as_bytes(), self.field(row, j))),
+        )
     }
 
     /// True when `fields` (name, value) are exactly row `row`'s fields in order.
@@ -148,6 +145,19 @@ impl Workload {
         }
         n == FIELDS
     }
+}
+
+/// (name, value) fields as one value (see [`Workload::encode_row`]); names up to 255 bytes,
+/// values up to 64 KiB.
+pub fn encode_fields<'a>(fields: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(FIELDS * (1 + 6 + 2 + FIELD_LEN));
+    for (name, v) in fields {
+        out.push(name.len() as u8);
+        out.extend_from_slice(name);
+        out.extend_from_slice(&(v.len() as u16).to_le_bytes());
+        out.extend_from_slice(v);
+    }
+    out
 }
 
 /// Splits an encoded fjall row into (name, value) fields; `None` if it is malformed.
