@@ -2,15 +2,18 @@
 //! core suite's, family `f`, one row per record with qualifiers `field0..field9`.
 //!
 //! Every write is a `Put` with `Durability::SyncWal` (acknowledged once the WAL record is
-//! handed to the OS, as the core suite's). The client threads are OS threads that each
-//! `block_on` the async calls on a handle of one multi-thread tokio runtime (as a blocking
-//! client of an async engine would), so the latency of one operation is that of its calls.
-//! A read is a `Get` of the whole row; an update a `Put` of one column; a scan a `Scan` from
-//! the start key with a row limit (no prefetch: a scan of at most 100 rows is one chunk, and
-//! many run at once on few cores).
+//! handed to the OS, as the core suite's). Basalt is async, so the clients are tokio tasks
+//! on one multi-thread runtime (as in the core suite), one per `--threads`, each timing its
+//! own operations. A read is a `Get` of the whole row; an update a `Put` of one column; a
+//! scan a `Scan` from the start key with a row limit (no prefetch: a scan of at most 100
+//! rows is one chunk, and many run at once on few cores).
+//!
+//! Invariant: a read or scanned row without its 10 fields fails the run, as on the other
+//! engines ([`check_fields`]).
 
-use super::{check_fields, Settings, Store};
-use crate::workload::{split_keys, FIELDS, FIELD_NAMES};
+use super::client::{merge, PhasePlan, Planned, ThreadStats};
+use super::{check_fields, Measured, Settings};
+use crate::workload::{split_keys, FIELD_NAMES};
 use crate::BenchResult;
 use basalt_core::client::{Get, Put, Scan};
 use basalt_core::{
@@ -18,45 +21,50 @@ use basalt_core::{
 };
 use futures::TryStreamExt;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
 /// The table's name (YCSB's default `table`).
 const TABLE: &str = "usertable";
 /// The one column family.
 const FAMILY: &str = "f";
 
-/// Basalt as a [`Store`].
-pub struct BasaltStore {
-    handle: tokio::runtime::Handle,
-    table: Table,
+/// Reads every field of `key`; an error unless the row has its 10 fields.
+async fn read(table: &Table, key: &[u8]) -> BenchResult<()> {
+    let row = table.get(Get::new(key)).await?;
+    check_fields("basalt", key, row.cells.iter().map(|c| c.value.len()))
 }
 
-impl Store for BasaltStore {
-    fn insert(&self, key: &[u8], fields: &[&[u8]; FIELDS]) -> BenchResult<()> {
-        let mut put = Put::new(key).durability(Durability::SyncWal);
-        for (q, v) in FIELD_NAMES.iter().zip(fields) {
-            put = put.add_column(FAMILY, q, v);
+/// Runs `p` on `table`; returns the rows a scan read (0 for the other operations).
+async fn execute(table: &Table, p: &Planned<'_>) -> BenchResult<u64> {
+    match p {
+        Planned::Insert { key, fields, .. } => {
+            let mut put = Put::new(key).durability(Durability::SyncWal);
+            for (q, v) in FIELD_NAMES.iter().zip(fields) {
+                put = put.add_column(FAMILY, q, v);
+            }
+            table.put(put).await?;
+            Ok(0)
         }
-        self.handle.block_on(self.table.put(put))?;
-        Ok(())
-    }
-
-    fn read(&self, key: &[u8]) -> BenchResult<()> {
-        let row = self.handle.block_on(self.table.get(Get::new(key)))?;
-        check_fields("basalt", key, row.cells.iter().map(|c| c.value.len()))
-    }
-
-    fn update(&self, key: &[u8], field: usize, value: &[u8]) -> BenchResult<()> {
-        let put = Put::new(key)
-            .add_column(FAMILY, FIELD_NAMES[field], value)
-            .durability(Durability::SyncWal);
-        self.handle.block_on(self.table.put(put))?;
-        Ok(())
-    }
-
-    fn scan(&self, start: &[u8], len: usize) -> BenchResult<u64> {
-        self.handle.block_on(async {
-            let scan = Scan::new().start_row(start).limit(len).prefetch(false);
-            let mut stream = self.table.scan(scan)?;
+        Planned::Read { key } => read(table, key.as_bytes()).await.map(|()| 0),
+        Planned::Update {
+            key,
+            field,
+            value,
+            read_first,
+        } => {
+            if *read_first {
+                read(table, key.as_bytes()).await?;
+            }
+            let put = Put::new(key)
+                .add_column(FAMILY, FIELD_NAMES[*field], value)
+                .durability(Durability::SyncWal);
+            table.put(put).await?;
+            Ok(0)
+        }
+        Planned::Scan { key, len } => {
+            let scan = Scan::new().start_row(key).limit(*len).prefetch(false);
+            let mut stream = table.scan(scan)?;
             let mut rows = 0;
             while let Some(row) = stream.try_next().await? {
                 check_fields(
@@ -67,8 +75,34 @@ impl Store for BasaltStore {
                 rows += 1;
             }
             Ok(rows)
-        })
+        }
     }
+}
+
+/// Runs `phase` on `table`, one tokio task per client.
+async fn drive(table: Table, phase: Arc<PhasePlan>) -> BenchResult<Measured> {
+    let start = Instant::now();
+    let mut tasks = Vec::with_capacity(phase.clients);
+    for t in 0..phase.clients {
+        let (table, phase) = (table.clone(), phase.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut stats = ThreadStats::new()?;
+            let mut client = phase.client(t);
+            while let Some(p) = client.plan(&phase) {
+                let start = Instant::now();
+                let rows = execute(&table, &p).await;
+                let took = start.elapsed();
+                phase.done(&p);
+                stats.record(&p, took, rows?)?;
+            }
+            BenchResult::Ok(stats)
+        }));
+    }
+    let mut clients = Vec::with_capacity(tasks.len());
+    for t in tasks {
+        clients.push(t.await??);
+    }
+    merge(phase.name, start.elapsed(), clients)
 }
 
 /// Opens Basalt in `dir` and creates the table as the core suite does.
@@ -94,18 +128,15 @@ async fn open(dir: &Path, s: &Settings) -> BenchResult<(Connection, Table)> {
 }
 
 /// Runs the load and every workload on Basalt in a fresh temporary directory.
-pub fn run(s: &Settings) -> BenchResult<Vec<super::Measured>> {
+pub fn run(s: &Settings) -> BenchResult<Vec<Measured>> {
     let tmp = super::temp_dir(s, "basalt")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let (conn, table) = rt.block_on(open(tmp.path(), s))?;
-    let store = BasaltStore {
-        handle: rt.handle().clone(),
-        table,
-    };
-    let out = super::run_engine("basalt", &store, s);
-    drop(store);
+    let out = super::run_phases("basalt", s, |phase| {
+        rt.block_on(drive(table.clone(), phase))
+    });
     rt.block_on(conn.close())?;
     out
 }

@@ -6,16 +6,19 @@
 //! updates write one random field, inserts take new record numbers from a counter shared by
 //! the threads and shared across the workloads of one engine (after the loaded ones); the
 //! request distribution is scrambled Zipfian (D: latest). The generators are in
-//! [`generators`]; each engine implements [`Store`] and runs through [`run_engine`].
+//! [`generators`], each client's choices in [`client`]; fjall and RocksDB implement the
+//! blocking [`Store`] and run on OS threads through [`run_engine`]; Basalt, being async, runs
+//! its clients as tokio tasks through [`run_phases`] (see [`basalt`]).
 //!
 //! Invariants: every engine gets the same seeded operation streams (per workload and thread);
 //! a read or read-modify-write that finds no row, or a row without its 10 fields, stops the
 //! run with an error; every row a scan returns is counted and checked the same way. Latency is
 //! measured around the engine calls of one operation only (key and value generation excluded,
-//! as YCSB's measurements are), into an HDR histogram per thread.
+//! as YCSB's measurements are), into an HDR histogram per client.
 
 pub mod basalt;
 pub mod chart;
+pub mod client;
 pub mod fjall;
 pub mod generators;
 pub mod report;
@@ -24,13 +27,13 @@ pub mod rocks;
 
 use crate::workload::{FIELDS, FIELD_LEN};
 use crate::BenchResult;
-use generators::{key_name, scan_length, InsertCounter, KeyChooser, Op, OpChooser};
-use generators::{ScrambledZipfian, SkewedLatest};
+use client::{PhasePlan, Planned, ThreadStats};
+use generators::{InsertCounter, KeyChooser, Op, ScrambledZipfian, SkewedLatest};
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, RngCore, SeedableRng};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Default `--records`.
@@ -43,10 +46,8 @@ pub const DEFAULT_THREADS: usize = 2;
 pub const MAX_SCAN_LENGTH: usize = 100;
 /// Size of the pool field values are cut from.
 const POOL_LEN: usize = 1 << 20;
-/// Seed of every pseudo-random choice.
+/// Seed of the field value pool.
 const SEED: u64 = 0x0059_C5B0;
-/// Highest latency the histograms hold (1 hour, in nanoseconds); longer ones are clamped.
-const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 
 /// The knobs of a run.
 #[derive(Debug, Clone)]
@@ -240,99 +241,6 @@ impl Measured {
     }
 }
 
-/// One thread's counts.
-struct ThreadStats {
-    latency: Histogram<u64>,
-    by_op: [u64; 5],
-    scan_rows: u64,
-}
-
-impl ThreadStats {
-    fn new() -> BenchResult<Self> {
-        Ok(ThreadStats {
-            latency: Histogram::new_with_bounds(1, MAX_LATENCY_NS, 3)?,
-            by_op: [0; 5],
-            scan_rows: 0,
-        })
-    }
-
-    fn record(&mut self, op: Op, start: Instant) {
-        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.latency.saturating_record(ns.max(1));
-        self.by_op[op.index()] += 1;
-    }
-}
-
-/// Runs `f` on `threads` scoped threads and merges what they measured into one phase.
-fn measure<F>(phase: &'static str, threads: usize, f: F) -> BenchResult<Measured>
-where
-    F: Fn(usize, &mut ThreadStats) -> BenchResult<()> + Sync,
-{
-    let start = Instant::now();
-    let results: Vec<BenchResult<ThreadStats>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..threads)
-            .map(|t| {
-                let f = &f;
-                scope.spawn(move || {
-                    let mut stats = ThreadStats::new()?;
-                    f(t, &mut stats)?;
-                    Ok(stats)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err("ycsb: client thread panicked".into()))
-            })
-            .collect()
-    });
-    let elapsed = start.elapsed();
-    let mut total = ThreadStats::new()?;
-    for r in results {
-        let r = r?;
-        total.latency.add(&r.latency)?;
-        for (a, b) in total.by_op.iter_mut().zip(r.by_op) {
-            *a += b;
-        }
-        total.scan_rows += r.scan_rows;
-    }
-    Ok(Measured {
-        phase,
-        ops: total.by_op.iter().sum(),
-        elapsed,
-        latency: total.latency,
-        by_op: total.by_op,
-        scan_rows: total.scan_rows,
-    })
-}
-
-/// The seed of `thread`'s stream in phase number `phase`, the same for every engine.
-fn seed(phase: u64, thread: usize) -> u64 {
-    SEED ^ (phase << 32) ^ thread as u64
-}
-
-/// The load: records `0..records` inserted by the threads, each taking the next record
-/// number from a shared counter (YCSB's `keysequence`).
-fn load(store: &dyn Store, s: &Settings, values: &Values) -> BenchResult<Measured> {
-    let next = AtomicU64::new(0);
-    measure("load", s.threads, |t, stats| {
-        let mut rng = StdRng::seed_from_u64(seed(0, t));
-        loop {
-            let keynum = next.fetch_add(1, Ordering::Relaxed);
-            if keynum >= s.records {
-                return Ok(());
-            }
-            let key = key_name(keynum);
-            let fields = values.row(&mut rng);
-            let start = Instant::now();
-            store.insert(key.as_bytes(), &fields)?;
-            stats.record(Op::Insert, start);
-        }
-    })
-}
-
 /// The key chooser of `spec` for a run of `operations` operations on the records `counter`
 /// has acknowledged (YCSB's `recordcount`), with YCSB's room for the expected new keys.
 pub fn key_chooser(spec: &Spec, operations: u64, counter: &InsertCounter) -> KeyChooser {
@@ -348,89 +256,83 @@ pub fn key_chooser(spec: &Spec, operations: u64, counter: &InsertCounter) -> Key
     }
 }
 
-/// Runs one workload: `s.operations` operations split evenly over the threads.
-fn run_workload(
-    store: &dyn Store,
-    spec: &Spec,
-    phase: u64,
-    s: &Settings,
-    counter: &InsertCounter,
-    values: &Values,
-) -> BenchResult<Measured> {
-    let chooser = key_chooser(spec, s.operations, counter);
-    let ops = OpChooser::new(spec.proportions);
-    let threads = s.threads as u64;
-    measure(spec.name, s.threads, |t, stats| {
-        let mut rng = StdRng::seed_from_u64(seed(phase, t));
-        let mut chooser = chooser.clone();
-        let t = t as u64;
-        let mine = s.operations * (t + 1) / threads - s.operations * t / threads;
-        for _ in 0..mine {
-            let op = ops.next(&mut rng);
-            if op == Op::Insert {
-                let keynum = counter.next_value();
-                let key = key_name(keynum);
-                let fields = values.row(&mut rng);
-                let start = Instant::now();
-                let r = store.insert(key.as_bytes(), &fields);
-                stats.record(op, start);
-                counter.acknowledge(keynum);
-                r?;
-                continue;
+/// Runs `p` on `store`; returns the rows a scan read (0 for the other operations).
+fn execute(store: &dyn Store, p: &Planned<'_>) -> BenchResult<u64> {
+    match p {
+        Planned::Insert { key, fields, .. } => store.insert(key.as_bytes(), fields).map(|()| 0),
+        Planned::Read { key } => store.read(key.as_bytes()).map(|()| 0),
+        Planned::Update {
+            key,
+            field,
+            value,
+            read_first,
+        } => {
+            if *read_first {
+                store.read(key.as_bytes())?;
             }
-            let key = key_name(chooser.next_keynum(&mut rng, counter));
-            let key = key.as_bytes();
-            match op {
-                Op::Read => {
-                    let start = Instant::now();
-                    store.read(key)?;
-                    stats.record(op, start);
-                }
-                Op::Update | Op::ReadModifyWrite => {
-                    let field = rng.random_range(0..FIELDS);
-                    let value = values.pick(&mut rng);
-                    let start = Instant::now();
-                    if op == Op::ReadModifyWrite {
-                        store.read(key)?;
-                    }
-                    store.update(key, field, value)?;
-                    stats.record(op, start);
-                }
-                Op::Scan => {
-                    let len = scan_length(&mut rng, MAX_SCAN_LENGTH);
-                    let start = Instant::now();
-                    let rows = store.scan(key, len)?;
-                    stats.record(op, start);
-                    if rows == 0 {
-                        return Err(format!(
-                            "scan from {} found no row",
-                            String::from_utf8_lossy(key)
-                        )
-                        .into());
-                    }
-                    stats.scan_rows += rows;
-                }
-                Op::Insert => {}
-            }
+            store.update(key.as_bytes(), *field, value).map(|()| 0)
         }
-        Ok(())
-    })
+        Planned::Scan { key, len } => store.scan(key.as_bytes(), *len),
+    }
 }
 
-/// Runs the load and every workload of [`WORKLOADS`] on one engine, printing each phase.
-pub fn run_engine(engine: &str, store: &dyn Store, s: &Settings) -> BenchResult<Vec<Measured>> {
-    let values = Values::new();
+/// Runs `phase` on `store`, one OS thread per client.
+pub fn drive(store: &dyn Store, phase: &PhasePlan) -> BenchResult<Measured> {
+    let start = Instant::now();
+    let results: Vec<BenchResult<ThreadStats>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..phase.clients)
+            .map(|t| {
+                scope.spawn(move || {
+                    let mut stats = ThreadStats::new()?;
+                    let mut client = phase.client(t);
+                    while let Some(p) = client.plan(phase) {
+                        let start = Instant::now();
+                        let rows = execute(store, &p);
+                        let took = start.elapsed();
+                        phase.done(&p);
+                        stats.record(&p, took, rows?)?;
+                    }
+                    Ok(stats)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("ycsb: client thread panicked".into()))
+            })
+            .collect()
+    });
+    let elapsed = start.elapsed();
+    let clients = results.into_iter().collect::<BenchResult<Vec<_>>>()?;
+    client::merge(phase.name, elapsed, clients)
+}
+
+/// Runs the load and every workload of [`WORKLOADS`] through `drive`, printing each phase.
+pub fn run_phases(
+    engine: &str,
+    s: &Settings,
+    mut drive: impl FnMut(Arc<PhasePlan>) -> BenchResult<Measured>,
+) -> BenchResult<Vec<Measured>> {
+    let values = Arc::new(Values::new());
     let mut out = Vec::with_capacity(WORKLOADS.len() + 1);
-    let m = load(store, s, &values)?;
+    let m = drive(Arc::new(PhasePlan::load(s, values.clone())))?;
     report::progress(engine, &m);
     out.push(m);
-    let counter = InsertCounter::new(s.records);
+    let counter = Arc::new(InsertCounter::new(s.records));
     for (i, spec) in WORKLOADS.iter().enumerate() {
-        let m = run_workload(store, spec, i as u64 + 1, s, &counter, &values)?;
+        let plan = PhasePlan::workload(spec, i as u64 + 1, s, counter.clone(), values.clone());
+        let m = drive(Arc::new(plan))?;
         report::progress(engine, &m);
         out.push(m);
     }
     Ok(out)
+}
+
+/// Runs every phase on a blocking [`Store`], one OS thread per client.
+pub fn run_engine(engine: &str, store: &dyn Store, s: &Settings) -> BenchResult<Vec<Measured>> {
+    run_phases(engine, s, |p| drive(store, &p))
 }
 
 /// What every engine measured, in the order they ran.
@@ -473,6 +375,7 @@ pub fn run(s: &Settings) -> BenchResult<()> {
 
 #[cfg(test)]
 mod tests {
+    use super::generators::OpChooser;
     use super::*;
 
     #[test]

@@ -51,8 +51,8 @@ pub fn print_settings(s: &Settings) {
         s.records
     );
     println!(
-        "threads    : {} client threads (OS threads; Basalt: each block_on on a {cores}-worker \
-         tokio runtime)",
+        "threads    : {} clients (fjall, RocksDB: OS threads; Basalt: tokio tasks on a \
+         {cores}-worker multi-thread runtime, as in the core suite)",
         s.threads
     );
     println!(
