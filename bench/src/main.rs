@@ -42,7 +42,7 @@ use std::process::ExitCode;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Every suite the CLI knows, implemented or not.
-const SUITES: [&str; 8] = [
+const SUITES: [&str; 9] = [
     "core",
     "storage",
     "filters",
