@@ -1,7 +1,7 @@
 //! `/metrics` in Prometheus' text format (the `prometheus` crate's registry and encoder).
 //!
 //! Two sources. The gateway's own instruments live for the server's life
-//! ([`GatewayMetrics`]): requests and errors by method and table, a latency histogram by
+//! (`GatewayMetrics`): requests and errors by method and table, a latency histogram by
 //! method, open connections. The engine's figures (flushes, compactions, WAL syncs and
 //! bytes, block cache hits and misses, MemStore bytes; per region its requests, MemStore and
 //! store files; per coprocessor its calls, errors and time) are counters the engine keeps
