@@ -17,7 +17,7 @@ use crate::cell::{same_bytes, Cell, RowResult, StoreCell, StoreKey};
 use crate::error::Result;
 use crate::filter::{FilterExec, RowStart};
 use crate::region::Store;
-use crate::storage::matcher::{match_row_into, FamilyRules, ReadSpec};
+use crate::storage::matcher::{match_row_from, match_row_into, FamilyRules, ReadSpec, RowSource};
 use crate::storage::merge::MergeIter;
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -66,6 +66,38 @@ impl Iterator for RowCells<'_> {
                 *self.err = Some(e);
                 None
             }
+        }
+    }
+}
+
+/// Cells of a finished column [`RowCells`] steps over before it seeks past the column:
+/// stepping a cell is cheaper than a seek (which repositions every source of the merge),
+/// so a column of a few versions is walked and one of many is jumped.
+const COLUMN_STEPS_BEFORE_SEEK: usize = 2;
+
+impl RowSource for RowCells<'_> {
+    fn column_done(&mut self, qualifier: &[u8]) {
+        let in_column = |iter: &mut MergeIter, row: &Bytes| {
+            iter.peek().is_some_and(|c| {
+                same_bytes(&c.key.row, row) && same_bytes(&c.key.qualifier, qualifier)
+            })
+        };
+        for _ in 0..COLUMN_STEPS_BEFORE_SEEK {
+            if !in_column(self.iter, self.row) {
+                return;
+            }
+            // `peek` saw a cell, so this is it (an error stays pending for `next`).
+            let _ = self.iter.next();
+        }
+        if in_column(self.iter, self.row) {
+            // The smallest qualifier after this one is this one followed by a zero byte.
+            let mut next = Vec::with_capacity(qualifier.len() + 1);
+            next.extend_from_slice(qualifier);
+            next.push(0);
+            self.iter.seek(&StoreKey::first_on_column(
+                self.row.clone(),
+                Bytes::from(next),
+            ));
         }
     }
 }
@@ -273,7 +305,7 @@ impl RegionScanner {
                         err: &mut err,
                         seek: None,
                     };
-                    match_row_into(stream, &f.rules, &self.spec, f.columns.as_ref(), |_| {
+                    match_row_from(stream, &f.rules, &self.spec, f.columns.as_ref(), |_| {
                         visible = true
                     });
                     if let Some(e) = err {
@@ -383,7 +415,7 @@ impl RegionScanner {
                         err: &mut err,
                         seek: seekable.then_some(&column_seek),
                     };
-                    match_row_into(stream, rules, &self.spec, columns.as_ref(), emit);
+                    match_row_from(stream, rules, &self.spec, columns.as_ref(), emit);
                     if let Some(e) = err {
                         return Err(e);
                     }

@@ -120,16 +120,64 @@ where
     out
 }
 
+/// The cells of one row of one store as the matcher reads them, in
+/// [`StoreKey`](crate::cell::StoreKey) order: an iterator that may also skip the rest of
+/// a column when the matcher needs nothing more of it (HBase's `SEEK_NEXT_COL`).
+pub trait RowSource: Iterator<Item = StoreCell> {
+    /// The matcher needs no more cells of column `qualifier` (the column of the cell it
+    /// read last): the source may skip the column's cells it has not yielded yet. A hint:
+    /// a source that yields them anyway changes nothing but the time spent.
+    fn column_done(&mut self, qualifier: &[u8]) {
+        let _ = qualifier;
+    }
+}
+
+impl<S: RowSource + ?Sized> RowSource for &mut S {
+    fn column_done(&mut self, qualifier: &[u8]) {
+        (**self).column_done(qualifier);
+    }
+}
+
+/// A plain iterator as a [`RowSource`] that skips nothing.
+pub struct Cells<I>(pub I);
+
+impl<I: Iterator<Item = StoreCell>> Iterator for Cells<I> {
+    type Item = StoreCell;
+
+    #[inline]
+    fn next(&mut self) -> Option<StoreCell> {
+        self.0.next()
+    }
+}
+
+impl<I: Iterator<Item = StoreCell>> RowSource for Cells<I> {}
+
 /// [`match_row`] handing each visible cell, whole, to `emit` (no copies).
 pub fn match_row_into<I>(
     cells: I,
     rules: &FamilyRules,
     spec: &ReadSpec,
     columns: Option<&BTreeSet<Bytes>>,
-    mut emit: impl FnMut(StoreCell),
+    emit: impl FnMut(StoreCell),
 ) where
     I: IntoIterator<Item = StoreCell>,
 {
+    match_row_from(Cells(cells.into_iter()), rules, spec, columns, emit)
+}
+
+/// [`match_row_into`] reading from a [`RowSource`]: once a column has given the reader all
+/// it can (the family's max versions counted, or the reader's max versions returned, or
+/// a column the read did not select), the source is told, so a column of many versions
+/// (a hot row's updates, not yet compacted away) costs a seek instead of a walk. The
+/// column of the empty qualifier is never skipped: the family's delete markers live there,
+/// and one older than a put of that column still masks the other columns.
+pub fn match_row_from<S: RowSource>(
+    mut cells: S,
+    rules: &FamilyRules,
+    spec: &ReadSpec,
+    columns: Option<&BTreeSet<Bytes>>,
+    mut emit: impl FnMut(StoreCell),
+) {
     if spec.raw {
         return match_row_raw_into(cells, rules, spec, columns, emit);
     }
@@ -140,7 +188,7 @@ pub fn match_row_into<I>(
         .map(|ttl| spec.now_ms.saturating_sub(ttl))
         .unwrap_or(0);
 
-    for cell in cells {
+    while let Some(cell) = cells.next() {
         let k = &cell.key;
         if k.seq > spec.read_point {
             continue;
@@ -170,28 +218,28 @@ pub fn match_row_into<I>(
         }
         let index = col.kept;
         col.kept += 1;
-        if index >= rules.max_versions {
-            continue;
+        let selected = columns.is_none_or(|cols| cols.contains(&k.qualifier));
+        let visible = index < rules.max_versions
+            && !(k.ts < expire_before && index >= rules.min_versions)
+            && !cell.cell_expired(spec.now_ms)
+            && k.ts >= spec.min_ts
+            && k.ts < spec.max_ts
+            && col.returned < spec.max_versions
+            && selected;
+        if visible {
+            col.returned += 1;
         }
-        if k.ts < expire_before && index >= rules.min_versions {
-            continue;
+        // Every later put of the column would fail the version checks above (or the
+        // selection), and its markers only mask its own older puts.
+        let finished =
+            col.kept >= rules.max_versions || col.returned >= spec.max_versions || !selected;
+        if visible {
+            emit(cell.into_user());
         }
-        if cell.cell_expired(spec.now_ms) {
-            continue; // its own TTL ran out: it still takes its place among the versions
+        if finished && !col.skipped && !col.qualifier.is_empty() {
+            col.skipped = true;
+            cells.column_done(&col.qualifier);
         }
-        if k.ts < spec.min_ts || k.ts >= spec.max_ts {
-            continue;
-        }
-        if col.returned >= spec.max_versions {
-            continue;
-        }
-        if let Some(cols) = columns {
-            if !cols.contains(&k.qualifier) {
-                continue;
-            }
-        }
-        col.returned += 1;
-        emit(cell.into_user());
     }
 }
 
@@ -329,6 +377,8 @@ struct ColumnState {
     last_put_ts: Option<Timestamp>,
     kept: u32,
     returned: u32,
+    /// The source was told the column is done.
+    skipped: bool,
 }
 
 impl ColumnState {
@@ -339,6 +389,7 @@ impl ColumnState {
         self.last_put_ts = None;
         self.kept = 0;
         self.returned = 0;
+        self.skipped = false;
     }
 }
 

@@ -298,6 +298,53 @@ fn raw_model(
     out
 }
 
+/// Qualifiers of [`build_row`]'s cells: the family markers' empty one, and two more.
+const ROW_QUALS: [&str; 3] = ["", "a", "b"];
+
+/// A row from generated `(qualifier, ts, kind, seq, ttl)` tuples: every kind of cell, family
+/// markers on the empty qualifier, expiring puts with TTLs that ran out, run out at the clock
+/// (10) or never do; identical keys collapse, as the merge yields one of them. Sorted.
+fn build_row(raw: &[(usize, u64, usize, u64, usize)]) -> Vec<StoreCell> {
+    const KINDS: [CellType; 6] = [
+        CellType::Put,
+        CellType::ExpiringPut,
+        CellType::Delete,
+        CellType::DeleteColumn,
+        CellType::DeleteFamily,
+        CellType::DeleteFamilyVersion,
+    ];
+    let mut cells: Vec<StoreCell> = Vec::new();
+    for (i, (q, ts, kind, seq, ttl)) in raw.iter().enumerate() {
+        let kind = KINDS[*kind];
+        let q = if kind.is_family_delete() {
+            ""
+        } else {
+            ROW_QUALS[*q]
+        };
+        let mut cell = c(q, *ts, kind, *seq, &format!("v{i}"));
+        if kind == CellType::ExpiringPut {
+            // Cell TTLs that ran out, run out at the clock, and never do.
+            cell.value = crate::cell::expiring_value([1u64, 5, 8, 100][*ttl], &cell.value);
+        }
+        // Identical keys collapse, as the merge yields one of them (a put and an
+        // expiring put rank alike).
+        let same = |o: &StoreCell| {
+            (&o.key.qualifier, o.key.ts, o.key.kind.rank(), o.key.seq)
+                == (
+                    &cell.key.qualifier,
+                    cell.key.ts,
+                    cell.key.kind.rank(),
+                    cell.key.seq,
+                )
+        };
+        if !cells.iter().any(same) {
+            cells.push(cell);
+        }
+    }
+    cells.sort_by(|a, b| a.key.cmp(&b.key));
+    cells
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig {
         cases: 2000,
@@ -323,35 +370,7 @@ proptest::proptest! {
         spec_versions in 0u32..5,
         columns in proptest::option::of(proptest::collection::btree_set(0usize..3, 0..3)),
     ) {
-        const QUALS: [&str; 3] = ["", "a", "b"];
-        const KINDS: [CellType; 6] = [
-            CellType::Put,
-            CellType::ExpiringPut,
-            CellType::Delete,
-            CellType::DeleteColumn,
-            CellType::DeleteFamily,
-            CellType::DeleteFamilyVersion,
-        ];
-        let mut cells: Vec<StoreCell> = Vec::new();
-        for (i, (q, ts, kind, seq, ttl)) in raw.iter().enumerate() {
-            let kind = KINDS[*kind];
-            let q = if kind.is_family_delete() { "" } else { QUALS[*q] };
-            let mut cell = c(q, *ts, kind, *seq, &format!("v{i}"));
-            if kind == CellType::ExpiringPut {
-                // Cell TTLs that ran out, run out at the clock, and never do.
-                cell.value = crate::cell::expiring_value([1u64, 5, 8, 100][*ttl], &cell.value);
-            }
-            // Identical keys collapse, as the merge yields one of them (a put and an
-            // expiring put rank alike).
-            let same = |o: &StoreCell| {
-                (&o.key.qualifier, o.key.ts, o.key.kind.rank(), o.key.seq)
-                    == (&cell.key.qualifier, cell.key.ts, cell.key.kind.rank(), cell.key.seq)
-            };
-            if !cells.iter().any(same) {
-                cells.push(cell);
-            }
-        }
-        cells.sort_by(|a, b| a.key.cmp(&b.key));
+        let cells = build_row(&raw);
         let rules = FamilyRules {
             max_versions,
             min_versions,
@@ -371,7 +390,7 @@ proptest::proptest! {
             raw: true,
         };
         let columns: Option<BTreeSet<Bytes>> = columns
-            .map(|cs| cs.into_iter().map(|q| Bytes::from_static(QUALS[q].as_bytes())).collect());
+            .map(|cs| cs.into_iter().map(|q| Bytes::from_static(ROW_QUALS[q].as_bytes())).collect());
         let mut got = Vec::new();
         match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| got.push(c));
         let want = raw_model(&cells, &rules, &spec, columns.as_ref());
@@ -425,4 +444,116 @@ proptest::proptest! {
             .collect();
         proptest::prop_assert_eq!(matched, lone);
     }
+}
+
+/// A [`RowSource`] over a sorted row that does skip: told a column is done, it drops the
+/// column's cells up to the next column, and counts the cells it yielded.
+struct Skipping {
+    cells: std::collections::VecDeque<StoreCell>,
+    yielded: usize,
+}
+
+impl Iterator for Skipping {
+    type Item = StoreCell;
+
+    fn next(&mut self) -> Option<StoreCell> {
+        let c = self.cells.pop_front()?;
+        self.yielded += 1;
+        Some(c)
+    }
+}
+
+impl RowSource for Skipping {
+    fn column_done(&mut self, qualifier: &[u8]) {
+        while self
+            .cells
+            .front()
+            .is_some_and(|c| c.key.qualifier.as_ref() == qualifier)
+        {
+            self.cells.pop_front();
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig {
+        cases: 2000,
+        ..proptest::prelude::ProptestConfig::default()
+    })]
+
+    /// Reads (not raw) of random rows return the same cells whether or not the source
+    /// skips the columns the matcher says are done: put columns, the empty qualifier with
+    /// family markers older than its puts, versions, TTLs, time ranges, selections.
+    #[test]
+    fn skipping_done_columns_changes_no_read(
+        raw in proptest::collection::vec(
+            (0usize..3, 0u64..10, 0usize..6, 1u64..25, 0usize..4),
+            0..30,
+        ),
+        max_versions in 1u32..4,
+        min_versions in 0u32..3,
+        ttl_ms in proptest::option::of(proptest::sample::select(vec![2u64, 5, 8])),
+        kdc in 0usize..3,
+        read_point in 0u64..26,
+        min_ts in 0u64..6,
+        span in 1u64..12,
+        spec_versions in 0u32..5,
+        columns in proptest::option::of(proptest::collection::btree_set(0usize..3, 0..3)),
+    ) {
+        let cells = build_row(&raw);
+        let rules = FamilyRules {
+            max_versions,
+            min_versions,
+            ttl_ms,
+            keep_deleted_cells: [
+                KeepDeletedCells::False,
+                KeepDeletedCells::True,
+                KeepDeletedCells::Ttl,
+            ][kdc],
+        };
+        let spec = ReadSpec {
+            read_point,
+            min_ts,
+            max_ts: if span == 11 { u64::MAX } else { min_ts + span },
+            max_versions: spec_versions,
+            now_ms: 10,
+            raw: false,
+        };
+        let columns: Option<BTreeSet<Bytes>> = columns.map(|cs| {
+            cs.into_iter().map(|q| Bytes::from_static(ROW_QUALS[q].as_bytes())).collect()
+        });
+        let mut want = Vec::new();
+        match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| want.push(c));
+        let mut got = Vec::new();
+        let source = Skipping { cells: cells.into(), yielded: 0 };
+        match_row_from(source, &rules, &spec, columns.as_ref(), |c| got.push(c));
+        proptest::prop_assert_eq!(got, want);
+    }
+}
+
+#[test]
+fn a_column_of_many_versions_is_skipped_after_the_newest() {
+    // A hot row's column: 1,000 updates of `a`, then one of `b`; the family keeps one version.
+    let mut cells: Vec<StoreCell> = (1..=1000u64)
+        .map(|i| c("a", i, CellType::Put, i, &format!("a{i}")))
+        .collect();
+    cells.push(c("b", 5, CellType::Put, 1001, "b"));
+    cells.sort_by(|a, b| a.key.cmp(&b.key));
+    let rules = plain_rules(1, false);
+    let spec = ReadSpec {
+        raw: false,
+        read_point: u64::MAX,
+        ..raw_spec(1)
+    };
+    let mut source = Skipping {
+        cells: cells.into(),
+        yielded: 0,
+    };
+    let mut got = Vec::new();
+    match_row_from(&mut source, &rules, &spec, None, |c| got.push(c.value));
+    assert_eq!(got, [Bytes::from("a1000"), Bytes::from("b")]);
+    assert_eq!(
+        source.yielded, 2,
+        "only the newest version of each column was read"
+    );
 }
