@@ -193,6 +193,8 @@ with `--features rocksdb`):
   --operations N  operations per workload (default 1000000)
   --threads N     client threads for the load and every workload (default 2)
   --chart FILE    also write an SVG bar chart of ops/s per workload and engine
+  --engines LIST  comma-separated engines to run (default basalt,fjall and rocksdb when built)
+  --workloads LIST  comma-separated workloads to run after the load (default a,b,c,f,d,e)
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
   BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)";
@@ -209,6 +211,8 @@ struct Args {
     operations: u64,
     threads: usize,
     chart: Option<PathBuf>,
+    engines: Vec<String>,
+    workloads: Vec<String>,
 }
 
 /// A count given on the command line (`_` separators allowed).
@@ -230,6 +234,23 @@ fn codec(flag: &str, v: Option<String>) -> Result<basalt_core::Compression, Stri
     }
 }
 
+/// A comma-separated list of names, each one of `known`.
+fn list(flag: &str, v: Option<String>, known: &[&str]) -> Result<Vec<String>, String> {
+    let v = v.ok_or_else(|| format!("{flag} needs a value"))?;
+    v.split(',')
+        .map(|n| {
+            if known.contains(&n) {
+                Ok(n.to_string())
+            } else {
+                Err(format!(
+                    "{flag}: unknown name {n} (known: {})",
+                    known.join(",")
+                ))
+            }
+        })
+        .collect()
+}
+
 fn parse_args() -> Result<Args, String> {
     let mut args = std::env::args().skip(1);
     let mut suite = None;
@@ -243,6 +264,8 @@ fn parse_args() -> Result<Args, String> {
     let mut operations = ycsb::DEFAULT_OPERATIONS;
     let mut threads = ycsb::DEFAULT_THREADS;
     let mut chart = None;
+    let mut engines = ycsb::ENGINES.iter().map(|e| e.to_string()).collect();
+    let mut workloads = ycsb::WORKLOADS.iter().map(|w| w.name.to_string()).collect();
     while let Some(a) = args.next() {
         match a.as_str() {
             "-h" | "--help" => return Err(String::new()),
@@ -278,6 +301,13 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or("--threads: not a positive number")?;
             }
             "--chart" => chart = Some(args.next().ok_or("--chart needs a value")?.into()),
+            "--engines" => {
+                engines = list("--engines", args.next(), ycsb::ENGINES)?;
+            }
+            "--workloads" => {
+                let names: Vec<&str> = ycsb::WORKLOADS.iter().map(|w| w.name).collect();
+                workloads = list("--workloads", args.next(), &names)?;
+            }
             "--compression" => {
                 compression = codec("--compression", args.next())?;
             }
@@ -305,6 +335,8 @@ fn parse_args() -> Result<Args, String> {
         operations,
         threads,
         chart,
+        engines,
+        workloads,
     })
 }
 
@@ -355,6 +387,8 @@ fn main() -> ExitCode {
                 threads: args.threads,
                 core,
                 chart: args.chart.clone(),
+                engines: args.engines.clone(),
+                workloads: args.workloads.clone(),
             };
             if let Err(e) = ycsb::run(&settings) {
                 eprintln!("error: suite ycsb failed: {e}");

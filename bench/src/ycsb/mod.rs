@@ -63,7 +63,19 @@ pub struct Settings {
     pub core: crate::core::Settings,
     /// Where `--chart` writes the SVG chart, if asked.
     pub chart: Option<PathBuf>,
+    /// The engines to run, each one of [`ENGINES`], in that order.
+    pub engines: Vec<String>,
+    /// The workloads to run after the load, by name (each one of [`WORKLOADS`]); they run
+    /// in [`WORKLOADS`] order whatever the order given.
+    pub workloads: Vec<String>,
 }
+
+/// The engines this build can run.
+#[cfg(feature = "rocksdb")]
+pub const ENGINES: &[&str] = &["basalt", "fjall", "rocksdb"];
+/// The engines this build can run.
+#[cfg(not(feature = "rocksdb"))]
+pub const ENGINES: &[&str] = &["basalt", "fjall"];
 
 /// How a workload chooses records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -322,6 +334,9 @@ pub fn run_phases(
     out.push(m);
     let counter = Arc::new(InsertCounter::new(s.records));
     for (i, spec) in WORKLOADS.iter().enumerate() {
+        if !s.workloads.iter().any(|w| w == spec.name) {
+            continue;
+        }
         let plan = PhasePlan::workload(spec, i as u64 + 1, s, counter.clone(), values.clone());
         let m = drive(Arc::new(plan))?;
         report::progress(engine, &m);
@@ -360,10 +375,17 @@ pub fn run(s: &Settings) -> BenchResult<()> {
     let mut results = Results {
         engines: Vec::new(),
     };
-    results.engines.push(("basalt", basalt::run(s)?));
-    results.engines.push(("fjall", fjall::run(s)?));
+    let wanted = |e: &str| s.engines.iter().any(|w| w == e);
+    if wanted("basalt") {
+        results.engines.push(("basalt", basalt::run(s)?));
+    }
+    if wanted("fjall") {
+        results.engines.push(("fjall", fjall::run(s)?));
+    }
     #[cfg(feature = "rocksdb")]
-    results.engines.push(("rocksdb", rocks::run(s)?));
+    if wanted("rocksdb") {
+        results.engines.push(("rocksdb", rocks::run(s)?));
+    }
     println!();
     report::print(&results);
     if let Some(path) = &s.chart {
@@ -460,6 +482,8 @@ mod tests {
             threads: 3,
             core,
             chart: None,
+            engines: vec!["map".into()],
+            workloads: WORKLOADS.iter().map(|w| w.name.to_string()).collect(),
         };
         let store = MapStore(Default::default());
         let phases = run_engine("map", &store, &s).unwrap();
