@@ -77,20 +77,58 @@ impl MemStoreScanner {
         let want = self.chunk;
         self.chunk = (self.chunk * 2).min(MAX_CHUNK);
         let mut out = Vec::with_capacity(want);
+        if self.reverse {
+            self.refill_reverse(want, &mut out);
+        } else {
+            self.refill_forward(want, &mut out);
+        }
+        out.reverse();
+        self.buf = out;
+    }
+
+    /// Forward: one search of the row skiplist per refill, then its level-0 links row to
+    /// row (a search per row cost a scan of short rows most of its time).
+    fn refill_forward(&mut self, want: usize, out: &mut Vec<StoreCell>) {
+        let Some(cur) = self.next.take() else { return };
+        let lo = cur.row.clone().map(RowKey::new);
+        let mut first_col = Some(cur.col);
+        for entry in self.mem.rows.range((lo.as_ref(), Bound::Unbounded)) {
+            let row = &entry.key().row;
+            if self.only_row.as_ref().is_some_and(|r| r != row) {
+                return;
+            }
+            let row = row.clone();
+            // The column bound applies only inside the row the cursor names (the first).
+            let col = match (&cur.row, first_col.take()) {
+                (Bound::Included(r), Some(col)) if *r == row => col,
+                _ => Bound::Unbounded,
+            };
+            let room = want - out.len();
+            let (taken, last) = entry.value().read().take_range(&row, col, false, room, out);
+            if taken == room {
+                // The chunk filled up: resume inside this row, after the last cell taken.
+                self.next = Some(Cursor {
+                    row: Bound::Included(row),
+                    col: match last {
+                        Some(k) => Bound::Excluded(k),
+                        None => Bound::Unbounded,
+                    },
+                });
+                return;
+            }
+        }
+    }
+
+    /// Reverse: the skiplist links only forward, so each row is a search.
+    fn refill_reverse(&mut self, want: usize, out: &mut Vec<StoreCell>) {
         while out.len() < want {
             let Some(cur) = self.next.take() else { break };
-            let entry = if self.reverse {
-                match &cur.row {
-                    Bound::Unbounded => self.mem.rows.back(),
-                    b => self
-                        .mem
-                        .rows
-                        .upper_bound(b.clone().map(RowKey::new).as_ref()),
-                }
-            } else {
-                self.mem
+            let entry = match &cur.row {
+                Bound::Unbounded => self.mem.rows.back(),
+                b => self
+                    .mem
                     .rows
-                    .lower_bound(cur.row.clone().map(RowKey::new).as_ref())
+                    .upper_bound(b.clone().map(RowKey::new).as_ref()),
             };
             let Some(entry) = entry else { break };
             if self
@@ -107,13 +145,8 @@ impl MemStoreScanner {
                 _ => Bound::Unbounded,
             };
             let room = want - out.len();
-            let (taken, last) =
-                entry
-                    .value()
-                    .read()
-                    .take_range(&row, col, self.reverse, room, &mut out);
+            let (taken, last) = entry.value().read().take_range(&row, col, true, room, out);
             self.next = Some(if taken == room {
-                // The chunk filled up: resume inside this row, after the last cell taken.
                 Cursor {
                     row: Bound::Included(row),
                     col: match last {
@@ -128,8 +161,6 @@ impl MemStoreScanner {
                 }
             });
         }
-        out.reverse();
-        self.buf = out;
     }
 }
 
