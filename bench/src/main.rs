@@ -169,6 +169,9 @@ fn print_report(figures: &[Figure]) {
 
 /// Both engines run in this process, so both get the same allocator: mimalloc, as is usual
 /// for storage benchmarks (glibc's malloc costs either engine more than its own code does).
+/// Built with its `no_thp` feature: mimalloc 3 otherwise asks for transparent huge pages on
+/// its arenas, and every page it purges and takes back faults in a zeroed 2 MiB page (a
+/// fifth of Basalt's YCSB load time went to the kernel zeroing them).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

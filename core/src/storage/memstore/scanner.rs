@@ -65,6 +65,22 @@ impl MemStoreScanner {
     /// Repositions the scanner at `key`: the next cell is the first at or after it (at or
     /// before it when reverse).
     pub fn seek(&mut self, key: &StoreKey) {
+        // The buffer (stored reversed: its first cell is the chunk's last) may reach the key
+        // already, as when a scan skips the rest of a column: then the cells before the key
+        // are dropped and the chunk and the cursor stay.
+        let reaches = |c: &StoreCell| {
+            if self.reverse {
+                c.key <= *key
+            } else {
+                c.key >= *key
+            }
+        };
+        if self.buf.first().is_some_and(reaches) {
+            while self.buf.last().is_some_and(|c| !reaches(c)) {
+                self.buf.pop();
+            }
+            return;
+        }
         self.next = Some(Cursor {
             col: Bound::Included(ColKey::of(key)),
             row: Bound::Included(key.row.clone()),

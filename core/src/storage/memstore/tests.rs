@@ -263,3 +263,53 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    /// Interleaved steps and seeks, forward and reverse, read exactly what a sorted map
+    /// gives: after a seek to a key beyond what was read (as the merge seeks its sources),
+    /// the next cell is the first at or after it (at or before it when reverse), whether
+    /// the key lies inside the chunk already copied out, at its edge or past it.
+    #[test]
+    fn seeks_between_steps_match_a_sorted_map(
+        cells in prop::collection::vec(arb_cell(), 1..300),
+        moves in prop::collection::vec((any::<bool>(), arb_cell(), 0usize..40), 1..20),
+        reverse in any::<bool>(),
+    ) {
+        use std::ops::Bound;
+        let m = Arc::new(MemStore::new());
+        let mut model = std::collections::BTreeSet::new();
+        for c in &cells {
+            m.insert(c.clone());
+            model.insert(c.key.clone());
+        }
+        let mut scan = if reverse { m.scan_rev_from(None) } else { m.scan_from(None) };
+        // Where the model stands: the next cell is the first past this bound.
+        let mut at: Bound<StoreKey> = Bound::Unbounded;
+        let next_of = |at: &Bound<StoreKey>| -> Option<StoreKey> {
+            if reverse {
+                model.range((Bound::Unbounded, at.clone())).next_back().cloned()
+            } else {
+                model.range((at.clone(), Bound::Unbounded)).next().cloned()
+            }
+        };
+        for (seek, target, steps) in moves {
+            let beyond = match &at {
+                Bound::Excluded(last) => (!reverse && target.key > *last) || (reverse && target.key < *last),
+                _ => true,
+            };
+            if seek && beyond {
+                scan.seek(&target.key);
+                at = Bound::Included(target.key);
+            }
+            for _ in 0..steps {
+                let want = next_of(&at);
+                let got = scan.next().map(|c| c.unwrap().key);
+                prop_assert_eq!(&got, &want);
+                match got {
+                    Some(k) => at = Bound::Excluded(k),
+                    None => break,
+                }
+            }
+        }
+    }
+}
