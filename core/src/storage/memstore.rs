@@ -129,10 +129,13 @@ impl Arena {
     }
 }
 
-/// A row's cells, boxed: the skiplist node holds its value before its key and links, and
-/// an 88-byte value put every key and its links on different cache lines (CPU per indexed
-/// put, whose index row lands at a random place, -3%).
-type RowCells = Box<RwLock<RowMap>>;
+/// A row's cells, behind a pointer: the skiplist node holds its value before its key and
+/// links, and an 88-byte value put every key and its links on different cache lines (CPU
+/// per indexed put, whose index row lands at a random place, -3%). An `Arc` (one
+/// allocation, as a `Box`) so that a scanner resuming inside a row, as a read skipping the
+/// versions of its columns does once per column, keeps the row at hand instead of
+/// searching the skiplist again.
+type RowCells = Arc<RwLock<RowMap>>;
 
 /// One store's in-memory sorted cells.
 #[derive(Debug)]
@@ -215,7 +218,7 @@ impl MemStore {
         self.filter.insert(row);
         // One search: the row's map is built only when the row is new.
         let entry = self.rows.get_or_insert_with(RowKey::new(row_key), || {
-            Box::new(RwLock::new(RowMap::with_capacity(hint)))
+            Arc::new(RwLock::new(RowMap::with_capacity(hint)))
         });
         // The shared counters are updated once per row, not once per cell: every writer of
         // this MemStore touches them, and each update moves their cache line between cores.

@@ -7,7 +7,7 @@
 //! point read (`only_row`) ends at the end of its row.
 
 use super::row::ColKey;
-use super::{MemStore, RowKey};
+use super::{MemStore, RowCells, RowKey};
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::Result;
 use bytes::Bytes;
@@ -19,6 +19,9 @@ use std::sync::Arc;
 const FIRST_CHUNK: usize = 16;
 /// The largest refill.
 const MAX_CHUNK: usize = 512;
+/// The first refill after a seek inside the row the scanner is in: such a seek usually
+/// skips a column's older versions, and the reader wants the next column's newest few.
+const SEEK_IN_ROW_CHUNK: usize = 4;
 
 /// Where a scanner resumes: a row, and a bound on the column keys inside it.
 #[derive(Debug)]
@@ -38,6 +41,9 @@ pub struct MemStoreScanner {
     reverse: bool,
     /// Set for a point read: the scanner ends at the end of this row.
     pub(super) only_row: Option<Bytes>,
+    /// The row the last forward refill stopped inside (its chunk filled up), with its
+    /// cells: resuming there needs no search of the row skiplist.
+    in_row: Option<(Bytes, RowCells)>,
 }
 
 impl MemStoreScanner {
@@ -59,6 +65,7 @@ impl MemStoreScanner {
             chunk: FIRST_CHUNK,
             reverse,
             only_row: None,
+            in_row: None,
         }
     }
 
@@ -86,7 +93,10 @@ impl MemStoreScanner {
             row: Bound::Included(key.row.clone()),
         });
         self.buf.clear();
-        self.chunk = FIRST_CHUNK;
+        self.chunk = match &self.in_row {
+            Some((row, _)) if *row == key.row => SEEK_IN_ROW_CHUNK,
+            _ => FIRST_CHUNK,
+        };
     }
 
     fn refill(&mut self) {
@@ -105,7 +115,31 @@ impl MemStoreScanner {
     /// Forward: one search of the row skiplist per refill, then its level-0 links row to
     /// row (a search per row cost a scan of short rows most of its time).
     fn refill_forward(&mut self, want: usize, out: &mut Vec<StoreCell>) {
-        let Some(cur) = self.next.take() else { return };
+        let Some(mut cur) = self.next.take() else {
+            return;
+        };
+        // Resuming inside the row the last refill stopped in: its cells are at hand.
+        if let (Bound::Included(r), Some((row, cells))) = (&cur.row, &self.in_row) {
+            if r == row {
+                let row = row.clone();
+                let (taken, last) = cells.read().take_range(&row, cur.col, false, want, out);
+                if taken == want {
+                    self.next = Some(Cursor {
+                        row: Bound::Included(row),
+                        col: last.map_or(Bound::Unbounded, Bound::Excluded),
+                    });
+                    return;
+                }
+                self.in_row = None;
+                if self.only_row.is_some() {
+                    return; // the point read's row is done
+                }
+                cur = Cursor {
+                    row: Bound::Excluded(row),
+                    col: Bound::Unbounded,
+                };
+            }
+        }
         let lo = cur.row.clone().map(RowKey::new);
         let mut first_col = Some(cur.col);
         for entry in self.mem.rows.range((lo.as_ref(), Bound::Unbounded)) {
@@ -123,6 +157,7 @@ impl MemStoreScanner {
             let (taken, last) = entry.value().read().take_range(&row, col, false, room, out);
             if taken == room {
                 // The chunk filled up: resume inside this row, after the last cell taken.
+                self.in_row = Some((row.clone(), entry.value().clone()));
                 self.next = Some(Cursor {
                     row: Bound::Included(row),
                     col: match last {

@@ -268,12 +268,14 @@ proptest! {
     /// Interleaved steps and seeks, forward and reverse, read exactly what a sorted map
     /// gives: after a seek to a key beyond what was read (as the merge seeks its sources),
     /// the next cell is the first at or after it (at or before it when reverse), whether
-    /// the key lies inside the chunk already copied out, at its edge or past it.
+    /// the key lies inside the chunk already copied out, at its edge or past it; a row
+    /// scanner (a point read) seeking inside its row reads the row's cells only.
     #[test]
     fn seeks_between_steps_match_a_sorted_map(
         cells in prop::collection::vec(arb_cell(), 1..300),
         moves in prop::collection::vec((any::<bool>(), arb_cell(), 0usize..40), 1..20),
         reverse in any::<bool>(),
+        point in prop::option::of(arb_cell()),
     ) {
         use std::ops::Bound;
         let m = Arc::new(MemStore::new());
@@ -282,9 +284,28 @@ proptest! {
             m.insert(c.clone());
             model.insert(c.key.clone());
         }
-        let mut scan = if reverse { m.scan_rev_from(None) } else { m.scan_from(None) };
+        // A point read: a row scanner from a key on, forward, over that row's cells only.
+        let reverse = reverse && point.is_none();
+        let mut scan = match &point {
+            Some(p) => {
+                model.retain(|k| k.row == p.key.row && k >= &p.key);
+                m.scan_row_from(p.key.clone())
+            }
+            None if reverse => m.scan_rev_from(None),
+            None => m.scan_from(None),
+        };
+        let mut moves = moves;
+        if let Some(p) = &point {
+            // Seeks stay inside the row, as a point read's do.
+            for (_, target, _) in &mut moves {
+                target.key.row = p.key.row.clone();
+            }
+        }
         // Where the model stands: the next cell is the first past this bound.
-        let mut at: Bound<StoreKey> = Bound::Unbounded;
+        let mut at: Bound<StoreKey> = match &point {
+            Some(p) => Bound::Included(p.key.clone()),
+            None => Bound::Unbounded,
+        };
         let next_of = |at: &Bound<StoreKey>| -> Option<StoreKey> {
             if reverse {
                 model.range((Bound::Unbounded, at.clone())).next_back().cloned()
@@ -295,7 +316,8 @@ proptest! {
         for (seek, target, steps) in moves {
             let beyond = match &at {
                 Bound::Excluded(last) => (!reverse && target.key > *last) || (reverse && target.key < *last),
-                _ => true,
+                Bound::Included(from) => (!reverse && target.key >= *from) || (reverse && target.key <= *from),
+                Bound::Unbounded => true,
             };
             if seek && beyond {
                 scan.seek(&target.key);
