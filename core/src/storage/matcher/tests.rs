@@ -345,6 +345,66 @@ fn build_row(raw: &[(usize, u64, usize, u64, usize)]) -> Vec<StoreCell> {
     cells
 }
 
+/// A generated read: a row ([`build_row`]), the family's rules (versions, TTL, keep deleted
+/// cells), the reader's spec (read point, time range, versions; raw or not; the clock at 10)
+/// and a column selection.
+fn arb_read(
+    raw: bool,
+) -> impl proptest::strategy::Strategy<
+    Value = (
+        Vec<StoreCell>,
+        FamilyRules,
+        ReadSpec,
+        Option<BTreeSet<Bytes>>,
+    ),
+> {
+    use proptest::strategy::Strategy;
+    (
+        proptest::collection::vec((0usize..3, 0u64..10, 0usize..6, 1u64..25, 0usize..4), 0..30),
+        (
+            1u32..4,
+            0u32..3,
+            proptest::option::of(proptest::sample::select(vec![2u64, 5, 8])),
+            0usize..3,
+        ),
+        (0u64..26, 0u64..6, 1u64..12, 0u32..5),
+        proptest::option::of(proptest::collection::btree_set(0usize..3, 0..3)),
+    )
+        .prop_map(
+            move |(
+                cells,
+                (max_versions, min_versions, ttl_ms, kdc),
+                (read_point, min_ts, span, spec_versions),
+                columns,
+            )| {
+                let rules = FamilyRules {
+                    max_versions,
+                    min_versions,
+                    ttl_ms,
+                    keep_deleted_cells: [
+                        KeepDeletedCells::False,
+                        KeepDeletedCells::True,
+                        KeepDeletedCells::Ttl,
+                    ][kdc],
+                };
+                let spec = ReadSpec {
+                    read_point,
+                    min_ts,
+                    max_ts: if span == 11 { u64::MAX } else { min_ts + span },
+                    max_versions: spec_versions,
+                    now_ms: 10,
+                    raw,
+                };
+                let columns = columns.map(|cs: BTreeSet<usize>| {
+                    cs.into_iter()
+                        .map(|q| Bytes::from_static(ROW_QUALS[q].as_bytes()))
+                        .collect()
+                });
+                (build_row(&cells), rules, spec, columns)
+            },
+        )
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig {
         cases: 2000,
@@ -356,41 +416,9 @@ proptest::proptest! {
     /// exactly what the set-wise model of rules R1 to R6 returns.
     #[test]
     fn raw_reads_match_the_model(
-        raw in proptest::collection::vec(
-            (0usize..3, 0u64..10, 0usize..6, 1u64..25, 0usize..4),
-            0..30,
-        ),
-        max_versions in 1u32..4,
-        min_versions in 0u32..3,
-        ttl_ms in proptest::option::of(proptest::sample::select(vec![2u64, 5, 8])),
-        kdc in 0usize..3,
-        read_point in 0u64..26,
-        min_ts in 0u64..6,
-        span in 1u64..12,
-        spec_versions in 0u32..5,
-        columns in proptest::option::of(proptest::collection::btree_set(0usize..3, 0..3)),
+        case in arb_read(true),
     ) {
-        let cells = build_row(&raw);
-        let rules = FamilyRules {
-            max_versions,
-            min_versions,
-            ttl_ms,
-            keep_deleted_cells: [
-                KeepDeletedCells::False,
-                KeepDeletedCells::True,
-                KeepDeletedCells::Ttl,
-            ][kdc],
-        };
-        let spec = ReadSpec {
-            read_point,
-            min_ts,
-            max_ts: if span == 11 { u64::MAX } else { min_ts + span },
-            max_versions: spec_versions,
-            now_ms: 10,
-            raw: true,
-        };
-        let columns: Option<BTreeSet<Bytes>> = columns
-            .map(|cs| cs.into_iter().map(|q| Bytes::from_static(ROW_QUALS[q].as_bytes())).collect());
+        let (cells, rules, spec, columns) = case;
         let mut got = Vec::new();
         match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| got.push(c));
         let want = raw_model(&cells, &rules, &spec, columns.as_ref());
@@ -486,42 +514,9 @@ proptest::proptest! {
     /// family markers older than its puts, versions, TTLs, time ranges, selections.
     #[test]
     fn skipping_done_columns_changes_no_read(
-        raw in proptest::collection::vec(
-            (0usize..3, 0u64..10, 0usize..6, 1u64..25, 0usize..4),
-            0..30,
-        ),
-        max_versions in 1u32..4,
-        min_versions in 0u32..3,
-        ttl_ms in proptest::option::of(proptest::sample::select(vec![2u64, 5, 8])),
-        kdc in 0usize..3,
-        read_point in 0u64..26,
-        min_ts in 0u64..6,
-        span in 1u64..12,
-        spec_versions in 0u32..5,
-        columns in proptest::option::of(proptest::collection::btree_set(0usize..3, 0..3)),
+        case in arb_read(false),
     ) {
-        let cells = build_row(&raw);
-        let rules = FamilyRules {
-            max_versions,
-            min_versions,
-            ttl_ms,
-            keep_deleted_cells: [
-                KeepDeletedCells::False,
-                KeepDeletedCells::True,
-                KeepDeletedCells::Ttl,
-            ][kdc],
-        };
-        let spec = ReadSpec {
-            read_point,
-            min_ts,
-            max_ts: if span == 11 { u64::MAX } else { min_ts + span },
-            max_versions: spec_versions,
-            now_ms: 10,
-            raw: false,
-        };
-        let columns: Option<BTreeSet<Bytes>> = columns.map(|cs| {
-            cs.into_iter().map(|q| Bytes::from_static(ROW_QUALS[q].as_bytes())).collect()
-        });
+        let (cells, rules, spec, columns) = case;
         let mut want = Vec::new();
         match_row_into(cells.clone(), &rules, &spec, columns.as_ref(), |c| want.push(c));
         let mut got = Vec::new();
