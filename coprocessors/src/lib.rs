@@ -31,6 +31,8 @@
 //!   veto) and WAL replay; `core/src/server/lifecycle.rs` says where each is called.
 //! - System-wide region coprocessors: `Config::system_coprocessor` lists registered names
 //!   that every user table loads ahead of its own list (system first on equal priorities).
+//! - [`StripedCounter`]: a counter for hooks that count, striped by thread so writers on
+//!   several cores do not share its cache line (the host counts its calls with it).
 //! - [`EngineObserverHost`]: engine-wide [`TableObserver`]s (create, delete, enable, disable,
 //!   modify table, with veto) and [`WalObserver`]s (append and roll), set with
 //!   `Config::observer`, isolated and counted like region observers.
@@ -39,6 +41,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod aggregate;
+pub mod counter;
 pub mod endpoint;
 pub mod engine;
 pub mod host;
@@ -55,6 +58,7 @@ pub use basalt_core::coprocessor::{
     StoreFileSummary,
 };
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
+pub use counter::StripedCounter;
 pub use endpoint::{Endpoint, EndpointRegistry};
 pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};

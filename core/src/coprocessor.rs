@@ -82,6 +82,8 @@ pub enum MutationHook {
     PreDelete,
     /// `post_delete`.
     PostDelete,
+    /// `pre_batch_mutate`.
+    PreBatchMutate,
     /// `post_batch_mutate`.
     PostBatchMutate,
     /// `post_batch`.
@@ -360,9 +362,12 @@ pub trait RegionHooks: Send + Sync + std::fmt::Debug {
 
 /// A table's hooks, swapped whole when its coprocessor list changes. Reading it when the
 /// table has none is one atomic load: no lock, no allocation, no shared-cache-line write.
+/// Its version counts the swaps, so a write that looked the hooks up once can tell under
+/// its row locks, with one load of a line nobody writes, whether they are still current.
 #[derive(Debug, Default)]
 pub struct HookSlot {
     any: std::sync::atomic::AtomicBool,
+    version: std::sync::atomic::AtomicU64,
     hooks: parking_lot::RwLock<Option<Arc<dyn RegionHooks>>>,
 }
 
@@ -382,12 +387,26 @@ impl HookSlot {
         self.hooks.read().clone()
     }
 
+    /// The slot's version (how many times its hooks were replaced).
+    pub fn version(&self) -> u64 {
+        self.version.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The current hooks with the version read before them: while [`HookSlot::version`]
+    /// still returns that version, they are the current hooks.
+    pub fn versioned(&self) -> (u64, Option<Arc<dyn RegionHooks>>) {
+        let version = self.version();
+        (version, self.get())
+    }
+
     /// Replaces the hooks; operations that already hold the old ones finish with them.
     pub fn set(&self, hooks: Option<Arc<dyn RegionHooks>>) {
         let mut slot = self.hooks.write();
         self.any
             .store(hooks.is_some(), std::sync::atomic::Ordering::Release);
         *slot = hooks;
+        self.version
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     }
 }
 
@@ -401,3 +420,34 @@ mod env;
 // observer interface.
 pub use lifecycle_types::*;
 mod lifecycle_types;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Nothing;
+    impl RegionHooks for Nothing {}
+
+    /// A write compares versions to know whether the hooks it looked up are still the
+    /// slot's: every set moves the version, and reads never do.
+    #[test]
+    fn version_moves_with_every_set_and_only_then() {
+        let slot = HookSlot::new(None);
+        let (v0, h) = slot.versioned();
+        assert!(h.is_none());
+        assert_eq!(slot.version(), v0);
+        let hooks: Arc<dyn RegionHooks> = Arc::new(Nothing);
+        slot.set(Some(Arc::clone(&hooks)));
+        let (v1, h) = slot.versioned();
+        assert_ne!(v1, v0);
+        assert!(h.is_some_and(|h| Arc::ptr_eq(&h, &hooks)));
+        let _ = slot.get();
+        assert_eq!(slot.version(), v1);
+        // Setting the same hooks again is still a change a write must notice.
+        slot.set(Some(hooks));
+        assert_ne!(slot.version(), v1);
+        slot.set(None);
+        assert!(slot.get().is_none());
+    }
+}

@@ -60,6 +60,7 @@ impl RegionHooks for CoprocessorHost {
             MutationHook::PostPut => Hook::PostPut,
             MutationHook::PreDelete => Hook::PreDelete,
             MutationHook::PostDelete => Hook::PostDelete,
+            MutationHook::PreBatchMutate => Hook::PreBatchMutate,
             MutationHook::PostBatchMutate => Hook::PostBatchMutate,
             MutationHook::PostBatch => Hook::PostBatch,
         };
@@ -70,7 +71,6 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PrePut) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_put(&mut ctx, put)).await;
-            cp.learn(Hook::PrePut, &ctx);
             cp.learn(Hook::PrePut, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
@@ -97,7 +97,6 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreDelete) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_delete(&mut ctx, delete)).await;
-            cp.learn(Hook::PreDelete, &ctx);
             cp.learn(Hook::PreDelete, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
@@ -129,7 +128,6 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreGet) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_get(&mut ctx, get, result)).await;
-            cp.learn(Hook::PreGet, &ctx);
             cp.learn(Hook::PreGet, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
@@ -179,7 +177,6 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_exists(&mut ctx, get, exists)).await;
             cp.learn(Hook::PreExists, &ctx);
-            cp.learn(Hook::PreExists, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -210,7 +207,6 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreIncrement) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_increment(&mut ctx, inc, result)).await;
-            cp.learn(Hook::PreIncrement, &ctx);
             cp.learn(Hook::PreIncrement, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
@@ -248,7 +244,6 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_append(&mut ctx, append, result)).await;
             cp.learn(Hook::PreAppend, &ctx);
-            cp.learn(Hook::PreAppend, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -285,7 +280,6 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = cp.observer.pre_check_and_mutate(&mut ctx, cam, passed);
             let out = Self::guarded(cp, out).await;
-            cp.learn(Hook::PreCheckAndMutate, &ctx);
             cp.learn(Hook::PreCheckAndMutate, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
@@ -471,7 +465,6 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_split(&mut ctx, split_row)).await;
             cp.learn(Hook::PreSplit, &ctx);
-            cp.learn(Hook::PreSplit, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -501,7 +494,6 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreWalRestore) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_wal_restore(&mut ctx, seq, edits)).await;
-            cp.learn(Hook::PreWalRestore, &ctx);
             cp.learn(Hook::PreWalRestore, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),

@@ -27,6 +27,13 @@ impl<'a> HookCalls<'a> {
         let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
         let mut added: Vec<AddedWrite> = Vec::new();
         let mut absent: Vec<(Option<Arc<TableState>>, Bytes)> = Vec::new();
+        if self.hooks.skips(MutationHook::PreBatchMutate) {
+            return Ok(PreBatch {
+                vetoes,
+                added,
+                absent,
+            });
+        }
         let t = self.t;
         for (region, idx) in by_region(t, muts)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| muts.get(*i).copied()).collect();

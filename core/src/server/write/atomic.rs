@@ -10,7 +10,7 @@
 //! (an index maintains itself on it); a table without them commits the cells directly.
 
 use super::prepare::{self, Delta, DeltaOptions};
-use super::WritePipeline;
+use super::{SeenHooks, WritePipeline};
 use crate::cell::{Cell, LATEST_TIMESTAMP};
 use crate::coprocessor::{Flow, HookEnv};
 use crate::error::{Error, Result};
@@ -150,7 +150,8 @@ impl WritePipeline {
         for c in &result {
             put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);
         }
-        self.mutate_locked(t, &[Mutation::Put(put)], plan).await?;
+        self.mutate_locked(t, &[Mutation::Put(put)], plan, &SeenHooks::of(t))
+            .await?;
         Ok(result)
     }
 
@@ -260,7 +261,8 @@ impl WritePipeline {
             ),
             None => Cow::Borrowed(action.mutations.as_slice()),
         };
-        self.mutate_locked(t, &muts, plan).await?;
+        self.mutate_locked(t, &muts, plan, &SeenHooks::of(t))
+            .await?;
         Ok(true)
     }
 }

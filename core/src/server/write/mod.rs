@@ -9,8 +9,8 @@
 //! 2. validation against the schema ([`prepare`]): a bad operation fails before anything is
 //!    locked or written;
 //! 3. row locks in ascending stripe order (the relock loop of [`super::hooks::LockPlan`]);
-//! 4. the cells prepared at one timestamp (a hooked write's from the hooked-write clock,
-//!    see [`WritePipeline::hooked_now`]); `pre_batch_mutate` per region, whose vetoes fail
+//! 4. the cells prepared at one timestamp (from the hooked-write clock when batch hooks
+//!    run, see [`WritePipeline::hooked_now`]); `pre_batch_mutate` per region, whose vetoes fail
 //!    operations and whose added writes (index rows) are checked, locked and prepared;
 //! 5. commit ([`commit`]): sequence id and WAL append under the commit lock, one WAL record
 //!    for the batch and its added writes, the wait for the WAL as the durability asks,
@@ -26,7 +26,7 @@
 
 use super::hooks::{copy_error, set, under_row_locks, HookCalls, LockPlan, Slot};
 use super::{now_ms, EngineShared, Maintenance, ReadPath, TableState};
-use crate::coprocessor::{Flow, RegionHooks};
+use crate::coprocessor::{Flow, MutationHook, RegionHooks};
 use crate::error::{Error, Result};
 use crate::ops::{BatchOp, BatchOutcome, Delete, Mutation, Put, RowMutations};
 use crate::region::locks::RowLocks;
@@ -81,14 +81,61 @@ pub(crate) fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability 
         .unwrap_or(Durability::SyncWal)
 }
 
-/// The hooks of `t` that have something to run for a write of `muts` (see
+/// A table's hooks as a write looked them up, with the slot's version then
+/// ([`crate::coprocessor::HookSlot::versioned`]). Under its row locks the write needs the
+/// current hooks (batch hooks that arrived meanwhile, an index being created, must see
+/// it): while the version is unchanged these are they, and the write takes no lock and
+/// no reference count to learn it.
+pub(crate) struct SeenHooks {
+    version: u64,
+    hooks: Option<Arc<dyn RegionHooks>>,
+}
+
+impl SeenHooks {
+    /// The hooks of `t` now.
+    pub(crate) fn of(t: &TableState) -> Self {
+        let (version, hooks) = t.hooks.versioned();
+        SeenHooks { version, hooks }
+    }
+
+    /// The hooks of `t` that have something to run for a write of `muts`, current as of
+    /// this call (see [`SeenHooks`] and [`write_hooks`]).
+    fn current<'s>(
+        &'s self,
+        t: &TableState,
+        muts: &[Mutation],
+    ) -> Cow<'s, Option<Arc<dyn RegionHooks>>> {
+        if t.hooks.version() == self.version {
+            match write_hooks(self.hooks.as_ref(), muts) {
+                Some(_) => Cow::Borrowed(&self.hooks),
+                None => Cow::Owned(None),
+            }
+        } else {
+            let fresh = t.hooks();
+            Cow::Owned(write_hooks(fresh.as_ref(), muts).cloned())
+        }
+    }
+}
+
+/// Of `hooks`, those that have something to run for a write of `muts` (see
 /// [`RegionHooks::skips_mutation_hooks`]); `None` sends the write down the pipeline with
 /// every hook call skipped.
-fn write_hooks(t: &TableState, muts: &[Mutation]) -> Option<Arc<dyn RegionHooks>> {
-    let hooks = t.hooks()?;
+fn write_hooks<'h>(
+    hooks: Option<&'h Arc<dyn RegionHooks>>,
+    muts: &[Mutation],
+) -> Option<&'h Arc<dyn RegionHooks>> {
+    let hooks = hooks?;
     let puts = muts.iter().any(|m| matches!(m, Mutation::Put(_)));
     let deletes = muts.iter().any(|m| matches!(m, Mutation::Delete(_)));
     (!hooks.skips_mutation_hooks(puts, deletes)).then_some(hooks)
+}
+
+/// True when a write through `hooks` runs a batch hook (`pre_batch_mutate`,
+/// `post_batch_mutate`), so it takes its timestamp from the hooked-write clock (see
+/// [`WritePipeline::hooked_now`]): those hooks read the row as the batch leaves it. A
+/// write whose hooks are only `pre_put`/`post_put` and the like is stamped as a plain one.
+fn clocked(hooks: &dyn RegionHooks) -> bool {
+    !hooks.skips(MutationHook::PreBatchMutate) || !hooks.skips(MutationHook::PostBatchMutate)
 }
 
 impl WritePipeline {
@@ -121,27 +168,35 @@ impl WritePipeline {
     /// Applies a row's mutations atomically.
     pub(crate) async fn mutate_row(&self, t: &TableState, rm: RowMutations) -> Result<()> {
         prepare::check_same_row(&rm)?;
-        self.mutate(t, Cow::Owned(rm.mutations)).await
+        self.mutate(t, Cow::Owned(rm.mutations), SeenHooks::of(t))
+            .await
     }
 
     /// [`WritePipeline::mutate`] of one mutation the caller gives away: a hooked table's
     /// pre-hooks get it without a copy, a plain table's write needs no vector.
     async fn mutate_one(&self, t: &TableState, m: Mutation) -> Result<()> {
-        if write_hooks(t, std::slice::from_ref(&m)).is_some() {
-            self.mutate(t, Cow::Owned(vec![m])).await
+        let seen = SeenHooks::of(t);
+        if write_hooks(seen.hooks.as_ref(), std::slice::from_ref(&m)).is_some() {
+            self.mutate(t, Cow::Owned(vec![m]), seen).await
         } else {
-            self.mutate(t, Cow::Borrowed(std::slice::from_ref(&m)))
+            self.mutate(t, Cow::Borrowed(std::slice::from_ref(&m)), seen)
                 .await
         }
     }
 
     /// Applies mutations of any rows atomically (one WAL record, one sequence id): steps
-    /// 1 to 6 of the pipeline. A post-hook error is returned although the write committed
-    /// (as HBase's `postPut`).
-    pub(crate) async fn mutate(&self, t: &TableState, muts: Cow<'_, [Mutation]>) -> Result<()> {
+    /// 1 to 6 of the pipeline, with the table's hooks as `seen` (looked up again under
+    /// the row locks only if they changed since). A post-hook error is returned although
+    /// the write committed (as HBase's `postPut`).
+    pub(crate) async fn mutate(
+        &self,
+        t: &TableState,
+        muts: Cow<'_, [Mutation]>,
+        seen: SeenHooks,
+    ) -> Result<()> {
         t.check_enabled()?;
-        let hooks = write_hooks(t, &muts);
-        let muts = match &hooks {
+        let hooks = write_hooks(seen.hooks.as_ref(), &muts);
+        let muts = match hooks {
             None => muts,
             Some(h) => {
                 let calls = HookCalls::new(&self.reads, t, h);
@@ -161,9 +216,9 @@ impl WritePipeline {
             prepare::validate_mutation(&self.shared.config, t, m)?;
         }
         under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
-            .mutate_locked(t, &muts, plan)
+            .mutate_locked(t, &muts, plan, &seen)
             .await)?;
-        let Some(h) = &hooks else {
+        let Some(h) = hooks else {
             return Ok(());
         };
         let calls = HookCalls::new(&self.reads, t, h);
@@ -184,14 +239,15 @@ impl WritePipeline {
         t: &TableState,
         muts: &[Mutation],
         plan: &mut LockPlan,
+        seen: &SeenHooks,
     ) -> Result<()> {
-        let hooks = write_hooks(t, muts);
-        let now = match &hooks {
-            None => now_ms(),
-            Some(_) => {
-                self.hooked_now(t, muts.iter().map(|m| m.row()), plan.min_ts)
-                    .await
-            }
+        let hooks = seen.current(t, muts);
+        let clock = hooks.as_deref().is_some_and(clocked);
+        let now = if clock {
+            self.hooked_now(t, muts.iter().map(|m| m.row()), plan.min_ts)
+                .await
+        } else {
+            now_ms()
         };
         let hint: usize = muts.iter().map(prepare::cell_hint).sum();
         // Room for the writes hooks add too (an index row or two per row).
@@ -201,10 +257,10 @@ impl WritePipeline {
             prepare::prepare(&self.reads, t, m, now, &mut cells)?;
         }
         let durability = strongest(muts.iter().map(Mutation::durability));
-        let Some(hooks) = hooks else {
+        let Some(hooks) = hooks.as_ref() else {
             return self.commit(&[t], cells, durability, None).await.map(drop);
         };
-        let calls = HookCalls::new(&self.reads, t, &hooks);
+        let calls = HookCalls::new(&self.reads, t, hooks);
         let refs: Vec<&Mutation> = muts.iter().collect();
         let run = async {
             let mut pre = calls.pre_batch(&refs, now, &cells).await?;
@@ -221,7 +277,7 @@ impl WritePipeline {
         };
         // Only a write that committed moves its rows' clock: a vetoed or failed one wrote
         // nothing that a later write of the same millisecond could be hidden by.
-        if outcome.is_ok() && !plan.relock_pending() {
+        if clock && outcome.is_ok() && !plan.relock_pending() {
             self.record_hooked(t, refs.iter().map(|m| m.row()), now);
         }
         if plan.relock_pending() {
@@ -244,7 +300,8 @@ impl WritePipeline {
         ops: Vec<BatchOp>,
     ) -> Result<Vec<Result<BatchOutcome>>> {
         t.check_enabled()?;
-        let hooks = t.hooks();
+        let seen = SeenHooks::of(t);
+        let hooks = &seen.hooks;
         let mut results: Vec<Slot> = (0..ops.len()).map(|_| None).collect();
         let mut group: Vec<(usize, Mutation)> = Vec::new();
         let mut rest = Vec::new();
@@ -282,7 +339,7 @@ impl WritePipeline {
                 .lock_planned(t, group.iter().map(|(_, m)| m.row()), &plan)
                 .await;
             let (ok, outcome) = self
-                .batch_locked(t, &mut group, &mut results, &mut plan)
+                .batch_locked(t, &mut group, &mut results, &mut plan, &seen)
                 .await;
             if plan.take_relock() {
                 drop(locks);
@@ -298,7 +355,7 @@ impl WritePipeline {
                 }
             }
             drop(locks);
-            if let (Some(h), Ok(())) = (&hooks, &outcome) {
+            if let (Some(h), Ok(())) = (hooks, &outcome) {
                 let calls = HookCalls::new(&self.reads, t, h);
                 for (i, m) in &group {
                     if ok.binary_search(i).is_ok() {
@@ -344,15 +401,25 @@ impl WritePipeline {
         group: &mut Vec<(usize, Mutation)>,
         results: &mut [Slot],
         plan: &mut LockPlan,
+        seen: &SeenHooks,
     ) -> (Vec<usize>, Result<()>) {
         // Under the locks, the table's current hooks: batch hooks that arrived since the
         // pre-hooks ran (an index being created) must see this write.
-        let hooks = t.hooks();
-        let (held, now, mut cells) = match &hooks {
+        let hooks: Cow<'_, Option<Arc<dyn RegionHooks>>> = if t.hooks.version() == seen.version {
+            Cow::Borrowed(&seen.hooks)
+        } else {
+            Cow::Owned(t.hooks())
+        };
+        let clock = hooks.as_deref().is_some_and(clocked);
+        let (held, now, mut cells) = match hooks.as_ref() {
             None => (Vec::new(), now_ms(), Vec::new()),
             Some(_) => {
                 let held: Vec<Bytes> = group.iter().map(|(_, m)| m.row().clone()).collect();
-                let now = self.hooked_now(t, held.iter(), plan.min_ts).await;
+                let now = if clock {
+                    self.hooked_now(t, held.iter(), plan.min_ts).await
+                } else {
+                    now_ms()
+                };
                 // Room for the writes hooks add too (an index row or two per row).
                 let hint: usize = group.iter().map(|(_, m)| prepare::cell_hint(m)).sum();
                 (held, now, Vec::with_capacity(hint + hint / 2 + 2))
@@ -372,7 +439,7 @@ impl WritePipeline {
         }
         let mut prepared = spans.iter();
         group.retain(|_| prepared.next().is_some_and(Option::is_some));
-        let Some(hooks) = hooks else {
+        let Some(hooks) = hooks.as_ref() else {
             let ok: Vec<usize> = group.iter().map(|(i, _)| *i).collect();
             let durability = strongest(group.iter().map(|(_, m)| m.durability()));
             return (
@@ -380,7 +447,7 @@ impl WritePipeline {
                 self.commit(&[t], cells, durability, None).await.map(drop),
             );
         };
-        let calls = HookCalls::new(&self.reads, t, &hooks);
+        let calls = HookCalls::new(&self.reads, t, hooks);
         let mut spans: Vec<std::ops::Range<usize>> = spans.into_iter().flatten().collect();
         let refs: Vec<&Mutation> = group.iter().map(|(_, m)| m).collect();
         let pre = match calls.pre_batch(&refs, now, &cells).await {
@@ -432,7 +499,7 @@ impl WritePipeline {
         let run = self
             .commit_with_added(&calls, &held, &written, cells, durability, pre, plan, now)
             .await;
-        if run.is_ok() && !plan.relock_pending() {
+        if clock && run.is_ok() && !plan.relock_pending() {
             self.record_hooked(t, written.iter().map(|m| m.row()), now);
         }
         if plan.relock_pending() {
