@@ -1236,3 +1236,84 @@ async fn tables_with_missing_coprocessors_open_read_only() {
     );
     conn.close().await.unwrap();
 }
+
+/// A region a hook ran in: id, start key, end key.
+type RanIn = (u64, Vec<u8>, Vec<u8>);
+
+/// Holds the put of row `r5` in its `pre_put` until released, and records the region each
+/// `post_put` ran in.
+#[derive(Default)]
+struct SplitWitness {
+    entered: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+    post: Mutex<Vec<RanIn>>,
+}
+
+#[async_trait]
+impl RegionObserver for SplitWitness {
+    async fn pre_put(&self, _: &mut ObserverContext<'_>, put: &mut Put) -> basalt::Result<()> {
+        if put.row().as_ref() == b"r5" {
+            self.entered.notify_one();
+            self.release.notified().await;
+        }
+        Ok(())
+    }
+    async fn post_put(&self, ctx: &mut ObserverContext<'_>, _: &Put) -> basalt::Result<()> {
+        self.post.lock().unwrap().push((
+            ctx.region_id(),
+            ctx.region_start().to_vec(),
+            ctx.region_end().to_vec(),
+        ));
+        Ok(())
+    }
+}
+
+/// A put's `post_put` runs in the region its `pre_put` ran in only while that region still
+/// serves the row: when a split retires it in between, the post-hook sees the daughter
+/// that committed the put.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn post_put_after_a_split_runs_in_the_daughter() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    let witness = Arc::new(SplitWitness::default());
+    let w = witness.clone();
+    reg.register("witness", move |_| Ok(w.clone() as Arc<dyn RegionObserver>))
+        .unwrap();
+    let conn = open(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(desc("w").coprocessor(CoprocessorDescriptor::new("witness")))
+        .await
+        .unwrap();
+    let t = conn.table("w").unwrap();
+    t.put(Put::new("r1").add_column("f", "q", "1"))
+        .await
+        .unwrap();
+    let parent = conn.admin().regions(&tn("w")).await.unwrap()[0].id;
+    {
+        let post = witness.post.lock().unwrap();
+        assert_eq!(post.len(), 1);
+        assert_eq!(post[0].0, parent);
+    }
+
+    let held = tokio::spawn({
+        let t = t.clone();
+        async move { t.put(Put::new("r5").add_column("f", "q", "5")).await }
+    });
+    witness.entered.notified().await;
+    conn.admin()
+        .split_region(&tn("w"), parent, Some(b"r3"))
+        .await
+        .unwrap()
+        .unwrap();
+    witness.release.notify_one();
+    held.await.unwrap().unwrap();
+
+    let post = witness.post.lock().unwrap().clone();
+    assert_eq!(post.len(), 2);
+    let (id, start, end) = &post[1];
+    assert_ne!(*id, parent, "post_put ran in the retired parent");
+    assert_eq!(start.as_slice(), b"r3");
+    assert!(end.is_empty());
+    let got = t.get(Get::new("r5")).await.unwrap();
+    assert_eq!(val(&got, "q").as_deref(), Some("5"));
+}

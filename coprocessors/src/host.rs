@@ -284,31 +284,49 @@ impl CoprocessorHost {
     /// hook first waits cannot be interrupted by any timer anyway). Latency: a call that
     /// waits is timed from its first wait; of the calls, one in [`LATENCY_SAMPLE`] is timed
     /// from its start, and when it finished without waiting it counts that many times.
-    async fn guarded<F>(cp: &Loaded, fut: F) -> std::result::Result<(), Failure>
+    async fn guarded<F>(cp: &Loaded, mut fut: F) -> std::result::Result<(), Failure>
     where
-        F: Future<Output = Result<()>>,
+        F: Future<Output = Result<()>> + Unpin,
     {
         let n = cp.calls.add(1);
         let sampled = n.is_multiple_of(LATENCY_SAMPLE).then(Instant::now);
-        let mut fut = std::pin::pin!(AssertUnwindSafe(fut).catch_unwind());
-        let first = std::future::poll_fn(|cx| Poll::Ready(fut.as_mut().poll(cx))).await;
-        let out = match first {
-            Poll::Ready(out) => {
+        // The first poll, inline: a plain call under `catch_unwind`, so a hook that does
+        // not wait costs no future state beyond its own.
+        let first = std::future::poll_fn(|cx| {
+            Poll::Ready(std::panic::catch_unwind(AssertUnwindSafe(|| {
+                std::pin::Pin::new(&mut fut).poll(cx)
+            })))
+        })
+        .await;
+        match first {
+            Ok(Poll::Ready(out)) => {
                 if let Some(start) = sampled {
                     let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
                     cp.latency_ns
                         .fetch_add(ns.saturating_mul(LATENCY_SAMPLE), Ordering::Relaxed);
                 }
-                Ok(out)
+                out.map_err(Failure::Returned)
             }
-            Poll::Pending => {
-                let start = sampled.unwrap_or_else(Instant::now);
-                let out = tokio::time::timeout(cp.timeout, fut).await;
-                let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                cp.latency_ns.fetch_add(ns, Ordering::Relaxed);
-                out
-            }
-        };
+            // Boxed: the timer's state is only paid for by the calls that wait.
+            Ok(Poll::Pending) => Box::pin(Self::waited(cp, fut, sampled)).await,
+            Err(p) => Err(Failure::Panicked(panic_message(p.as_ref()))),
+        }
+    }
+
+    /// The rest of a hook call whose first poll waited: under a timer of `cp.timeout`,
+    /// each poll under `catch_unwind`, timed from `sampled` (or from now).
+    async fn waited<F>(
+        cp: &Loaded,
+        fut: F,
+        sampled: Option<Instant>,
+    ) -> std::result::Result<(), Failure>
+    where
+        F: Future<Output = Result<()>> + Unpin,
+    {
+        let start = sampled.unwrap_or_else(Instant::now);
+        let out = tokio::time::timeout(cp.timeout, AssertUnwindSafe(fut).catch_unwind()).await;
+        let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        cp.latency_ns.fetch_add(ns, Ordering::Relaxed);
         match out {
             Ok(Ok(Ok(()))) => Ok(()),
             Ok(Ok(Err(e))) => Err(Failure::Returned(e)),

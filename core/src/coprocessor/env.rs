@@ -36,7 +36,9 @@ pub(crate) trait HookReads: Send + Sync {
 pub struct HookEnv<'a> {
     reads: &'a dyn HookReads,
     table: &'a TableName,
-    region: Arc<Region>,
+    /// Borrowed when the caller holds the region already (a post-hook in the region its
+    /// pre-hook ran in): no reference count taken on a line every writer shares.
+    region: std::borrow::Cow<'a, Arc<Region>>,
 }
 
 impl std::fmt::Debug for HookEnv<'_> {
@@ -53,7 +55,20 @@ impl<'a> HookEnv<'a> {
         HookEnv {
             reads,
             table,
-            region,
+            region: std::borrow::Cow::Owned(region),
+        }
+    }
+
+    /// An environment in `region`, which the caller holds.
+    pub(crate) fn borrowed(
+        reads: &'a dyn HookReads,
+        table: &'a TableName,
+        region: &'a Arc<Region>,
+    ) -> Self {
+        HookEnv {
+            reads,
+            table,
+            region: std::borrow::Cow::Borrowed(region),
         }
     }
 

@@ -24,16 +24,17 @@ impl<'a> HookCalls<'a> {
         now: crate::cell::Timestamp,
         pending: &[PreparedCell],
     ) -> Result<PreBatch> {
-        let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
         let mut added: Vec<AddedWrite> = Vec::new();
         let mut absent: Vec<(Option<Arc<TableState>>, Bytes)> = Vec::new();
         if self.hooks.skips(MutationHook::PreBatchMutate) {
+            // No veto: an empty list (vetoes past its end are none).
             return Ok(PreBatch {
-                vetoes,
+                vetoes: Vec::new(),
                 added,
                 absent,
             });
         }
+        let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
         let t = self.t;
         for (region, idx) in by_region(t, muts)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| muts.get(*i).copied()).collect();

@@ -42,7 +42,7 @@ pub(crate) type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a By
 
 /// What `pre_batch_mutate` left: each operation's veto and the checked added writes.
 pub(crate) struct PreBatch {
-    /// Each operation's veto, in order.
+    /// Each operation's veto, in order; operations past its end have none.
     pub(crate) vetoes: Vec<Option<Error>>,
     /// The writes the hooks added, checked against their tables.
     pub(crate) added: Vec<AddedWrite>,
@@ -249,8 +249,14 @@ impl<'a> HookCalls<'a> {
         ))
     }
 
-    /// `pre_put` or `pre_delete` of one mutation (outside any lock).
-    pub(crate) async fn pre_mutation(&self, m: &mut Mutation) -> Result<Flow> {
+    /// `pre_put` or `pre_delete` of one mutation (outside any lock). When the hook ran,
+    /// `ran_in` is set to its region, for the mutation's post-hook
+    /// ([`HookCalls::post_mutation`]).
+    pub(crate) async fn pre_mutation(
+        &self,
+        m: &mut Mutation,
+        ran_in: &mut Option<Arc<Region>>,
+    ) -> Result<Flow> {
         let hook = match m {
             Mutation::Put(_) => MutationHook::PrePut,
             Mutation::Delete(_) => MutationHook::PreDelete,
@@ -258,15 +264,25 @@ impl<'a> HookCalls<'a> {
         if self.hooks.skips(hook) {
             return Ok(Flow::Continue);
         }
-        let env = self.env_for(m.row())?;
-        match m {
+        let region = self.t.online_region(m.row())?;
+        let env = HookEnv::borrowed(self.reads, &self.t.name, &region);
+        let flow = match m {
             Mutation::Put(p) => self.hooks.pre_put(&env, p).await,
             Mutation::Delete(d) => self.hooks.pre_delete(&env, d).await,
-        }
+        };
+        drop(env);
+        *ran_in = Some(region);
+        flow
     }
 
-    /// `post_put` or `post_delete` of one committed mutation (after unlock).
-    pub(crate) async fn post_mutation(&self, m: &Mutation) -> Result<()> {
+    /// `post_put` or `post_delete` of one committed mutation (after unlock), in `hint`
+    /// (the region its pre-hook ran in) while that region still serves the row: a split or
+    /// merge retires a region, and a pre-hook may have changed the row.
+    pub(crate) async fn post_mutation(
+        &self,
+        m: &Mutation,
+        hint: Option<&Arc<Region>>,
+    ) -> Result<()> {
         let hook = match m {
             Mutation::Put(_) => MutationHook::PostPut,
             Mutation::Delete(_) => MutationHook::PostDelete,
@@ -274,7 +290,12 @@ impl<'a> HookCalls<'a> {
         if self.hooks.skips(hook) {
             return Ok(());
         }
-        let env = self.env_for(m.row())?;
+        let serving =
+            |r: &&Arc<Region>| !r.is_retired() && r.check_online().is_ok() && r.contains(m.row());
+        let env = match hint.filter(serving) {
+            Some(r) => HookEnv::borrowed(self.reads, &self.t.name, r),
+            None => self.env_for(m.row())?,
+        };
         match m {
             Mutation::Put(p) => self.hooks.post_put(&env, p).await,
             Mutation::Delete(d) => self.hooks.post_delete(&env, d).await,

@@ -196,18 +196,28 @@ impl WritePipeline {
     ) -> Result<()> {
         t.check_enabled()?;
         let hooks = write_hooks(seen.hooks.as_ref(), &muts);
+        // The region the pre-hook of a single mutation ran in: its post-hook runs there too
+        // while it still serves the row (no second region lookup).
+        let mut ran_in = None;
+        let single = muts.len() == 1;
         let muts = match hooks {
             None => muts,
             Some(h) => {
                 let calls = HookCalls::new(&self.reads, t, h);
-                let mut kept = Vec::with_capacity(muts.len());
-                for mut m in muts.into_owned() {
-                    if calls.pre_mutation(&mut m).await? == Flow::Continue {
-                        kept.push(m);
+                let mut kept = muts.into_owned();
+                let mut i = 0;
+                while let Some(m) = kept.get_mut(i) {
+                    if calls.pre_mutation(m, &mut ran_in).await? == Flow::Continue {
+                        i += 1;
+                    } else {
+                        kept.remove(i);
                     }
                 }
                 if kept.is_empty() {
                     return Ok(());
+                }
+                if !single {
+                    ran_in = None;
                 }
                 Cow::Owned(kept)
             }
@@ -224,7 +234,7 @@ impl WritePipeline {
         let calls = HookCalls::new(&self.reads, t, h);
         let mut first_err = None;
         for m in muts.iter() {
-            if let Err(e) = calls.post_mutation(m).await {
+            if let Err(e) = calls.post_mutation(m, ran_in.as_ref()).await {
                 first_err.get_or_insert(e);
             }
         }
@@ -316,7 +326,7 @@ impl WritePipeline {
             let calls = HookCalls::new(&self.reads, t, h);
             let mut kept = Vec::with_capacity(group.len());
             for (i, mut m) in group {
-                match calls.pre_mutation(&mut m).await {
+                match calls.pre_mutation(&mut m, &mut None).await {
                     Ok(Flow::Continue) => kept.push((i, m)),
                     Ok(Flow::Bypass) => set(&mut results, i, Ok(BatchOutcome::Done)),
                     Err(e) => set(&mut results, i, Err(e)),
@@ -359,7 +369,7 @@ impl WritePipeline {
                 let calls = HookCalls::new(&self.reads, t, h);
                 for (i, m) in &group {
                     if ok.binary_search(i).is_ok() {
-                        if let Err(e) = calls.post_mutation(m).await {
+                        if let Err(e) = calls.post_mutation(m, None).await {
                             set(&mut results, *i, Err(e));
                         }
                     }
