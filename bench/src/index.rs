@@ -199,7 +199,9 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
     .await?;
     let admin = IndexAdmin::new(&conn, runtime);
     let mut out = put_figures(&conn, &admin, s.rows).await?;
-    out.push(lookup_figure(&conn, &admin, s.rows).await?);
+    if put_rounds::put_only().is_none() {
+        out.push(lookup_figure(&conn, &admin, s.rows).await?);
+    }
     conn.close().await?;
     Ok(out)
 }

@@ -200,7 +200,11 @@ with `--features rocksdb`):
   --workloads LIST  comma-separated workloads to run after the load (default a,b,c,f,d,e)
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
-  BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)";
+  BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)
+profiling aid (coprocessors and index suites):
+  BASALT_BENCH_PUT_ONLY=NAME      run the put rounds of one table alone (a figure's name, or
+                                  none), nothing else, no figures: for callgrind's
+                                  --toggle-collect='basalt_bench::put_rounds::round::*'";
 
 struct Args {
     suite: String,

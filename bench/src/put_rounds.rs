@@ -111,9 +111,16 @@ pub async fn best_rates(
         .collect())
 }
 
+/// The profiling aid `BASALT_BENCH_PUT_ONLY=NAME`: the figure (or `none`, the baseline)
+/// whose table alone the put rounds run, publishing no figure, so that a profiler counts
+/// one table's puts (callgrind: `--toggle-collect='basalt_bench::put_rounds::round::*'`).
+pub fn put_only() -> Option<String> {
+    std::env::var("BASALT_BENCH_PUT_ONLY").ok()
+}
+
 /// The figures of `measured` (a figure name and its table each) against `baseline` (label
 /// `none`), in puts per second, rounds as [`best_rates`] runs them; prints one line of the
-/// rates under `suite`.
+/// rates under `suite`. Under [`put_only`], runs that one table and returns no figure.
 pub async fn figures(
     suite: &str,
     conn: &Connection,
@@ -122,6 +129,25 @@ pub async fn figures(
     baseline: Table,
     measured: Vec<(&'static str, Table)>,
 ) -> BenchResult<Vec<Figure>> {
+    if let Some(only) = put_only() {
+        let table = if only == "none" {
+            baseline
+        } else {
+            measured
+                .iter()
+                .find(|(name, _)| *name == only)
+                .map(|(_, t)| t.clone())
+                .ok_or_else(|| format!("BASALT_BENCH_PUT_ONLY: {suite} has no figure {only}"))?
+        };
+        let rates = best_rates(conn, &[table], n, make).await?;
+        for r in rates {
+            println!(
+                "{suite}: {only} alone: {n} puts x {ROUNDS} rounds, best {:.0}/s ({:.2} us CPU)",
+                r.puts_per_s, r.cpu_us
+            );
+        }
+        return Ok(Vec::new());
+    }
     let mut tables = vec![baseline];
     tables.extend(measured.iter().map(|(_, t)| t.clone()));
     let rates = best_rates(conn, &tables, n, make).await?;
