@@ -15,8 +15,11 @@
 //! - `put_5_working_observers`: the same with 5 observers that each do a small real job:
 //!   `pre_put` checks the put's `f:v` cell (present, at most 1 KiB; refused otherwise) and
 //!   `post_put` counts the put in memory (a [`StripedCounter`], as HBase's metrics count
-//!   with `LongAdder`). Target: at least 0.9x of none. The counters must add up to the
-//!   puts made.
+//!   with `LongAdder`). Neither hook waits, so they are written in the synchronous hook
+//!   forms (`pre_put_now`, `post_put_now`). Target: at least 0.9x of none. The counters
+//!   must add up to the puts made.
+//! - `put_5_working_async_observers`: the same job written with the async hooks (`pre_put`,
+//!   `post_put`): what the synchronous forms save (no target).
 //! - `row_count`: the built-in fast row count endpoint against a client-side scan that
 //!   counts rows (baseline `client_scan`), over `rows` rows (default 1,000,000). The
 //!   endpoint counts in place from the store file's blocks (each region holds one file
@@ -99,7 +102,7 @@ impl RegionObserver for Trivial {
 }
 
 /// An observer doing a small real job per put: a check of a column before it, a counter
-/// in memory after it.
+/// in memory after it. Neither waits, so it implements the synchronous hook forms.
 #[derive(Default)]
 struct Working {
     puts: StripedCounter,
@@ -108,9 +111,9 @@ struct Working {
 /// Largest `f:v` value [`Working`] accepts.
 const WORKING_MAX_VALUE: usize = 1024;
 
-#[async_trait::async_trait]
-impl RegionObserver for Working {
-    async fn pre_put(&self, _: &mut ObserverContext<'_>, put: &mut Put) -> basalt_core::Result<()> {
+impl Working {
+    /// The check before a put: `f:v` present and at most [`WORKING_MAX_VALUE`] bytes.
+    fn check(put: &Put) -> basalt_core::Result<()> {
         let ok = put
             .cells()
             .any(|(f, q, _, v)| f == b"f" && q == b"v" && v.len() <= WORKING_MAX_VALUE);
@@ -122,8 +125,36 @@ impl RegionObserver for Working {
             ))
         }
     }
-    async fn post_put(&self, _: &mut ObserverContext<'_>, _: &Put) -> basalt_core::Result<()> {
+}
+
+impl RegionObserver for Working {
+    fn pre_put_now(
+        &self,
+        _: &mut ObserverContext<'_>,
+        put: &mut Put,
+    ) -> Option<basalt_core::Result<()>> {
+        Some(Self::check(put))
+    }
+    fn post_put_now(
+        &self,
+        _: &mut ObserverContext<'_>,
+        _: &Put,
+    ) -> Option<basalt_core::Result<()>> {
         self.puts.add(1);
+        Some(Ok(()))
+    }
+}
+
+/// [`Working`]'s job written with the async hooks (what the synchronous forms save).
+struct WorkingAsync(Arc<Working>);
+
+#[async_trait::async_trait]
+impl RegionObserver for WorkingAsync {
+    async fn pre_put(&self, _: &mut ObserverContext<'_>, put: &mut Put) -> basalt_core::Result<()> {
+        Working::check(put)
+    }
+    async fn post_put(&self, _: &mut ObserverContext<'_>, _: &Put) -> basalt_core::Result<()> {
+        self.0.puts.add(1);
         Ok(())
     }
 }
@@ -153,6 +184,7 @@ async fn put_figure(
         ("observed", "noop"),
         ("trivial", "trivial"),
         ("working", "working"),
+        ("working_async", "working_async"),
     ] {
         let mut desc = TableDescriptor::new(TableName::parse(table)?).family(family());
         for i in 0..OBSERVERS {
@@ -171,11 +203,20 @@ async fn put_figure(
             ("put_5_noop_observers", conn.table("observed")?),
             ("put_5_trivial_observers", conn.table("trivial")?),
             ("put_5_working_observers", conn.table("working")?),
+            (
+                "put_5_working_async_observers",
+                conn.table("working_async")?,
+            ),
         ],
     )
     .await?;
-    let checked = put_rounds::put_only().is_none_or(|o| o == "put_5_working_observers");
-    let want = if checked { n * put_rounds::ROUNDS } else { 0 };
+    // Each working observer serves both working tables.
+    let tables = match put_rounds::put_only().as_deref() {
+        None => 2,
+        Some("put_5_working_observers" | "put_5_working_async_observers") => 1,
+        Some(_) => 0,
+    };
+    let want = tables * n * put_rounds::ROUNDS;
     for (i, w) in working.iter().enumerate() {
         let counted = w.puts.sum();
         if counted != want {
@@ -338,9 +379,13 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
     let observers = Arc::new(Registry::new());
     let working: Vec<Arc<Working>> = (0..OBSERVERS).map(|_| Arc::default()).collect();
     for (i, w) in working.iter().enumerate() {
-        let w = Arc::clone(w);
+        let sync = Arc::clone(w);
         observers.register(format!("working{i}"), move |_| {
-            Ok(Arc::clone(&w) as Arc<dyn RegionObserver>)
+            Ok(Arc::clone(&sync) as Arc<dyn RegionObserver>)
+        })?;
+        let w = Arc::clone(w);
+        observers.register(format!("working_async{i}"), move |_| {
+            Ok(Arc::new(WorkingAsync(Arc::clone(&w))) as Arc<dyn RegionObserver>)
         })?;
     }
     for i in 0..OBSERVERS {

@@ -33,6 +33,7 @@
 //! [`RegionHooks`]: basalt_core::coprocessor::RegionHooks
 
 mod hooks;
+mod mutation;
 
 use crate::counter::StripedCounter;
 use crate::observer::{ObserverContext, RegionObserver};
@@ -116,6 +117,12 @@ pub(crate) enum Hook {
     PostSplit,
     PreWalRestore,
     PostWalRestore,
+    // The synchronous forms: a bit set here means the coprocessor has none (its
+    // `*_now` body is the trait's default), so only the async form is called.
+    PrePutNow,
+    PostPutNow,
+    PreDeleteNow,
+    PostDeleteNow,
 }
 
 impl Hook {
@@ -174,11 +181,19 @@ impl Loaded {
         self.default_hooks.load(Ordering::Relaxed) & hook.bit() == 0
     }
 
-    /// Records that `hook` is a no-op default when the call just made through `ctx` ran
-    /// the trait's default body.
-    fn learn(&self, hook: Hook, ctx: &ObserverContext<'_>) {
-        if ctx.was_default() {
-            self.default_hooks.fetch_or(hook.bit(), Ordering::Relaxed);
+    /// Counts one hook call; returns its start when it is the one in [`LATENCY_SAMPLE`]
+    /// timed from its start.
+    fn start_call(&self) -> Option<Instant> {
+        let n = self.calls.add(1);
+        n.is_multiple_of(LATENCY_SAMPLE).then(Instant::now)
+    }
+
+    /// Adds a call that finished without waiting, timed from `sampled`, to the latency.
+    fn finished_at_once(&self, sampled: Option<Instant>) {
+        if let Some(start) = sampled {
+            let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.latency_ns
+                .fetch_add(ns.saturating_mul(LATENCY_SAMPLE), Ordering::Relaxed);
         }
     }
 }
@@ -207,6 +222,11 @@ pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
 pub struct CoprocessorHost {
     table: TableName,
     chain: Vec<Loaded>,
+    /// The hooks ([`Hook::bit`]) no loaded coprocessor runs: what [`Loaded::default_hooks`]
+    /// of every loaded one has in common. It only grows (a learnt default stays learnt,
+    /// an unloaded coprocessor stays unloaded), so concurrent updates merge with `or`;
+    /// it may lag a learn by a call, which costs a call the chain skips anyway.
+    skipped: AtomicU64,
 }
 
 impl std::fmt::Debug for CoprocessorHost {
@@ -230,7 +250,52 @@ impl CoprocessorHost {
     pub(crate) fn new(table: TableName, mut chain: Vec<Loaded>) -> Self {
         // A stable sort keeps load order among equal priorities.
         chain.sort_by_key(|c| c.priority);
-        CoprocessorHost { table, chain }
+        let host = CoprocessorHost {
+            table,
+            chain,
+            skipped: AtomicU64::new(0),
+        };
+        host.resum();
+        host
+    }
+
+    /// Records that `hook` is `cp`'s no-op default when the call just made through `ctx`
+    /// ran the trait's default body.
+    fn learn(&self, cp: &Loaded, hook: Hook, ctx: &ObserverContext<'_>) {
+        if ctx.was_default() {
+            self.learnt(cp, hook);
+        }
+    }
+
+    /// [`CoprocessorHost::learn`] for a hook with a synchronous form (`now`): a default
+    /// async body is learnt only when `cp` has no synchronous form either (one that
+    /// answers `None` for some calls still gets its other calls).
+    fn learn_async(&self, cp: &Loaded, hook: Hook, now: Hook, ctx: &ObserverContext<'_>) {
+        if !cp.runs(now) {
+            self.learn(cp, hook, ctx);
+        }
+    }
+
+    /// Records that `cp` does not run `hook`.
+    fn learnt(&self, cp: &Loaded, hook: Hook) {
+        let before = cp.default_hooks.fetch_or(hook.bit(), Ordering::Relaxed);
+        if before & hook.bit() == 0 {
+            self.resum();
+        }
+    }
+
+    /// Recomputes [`CoprocessorHost::skipped`] after a coprocessor learnt a default or was
+    /// unloaded.
+    fn resum(&self) {
+        let common = self.active_any().fold(u64::MAX, |acc, c| {
+            acc & c.default_hooks.load(Ordering::Relaxed)
+        });
+        self.skipped.fetch_or(common, Ordering::Relaxed);
+    }
+
+    /// True when no loaded coprocessor runs any of the hooks in `bits`.
+    fn skips_all(&self, bits: u64) -> bool {
+        self.skipped.load(Ordering::Relaxed) & bits == bits
     }
 
     /// The table this host serves.
@@ -284,12 +349,23 @@ impl CoprocessorHost {
     /// hook first waits cannot be interrupted by any timer anyway). Latency: a call that
     /// waits is timed from its first wait; of the calls, one in [`LATENCY_SAMPLE`] is timed
     /// from its start, and when it finished without waiting it counts that many times.
-    async fn guarded<F>(cp: &Loaded, mut fut: F) -> std::result::Result<(), Failure>
+    async fn guarded<F>(cp: &Loaded, fut: F) -> std::result::Result<(), Failure>
     where
         F: Future<Output = Result<()>> + Unpin,
     {
-        let n = cp.calls.add(1);
-        let sampled = n.is_multiple_of(LATENCY_SAMPLE).then(Instant::now);
+        Self::guarded_from(cp, cp.start_call(), fut).await
+    }
+
+    /// [`CoprocessorHost::guarded`] for a call already counted by
+    /// [`Loaded::start_call`] (which returned `sampled`).
+    async fn guarded_from<F>(
+        cp: &Loaded,
+        sampled: Option<Instant>,
+        mut fut: F,
+    ) -> std::result::Result<(), Failure>
+    where
+        F: Future<Output = Result<()>> + Unpin,
+    {
         // The first poll, inline: a plain call under `catch_unwind`, so a hook that does
         // not wait costs no future state beyond its own.
         let first = std::future::poll_fn(|cx| {
@@ -300,16 +376,42 @@ impl CoprocessorHost {
         .await;
         match first {
             Ok(Poll::Ready(out)) => {
-                if let Some(start) = sampled {
-                    let ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-                    cp.latency_ns
-                        .fetch_add(ns.saturating_mul(LATENCY_SAMPLE), Ordering::Relaxed);
-                }
+                cp.finished_at_once(sampled);
                 out.map_err(Failure::Returned)
             }
             // Boxed: the timer's state is only paid for by the calls that wait.
             Ok(Poll::Pending) => Box::pin(Self::waited(cp, fut, sampled)).await,
             Err(p) => Err(Failure::Panicked(panic_message(p.as_ref()))),
+        }
+    }
+
+    /// Runs the synchronous form of a hook (`call`, e.g. `pre_put_now`) under
+    /// `catch_unwind`, for a call already counted by [`Loaded::start_call`]. `None` when
+    /// the coprocessor answered `None` (the caller then runs the async form); when that
+    /// `None` was the trait's default body, `hook` is learnt and not tried again.
+    fn guarded_now<'e>(
+        &self,
+        cp: &Loaded,
+        hook: Hook,
+        sampled: Option<Instant>,
+        ctx: &mut ObserverContext<'e>,
+        call: impl FnOnce(&mut ObserverContext<'e>) -> Option<Result<()>>,
+    ) -> Option<std::result::Result<(), Failure>> {
+        if !cp.runs(hook) {
+            return None;
+        }
+        match std::panic::catch_unwind(AssertUnwindSafe(|| call(ctx))) {
+            Ok(Some(out)) => {
+                cp.finished_at_once(sampled);
+                Some(out.map_err(Failure::Returned))
+            }
+            Ok(None) => {
+                if ctx.was_default_now() {
+                    self.learnt(cp, hook);
+                }
+                None
+            }
+            Err(p) => Some(Err(Failure::Panicked(panic_message(p.as_ref())))),
         }
     }
 
@@ -381,6 +483,7 @@ impl CoprocessorHost {
             FailurePolicy::FailOperation => Err(err),
             FailurePolicy::Unload => {
                 cp.unloaded.store(true, Ordering::Release);
+                self.resum();
                 tracing::warn!(table = %self.table, coprocessor = %cp.name, error = %err,
                     "coprocessor unloaded after a fault");
                 Ok(())

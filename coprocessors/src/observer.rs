@@ -30,6 +30,9 @@ pub struct ObserverContext<'a> {
     /// Set by the trait's default (no-op) hook bodies: the host then skips that hook of
     /// this coprocessor from then on.
     default_body: bool,
+    /// Set by the default bodies of the synchronous forms (`pre_put_now` and the like):
+    /// the host then calls only the async form of that hook from then on.
+    default_now: bool,
 }
 
 impl<'a> ObserverContext<'a> {
@@ -39,6 +42,7 @@ impl<'a> ObserverContext<'a> {
             name,
             bypassed: false,
             default_body: false,
+            default_now: false,
         }
     }
 
@@ -51,6 +55,17 @@ impl<'a> ObserverContext<'a> {
     /// True when the hook just called was the trait's default body.
     pub(crate) fn was_default(&self) -> bool {
         self.default_body
+    }
+
+    /// Called by the default bodies of the synchronous hook forms: this coprocessor has
+    /// no synchronous form of the hook.
+    fn ran_default_now(&mut self) {
+        self.default_now = true;
+    }
+
+    /// True when the synchronous form just called was the trait's default body.
+    pub(crate) fn was_default_now(&self) -> bool {
+        self.default_now
     }
 
     /// The table the operation is on.
@@ -138,6 +153,47 @@ pub trait RegionObserver: Send + Sync {
     async fn post_put(&self, _ctx: &mut ObserverContext<'_>, _put: &Put) -> Result<()> {
         _ctx.ran_default();
         Ok(())
+    }
+
+    /// The synchronous form of [`RegionObserver::pre_put`], for an observer whose hook
+    /// never waits (a check of a column, a counter in memory): `Some(answer)` is the hook's
+    /// answer and the async form is not called; `None` (the default) calls the async form.
+    /// The host calls it as the async form, under `catch_unwind` and with the same
+    /// failure handling, but with no future to allocate and no timer: a call that does
+    /// not wait cannot run past its timeout. Keep it short: it runs on the writer's
+    /// thread. May change the put; bypassable.
+    fn pre_put_now(&self, _ctx: &mut ObserverContext<'_>, _put: &mut Put) -> Option<Result<()>> {
+        _ctx.ran_default_now();
+        None
+    }
+
+    /// The synchronous form of [`RegionObserver::post_put`] (see
+    /// [`RegionObserver::pre_put_now`]): `None` calls the async form. Not bypassable.
+    fn post_put_now(&self, _ctx: &mut ObserverContext<'_>, _put: &Put) -> Option<Result<()>> {
+        _ctx.ran_default_now();
+        None
+    }
+
+    /// The synchronous form of [`RegionObserver::pre_delete`] (see
+    /// [`RegionObserver::pre_put_now`]): `None` calls the async form. Bypassable.
+    fn pre_delete_now(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _delete: &mut Delete,
+    ) -> Option<Result<()>> {
+        _ctx.ran_default_now();
+        None
+    }
+
+    /// The synchronous form of [`RegionObserver::post_delete`] (see
+    /// [`RegionObserver::pre_put_now`]): `None` calls the async form. Not bypassable.
+    fn post_delete_now(
+        &self,
+        _ctx: &mut ObserverContext<'_>,
+        _delete: &Delete,
+    ) -> Option<Result<()>> {
+        _ctx.ran_default_now();
+        None
     }
 
     /// Before a delete, outside any lock. May change the delete; bypassable.

@@ -12,7 +12,7 @@
 
 use async_trait::async_trait;
 use basalt_core::client::{Append, CheckAndMutate, Delete, Increment, Put, RowResult};
-use basalt_core::coprocessor::{Flow, HookEnv, MiniBatch, RegionHooks};
+use basalt_core::coprocessor::{Flow, HookEnv, HookFuture, MiniBatch, RegionHooks};
 use basalt_core::{Error, Result, TableName};
 
 /// Refuses every write to one table, naming the coprocessors it lacks.
@@ -43,11 +43,15 @@ impl ReadOnlyHooks {
 
 #[async_trait]
 impl RegionHooks for ReadOnlyHooks {
-    async fn pre_put(&self, _env: &HookEnv<'_>, _put: &mut Put) -> Result<Flow> {
-        self.refuse()
+    fn pre_put<'a>(&'a self, _env: &'a HookEnv<'a>, _put: &'a mut Put) -> HookFuture<'a, Flow> {
+        HookFuture::Ready(self.refuse())
     }
-    async fn pre_delete(&self, _env: &HookEnv<'_>, _delete: &mut Delete) -> Result<Flow> {
-        self.refuse()
+    fn pre_delete<'a>(
+        &'a self,
+        _env: &'a HookEnv<'a>,
+        _delete: &'a mut Delete,
+    ) -> HookFuture<'a, Flow> {
+        HookFuture::Ready(self.refuse())
     }
     async fn pre_batch_mutate(&self, _env: &HookEnv<'_>, _batch: &mut MiniBatch<'_>) -> Result<()> {
         self.refuse()

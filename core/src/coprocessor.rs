@@ -57,7 +57,50 @@ use crate::region::RegionInfo;
 use crate::wal::WalEdit;
 use async_trait::async_trait;
 use bytes::Bytes;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// The answer of a per-mutation hook ([`RegionHooks::pre_put`] and the like): ready at
+/// once, or a boxed future for hooks that wait. Awaiting it gives the answer.
+pub enum HookFuture<'a, T> {
+    /// The hook finished without waiting.
+    Ready(Result<T>),
+    /// The hook waits; poll this for its answer.
+    Waiting(Pin<Box<dyn Future<Output = Result<T>> + Send + 'a>>),
+    /// Already polled to its answer (polling again is a bug of the caller).
+    Taken,
+}
+
+impl<T> std::fmt::Debug for HookFuture<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HookFuture::Ready(_) => "HookFuture::Ready",
+            HookFuture::Waiting(_) => "HookFuture::Waiting",
+            HookFuture::Taken => "HookFuture::Taken",
+        })
+    }
+}
+
+impl<T: Unpin> Future for HookFuture<'_, T> {
+    type Output = Result<T>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<T>> {
+        let this = self.get_mut();
+        match this {
+            HookFuture::Waiting(f) => f.as_mut().poll(cx),
+            HookFuture::Ready(_) | HookFuture::Taken => {
+                match std::mem::replace(this, HookFuture::Taken) {
+                    HookFuture::Ready(out) => Poll::Ready(out),
+                    _ => Poll::Ready(Err(crate::error::Error::bad_argument(
+                        "a hook's answer was polled after it was taken",
+                    ))),
+                }
+            }
+        }
+    }
+}
 
 /// Whether the engine goes on with an operation after a pre-hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -110,21 +153,26 @@ pub trait RegionHooks: Send + Sync + std::fmt::Debug {
     fn skips(&self, _hook: MutationHook) -> bool {
         false
     }
-    /// Before a put; may change it or bypass it.
-    async fn pre_put(&self, _env: &HookEnv<'_>, _put: &mut Put) -> Result<Flow> {
-        Ok(Flow::Continue)
+    /// Before a put; may change it or bypass it. A [`HookFuture`]: an answer known at
+    /// once costs no allocation (the per-put hooks run on every write).
+    fn pre_put<'a>(&'a self, _env: &'a HookEnv<'a>, _put: &'a mut Put) -> HookFuture<'a, Flow> {
+        HookFuture::Ready(Ok(Flow::Continue))
     }
     /// After a put is visible.
-    async fn post_put(&self, _env: &HookEnv<'_>, _put: &Put) -> Result<()> {
-        Ok(())
+    fn post_put<'a>(&'a self, _env: &'a HookEnv<'a>, _put: &'a Put) -> HookFuture<'a, ()> {
+        HookFuture::Ready(Ok(()))
     }
     /// Before a delete; may change it or bypass it.
-    async fn pre_delete(&self, _env: &HookEnv<'_>, _delete: &mut Delete) -> Result<Flow> {
-        Ok(Flow::Continue)
+    fn pre_delete<'a>(
+        &'a self,
+        _env: &'a HookEnv<'a>,
+        _delete: &'a mut Delete,
+    ) -> HookFuture<'a, Flow> {
+        HookFuture::Ready(Ok(Flow::Continue))
     }
     /// After a delete is visible.
-    async fn post_delete(&self, _env: &HookEnv<'_>, _delete: &Delete) -> Result<()> {
-        Ok(())
+    fn post_delete<'a>(&'a self, _env: &'a HookEnv<'a>, _delete: &'a Delete) -> HookFuture<'a, ()> {
+        HookFuture::Ready(Ok(()))
     }
     /// Before a get; may change it, or fill `result` and bypass the read.
     async fn pre_get(

@@ -14,13 +14,13 @@ use basalt_core::client::{
     Append, CheckAndMutate, Delete, Get, Increment, Mutation, Put, RowResult, Scan,
 };
 use basalt_core::coprocessor::{
-    CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch, MutationHook, RegionHooks,
+    CompactionRequest, CompactionSelection, Flow, HookEnv, HookFuture, MiniBatch, MutationHook,
+    RegionHooks,
 };
 use basalt_core::CompactionOutcome;
 use basalt_core::WalEdit;
 use basalt_core::{RegionInfo, Result};
 use bytes::Bytes;
-use std::sync::atomic::Ordering;
 
 /// Runs a hook that cannot be bypassed over the whole chain, each call isolated and its
 /// failure settled under the coprocessor's policy.
@@ -30,7 +30,7 @@ macro_rules! notify {
             #[allow(unused_mut)]
             let mut $ctx = ObserverContext::new($env, &$cp.name);
             let out = Self::guarded($cp, $call).await;
-            $cp.learn($id, &$ctx);
+            $host.learn($cp, $id, &$ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&$ctx, $hook)) {
                 $host.settle($cp, f)?;
             }
@@ -50,8 +50,7 @@ impl RegionHooks for CoprocessorHost {
         if deletes {
             need |= Hook::PreDelete.bit() | Hook::PostDelete.bit();
         }
-        self.active_any()
-            .all(|c| c.default_hooks.load(Ordering::Relaxed) & need == need)
+        self.skips_all(need)
     }
 
     fn skips(&self, hook: MutationHook) -> bool {
@@ -64,59 +63,27 @@ impl RegionHooks for CoprocessorHost {
             MutationHook::PostBatchMutate => Hook::PostBatchMutate,
             MutationHook::PostBatch => Hook::PostBatch,
         };
-        self.active_any().all(|c| !c.runs(need))
+        self.skips_all(need.bit())
     }
 
-    async fn pre_put(&self, env: &HookEnv<'_>, put: &mut Put) -> Result<Flow> {
-        for cp in self.active(Hook::PrePut) {
-            let mut ctx = ObserverContext::new(env, &cp.name);
-            let out = Self::guarded(cp, cp.observer.pre_put(&mut ctx, put)).await;
-            cp.learn(Hook::PrePut, &ctx);
-            match out {
-                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
-                Ok(()) => {}
-                Err(f) => self.settle(cp, f)?,
-            }
-        }
-        Ok(Flow::Continue)
+    fn pre_put<'a>(&'a self, env: &'a HookEnv<'a>, put: &'a mut Put) -> HookFuture<'a, Flow> {
+        self.pre_put_chain(env, put)
     }
 
-    async fn post_put(&self, env: &HookEnv<'_>, put: &Put) -> Result<()> {
-        for cp in self.active(Hook::PostPut) {
-            let mut ctx = ObserverContext::new(env, &cp.name);
-            let out = Self::guarded(cp, cp.observer.post_put(&mut ctx, put)).await;
-            cp.learn(Hook::PostPut, &ctx);
-            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_put")) {
-                self.settle(cp, f)?;
-            }
-        }
-        Ok(())
+    fn post_put<'a>(&'a self, env: &'a HookEnv<'a>, put: &'a Put) -> HookFuture<'a, ()> {
+        self.post_put_chain(env, put)
     }
 
-    async fn pre_delete(&self, env: &HookEnv<'_>, delete: &mut Delete) -> Result<Flow> {
-        for cp in self.active(Hook::PreDelete) {
-            let mut ctx = ObserverContext::new(env, &cp.name);
-            let out = Self::guarded(cp, cp.observer.pre_delete(&mut ctx, delete)).await;
-            cp.learn(Hook::PreDelete, &ctx);
-            match out {
-                Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
-                Ok(()) => {}
-                Err(f) => self.settle(cp, f)?,
-            }
-        }
-        Ok(Flow::Continue)
+    fn pre_delete<'a>(
+        &'a self,
+        env: &'a HookEnv<'a>,
+        delete: &'a mut Delete,
+    ) -> HookFuture<'a, Flow> {
+        self.pre_delete_chain(env, delete)
     }
 
-    async fn post_delete(&self, env: &HookEnv<'_>, delete: &Delete) -> Result<()> {
-        for cp in self.active(Hook::PostDelete) {
-            let mut ctx = ObserverContext::new(env, &cp.name);
-            let out = Self::guarded(cp, cp.observer.post_delete(&mut ctx, delete)).await;
-            cp.learn(Hook::PostDelete, &ctx);
-            if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_delete")) {
-                self.settle(cp, f)?;
-            }
-        }
-        Ok(())
+    fn post_delete<'a>(&'a self, env: &'a HookEnv<'a>, delete: &'a Delete) -> HookFuture<'a, ()> {
+        self.post_delete_chain(env, delete)
     }
 
     async fn pre_get(
@@ -128,7 +95,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreGet) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_get(&mut ctx, get, result)).await;
-            cp.learn(Hook::PreGet, &ctx);
+            self.learn(cp, Hook::PreGet, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -142,7 +109,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PostGet) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.post_get(&mut ctx, get, result)).await;
-            cp.learn(Hook::PostGet, &ctx);
+            self.learn(cp, Hook::PostGet, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_get")) {
                 self.settle(cp, f)?;
             }
@@ -155,7 +122,7 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let sp = batch.savepoint();
             let out = Self::guarded(cp, cp.observer.pre_batch_mutate(&mut ctx, batch)).await;
-            cp.learn(Hook::PreBatchMutate, &ctx);
+            self.learn(cp, Hook::PreBatchMutate, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "pre_batch_mutate")) {
                 // What a failed coprocessor did to the batch never commits.
                 batch.rollback(sp);
@@ -176,7 +143,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreExists) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_exists(&mut ctx, get, exists)).await;
-            cp.learn(Hook::PreExists, &ctx);
+            self.learn(cp, Hook::PreExists, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -190,7 +157,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PostExists) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.post_exists(&mut ctx, get, exists)).await;
-            cp.learn(Hook::PostExists, &ctx);
+            self.learn(cp, Hook::PostExists, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_exists")) {
                 self.settle(cp, f)?;
             }
@@ -207,7 +174,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreIncrement) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_increment(&mut ctx, inc, result)).await;
-            cp.learn(Hook::PreIncrement, &ctx);
+            self.learn(cp, Hook::PreIncrement, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -226,7 +193,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PostIncrement) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.post_increment(&mut ctx, inc, result)).await;
-            cp.learn(Hook::PostIncrement, &ctx);
+            self.learn(cp, Hook::PostIncrement, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_increment")) {
                 self.settle(cp, f)?;
             }
@@ -243,7 +210,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreAppend) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_append(&mut ctx, append, result)).await;
-            cp.learn(Hook::PreAppend, &ctx);
+            self.learn(cp, Hook::PreAppend, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -262,7 +229,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PostAppend) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.post_append(&mut ctx, append, result)).await;
-            cp.learn(Hook::PostAppend, &ctx);
+            self.learn(cp, Hook::PostAppend, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_append")) {
                 self.settle(cp, f)?;
             }
@@ -280,7 +247,7 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = cp.observer.pre_check_and_mutate(&mut ctx, cam, passed);
             let out = Self::guarded(cp, out).await;
-            cp.learn(Hook::PreCheckAndMutate, &ctx);
+            self.learn(cp, Hook::PreCheckAndMutate, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -300,7 +267,7 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = cp.observer.post_check_and_mutate(&mut ctx, cam, passed);
             let out = Self::guarded(cp, out).await;
-            cp.learn(Hook::PostCheckAndMutate, &ctx);
+            self.learn(cp, Hook::PostCheckAndMutate, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_check_and_mutate")) {
                 self.settle(cp, f)?;
             }
@@ -312,7 +279,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PostBatchMutate) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.post_batch_mutate(&mut ctx, ops)).await;
-            cp.learn(Hook::PostBatchMutate, &ctx);
+            self.learn(cp, Hook::PostBatchMutate, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_batch_mutate")) {
                 self.settle(cp, f)?;
             }
@@ -331,7 +298,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PostBatch) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.post_batch(&mut ctx, ops, outcome)).await;
-            cp.learn(Hook::PostBatch, &ctx);
+            self.learn(cp, Hook::PostBatch, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "post_batch")) {
                 if let Err(e) = self.settle(cp, f) {
                     first.get_or_insert(e);
@@ -440,7 +407,7 @@ impl RegionHooks for CoprocessorHost {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let before = request.transform_count();
             let out = Self::guarded(cp, cp.observer.pre_compact(&mut ctx, request)).await;
-            cp.learn(Hook::PreCompact, &ctx);
+            self.learn(cp, Hook::PreCompact, &ctx);
             if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, "pre_compact")) {
                 request.truncate_transforms(before);
                 self.settle(cp, f)?;
@@ -464,7 +431,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreSplit) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_split(&mut ctx, split_row)).await;
-            cp.learn(Hook::PreSplit, &ctx);
+            self.learn(cp, Hook::PreSplit, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}
@@ -494,7 +461,7 @@ impl RegionHooks for CoprocessorHost {
         for cp in self.active(Hook::PreWalRestore) {
             let mut ctx = ObserverContext::new(env, &cp.name);
             let out = Self::guarded(cp, cp.observer.pre_wal_restore(&mut ctx, seq, edits)).await;
-            cp.learn(Hook::PreWalRestore, &ctx);
+            self.learn(cp, Hook::PreWalRestore, &ctx);
             match out {
                 Ok(()) if ctx.is_bypassed() => return Ok(Flow::Bypass),
                 Ok(()) => {}

@@ -290,9 +290,7 @@ impl<'a> HookCalls<'a> {
         if self.hooks.skips(hook) {
             return Ok(());
         }
-        let serving =
-            |r: &&Arc<Region>| !r.is_retired() && r.check_online().is_ok() && r.contains(m.row());
-        let env = match hint.filter(serving) {
+        let env = match hint.filter(|r| crate::server::write::prepare::serves(r, m.row())) {
             Some(r) => HookEnv::borrowed(self.reads, &self.t.name, r),
             None => self.env_for(m.row())?,
         };

@@ -150,7 +150,7 @@ impl WritePipeline {
         for c in &result {
             put = put.add_column_ts(&c.family, &c.qualifier, c.timestamp, &c.value);
         }
-        self.mutate_locked(t, &[Mutation::Put(put)], plan, &SeenHooks::of(t))
+        self.mutate_locked(t, &[Mutation::Put(put)], plan, &SeenHooks::of(t), None)
             .await?;
         Ok(result)
     }
@@ -261,7 +261,7 @@ impl WritePipeline {
             ),
             None => Cow::Borrowed(action.mutations.as_slice()),
         };
-        self.mutate_locked(t, &muts, plan, &SeenHooks::of(t))
+        self.mutate_locked(t, &muts, plan, &SeenHooks::of(t), None)
             .await?;
         Ok(true)
     }

@@ -138,6 +138,12 @@ fn clocked(hooks: &dyn RegionHooks) -> bool {
     !hooks.skips(MutationHook::PreBatchMutate) || !hooks.skips(MutationHook::PostBatchMutate)
 }
 
+/// True when a write through `hooks` runs any batch hook (`pre_batch_mutate`,
+/// `post_batch_mutate`, `post_batch`), under its row locks.
+fn runs_batch_hooks(hooks: &dyn RegionHooks) -> bool {
+    clocked(hooks) || !hooks.skips(MutationHook::PostBatch)
+}
+
 impl WritePipeline {
     /// The write stage over the shared state and the stages below it.
     pub(crate) fn new(
@@ -223,10 +229,10 @@ impl WritePipeline {
             }
         };
         for m in muts.iter() {
-            prepare::validate_mutation(&self.shared.config, t, m)?;
+            prepare::validate_mutation_in(&self.shared.config, t, m, ran_in.as_ref())?;
         }
         under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
-            .mutate_locked(t, &muts, plan, &seen)
+            .mutate_locked(t, &muts, plan, &seen, ran_in.as_ref())
             .await)?;
         let Some(h) = hooks else {
             return Ok(());
@@ -244,12 +250,15 @@ impl WritePipeline {
     /// Steps 4 to 6 of the pipeline for `muts`, atomically: the caller holds their row locks
     /// and those of `plan`'s extra rows. Any veto fails it all. When the commit must relock
     /// ([`LockPlan`]) it returns an error having written nothing and run no `post_batch`.
+    /// `ran_in` is the region a single mutation's pre-hook ran in, reused while it serves
+    /// the row ([`prepare::prepare_in`]).
     pub(super) async fn mutate_locked(
         &self,
         t: &TableState,
         muts: &[Mutation],
         plan: &mut LockPlan,
         seen: &SeenHooks,
+        ran_in: Option<&Arc<crate::region::Region>>,
     ) -> Result<()> {
         let hooks = seen.current(t, muts);
         let clock = hooks.as_deref().is_some_and(clocked);
@@ -264,10 +273,16 @@ impl WritePipeline {
         let room = if hooks.is_some() { hint / 2 + 2 } else { 0 };
         let mut cells = Vec::with_capacity(hint + room);
         for m in muts {
-            prepare::prepare(&self.reads, t, m, now, &mut cells)?;
+            prepare::prepare_in(&self.reads, t, m, now, &mut cells, ran_in)?;
         }
         let durability = strongest(muts.iter().map(Mutation::durability));
-        let Some(hooks) = hooks.as_ref() else {
+        // Hooks that run no batch hook (only `pre_put`/`post_put` and the like, which run
+        // outside the locks) commit as a plain write: every batch call would be skipped.
+        let Some(hooks) = hooks
+            .as_ref()
+            .as_ref()
+            .filter(|h| runs_batch_hooks(h.as_ref()))
+        else {
             return self.commit(&[t], cells, durability, None).await.map(drop);
         };
         let calls = HookCalls::new(&self.reads, t, hooks);

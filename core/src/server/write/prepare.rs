@@ -10,6 +10,7 @@ use crate::ops::{DeleteKind, Get, Increment, Mutation, RowMutations, TimeRange};
 use crate::region::{Region, Store};
 use crate::server::{Config, ReadPath, TableState};
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -46,8 +47,28 @@ pub(crate) fn check_value(config: &Config, v: &[u8]) -> Result<()> {
 
 /// Checks a mutation without writing anything.
 pub(crate) fn validate_mutation(config: &Config, t: &TableState, m: &Mutation) -> Result<()> {
+    validate_mutation_in(config, t, m, None)
+}
+
+/// True while `region` serves `row`: not retired by a split or merge, online, and
+/// holding the row.
+pub(crate) fn serves(region: &Region, row: &[u8]) -> bool {
+    !region.is_retired() && region.check_online().is_ok() && region.contains(row)
+}
+
+/// [`validate_mutation`] with `seen`, a region a hook just found for the row: used while
+/// it still [`serves`] the row, saving a region lookup.
+pub(crate) fn validate_mutation_in(
+    config: &Config,
+    t: &TableState,
+    m: &Mutation,
+    seen: Option<&Arc<Region>>,
+) -> Result<()> {
     validate_row(m.row())?;
-    let region = t.online_region(m.row())?;
+    let region = match seen.filter(|r| serves(r, m.row())) {
+        Some(r) => Cow::Borrowed(r),
+        None => Cow::Owned(t.online_region(m.row())?),
+    };
     match m {
         Mutation::Put(p) => {
             if p.is_empty() && !p.is_touch() {
@@ -96,8 +117,25 @@ pub(crate) fn prepare(
     now: Timestamp,
     out: &mut Vec<PreparedCell>,
 ) -> Result<()> {
+    prepare_in(reads, t, m, now, out, None)
+}
+
+/// [`prepare`] with `seen`, a region a hook found for the row, used while it still serves
+/// the row (not retired, online, holding it): saves a region lookup. A split or merge
+/// after this check is caught by the commit, which re-routes cells of retired regions.
+pub(crate) fn prepare_in(
+    reads: &ReadPath,
+    t: &TableState,
+    m: &Mutation,
+    now: Timestamp,
+    out: &mut Vec<PreparedCell>,
+    seen: Option<&Arc<Region>>,
+) -> Result<()> {
     let row = m.row().clone();
-    let region = t.online_region(&row)?;
+    let region = match seen.filter(|r| serves(r, &row)) {
+        Some(r) => Arc::clone(r),
+        None => t.online_region(&row)?,
+    };
     let cell =
         |store: Arc<Store>, q: Bytes, ts: Timestamp, kind: CellType, value: Bytes| PreparedCell {
             region: region.clone(),
