@@ -123,6 +123,25 @@ pub enum Error {
     /// The engine is closed.
     #[error("engine is closed")]
     Closed,
+    /// A coordination lease expired or was revoked: its holder no longer owns anything and
+    /// must not act for it (see `coordination`).
+    #[error("lease {lease} expired or was revoked")]
+    LeaseExpired {
+        /// The lease's id.
+        lease: u64,
+    },
+    /// A region is owned by another live process.
+    #[error("region {region} is owned by {owner}")]
+    RegionOwned {
+        /// The region (`table/id`).
+        region: String,
+        /// The owning process's name.
+        owner: String,
+    },
+    /// A compare-and-swap in the coordination store lost (a revision, a pointer, an owner
+    /// or a generation moved): nothing was changed.
+    #[error("coordination conflict: {0}")]
+    CoordinationConflict(String),
     /// The engine could not take the operation in time (HBase's `RegionTooBusyException`):
     /// nothing was written, and the caller may retry later.
     #[error("engine too busy: {0}")]

@@ -1,13 +1,15 @@
 //! `basalt-core`: Basalt's engine.
 //!
-//! Layers, bottom to top: `error`, `varint`, `cell`, `fs`, `mvcc`, `keys`, `schema`, `wal`,
-//! `filter`, `ops`, `catalog`, `storage`, `region`, `coprocessor`, `server`, `client`.
+//! Layers, bottom to top: `error`, `varint`, `cell`, `fs`, `mvcc`, `keys`, `schema`,
+//! `coord`, `wal`, `filter`, `ops`, `catalog`, `storage`, `region`, `coprocessor`, `server`,
+//! `client`.
 //!
 //! Each module uses only modules before it in that list (`tests/architecture.rs` reads the
 //! sources and fails on any reference to a later one). At the bottom the value types: cells
 //! and rows ([`cell`]), key ranges and row-key tools ([`keys`]), table schemas (`schema`),
 //! filters as data ([`filter`]) and the operations a client sends (`ops`). Then the
-//! durable pieces: the WAL (`wal`), the catalog (`catalog`) and the stores
+//! durable pieces: coordination (who is alive and owns which region, [`coord`], in memory
+//! for the embedded engine), the WAL (`wal`), the catalog (`catalog`) and the stores
 //! (`storage`: MemStore, store files, merge, matcher, compaction), which know nothing of
 //! regions; `region` (regions, stores, row locks), which knows nothing of coprocessors;
 //! the coprocessor interface ([`coprocessor`]), which names no engine type; the engine
@@ -16,8 +18,8 @@
 //! (implemented by [`Engine`]; a network connection would be a second implementation).
 //! Salted tables ([`client::SaltedTable`]) build on [`keys`].
 //!
-//! Public modules: `cell`, `client`, `coprocessor`, `endpoint`, `filter`, `fs`, `keys`,
-//! `repair`. Every other module is private: what users need of it is re-exported at the
+//! Public modules: `cell`, `client`, `coord`, `coprocessor`, `endpoint`, `filter`, `fs`,
+//! `keys`, `repair`. Every other module is private: what users need of it is re-exported at the
 //! crate root, so the compiler reports what no one uses, and `coprocessors` and `index` (as
 //! any user) see only this API (`tests/architecture.rs` checks both).
 #![forbid(unsafe_code)]
@@ -29,6 +31,7 @@
 // below, so the compiler reports what no one uses.
 pub mod cell;
 pub mod client;
+pub mod coord;
 pub mod coprocessor;
 pub mod filter;
 pub mod fs;

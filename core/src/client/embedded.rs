@@ -331,6 +331,12 @@ impl Connection<Engine> {
         let engine = tokio::task::spawn_blocking(move || Engine::open(config))
             .await
             .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
+        if let Err(e) = engine.take_ownership().await {
+            if let Err(close) = engine.close().await {
+                tracing::warn!(error = %close, "closing after the regions could not be owned");
+            }
+            return Err(e);
+        }
         engine.upkeep.start_periodic_compactions();
         let conn = Connection::new(engine);
         if let Err(e) = conn.run_recovery_repairs().await {

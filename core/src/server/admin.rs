@@ -104,6 +104,8 @@ impl Engine {
         }
         self.create_table_unobserved(desc.clone(), split)?;
         if let Ok(t) = self.shared.table(&desc.name) {
+            let ids: Vec<u64> = t.regions.read().iter().map(|r| r.id).collect();
+            self.shared.hand_over(&desc.name, &[], &ids).await?;
             if let Some(hooks) = t.hooks() {
                 let regions: Vec<_> = t.regions.read().clone();
                 lifecycle::hooks_post_open(&self.reads, &t, &hooks, &regions).await;
@@ -280,7 +282,9 @@ impl Engine {
         if let Some(o) = &self.shared.config.observer {
             o.pre_delete_table(name).await?;
         }
+        let ids: Vec<u64> = t.regions.read().iter().map(|r| r.id).collect();
         self.delete_table_unobserved(name)?;
+        self.shared.hand_over(name, &ids, &[]).await?;
         match &self.shared.config.observer {
             Some(o) => o.post_delete_table(name).await,
             None => Ok(()),

@@ -5,6 +5,7 @@
 
 use super::recovery;
 use super::split::SplitPolicy;
+use crate::coord::Coordination;
 use crate::coprocessor::{EngineHooks, RegionHooks};
 use crate::error::Result;
 use crate::fs::{FileSystem, StdFs};
@@ -94,6 +95,17 @@ pub struct Config {
     /// [`WalRecoveryMode::TolerateCorruptedTail`], which never loses an acknowledged write
     /// without failing the open). See `recovery`.
     pub wal_recovery: WalRecoveryMode,
+    /// Where the engine holds its lease and owns its regions (see `crate::coord`). Default
+    /// none: a [`crate::coord::MemoryCoordination`] of the engine's own, which nothing else
+    /// sees. Engines (or tools) given the same store see each other's ownership.
+    pub coordination: Option<Arc<dyn Coordination>>,
+    /// The engine's lease's time to live in a shared [`Config::coordination`] store
+    /// (default 10,000 ms); the engine renews it every third of that. An engine whose lease
+    /// expired refuses writes until it is reopened. The lease in the engine's own store
+    /// (no store configured) never expires.
+    pub lease_ttl_ms: u64,
+    /// The process name the engine's lease is granted to (default `basalt@<data dir>`).
+    pub process_name: Option<String>,
 }
 
 impl Config {
@@ -120,7 +132,25 @@ impl Config {
             system_coprocessors: Vec::new(),
             observer: None,
             wal_recovery: WalRecoveryMode::default(),
+            coordination: None,
+            lease_ttl_ms: 10_000,
+            process_name: None,
         }
+    }
+    /// Sets the coordination store the engine holds its lease and regions in.
+    pub fn coordination(mut self, c: Arc<dyn Coordination>) -> Self {
+        self.coordination = Some(c);
+        self
+    }
+    /// Sets the engine's lease's time to live, in milliseconds (at least 3).
+    pub fn lease_ttl_ms(mut self, ms: u64) -> Self {
+        self.lease_ttl_ms = ms;
+        self
+    }
+    /// Sets the process name the engine's lease is granted to.
+    pub fn process_name(mut self, name: impl Into<String>) -> Self {
+        self.process_name = Some(name.into());
+        self
     }
     /// Sets how damage found in the WAL at open is treated.
     pub fn wal_recovery(mut self, mode: WalRecoveryMode) -> Self {

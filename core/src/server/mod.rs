@@ -22,6 +22,7 @@ pub mod endpoint;
 pub mod flush;
 pub mod hooks;
 pub mod lifecycle;
+pub(crate) mod ownership;
 pub mod read;
 pub(crate) mod read_points;
 pub mod recovery;
@@ -125,6 +126,9 @@ pub(crate) struct EngineShared {
     /// shared state, and with it the directory, until it ends, even when the engine was
     /// dropped without a close.
     pub(crate) dir_lock: Mutex<Option<Box<dyn FileLock>>>,
+    /// The engine's lease and regions in the coordination store, once a connection took
+    /// them ([`Engine::take_ownership`]).
+    pub(crate) ownership: std::sync::OnceLock<Arc<ownership::Ownership>>,
 }
 
 impl EngineShared {
@@ -316,9 +320,41 @@ impl Engine {
         // lock goes, so no other engine ever sees its files half-committed.
         self.upkeep.wait_for_compactions().await;
         let out = shared.wal.close();
+        if let Some(own) = shared.ownership.get() {
+            own.end().await;
+        }
         // Dropping the file releases the directory lock, so the directory can be reopened.
         shared.dir_lock.lock().take();
         out
+    }
+
+    /// Takes the engine's lease and claims every region it serves in the coordination
+    /// store ([`Config::coordination`]), and keeps the lease alive (see `ownership`). Fails
+    /// with [`Error::RegionOwned`] when another live process owns one of them.
+    pub(crate) async fn take_ownership(&self) -> Result<()> {
+        let mut regions = Vec::new();
+        for t in self.shared.all_tables() {
+            let ids: Vec<u64> = t.regions.read().iter().map(|r| r.id).collect();
+            regions.extend(ownership::keys(&t.name, ids));
+        }
+        let own = ownership::Ownership::begin(&self.shared.config, regions).await?;
+        own.start_renewal(Arc::downgrade(&self.shared));
+        if let Err(own) = self.shared.ownership.set(own) {
+            // Taken twice: keep the first, give this one's claims back.
+            own.end().await;
+        }
+        Ok(())
+    }
+
+    /// The engine's lease in the coordination store, once taken.
+    pub fn lease(&self) -> Option<crate::coord::Lease> {
+        self.shared.ownership.get().map(|o| o.lease().clone())
+    }
+
+    /// The generation at which the engine owns region `region` of `table`, if it owns it.
+    pub fn region_generation(&self, table: &TableName, region: u64) -> Option<u64> {
+        let key = crate::coord::RegionKey::new(table.clone(), region);
+        self.shared.ownership.get()?.generation(&key)
     }
 }
 

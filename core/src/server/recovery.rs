@@ -208,6 +208,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         commit_lock: Mutex::new(()),
         closed: AtomicBool::new(false),
         dir_lock: Mutex::new(Some(lock)),
+        ownership: std::sync::OnceLock::new(),
         config,
     });
     Ok(Recovered {

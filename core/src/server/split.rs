@@ -287,6 +287,9 @@ impl Maintenance {
         for d in [lo, hi] {
             self.spawn_reference_compaction(d);
         }
+        self.shared
+            .hand_over(&t.name, &[parent_id], &[lo_id, hi_id])
+            .await?;
         Ok(Some((lo_id, hi_id)))
     }
 
@@ -457,6 +460,9 @@ impl Maintenance {
                 .await;
         }
         self.maybe_compact(&merged);
+        self.shared
+            .hand_over(&t.name, &[first_id, second_id], &[merged_id])
+            .await?;
         Ok(merged_id)
     }
 

@@ -280,6 +280,13 @@ impl Wal {
         self.shared.requested_roll()
     }
 
+    /// Refuses every later append with [`Error::WritesRefused`] carrying `reason`, and
+    /// fails records not yet written, as after a write failure (the engine lost the lease
+    /// its ownership of the regions rests on). Until the engine is reopened.
+    pub(crate) fn refuse(&self, reason: String) {
+        self.shared.refuse(reason);
+    }
+
     /// Sets the function told of every segment roll (closed id, new id); only the first
     /// call takes effect. It runs under the writer lock: it must be quick and must not
     /// append to this WAL.

@@ -494,6 +494,17 @@ impl Shared {
         self.wake.notify_one();
     }
 
+    /// Enters the failed state for a reason outside the WAL (the engine lost its lease):
+    /// appends are refused with `reason`, and records not yet written fail.
+    pub fn refuse(&self, reason: String) {
+        tracing::error!(%reason, "writes are refused until the engine is reopened");
+        let _ = self.failure.set(Failure {
+            reason,
+            kind: io::ErrorKind::PermissionDenied,
+        });
+        self.wake_flusher();
+    }
+
     /// Enters the failed state (the first failure wins): no more writes, appends refused.
     fn fail(&self, what: &str, id: u64, e: &io::Error) {
         let reason = format!("WAL {what} failed in segment {id}: {e}");

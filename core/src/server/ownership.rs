@@ -1,0 +1,168 @@
+//! The engine's lease and its regions' ownership in the coordination store
+//! ([`crate::coord`]): what a region server will hold in etcd, held by the embedded engine
+//! too (in its own [`MemoryCoordination`] unless [`Config::coordination`] shares one; the
+//! lease in the engine's own store never expires, as nothing else could take over).
+//!
+//! Invariants kept: the engine opens only when it holds a lease and owns every region it
+//! serves (another live owner fails the open with [`Error::RegionOwned`], having claimed
+//! nothing); a region created by a table creation, a split or a merge is claimed, and a
+//! region the engine stops serving (its table dropped, a split's parent, a merge's inputs)
+//! is released; closing releases every region and revokes the lease. A renewal that finds
+//! the lease ended makes the WAL refuse every later write ([`Error::WritesRefused`]) until
+//! the engine is reopened: another process may own the regions now. Ownership is the
+//! liveness half of fencing; the storage half (fenced WAL segments) comes with the object
+//! store.
+//!
+//! [`MemoryCoordination`]: crate::coord::MemoryCoordination
+//! [`Config::coordination`]: super::Config::coordination
+
+use super::{Config, EngineShared};
+use crate::coord::{Coordination, Lease, MemoryCoordination, RegionKey};
+use crate::error::{Error, Result};
+use crate::schema::TableName;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+/// The engine's lease and the generation of each region it owns.
+#[derive(Debug)]
+pub(crate) struct Ownership {
+    coord: Arc<dyn Coordination>,
+    lease: Lease,
+    held: Mutex<HashMap<RegionKey, u64>>,
+    /// False for the engine's private store: nothing else can see it, so its lease never
+    /// expires (a laptop's sleep must not stop an embedded engine's writes).
+    renews: bool,
+}
+
+impl Ownership {
+    /// Takes a lease for the engine of `config` and claims `regions`; on any failure
+    /// releases what it claimed, revokes the lease and fails.
+    pub(crate) async fn begin(config: &Config, regions: Vec<RegionKey>) -> Result<Arc<Self>> {
+        if config.lease_ttl_ms < 3 {
+            return Err(Error::bad_argument("lease_ttl_ms must be at least 3"));
+        }
+        let (coord, ttl, renews) = match &config.coordination {
+            Some(c) => (
+                Arc::clone(c),
+                Duration::from_millis(config.lease_ttl_ms),
+                true,
+            ),
+            None => {
+                let own: Arc<dyn Coordination> = Arc::new(MemoryCoordination::default());
+                (own, Duration::MAX, false)
+            }
+        };
+        let process = config
+            .process_name
+            .clone()
+            .unwrap_or_else(|| format!("basalt@{}", config.dir.display()));
+        let lease = coord.grant_lease(&process, ttl).await?;
+        let own = Arc::new(Ownership {
+            coord,
+            lease,
+            held: Mutex::new(HashMap::new()),
+            renews,
+        });
+        if let Err(e) = own.claim(regions).await {
+            own.end().await;
+            return Err(e);
+        }
+        Ok(own)
+    }
+
+    /// The engine's lease.
+    pub(crate) fn lease(&self) -> &Lease {
+        &self.lease
+    }
+
+    /// The generation the engine owns `region` at, if it owns it.
+    pub(crate) fn generation(&self, region: &RegionKey) -> Option<u64> {
+        self.held.lock().get(region).copied()
+    }
+
+    /// Claims `regions` under the engine's lease.
+    pub(crate) async fn claim(&self, regions: Vec<RegionKey>) -> Result<()> {
+        for r in regions {
+            let generation = self.coord.claim_region(&r, self.lease.id).await?;
+            self.held.lock().insert(r, generation);
+        }
+        Ok(())
+    }
+
+    /// Gives `regions` up (those the engine owns).
+    pub(crate) async fn release(&self, regions: &[RegionKey]) {
+        for r in regions {
+            let generation = self.held.lock().remove(r);
+            if let Some(g) = generation {
+                if let Err(e) = self.coord.release_region(r, self.lease.id, g).await {
+                    tracing::warn!(region = %r, error = %e, "releasing a region failed");
+                }
+            }
+        }
+    }
+
+    /// Releases every region and revokes the lease.
+    pub(crate) async fn end(&self) {
+        let all: Vec<RegionKey> = self.held.lock().keys().cloned().collect();
+        self.release(&all).await;
+        if let Err(e) = self.coord.revoke_lease(self.lease.id).await {
+            tracing::warn!(lease = self.lease.id, error = %e, "revoking the lease failed");
+        }
+    }
+
+    /// Renews the lease every third of its time to live while `shared` lives and is open;
+    /// when a renewal finds the lease ended, makes the WAL refuse writes and stops.
+    pub(crate) fn start_renewal(self: &Arc<Self>, shared: Weak<EngineShared>) {
+        if !self.renews {
+            return;
+        }
+        let own = Arc::clone(self);
+        let every = own.lease.ttl / 3;
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let Some(shared) = shared.upgrade() else {
+                    return;
+                };
+                if shared.check_open().is_err() {
+                    return;
+                }
+                if let Err(e) = own.coord.keep_alive(own.lease.id).await {
+                    shared.wal.refuse(format!(
+                        "the engine's lease {} ended ({e}): another process may own its regions",
+                        own.lease.id
+                    ));
+                    return;
+                }
+            }
+        });
+    }
+}
+
+/// The keys of regions `ids` of `table`.
+pub(crate) fn keys(table: &TableName, ids: impl IntoIterator<Item = u64>) -> Vec<RegionKey> {
+    ids.into_iter()
+        .map(|id| RegionKey::new(table.clone(), id))
+        .collect()
+}
+
+impl EngineShared {
+    /// Claims regions `claimed` and releases regions `released` of `table` (a table
+    /// created or dropped, a split, a merge). Without ownership (an engine opened without a
+    /// connection) does nothing. A failed claim is returned: the region serves here while
+    /// another process owns it.
+    pub(crate) async fn hand_over(
+        &self,
+        table: &TableName,
+        released: &[u64],
+        claimed: &[u64],
+    ) -> Result<()> {
+        let Some(own) = self.ownership.get() else {
+            return Ok(());
+        };
+        own.release(&keys(table, released.iter().copied())).await;
+        own.claim(keys(table, claimed.iter().copied())).await
+    }
+}
