@@ -276,9 +276,13 @@ impl CoprocessorHost {
         }
     }
 
-    /// Records that `cp` does not run `hook`.
+    /// Records that `cp` does not run `hook`. Sequentially consistent with [`resum`]'s
+    /// loads: of two coprocessors learning the same hook at once, the later recount sees
+    /// both.
+    ///
+    /// [`resum`]: CoprocessorHost::resum
     fn learnt(&self, cp: &Loaded, hook: Hook) {
-        let before = cp.default_hooks.fetch_or(hook.bit(), Ordering::Relaxed);
+        let before = cp.default_hooks.fetch_or(hook.bit(), Ordering::SeqCst);
         if before & hook.bit() == 0 {
             self.resum();
         }
@@ -288,7 +292,7 @@ impl CoprocessorHost {
     /// unloaded.
     fn resum(&self) {
         let common = self.active_any().fold(u64::MAX, |acc, c| {
-            acc & c.default_hooks.load(Ordering::Relaxed)
+            acc & c.default_hooks.load(Ordering::SeqCst)
         });
         self.skipped.fetch_or(common, Ordering::Relaxed);
     }

@@ -334,8 +334,8 @@ impl Engine {
     pub(crate) async fn take_ownership(&self) -> Result<()> {
         let mut regions = Vec::new();
         for t in self.shared.all_tables() {
-            let ids: Vec<u64> = t.regions.read().iter().map(|r| r.id).collect();
-            regions.extend(ownership::keys(&t.name, ids));
+            let served: Vec<Arc<Region>> = t.regions.read().clone();
+            regions.extend(ownership::records(&t.name, &served));
         }
         let own = ownership::Ownership::begin(&self.shared.config, regions).await?;
         own.start_renewal(Arc::downgrade(&self.shared));

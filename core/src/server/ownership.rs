@@ -3,8 +3,9 @@
 //! too (in its own [`MemoryCoordination`] unless [`Config::coordination`] shares one; the
 //! lease in the engine's own store never expires, as nothing else could take over).
 //!
-//! Invariants kept: the engine opens only when it holds a lease and owns every region it
-//! serves (another live owner fails the open with [`Error::RegionOwned`], having claimed
+//! Invariants kept: the store's region catalog lists the engine's regions (ids and
+//! bounds) after every open, table creation and drop, split and merge; the engine opens
+//! only when it holds a lease and owns every region it serves (another live owner fails the open with [`Error::RegionOwned`], having claimed
 //! nothing); a region created by a table creation, a split or a merge is claimed, and a
 //! region the engine stops serving (its table dropped, a split's parent, a merge's inputs)
 //! is released; closing releases every region and revokes the lease. A renewal that finds
@@ -17,8 +18,9 @@
 //! [`Config::coordination`]: super::Config::coordination
 
 use super::{Config, EngineShared};
-use crate::coord::{Coordination, Lease, MemoryCoordination, RegionKey};
+use crate::coord::{Coordination, Lease, MemoryCoordination, RegionKey, RegionRecord};
 use crate::error::{Error, Result};
+use crate::region::Region;
 use crate::schema::TableName;
 use parking_lot::Mutex;
 use std::collections::HashMap;
@@ -37,9 +39,10 @@ pub(crate) struct Ownership {
 }
 
 impl Ownership {
-    /// Takes a lease for the engine of `config` and claims `regions`; on any failure
-    /// releases what it claimed, revokes the lease and fails.
-    pub(crate) async fn begin(config: &Config, regions: Vec<RegionKey>) -> Result<Arc<Self>> {
+    /// Takes a lease for the engine of `config`, claims `regions` and records them in the
+    /// store's catalog; on any failure releases what it claimed, revokes the lease and
+    /// fails.
+    pub(crate) async fn begin(config: &Config, regions: Vec<RegionRecord>) -> Result<Arc<Self>> {
         if config.lease_ttl_ms < 3 {
             return Err(Error::bad_argument("lease_ttl_ms must be at least 3"));
         }
@@ -65,11 +68,59 @@ impl Ownership {
             held: Mutex::new(HashMap::new()),
             renews,
         });
-        if let Err(e) = own.claim(regions).await {
+        let keys = regions.iter().map(|r| r.key.clone()).collect();
+        let claimed = match own.claim(keys).await {
+            Ok(()) => own.publish(regions).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = claimed {
             own.end().await;
             return Err(e);
         }
         Ok(own)
+    }
+
+    /// Records `regions` in the store's catalog, replacing what it holds of them.
+    pub(crate) async fn publish(&self, regions: Vec<RegionRecord>) -> Result<()> {
+        let mut current: HashMap<TableName, Vec<RegionRecord>> = HashMap::new();
+        for r in regions {
+            if !current.contains_key(&r.key.table) {
+                let listed = self.coord.regions(&r.key.table).await?;
+                current.insert(r.key.table.clone(), listed);
+            }
+            let stored = current
+                .get(&r.key.table)
+                .and_then(|l| l.iter().find(|x| x.key == r.key))
+                .map(|x| (x.revision, x.start == r.start && x.end == r.end));
+            match stored {
+                Some((_, true)) => {}
+                Some((revision, false)) => {
+                    self.coord.put_region(r, Some(revision)).await?;
+                }
+                None => {
+                    self.coord.put_region(r, None).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes `regions` from the store's catalog (those it lists).
+    pub(crate) async fn unpublish(&self, regions: &[RegionKey]) -> Result<()> {
+        let mut current: HashMap<TableName, Vec<RegionRecord>> = HashMap::new();
+        for r in regions {
+            if !current.contains_key(&r.table) {
+                current.insert(r.table.clone(), self.coord.regions(&r.table).await?);
+            }
+            let revision = current
+                .get(&r.table)
+                .and_then(|l| l.iter().find(|x| x.key == *r))
+                .map(|x| x.revision);
+            if let Some(rev) = revision {
+                self.coord.remove_region(r, rev).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The engine's lease.
@@ -148,11 +199,24 @@ pub(crate) fn keys(table: &TableName, ids: impl IntoIterator<Item = u64>) -> Vec
         .collect()
 }
 
+/// The catalog records of `regions` of `table`.
+pub(crate) fn records(table: &TableName, regions: &[Arc<Region>]) -> Vec<RegionRecord> {
+    regions
+        .iter()
+        .map(|r| RegionRecord {
+            key: RegionKey::new(table.clone(), r.id),
+            start: r.start.clone(),
+            end: r.end.clone(),
+            revision: 0,
+        })
+        .collect()
+}
+
 impl EngineShared {
     /// Claims regions `claimed` and releases regions `released` of `table` (a table
-    /// created or dropped, a split, a merge). Without ownership (an engine opened without a
-    /// connection) does nothing. A failed claim is returned: the region serves here while
-    /// another process owns it.
+    /// created or dropped, a split, a merge), and updates the store's catalog to match.
+    /// Without ownership (an engine opened without a connection) does nothing. A failed
+    /// claim is returned: the region serves here while another process owns it.
     pub(crate) async fn hand_over(
         &self,
         table: &TableName,
@@ -162,7 +226,20 @@ impl EngineShared {
         let Some(own) = self.ownership.get() else {
             return Ok(());
         };
-        own.release(&keys(table, released.iter().copied())).await;
-        own.claim(keys(table, claimed.iter().copied())).await
+        let gone = keys(table, released.iter().copied());
+        own.release(&gone).await;
+        own.unpublish(&gone).await?;
+        let new: Vec<Arc<Region>> = match self.tables.read().get(table) {
+            Some(t) => t
+                .regions
+                .read()
+                .iter()
+                .filter(|r| claimed.contains(&r.id))
+                .cloned()
+                .collect(),
+            None => Vec::new(),
+        };
+        own.claim(keys(table, claimed.iter().copied())).await?;
+        own.publish(records(table, &new)).await
     }
 }
