@@ -65,6 +65,12 @@ async fn catalog_matches(s: &Shared, conn: &Connection, table: &str) {
     assert_eq!(stored, served, "catalog of {table}");
 }
 
+/// How many cells row `row` of `table` has.
+async fn cells(conn: &Connection, table: &str, row: &str) -> usize {
+    let t = conn.table(table).unwrap();
+    t.get(Get::new(row)).await.unwrap().cells.len()
+}
+
 async fn region_ids(conn: &Connection, table: &str) -> Vec<u64> {
     conn.admin()
         .regions(table)
@@ -142,16 +148,7 @@ async fn regions_are_owned_while_served() {
     let lease = s.coord.grant_lease("rs-a", Duration::from_secs(1)).await;
     // The reopened engine's lease was the process's second; this one is the third.
     assert_eq!(lease.unwrap().node_generation, 3);
-    assert_eq!(
-        conn.table("t")
-            .unwrap()
-            .get(Get::new("r05"))
-            .await
-            .unwrap()
-            .cells
-            .len(),
-        1
-    );
+    assert_eq!(cells(&conn, "t", "r05").await, 1);
     conn.close().await.unwrap();
 }
 
@@ -284,15 +281,6 @@ async fn the_default_store_is_the_engines_own() {
         .unwrap();
     conn.close().await.unwrap();
     let conn = Connection::open(dir.path()).await.unwrap();
-    assert_eq!(
-        conn.table("t")
-            .unwrap()
-            .get(Get::new("r"))
-            .await
-            .unwrap()
-            .cells
-            .len(),
-        1
-    );
+    assert_eq!(cells(&conn, "t", "r").await, 1);
     conn.close().await.unwrap();
 }

@@ -18,6 +18,34 @@ use basalt_core::Result;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+/// The synchronous walk both chains share: for each coprocessor that runs the hook, its
+/// synchronous form's answer (`$out`, with its context `$ctx`) goes to `$answer`; from the
+/// first coprocessor that needs its async form, the rest of the chain is returned boxed
+/// (`$rest`), with the call already counted when its synchronous form answered `None`.
+macro_rules! sync_walk {
+    (
+        $self:ident, $a:lifetime, $env:ident, $m:ident, $hook:expr, $now_hook:expr, $now:ident,
+        $rest:ident, |$cp:ident, $ctx:ident, $out:ident| $answer:block
+    ) => {
+        for (i, $cp) in $self.chain.iter().enumerate() {
+            if !$cp.runs($hook) || $cp.unloaded.load(Ordering::Acquire) {
+                continue;
+            }
+            if !$cp.runs($now_hook) {
+                return HookFuture::Waiting(Box::pin($self.$rest(i, None, $env, $m)));
+            }
+            let mut $ctx = ObserverContext::new($env, &$cp.name);
+            let sampled = $cp.start_call();
+            let now = |c: &mut ObserverContext<$a>| $cp.observer.$now(c, $m);
+            let Some($out) = $self.guarded_now($cp, $now_hook, sampled, &mut $ctx, now) else {
+                let tried = Some(sampled);
+                return HookFuture::Waiting(Box::pin($self.$rest(i, tried, $env, $m)));
+            };
+            $answer
+        }
+    };
+}
+
 /// Generates a pre-hook's chain (`$chain`, answering at once while every coprocessor
 /// answers synchronously) and its async remainder (`$rest`).
 macro_rules! pre_hook {
@@ -28,20 +56,7 @@ macro_rules! pre_hook {
             env: &'a HookEnv<'a>,
             m: &'a mut $ty,
         ) -> HookFuture<'a, Flow> {
-            for (i, cp) in self.chain.iter().enumerate() {
-                if !cp.runs($hook) || cp.unloaded.load(Ordering::Acquire) {
-                    continue;
-                }
-                if !cp.runs($now_hook) {
-                    return HookFuture::Waiting(Box::pin(self.$rest(i, None, env, m)));
-                }
-                let mut ctx = ObserverContext::new(env, &cp.name);
-                let sampled = cp.start_call();
-                let now = |c: &mut ObserverContext<'a>| cp.observer.$now(c, m);
-                let Some(out) = self.guarded_now(cp, $now_hook, sampled, &mut ctx, now) else {
-                    let tried = Some(sampled);
-                    return HookFuture::Waiting(Box::pin(self.$rest(i, tried, env, m)));
-                };
+            sync_walk!(self, 'a, env, m, $hook, $now_hook, $now, $rest, |cp, ctx, out| {
                 match out {
                     Ok(()) if ctx.is_bypassed() => return HookFuture::Ready(Ok(Flow::Bypass)),
                     Ok(()) => {}
@@ -51,7 +66,7 @@ macro_rules! pre_hook {
                         }
                     }
                 }
-            }
+            });
             HookFuture::Ready(Ok(Flow::Continue))
         }
 
@@ -108,26 +123,13 @@ macro_rules! post_hook {
     ($chain:ident, $rest:ident, $ty:ty, $hook:expr, $now_hook:expr, $now:ident, $later:ident, $name:literal) => {
         /// The chain of this post-hook: synchronous forms at once, the rest boxed.
         pub(super) fn $chain<'a>(&'a self, env: &'a HookEnv<'a>, m: &'a $ty) -> HookFuture<'a, ()> {
-            for (i, cp) in self.chain.iter().enumerate() {
-                if !cp.runs($hook) || cp.unloaded.load(Ordering::Acquire) {
-                    continue;
-                }
-                if !cp.runs($now_hook) {
-                    return HookFuture::Waiting(Box::pin(self.$rest(i, None, env, m)));
-                }
-                let mut ctx = ObserverContext::new(env, &cp.name);
-                let sampled = cp.start_call();
-                let now = |c: &mut ObserverContext<'a>| cp.observer.$now(c, m);
-                let Some(out) = self.guarded_now(cp, $now_hook, sampled, &mut ctx, now) else {
-                    let tried = Some(sampled);
-                    return HookFuture::Waiting(Box::pin(self.$rest(i, tried, env, m)));
-                };
+            sync_walk!(self, 'a, env, m, $hook, $now_hook, $now, $rest, |cp, ctx, out| {
                 if let Err(f) = out.and_then(|()| Self::no_bypass(&ctx, $name)) {
                     if let Err(e) = self.settle(cp, f) {
                         return HookFuture::Ready(Err(e));
                     }
                 }
-            }
+            });
             HookFuture::Ready(Ok(()))
         }
 
