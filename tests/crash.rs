@@ -69,7 +69,11 @@
 //!   regions, whose edits are in the files their successors list, and keep a parent's file
 //!   while any daughter lists it).
 //!
-//! Knobs: `BASALT_CRASH_CYCLES` (default 32) and `BASALT_CRASH_SEED` (default: random, and
+//! `crash_recovery_cycles_on_an_object_store` runs the same cycles with the catalog and the
+//! store files in an object store (`<dir>/objects`, the `object_store` crate's
+//! `LocalFileSystem`), the WAL still in the data directory.
+//!
+//! Knobs: `BASALT_CRASH_CYCLES` (default 32, 12 on the object store) and `BASALT_CRASH_SEED` (default: random, and
 //! printed so a failure can be replayed).
 #![cfg(unix)]
 
@@ -77,6 +81,7 @@ use async_trait::async_trait;
 use basalt::client::{Delete, Get, Increment, Mutation, Put, RowResult, Scan};
 use basalt::coprocessors::{MiniBatch, ObserverContext, RegionObserver, Registry};
 use basalt::index::{IndexAdmin, IndexDef, Runtime};
+use basalt::objects::StoreObjects;
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor, Durability, Filter,
     PreSplit, SplitAlgorithm, TableDescriptor, TableName,
@@ -93,6 +98,8 @@ use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 const CHILD_ENV: &str = "BASALT_CRASH_CHILD";
+/// The folder of the object-store run's objects, in the data directory.
+const OBJECTS: &str = "objects";
 const RUN_ENV: &str = "BASALT_CRASH_RUN";
 const SEED_ENV: &str = "BASALT_CRASH_SEED";
 const CYCLES_ENV: &str = "BASALT_CRASH_CYCLES";
@@ -178,8 +185,19 @@ const IX_TABLES: [IxSpec; 3] = [
     },
 ];
 
+/// Where the engine of `dir` keeps its catalog and store files: `<dir>/objects` through the
+/// `object_store` crate's `LocalFileSystem` when that folder exists (the object-store run
+/// creates it before the first cycle), else the data directory.
 fn config(dir: &Path) -> Config {
-    Config::new(dir)
+    let objects = dir.join(OBJECTS);
+    let config = if objects.is_dir() {
+        let store = StoreObjects::local_directory(&objects)
+            .unwrap_or_else(|e| panic!("object store at {}: {e}", objects.display()));
+        Config::new(dir).objects(Arc::new(store))
+    } else {
+        Config::new(dir)
+    };
+    config
         .memstore_flush_size(256 << 10)
         .wal_segment_size(1 << 20)
         .split_policy(basalt::SplitPolicy::ConstantSize)
@@ -1055,21 +1073,35 @@ fn run_child(dir: &Path, run: u64, seed: u64, early_kill: bool, rng: &mut StdRng
 
 #[test]
 fn crash_recovery_cycles() {
+    cycles_on(false, 32);
+}
+
+/// The same cycles with the catalog and store files in an object store (the `object_store`
+/// crate's `LocalFileSystem`); fewer by default, as the engine above the seam is the same.
+#[test]
+fn crash_recovery_cycles_on_an_object_store() {
+    cycles_on(true, 12);
+}
+
+fn cycles_on(object_store: bool, default_cycles: usize) {
     if std::env::var_os(CHILD_ENV).is_some() {
         return; // never recurse from a child
     }
     let cycles: usize = std::env::var(CYCLES_ENV)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(32);
+        .unwrap_or(default_cycles);
     let seed: u64 = std::env::var(SEED_ENV)
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| rand::rng().random());
-    println!("crash test: {cycles} cycles, {SEED_ENV}={seed}");
+    println!("crash test: {cycles} cycles, object store {object_store}, {SEED_ENV}={seed}");
     let mut rng = StdRng::seed_from_u64(seed);
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().to_path_buf();
+    if object_store {
+        std::fs::create_dir(dir.join(OBJECTS)).unwrap();
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -1117,7 +1149,22 @@ fn crash_recovery_cycles() {
             t0.elapsed()
         );
     }
-    let files = std::fs::read_dir(dir.join("data")).unwrap().count();
+    let data = match object_store {
+        true => dir.join(OBJECTS).join("data"),
+        false => dir.join("data"),
+    };
+    let files = std::fs::read_dir(&data).map_or(0, |d| d.count());
+    if object_store {
+        let local = std::fs::read_dir(dir.join("data")).unwrap().count();
+        assert_eq!(
+            local, 0,
+            "a store file went to the data directory, not the objects"
+        );
+        assert!(
+            !dir.join("catalog").exists(),
+            "the catalog went to the data directory"
+        );
+    }
     println!(
         "crash test: {cycles} cycles ({early} early kills, {checks} checks), {} acknowledged \
          operations, {} unacknowledged, {} rows named, {rows} rows present, {files} store \

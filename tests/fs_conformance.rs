@@ -76,6 +76,21 @@ fn conformance(fs: &dyn FileSystem, root: &Path) {
     assert_eq!(fs.read(&a).unwrap(), b"new");
     fs.sync_dir(&dir).unwrap();
 
+    // link gives a file a second name, create-if-absent; both names read the same bytes.
+    let c = dir.join("c");
+    fs.link(&a, &c).unwrap();
+    assert_eq!(fs.read(&c).unwrap(), b"new");
+    assert_eq!(
+        fs.link(&a, &c).unwrap_err().kind(),
+        ErrorKind::AlreadyExists
+    );
+    assert_eq!(
+        fs.link(&missing, &dir.join("d2")).unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    fs.remove_file(&c).unwrap();
+    assert_eq!(fs.read(&a).unwrap(), b"new");
+
     // list_dir names files and subdirectories, not deeper entries.
     fs.create(&dir.join("sub").join("deep")).unwrap();
     let mut names: Vec<String> = fs
@@ -163,6 +178,19 @@ fn a_synced_rename_survives_a_machine_crash() {
     let fs = fs.crash(CrashKind::Machine);
     assert!(!fs.exists(&f).unwrap());
     assert_eq!(fs.read(to).unwrap(), b"durable");
+}
+
+#[test]
+fn a_link_survives_a_machine_crash_only_after_its_directory_sync() {
+    let (fs, f) = setup();
+    fs.link(&f, Path::new("/d/unsynced")).unwrap();
+    let fs = fs.crash(CrashKind::Machine);
+    assert!(!fs.exists(Path::new("/d/unsynced")).unwrap());
+    fs.link(&f, Path::new("/d/synced")).unwrap();
+    fs.sync_dir(Path::new("/d")).unwrap();
+    let fs = fs.crash(CrashKind::Machine);
+    assert_eq!(fs.read(Path::new("/d/synced")).unwrap(), b"durable");
+    assert_eq!(fs.read(&f).unwrap(), b"durable");
 }
 
 #[test]

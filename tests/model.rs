@@ -50,6 +50,7 @@ mod common;
 use basalt::client::{
     Append, CheckAndMutate, CompareOp, Condition, DeleteKind, Increment, RowResult, TimeRange,
 };
+use basalt::objects::{Objects, StoreObjects};
 use basalt::{
     ColumnFamilyDescriptor, Compression, Config, Connection, KeepDeletedCells, PreSplit, Table,
     TableDescriptor, TableName,
@@ -60,6 +61,7 @@ use futures::TryStreamExt;
 use proptest::prelude::*;
 use proptest::sample::select;
 use std::path::Path;
+use std::sync::Arc;
 
 const TABLE: &str = "t";
 const FAMILIES: [&str; 4] = ["a", "b", "c", "d"];
@@ -166,8 +168,51 @@ fn descriptor() -> TableDescriptor {
 // Running a case
 // ---------------------------------------------------------------------------------------
 
-async fn open(dir: &Path, flush_size: Option<u64>) -> Result<Connection, String> {
+/// Where a case's engine keeps its catalog and store files.
+#[derive(Debug, Clone, Copy)]
+enum Storage {
+    /// The data directory (the default `LocalObjects`).
+    Directory,
+    /// The `object_store` crate's `InMemory`, kept across reopens.
+    ObjectStoreMemory,
+    /// The `object_store` crate's `LocalFileSystem`, in `<dir>/objects`.
+    ObjectStoreFiles,
+}
+
+impl Storage {
+    /// The objects to configure, made once per case and kept across reopens.
+    fn objects(self, dir: &Path) -> Result<Option<Arc<dyn Objects>>, String> {
+        Ok(match self {
+            Storage::Directory => None,
+            Storage::ObjectStoreMemory => Some(Arc::new(StoreObjects::in_memory())),
+            Storage::ObjectStoreFiles => {
+                let at = dir.join("objects");
+                std::fs::create_dir_all(&at).map_err(|e| e.to_string())?;
+                Some(Arc::new(
+                    StoreObjects::local_directory(&at).map_err(|e| e.to_string())?,
+                ))
+            }
+        })
+    }
+}
+
+fn storage() -> impl Strategy<Value = Storage> {
+    select(vec![
+        Storage::Directory,
+        Storage::ObjectStoreMemory,
+        Storage::ObjectStoreFiles,
+    ])
+}
+
+async fn open(
+    dir: &Path,
+    objects: &Option<Arc<dyn Objects>>,
+    flush_size: Option<u64>,
+) -> Result<Connection, String> {
     let mut config = Config::new(dir);
+    if let Some(o) = objects {
+        config = config.objects(Arc::clone(o));
+    }
     if let Some(n) = flush_size {
         config = config.memstore_flush_size(n);
     }
@@ -254,18 +299,20 @@ async fn check_all(step: &str, table: &Table, model: &Model) -> Result<(), Strin
 }
 
 /// Runs `ops` on a fresh table split at `splits`; the first disagreement is the error.
-fn run(splits: &[&str], ops: &[Op]) -> Result<(), String> {
+/// The engine's catalog and store files are kept in `storage`.
+fn run_on(storage: Storage, splits: &[&str], ops: &[Op]) -> Result<(), String> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()
         .map_err(|e| format!("runtime: {e}"))?;
-    rt.block_on(run_async(splits, ops))
+    rt.block_on(run_async(storage, splits, ops))
 }
 
-async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
+async fn run_async(storage: Storage, splits: &[&str], ops: &[Op]) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| format!("tempdir: {e}"))?;
-    let mut conn = open(dir.path(), None).await?;
+    let objects = storage.objects(dir.path())?;
+    let mut conn = open(dir.path(), &objects, None).await?;
     let name = TableName::parse(TABLE).map_err(|e| e.to_string())?;
     let split = PreSplit::Keys(splits.iter().map(|k| k.as_bytes().to_vec()).collect());
     conn.admin()
@@ -433,7 +480,7 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
                 }
                 drop(table);
                 drop(conn);
-                conn = reopen(dir.path(), *flush_size)
+                conn = reopen(dir.path(), &objects, *flush_size)
                     .await
                     .map_err(|e| format!("{step}: {e}"))?;
                 table = conn.table(TABLE).map_err(|e| e.to_string())?;
@@ -448,10 +495,14 @@ async fn run_async(splits: &[&str], ops: &[Op]) -> Result<(), String> {
 /// Opens the directory again. A background flush or compaction spawned by the old engine may
 /// still hold it after the last handle is gone (for as long as that work takes, which on a
 /// slow, loaded machine is more than a moment), so "already open" is retried for a while.
-async fn reopen(dir: &Path, flush_size: Option<u64>) -> Result<Connection, String> {
+async fn reopen(
+    dir: &Path,
+    objects: &Option<Arc<dyn Objects>>,
+    flush_size: Option<u64>,
+) -> Result<Connection, String> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        match open(dir, flush_size).await {
+        match open(dir, objects, flush_size).await {
             Ok(c) => return Ok(c),
             Err(e) if e.contains("already open") && std::time::Instant::now() < deadline => {
                 tokio::time::sleep(std::time::Duration::from_millis(5)).await;
@@ -904,8 +955,8 @@ proptest! {
     })]
 
     #[test]
-    fn engine_matches_model((splits, ops) in case()) {
-        run(&splits, &ops).map_err(TestCaseError::fail)?;
+    fn engine_matches_model(storage in storage(), (splits, ops) in case()) {
+        run_on(storage, &splits, &ops).map_err(TestCaseError::fail)?;
     }
 }
 
@@ -913,9 +964,16 @@ proptest! {
 // Regression tests: minimised failures, kept as named cases
 // ---------------------------------------------------------------------------------------
 
+/// Runs a named case on every storage.
 fn check(splits: &[&str], ops: Vec<Op>) {
-    if let Err(e) = run(splits, &ops) {
-        panic!("{e}");
+    for storage in [
+        Storage::Directory,
+        Storage::ObjectStoreMemory,
+        Storage::ObjectStoreFiles,
+    ] {
+        if let Err(e) = run_on(storage, splits, &ops) {
+            panic!("{storage:?}: {e}");
+        }
     }
 }
 

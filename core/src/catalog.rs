@@ -1,9 +1,10 @@
 //! The catalog: the crash-safe record of namespaces, tables, regions and their store files.
 //!
 //! It plays the role of HBase's `hbase:meta` plus each store's file list. The whole state is
-//! one small file, rewritten atomically on every change: the new state is written to
-//! `catalog.tmp`, fsynced, renamed over `catalog`, and the directory fsynced. A crash at any
-//! point leaves either the old or the new state, never a mix.
+//! one small object, `catalog`, replaced atomically on every change (an overwriting put of
+//! `crate::objects`: on a local directory the new state is written to a temporary file,
+//! fsynced, renamed over `catalog`, and the directory fsynced). A crash at any point leaves
+//! either the old or the new state, never a mix.
 //!
 //! File layout (all integers big-endian):
 //!
@@ -40,16 +41,18 @@
 //! when none lists it any more.
 
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
+use crate::objects::{Objects, PutMode};
 use crate::schema::TableDescriptor;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
+/// The catalog's object name.
+const NAME: &str = "catalog";
 const VERSION: u32 = 7;
 const HEADER: usize = 20;
 
@@ -133,26 +136,20 @@ impl CatalogState {
 /// The persisted catalog.
 #[derive(Debug)]
 pub struct Catalog {
-    fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
+    objects: Arc<dyn Objects>,
     state: Mutex<CatalogState>,
 }
 
 impl Catalog {
-    /// Opens the catalog in `dir`, or starts an empty one. All file access goes through
-    /// `fs`.
-    pub fn open(fs: &Arc<dyn FileSystem>, dir: &Path) -> Result<Self> {
-        let path = dir.join("catalog");
-        let state = if fs.exists(&path)? {
-            decode(&path, &fs.read(&path)?)?
-        } else {
-            CatalogState::default()
+    /// Opens the catalog object of `objects`, or starts an empty one; changes nothing.
+    pub fn open(objects: &Arc<dyn Objects>) -> Result<Self> {
+        let state = match objects.read(NAME) {
+            Ok(bytes) => decode(&objects.locate(NAME), &bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogState::default(),
+            Err(e) => return Err(e.into()),
         };
-        // A leftover temporary file is a write that never committed.
-        let _ = fs.remove_file(&dir.join("catalog.tmp"));
         Ok(Catalog {
-            fs: Arc::clone(fs),
-            dir: dir.to_path_buf(),
+            objects: Arc::clone(objects),
             state: Mutex::new(state),
         })
     }
@@ -185,14 +182,7 @@ impl Catalog {
         let crc = checksum(VERSION, &buf, &payload);
         buf.extend_from_slice(&crc.to_be_bytes());
         buf.extend_from_slice(&payload);
-        let tmp = self.dir.join("catalog.tmp");
-        {
-            let f = self.fs.create(&tmp)?;
-            f.write_all(&buf)?;
-            f.sync_all()?;
-        }
-        self.fs.rename(&tmp, &self.dir.join("catalog"))?;
-        self.fs.sync_dir(&self.dir)?;
+        self.objects.put(NAME, &buf, PutMode::Overwrite)?;
         Ok(())
     }
 }

@@ -1,8 +1,8 @@
 //! `basalt-core`: Basalt's engine.
 //!
-//! Layers, bottom to top: `error`, `varint`, `cell`, `fs`, `mvcc`, `keys`, `schema`,
-//! `coord`, `wal`, `filter`, `ops`, `catalog`, `storage`, `region`, `coprocessor`, `server`,
-//! `client`.
+//! Layers, bottom to top: `error`, `varint`, `cell`, `fs`, `objects`, `mvcc`, `keys`,
+//! `schema`, `coord`, `wal`, `filter`, `ops`, `catalog`, `storage`, `region`, `coprocessor`,
+//! `server`, `client`.
 //!
 //! Each module uses only modules before it in that list (`tests/architecture.rs` reads the
 //! sources and fails on any reference to a later one). At the bottom the value types: cells
@@ -19,7 +19,7 @@
 //! Salted tables ([`client::SaltedTable`]) build on [`keys`].
 //!
 //! Public modules: `cell`, `client`, `coord`, `coprocessor`, `endpoint`, `filter`, `fs`,
-//! `keys`, `repair`. Every other module is private: what users need of it is re-exported at the
+//! `keys`, `objects`, `repair`. Every other module is private: what users need of it is re-exported at the
 //! crate root, so the compiler reports what no one uses, and `coprocessors` and `index` (as
 //! any user) see only this API (`tests/architecture.rs` checks both).
 #![forbid(unsafe_code)]
@@ -36,6 +36,7 @@ pub mod coprocessor;
 pub mod filter;
 pub mod fs;
 pub mod keys;
+pub mod objects;
 
 mod catalog;
 mod error;

@@ -46,7 +46,11 @@ fn version_1_catalogs_are_read_with_default_compaction_settings() {
         .into(),
     };
     write_old_catalog(dir.path(), 1, &old);
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     let s = c.snapshot();
     let t = &s.tables[&name.to_string()];
     assert_eq!(t.descriptor.memstore_flush_size, Some(4096));
@@ -57,9 +61,12 @@ fn version_1_catalogs_are_read_with_default_compaction_settings() {
     c.update(|_| Ok(())).unwrap();
     drop(c);
     assert_eq!(
-        Catalog::open(&crate::fs::StdFs::shared(), dir.path())
-            .unwrap()
-            .snapshot(),
+        Catalog::open(&crate::objects::local(
+            crate::fs::StdFs::shared(),
+            dir.path()
+        ))
+        .unwrap()
+        .snapshot(),
         s
     );
 }
@@ -89,7 +96,11 @@ fn version_2_catalogs_are_read_without_coprocessors() {
         .into(),
     };
     write_old_catalog(dir.path(), 2, &old);
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     let s = c.snapshot();
     assert!(s.tables[&name.to_string()]
         .descriptor
@@ -97,7 +108,11 @@ fn version_2_catalogs_are_read_without_coprocessors() {
         .is_empty());
     c.update(|_| Ok(())).unwrap();
     drop(c);
-    let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let again = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     assert_eq!(again.snapshot(), s);
 }
 
@@ -127,7 +142,11 @@ fn version_3_catalogs_are_read_as_unsalted() {
         .into(),
     };
     write_old_catalog(dir.path(), 3, &old);
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     let mut s = c.snapshot();
     let d = &s.tables[&name.to_string()].descriptor;
     assert_eq!(d.salt, None);
@@ -143,7 +162,11 @@ fn version_3_catalogs_are_read_as_unsalted() {
     .unwrap();
     s.table_mut(&name.to_string()).unwrap().descriptor.salt = Some(salt);
     drop(c);
-    let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let again = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     assert_eq!(again.snapshot(), s);
 }
 
@@ -177,7 +200,11 @@ fn version_4_catalogs_are_read_without_a_compaction_compression() {
         .into(),
     };
     write_old_catalog(dir.path(), 4, &old);
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     let mut s = c.snapshot();
     let d = &s.tables[&name.to_string()].descriptor;
     assert_eq!(d.salt, Some(salt));
@@ -200,7 +227,11 @@ fn version_4_catalogs_are_read_without_a_compaction_compression() {
     drop(c);
     let bytes = fs::read(dir.path().join("catalog")).unwrap();
     assert_eq!(&bytes[8..12], &VERSION.to_be_bytes());
-    let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let again = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     assert_eq!(again.snapshot(), s);
 }
 
@@ -220,7 +251,11 @@ fn version_6_catalogs_read_keep_deleted_cells_unchanged() {
     }
     let dir = tempfile::tempdir().unwrap();
     let name = TableName::parse("t").unwrap();
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     c.update(|s| {
         let d = TableDescriptor::new(name.clone())
             .family(ColumnFamilyDescriptor::new("f").keep_deleted_cells(true))
@@ -245,7 +280,11 @@ fn version_6_catalogs_read_keep_deleted_cells_unchanged() {
     let crc = checksum(6, &bytes[..16], &bytes[20..]);
     bytes[16..20].copy_from_slice(&crc.to_be_bytes());
     fs::write(&path, &bytes).unwrap();
-    let again = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let again = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     assert_eq!(again.snapshot(), want);
     let d = &again.snapshot().tables[&name.to_string()].descriptor;
     assert_eq!(d.families[0].keep_deleted_cells, KeepDeletedCells::True);
@@ -254,7 +293,11 @@ fn version_6_catalogs_read_keep_deleted_cells_unchanged() {
 #[test]
 fn round_trip_and_corruption() {
     let dir = tempfile::tempdir().unwrap();
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     c.update(|s| {
         s.namespaces.insert("im".into());
         s.next_file_id = 7;
@@ -267,7 +310,11 @@ fn round_trip_and_corruption() {
     });
     assert!(failed.is_err());
     drop(c);
-    let c = Catalog::open(&crate::fs::StdFs::shared(), dir.path()).unwrap();
+    let c = Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    ))
+    .unwrap();
     let s = c.snapshot();
     assert!(s.namespaces.contains("im"));
     assert_eq!(s.next_file_id, 7);
@@ -276,7 +323,10 @@ fn round_trip_and_corruption() {
     let last = bytes.len() - 1;
     bytes[last] ^= 0x40;
     fs::write(&path, &bytes).unwrap();
-    match Catalog::open(&crate::fs::StdFs::shared(), dir.path()) {
+    match Catalog::open(&crate::objects::local(
+        crate::fs::StdFs::shared(),
+        dir.path(),
+    )) {
         Err(Error::Corruption { file, .. }) => assert_eq!(file, path),
         other => panic!("expected corruption, got {other:?}"),
     }
@@ -287,8 +337,8 @@ fn round_trip_and_corruption() {
 #[test]
 fn any_damage_to_the_catalog_is_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let fs = crate::fs::StdFs::shared();
-    let c = Catalog::open(&fs, dir.path()).unwrap();
+    let objects = crate::objects::local(crate::fs::StdFs::shared(), dir.path());
+    let c = Catalog::open(&objects).unwrap();
     c.update(|s| {
         s.namespaces.insert("im".into());
         s.next_file_id = 7;

@@ -416,6 +416,21 @@ impl FileSystem for FaultFs {
         })
     }
 
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.with(|s| {
+            let ino = s.file(from)?;
+            s.check_parent(to)?;
+            if s.live_ns.contains_key(to) || s.dirs.contains(to) {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("{} exists", to.display()),
+                ));
+            }
+            s.live_ns.insert(to.to_path_buf(), ino);
+            Ok(())
+        })
+    }
+
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         self.with(|s| {
             s.file(path)?;

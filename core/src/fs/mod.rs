@@ -19,7 +19,9 @@
 //!   trust the data (Linux may drop the dirty pages and report success next time).
 //! - Creating, renaming or removing a directory entry is durable only after
 //!   [`FileSystem::sync_dir`] of the directory holding it. [`FileSystem::rename`] is atomic:
-//!   after any crash the target names either the old or the new file.
+//!   after any crash the target names either the old or the new file. [`FileSystem::link`]
+//!   fails with `AlreadyExists` when the new name is taken, so it publishes a file
+//!   create-if-absent.
 //! - [`FileSystem::lock`] gives one holder at a time per path (per process for [`StdFs`]'s
 //!   `flock`); the lock is released when the returned guard drops.
 //!
@@ -38,7 +40,7 @@
 //! | full disk (`StorageFull`) | any write | as a failed write of that component |
 //! | failed store-file write or sync | flush | the flush fails, the MemStore keeps its cells and the WAL keeps the segments; the temporary file is removed; the flush is retried by the next trigger. While flushes keep failing and the MemStores are over the global budget, a write waits at most `Config::memstore_wait_ms`, then fails with `Busy` having written nothing |
 //! | failed store-file write or sync | compaction | the compaction fails; its inputs stay live and the output's temporary file is removed (an output already renamed into place is kept until the next open, which removes it unless the catalog lists it) |
-//! | failed catalog write | any catalog update | the update fails and the in-memory catalog stays the old one. Before the rename the on-disk catalog is the old one (`catalog.tmp` is removed at the next open); if only the directory sync after the rename failed, the next open may read either, so no file either lists is deleted before then (a failed compaction keeps its output; open removes the files the catalog it reads does not list) |
+//! | failed catalog write | any catalog update | the update fails and the in-memory catalog stays the old one. Before the rename the on-disk catalog is the old one (the temporary file is removed at the next open); if only the directory sync after the rename failed, the next open may read either, so no file either lists is deleted before then (a failed compaction keeps its output; open removes the files the catalog it reads does not list) |
 //! | machine crash | anywhere | reopen replays the WAL: every `FsyncWal` write acknowledged survives; later bytes may be lost; a torn tail is cut |
 //! | process crash | anywhere | as a machine crash, and every `SyncWal` write acknowledged survives too |
 //! | flipped byte in a store file | read | the read fails with `Corruption` naming file and offset; `Admin::check_table` reports it |
@@ -91,6 +93,10 @@ pub trait FileSystem: Send + Sync + Debug {
     fn open_append(&self, path: &Path) -> io::Result<Box<dyn WriteFile>>;
     /// Renames `from` to `to`, atomically replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Gives `from`'s file a second name `to` (a hard link); fails with `AlreadyExists` if
+    /// `to` exists, so publishing a finished file under a name is create-if-absent. The new
+    /// name is durable after [`FileSystem::sync_dir`] of its directory.
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Creates a directory and its missing parents.
@@ -175,6 +181,9 @@ impl FileSystem for StdFs {
     }
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
         std::fs::rename(from, to)
+    }
+    fn link(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::hard_link(from, to)
     }
     fn remove_file(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)

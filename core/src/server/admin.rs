@@ -174,7 +174,7 @@ impl Engine {
         let mut max_seq = 0;
         for e in &entries {
             regions.push(Arc::new(open_region(
-                &self.shared.config,
+                &self.shared.objects,
                 &desc,
                 e,
                 &self.shared.cache,
@@ -301,12 +301,7 @@ impl Engine {
         self.shared.tables.write().remove(name);
         for r in &removed.regions {
             for f in r.files.values().flatten() {
-                if let Err(e) = self
-                    .shared
-                    .config
-                    .fs
-                    .remove_file(&self.shared.file_path(f.id))
-                {
+                if let Err(e) = self.shared.objects.delete(&self.shared.file_name(f.id)) {
                     tracing::warn!(file = f.id, error = %e, "could not remove store file of deleted table");
                 }
             }
@@ -394,12 +389,7 @@ impl Engine {
             r.stores.write().remove(family);
         }
         for id in dropped {
-            if let Err(e) = self
-                .shared
-                .config
-                .fs
-                .remove_file(&self.shared.file_path(id))
-            {
+            if let Err(e) = self.shared.objects.delete(&self.shared.file_name(id)) {
                 tracing::warn!(file = id, error = %e, "could not remove store file of removed family");
             }
         }

@@ -8,16 +8,15 @@
 //! change retired it meanwhile), so a concurrent change is never mistaken for damage. Files
 //! that flushes add after the first snapshot are not checked this time.
 
-use super::{store_file_path, EngineShared};
+use super::{store_file_name, EngineShared};
 use crate::catalog::{CatalogState, FileEntry};
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
+use crate::objects::Objects;
 use crate::schema::TableName;
 use crate::storage::storefile::{verify_file, FileCheck, Finding, FindingKind};
 use bytes::Bytes;
 use std::collections::HashSet;
 use std::fmt;
-use std::path::Path;
 
 /// The check of one store file of one region's family.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -144,11 +143,10 @@ impl EngineShared {
         self.table(name)?;
         let key = name.to_string();
         let (regions, jobs) = self.catalog_jobs(&key)?;
-        let dir = self.config.dir.clone();
-        let fs = self.config.fs.clone();
+        let objects = self.objects.clone();
         let mut files = tokio::task::spawn_blocking(move || {
             jobs.into_iter()
-                .map(|job| check_one(&*fs, &dir, job))
+                .map(|job| check_one(&*objects, job))
                 .collect::<Vec<_>>()
         })
         .await
@@ -169,11 +167,10 @@ impl EngineShared {
     }
 }
 
-/// Checks every store file `state` lists for table `key` in data directory `dir`, with no
-/// engine open (the offline check, [`super::repair`]).
+/// Checks every store file `state` lists for table `key` in `objects`, with no engine open
+/// (the offline check, [`super::repair`]).
 pub(crate) fn check_table_offline(
-    fs: &dyn FileSystem,
-    dir: &Path,
+    objects: &dyn Objects,
     state: &CatalogState,
     key: &str,
     name: &TableName,
@@ -181,7 +178,7 @@ pub(crate) fn check_table_offline(
     let (regions, jobs) = catalog_jobs(state, key)?;
     let files = jobs
         .into_iter()
-        .map(|job| check_one(fs, dir, job))
+        .map(|job| check_one(objects, job))
         .collect();
     Ok(IntegrityReport::new(name.clone(), regions, files))
 }
@@ -212,8 +209,8 @@ fn catalog_jobs(state: &CatalogState, key: &str) -> Result<(usize, Vec<Job>)> {
 }
 
 /// Checks one file and compares it with its catalog entry.
-fn check_one(fs: &dyn FileSystem, dir: &Path, job: Job) -> StoreFileReport {
-    let mut check = verify_file(fs, &store_file_path(dir, job.entry.id));
+fn check_one(objects: &dyn Objects, job: Job) -> StoreFileReport {
+    let mut check = verify_file(objects, &store_file_name(job.entry.id));
     let e = &job.entry;
     if check
         .findings

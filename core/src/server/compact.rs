@@ -178,9 +178,9 @@ impl Maintenance {
             ..self.shared.writer_options(&d)
         };
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
-        let path = self.shared.file_path(id);
+        let path = self.shared.file_name(id);
         let cache = self.shared.cache.clone();
-        let fs = self.shared.config.fs.clone();
+        let objects = self.shared.objects.clone();
         let files = inputs.clone();
         let (start, end) = (region.start.clone(), region.end.clone());
         let family = store.family.clone();
@@ -196,7 +196,7 @@ impl Maintenance {
                 Err(_) => true,
             });
             let mut iter = CompactionIter::new(clipped, rules);
-            let mut w = StoreFileWriter::create(&fs, &path, opts)?;
+            let mut w = StoreFileWriter::create(&objects, &path, opts)?;
             let mut hook_dropped = 0u64;
             if transforms.is_empty() {
                 for cell in iter.by_ref() {
@@ -222,10 +222,10 @@ impl Maintenance {
             };
             let info = w.finish()?;
             if info.entry_count == 0 {
-                fs.remove_file(&path)?;
+                objects.delete(&path)?;
                 return Ok((None, outcome));
             }
-            let reader = StoreFileReader::open(&fs, &path, id, Some(cache))?;
+            let reader = StoreFileReader::open(&objects, &path, id, Some(cache))?;
             Ok((Some((info, reader)), outcome))
         })
         .await

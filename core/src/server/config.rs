@@ -9,6 +9,7 @@ use crate::coord::Coordination;
 use crate::coprocessor::{EngineHooks, RegionHooks};
 use crate::error::Result;
 use crate::fs::{FileSystem, StdFs};
+use crate::objects::Objects;
 use crate::schema::{CoprocessorDescriptor, TableDescriptor};
 use crate::wal::WalRecoveryMode;
 use std::path::{Path, PathBuf};
@@ -73,6 +74,10 @@ pub struct Config {
     /// Every file the engine touches goes through this (default [`StdFs`], the real disk;
     /// tests pass a [`crate::fs::FaultFs`]).
     pub fs: Arc<dyn FileSystem>,
+    /// Where the catalog and the store files are kept (see `crate::objects`). Default none:
+    /// a [`crate::objects::LocalObjects`] of `dir` through `fs`, the layout of a local data
+    /// directory (`catalog`, `data/{id:016}.sf`). The WAL and the lock stay in `dir`.
+    pub objects: Option<Arc<dyn Objects>>,
     /// When a region splits by itself (default [`SplitPolicy::IncreasingToUpperBound`]).
     pub split_policy: SplitPolicy,
     /// The upper bound of a region's largest store, in bytes, before it splits (HBase's
@@ -125,6 +130,7 @@ impl Config {
             memstore_wait_ms: 60_000,
             bloom_error_rate: crate::storage::storefile::DEFAULT_BLOOM_FP_RATE,
             fs: StdFs::shared(),
+            objects: None,
             split_policy: SplitPolicy::default(),
             max_region_size: 10 << 30,
             coprocessor_loader: None,
@@ -183,6 +189,20 @@ impl Config {
     pub fn filesystem(mut self, fs: Arc<dyn FileSystem>) -> Self {
         self.fs = fs;
         self
+    }
+    /// Keeps the catalog and the store files in `objects` (an object store) instead of
+    /// `dir`.
+    pub fn objects(mut self, objects: Arc<dyn Objects>) -> Self {
+        self.objects = Some(objects);
+        self
+    }
+    /// The objects the engine keeps its catalog and store files in: [`Config::objects`], or
+    /// the data directory's.
+    pub(crate) fn resolved_objects(&self) -> Arc<dyn Objects> {
+        match &self.objects {
+            Some(objects) => Arc::clone(objects),
+            None => crate::objects::local(Arc::clone(&self.fs), &self.dir),
+        }
     }
     /// Sets the bloom filters' false-positive rate for new store files.
     pub fn bloom_error_rate(mut self, rate: f64) -> Self {

@@ -214,17 +214,17 @@ impl Maintenance {
                 store.clone(),
                 snap.clone(),
                 id,
-                self.shared.file_path(id),
+                self.shared.file_name(id),
                 self.shared.writer_options(&d),
                 rules,
             ));
         }
         let cache = self.shared.cache.clone();
-        let fs = self.shared.config.fs.clone();
+        let objects = self.shared.objects.clone();
         let written = tokio::task::spawn_blocking(move || -> Result<Vec<_>> {
             let mut out = Vec::new();
             for (store, snap, id, path, opts, rules) in jobs {
-                let mut w = StoreFileWriter::create(&fs, &path, opts)?;
+                let mut w = StoreFileWriter::create(&objects, &path, opts)?;
                 if snap.may_drop_cells() || rules.family.ttl_ms.is_some() {
                     for cell in CompactionIter::new(snap.iter().map(Ok), rules) {
                         w.append(&cell?)?;
@@ -240,10 +240,15 @@ impl Maintenance {
                 // Every cell of the snapshot may be one the filter drops (a put and the
                 // marker masking it): no file then, but the flush still counts.
                 let reader = if info.entry_count == 0 {
-                    fs.remove_file(&path)?;
+                    objects.delete(&path)?;
                     None
                 } else {
-                    Some(StoreFileReader::open(&fs, &path, id, Some(cache.clone()))?)
+                    Some(StoreFileReader::open(
+                        &objects,
+                        &path,
+                        id,
+                        Some(cache.clone()),
+                    )?)
                 };
                 out.push((store, id, info, reader));
             }

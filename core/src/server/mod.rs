@@ -41,13 +41,13 @@ use crate::coprocessor::{HookSlot, RegionHooks};
 use crate::error::{Error, Result};
 use crate::fs::FileLock;
 use crate::mvcc::Mvcc;
+use crate::objects::Objects;
 use crate::region::Region;
 use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
 use crate::storage::storefile::{BlockCache, WriterOptions};
 use crate::wal::Wal;
 use parking_lot::{Mutex, RwLock};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -111,6 +111,9 @@ impl TableState {
 pub(crate) struct EngineShared {
     pub(crate) config: Config,
     pub(crate) catalog: Catalog,
+    /// Where the catalog and the store files live ([`Config::objects`] or the data
+    /// directory's).
+    pub(crate) objects: Arc<dyn Objects>,
     /// On cache lines of its own: every operation read-locks it (an atomic write), and the
     /// fields every read only loads (`closed`, `config`) should not share its line (bench
     /// `core`, random reads after the re-cut into stages: 0.79x of before without the
@@ -167,8 +170,9 @@ impl EngineShared {
         }
     }
 
-    pub(crate) fn file_path(&self, id: u64) -> PathBuf {
-        store_file_path(&self.config.dir, id)
+    /// The object name of store file `id`.
+    pub(crate) fn file_name(&self, id: u64) -> String {
+        store_file_name(id)
     }
 }
 
@@ -384,9 +388,9 @@ pub struct EngineStats {
     pub memstore_blocked_writes: u64,
 }
 
-/// Where store file `id` lives under the data directory `root`.
-pub fn store_file_path(root: &Path, id: u64) -> PathBuf {
-    root.join("data").join(format!("{id:016}.sf"))
+/// The object name of store file `id`: `data/{id:016}.sf`.
+pub(crate) fn store_file_name(id: u64) -> String {
+    format!("data/{id:016}.sf")
 }
 
 pub use crate::cell::now_ms;

@@ -9,10 +9,11 @@
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed
 //! before its catalog update) are gone.
 
-use super::{store_file_path, Config, EngineShared, TableState};
+use super::{store_file_name, Config, EngineShared, TableState};
 use crate::catalog::{Catalog, RegionEntry, TableEntry};
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
+use crate::objects::Objects;
 use crate::region::{Region, RegionFault, Store};
 use crate::schema::TableDescriptor;
 use crate::schema::TableName;
@@ -66,10 +67,13 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     fs.create_dir_all(&config.dir.join("data"))?;
     fs.create_dir_all(&config.dir.join("wal"))?;
     let lock = lock_data_dir(&config)?;
-    if let Some(problem) = missing_catalog(&**fs, &config.dir)? {
-        return Err(Error::corruption(config.dir.join("catalog"), 0, problem));
+    let objects = config.resolved_objects();
+    if let Some(problem) = missing_catalog(&*objects)? {
+        return Err(Error::corruption(objects.locate("catalog"), 0, problem));
     }
-    let catalog = Catalog::open(fs, &config.dir)?;
+    // What a crashed writer left unfinished (the engine is the directory's only writer).
+    objects.sweep_unfinished("")?;
+    let catalog = Catalog::open(&objects)?;
     let state = catalog.snapshot();
     let cache = Arc::new(BlockCache::new(config.block_cache_size));
 
@@ -77,7 +81,14 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     let mut max_seq = 0u64;
     let mut tables = BTreeMap::new();
     for entry in state.tables.values() {
-        let t = open_table(&config, entry, &cache, &mut live_files, &mut max_seq)?;
+        let t = open_table(
+            &config,
+            &objects,
+            entry,
+            &cache,
+            &mut live_files,
+            &mut max_seq,
+        )?;
         tables.insert(t.name.clone(), t);
     }
     let wal_dir = config.dir.join("wal");
@@ -141,7 +152,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         });
         recovered.bridge_to(max_seq);
     }
-    remove_orphans(&config, &live_files)?;
+    remove_orphans(&*objects, &live_files)?;
     if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
         // Skipped records may have held any table's writes: a data row may have lost
         // what derives from it (its index rows) or the reverse. Recorded before the WAL
@@ -202,6 +213,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     let shared = Arc::new(EngineShared {
         mvcc: Mvcc::new(max_seq),
         catalog,
+        objects,
         wal,
         cache,
         tables: super::CacheLine(RwLock::new(tables)),
@@ -376,20 +388,17 @@ pub(crate) fn lock_data_dir(config: &Config) -> Result<Box<dyn crate::fs::FileLo
     }
 }
 
-/// Why the directory cannot be opened for want of its catalog: it has none, yet `data/`
-/// holds store files (an open would delete them all as orphans). `None` when a catalog
-/// exists or `data/` holds no store file (a new directory).
-pub(crate) fn missing_catalog(
-    fs: &dyn crate::fs::FileSystem,
-    dir: &std::path::Path,
-) -> Result<Option<String>> {
-    if fs.exists(&dir.join("catalog"))? || !fs.exists(&dir.join("data"))? {
+/// Why the engine's objects cannot be opened for want of their catalog: there is none, yet
+/// `data/` holds store files (an open would delete them all as orphans). `None` when a
+/// catalog exists or `data/` holds no store file (a new directory).
+pub(crate) fn missing_catalog(objects: &dyn Objects) -> Result<Option<String>> {
+    if objects.exists("catalog")? {
         return Ok(None);
     }
-    let files = fs
-        .list_dir(&dir.join("data"))?
+    let files = objects
+        .list("data")?
         .iter()
-        .filter(|n| n.to_string_lossy().ends_with(".sf"))
+        .filter(|n| n.ends_with(".sf"))
         .count();
     Ok((files > 0).then(|| {
         format!(
@@ -416,6 +425,7 @@ fn tables_newer_than(state: &crate::catalog::CatalogState, seq: u64) -> Vec<Stri
 
 fn open_table(
     config: &Config,
+    objects: &Arc<dyn Objects>,
     entry: &TableEntry,
     cache: &Arc<BlockCache>,
     live: &mut HashSet<u64>,
@@ -424,7 +434,7 @@ fn open_table(
     let mut regions = Vec::with_capacity(entry.regions.len());
     for r in &entry.regions {
         regions.push(Arc::new(open_region(
-            config,
+            objects,
             &entry.descriptor,
             r,
             cache,
@@ -448,7 +458,7 @@ fn open_table(
 
 /// Opens one region's stores from its catalog entry.
 pub(crate) fn open_region(
-    config: &Config,
+    objects: &Arc<dyn Objects>,
     desc: &TableDescriptor,
     entry: &RegionEntry,
     cache: &Arc<BlockCache>,
@@ -461,12 +471,12 @@ pub(crate) fn open_region(
     for fam in &desc.families {
         let mut readers = Vec::new();
         for f in entry.files.get(&fam.name).into_iter().flatten() {
-            let path = store_file_path(&config.dir, f.id);
+            let name = store_file_name(f.id);
             // Listed, so never removed as an orphan: the repair needs it.
             live.insert(f.id);
             *max_seq = (*max_seq).max(f.max_seq);
-            let opened = if config.fs.exists(&path)? {
-                StoreFileReader::open(&config.fs, &path, f.id, Some(cache.clone()))
+            let opened = if objects.exists(&name)? {
+                StoreFileReader::open(objects, &name, f.id, Some(cache.clone()))
                     .map_err(|e| e.to_string())
             } else {
                 Err("store file listed in the catalog is missing".to_string())
@@ -477,11 +487,12 @@ pub(crate) fn open_region(
                     tracing::error!(
                         table = %desc.name,
                         region = entry.id,
-                        file = %path.display(),
+                        file = %name,
                         %reason,
                         "store file cannot be opened; the region stays offline"
                     );
-                    fault.get_or_insert(RegionFault { file: path, reason });
+                    let file = objects.locate(&name);
+                    fault.get_or_insert(RegionFault { file, reason });
                 }
             }
         }
@@ -501,16 +512,16 @@ pub(crate) fn open_region(
     Ok(region)
 }
 
-fn remove_orphans(config: &Config, live: &HashSet<u64>) -> Result<()> {
-    let data = config.dir.join("data");
-    for name in config.fs.list_dir(&data)? {
-        let path = data.join(&name);
-        let name = name.to_string_lossy();
-        let id = name.strip_suffix(".sf").and_then(|s| s.parse::<u64>().ok());
+fn remove_orphans(objects: &dyn Objects, live: &HashSet<u64>) -> Result<()> {
+    for name in objects.list("data")? {
+        let id = name
+            .strip_prefix("data/")
+            .and_then(|n| n.strip_suffix(".sf"))
+            .and_then(|s| s.parse::<u64>().ok());
         let keep = id.is_some_and(|id| live.contains(&id));
         if !keep {
             tracing::info!(file = %name, "removing store file no region lists");
-            config.fs.remove_file(&path)?;
+            objects.delete(&name)?;
         }
     }
     Ok(())

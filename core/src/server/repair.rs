@@ -6,11 +6,11 @@
 //! reported), checks every store file it lists as [`super::Engine::check_table`] does (presence,
 //! checksums, key order, block index, file info, bloom filters, and what the catalog
 //! recorded), and reads the WAL without changing it, listing every piece of damage. It
-//! reports file by file and changes nothing (but for a leftover `catalog.tmp`, an update
-//! that never committed, which opening the catalog always removes).
+//! reports file by file and changes nothing.
 //!
 //! [`repair_dir`] runs the check, then sets every store file with a finding aside: the file
-//! is moved to `<dir>/damaged/<name>` (never deleted; `data/` would treat it as an orphan)
+//! is copied to the object `damaged/<name>` (`<dir>/damaged/<name>` in a local directory),
+//! then removed from `data/` (never lost; `data/` would treat it as an orphan)
 //! and dropped from every region that lists it, in one atomic catalog update. The report
 //! names, for each, the table, the regions, the row range and the largest sequence id it
 //! held and the cells it had: what may have been lost (a lost file may also have held delete
@@ -23,9 +23,10 @@
 //! Both take the directory's lock, so they refuse a directory an engine has open.
 
 use super::check::{check_table_offline, IntegrityReport};
-use super::{store_file_path, Config};
+use super::{store_file_name, Config};
 use crate::catalog::{Catalog, CatalogState};
 use crate::error::{Error, Result};
+use crate::objects::{Objects, PutMode};
 use crate::schema::TableName;
 use crate::wal::{Wal, WalDamage, WalRecoveryMode};
 use bytes::Bytes;
@@ -189,6 +190,7 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
     };
     let state = catalog.snapshot();
     let fs = &config.fs;
+    let objects = config.resolved_objects();
     let damaged_any = check
         .tables
         .iter()
@@ -210,13 +212,12 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
                 continue; // listed by several regions (split daughters)
             }
             let (regions, start_row, end_row, max_seq, cells) = holders(&state, &key, file.file_id);
-            let path = store_file_path(&config.dir, file.file_id);
-            let moved_to = if fs.exists(&path)? {
-                let damaged = config.dir.join("damaged");
-                fs.create_dir_all(&damaged)?;
-                let to = damaged.join(path.file_name().unwrap_or_default());
-                fs.rename(&path, &to)?;
-                Some(to)
+            let name = store_file_name(file.file_id);
+            let moved_to = if objects.exists(&name)? {
+                let to = format!("damaged/{}", name.trim_start_matches("data/"));
+                copy_object(&*objects, &name, &to)?;
+                objects.delete(&name)?;
+                Some(objects.locate(&to))
             } else {
                 None
             };
@@ -240,8 +241,6 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
         }
     }
     if !set_aside.is_empty() {
-        fs.sync_dir(&config.dir.join("data"))?;
-        fs.sync_dir(&config.dir)?;
         catalog.update(|s| {
             for t in s.tables.values_mut() {
                 for r in &mut t.regions {
@@ -310,12 +309,13 @@ fn check_locked(config: &Config) -> Result<(DirectoryCheck, Option<Catalog>)> {
         wal_segments: 0,
         wal_damage: Vec::new(),
     };
-    let catalog = match super::recovery::missing_catalog(&**fs, &config.dir)? {
+    let objects = config.resolved_objects();
+    let catalog = match super::recovery::missing_catalog(&*objects)? {
         Some(problem) => {
             check.catalog_problem = Some(problem);
             None
         }
-        None => match Catalog::open(fs, &config.dir) {
+        None => match Catalog::open(&objects) {
             Ok(c) => Some(c),
             Err(e) => {
                 check.catalog_problem = Some(e.to_string());
@@ -327,8 +327,7 @@ fn check_locked(config: &Config) -> Result<(DirectoryCheck, Option<Catalog>)> {
         let state = catalog.snapshot();
         for (key, entry) in &state.tables {
             check.tables.push(check_table_offline(
-                &**fs,
-                &config.dir,
+                &*objects,
                 &state,
                 key,
                 &entry.descriptor.name,
@@ -344,4 +343,24 @@ fn check_locked(config: &Config) -> Result<(DirectoryCheck, Option<Catalog>)> {
         check.wal_damage = scanned.damage;
     }
     Ok((check, catalog))
+}
+
+/// Copies object `from` to `to` (overwriting a copy an interrupted repair left), a mebibyte
+/// at a time; `to` is durable when this returns.
+fn copy_object(objects: &dyn Objects, from: &str, to: &str) -> Result<()> {
+    const CHUNK: u64 = 1 << 20;
+    let source = objects.open(from)?;
+    let size = source.size()?;
+    let mut out = objects.writer(to)?;
+    let mut buf = Vec::new();
+    let mut at = 0;
+    while at < size {
+        let len = (size - at).min(CHUNK);
+        buf.resize(len as usize, 0);
+        source.read_exact_at(&mut buf, at)?;
+        out.write_all(&buf)?;
+        at += len;
+    }
+    out.finish(PutMode::Overwrite)?;
+    Ok(())
 }

@@ -18,8 +18,9 @@ use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
 use crate::cell::{CellType, StoreKey};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, ReadFile};
+use crate::fs::ReadFile;
 use crate::keys::RowRange;
+use crate::objects::Objects;
 use crate::schema::BloomType;
 use bytes::{Bytes, BytesMut};
 use std::cmp::Ordering;
@@ -48,7 +49,10 @@ pub struct RawEntry<'a> {
 /// An open, checked store file. `Send + Sync`; share it behind the `Arc` that
 /// [`open`](Self::open) returns.
 pub struct StoreFileReader {
-    fs: Arc<dyn FileSystem>,
+    objects: Arc<dyn Objects>,
+    /// The file's object name.
+    name: String,
+    /// Where the file lives, for messages.
     path: PathBuf,
     file: Arc<dyn ReadFile>,
     file_id: u64,
@@ -67,16 +71,29 @@ pub struct StoreFileReader {
 }
 
 impl StoreFileReader {
-    /// Opens `path`, reading and checking trailer, index and file info. `file_id` must be
-    /// unique engine-wide: it keys this file's blocks in `cache`. All file access goes
-    /// through `fs`.
-    pub fn open(
-        fs: &Arc<dyn FileSystem>,
-        path: &Path,
+    /// Opens the file at `path` of the local filesystem `fs` (tests).
+    #[cfg(test)]
+    pub fn open_file(
+        fs: &Arc<dyn crate::fs::FileSystem>,
+        path: &std::path::Path,
         file_id: u64,
         cache: Option<Arc<BlockCache>>,
     ) -> Result<Arc<Self>> {
-        let file = fs.open_read(path)?;
+        let (objects, name) = crate::objects::LocalObjects::of_file(fs, path)?;
+        Self::open(&objects, &name, file_id, cache)
+    }
+
+    /// Opens object `name` of `objects`, reading and checking trailer, index and file info.
+    /// `file_id` must be unique engine-wide: it keys this file's blocks in `cache`.
+    pub fn open(
+        objects: &Arc<dyn Objects>,
+        name: &str,
+        file_id: u64,
+        cache: Option<Arc<BlockCache>>,
+    ) -> Result<Arc<Self>> {
+        let located = objects.locate(name);
+        let path = located.as_path();
+        let file = objects.open(name)?;
         let file_size = file.size()?;
         let bad = |offset: u64| move |reason| Error::corruption(path, offset, reason);
         if file_size < TRAILER_LEN as u64 {
@@ -113,8 +130,9 @@ impl StoreFileReader {
 
         let (index_prefix, index_heads) = index_heads(&index);
         Ok(Arc::new(StoreFileReader {
-            fs: Arc::clone(fs),
-            path: path.to_path_buf(),
+            objects: Arc::clone(objects),
+            name: name.to_string(),
+            path: located.clone(),
             file,
             file_id,
             info,
@@ -549,9 +567,8 @@ fn check_info(info: &FileInfo, t: &Trailer, index: &[IndexEntry]) -> Dec<()> {
 impl Drop for StoreFileReader {
     fn drop(&mut self) {
         if self.is_compacted_away() {
-            match self.fs.remove_file(&self.path) {
+            match self.objects.delete(&self.name) {
                 Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 // Open removes it, as a file no region lists.
                 Err(e) => {
                     tracing::warn!(file = %self.path.display(), error = %e, "could not remove compacted store file")

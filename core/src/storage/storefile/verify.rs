@@ -35,24 +35,46 @@ use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
 use super::MAX_BLOCK_LEN;
 use crate::cell::StoreKey;
-use crate::fs::{FileSystem, ReadFile};
+use crate::fs::ReadFile;
+use crate::objects::Objects;
 use crate::schema::BloomType;
 use bytes::Bytes;
-use std::path::Path;
 
-/// Checks the store file at `path` (see the module doc). I/O failures are findings too
-/// ([`FindingKind::Missing`], [`FindingKind::Unreadable`]), so this always returns a report.
-/// All file access goes through `fs`.
-pub fn verify_file(fs: &dyn FileSystem, path: &Path) -> FileCheck {
+/// Checks the store file at `path` of the local filesystem `fs` (tests).
+#[cfg(test)]
+pub fn verify_path(
+    fs: &std::sync::Arc<dyn crate::fs::FileSystem>,
+    path: &std::path::Path,
+) -> FileCheck {
+    match crate::objects::LocalObjects::of_file(fs, path) {
+        Ok((objects, name)) => verify_file(&*objects, &name),
+        Err(e) => {
+            let mut check = FileCheck {
+                path: path.to_path_buf(),
+                file_size: 0,
+                data_blocks: 0,
+                cells: 0,
+                findings: Vec::new(),
+            };
+            check.add(0, FindingKind::Unreadable, format!("cannot open: {e}"));
+            check
+        }
+    }
+}
+
+/// Checks store file `name` of `objects` (see the module doc). I/O failures are findings
+/// too ([`FindingKind::Missing`], [`FindingKind::Unreadable`]), so this always returns a
+/// report.
+pub fn verify_file(objects: &dyn Objects, name: &str) -> FileCheck {
     let mut check = FileCheck {
-        path: path.to_path_buf(),
+        path: objects.locate(name),
         file_size: 0,
         data_blocks: 0,
         cells: 0,
         findings: Vec::new(),
     };
-    let opened = fs
-        .open_read(path)
+    let opened = objects
+        .open(name)
         .and_then(|f| f.size().map(|len| (f, len)));
     match opened {
         Ok((file, size)) => {

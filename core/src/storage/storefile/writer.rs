@@ -1,10 +1,10 @@
 //! Writes one store file, cells in ascending key order, atomically.
 //!
-//! Invariants: bytes go to `<name>.tmp` beside the final path; nothing exists at the final
-//! path until [`StoreFileWriter::finish`] has written and fsynced everything, renamed the
-//! file and fsynced the directory. A writer that is dropped unfinished removes its temporary
-//! file. After any error (out-of-order cell, I/O failure) the writer is unusable: every
-//! later call fails and nothing is ever renamed into place.
+//! Invariants: bytes go to an unfinished object (see `crate::objects`); nothing exists under
+//! the file's name until [`StoreFileWriter::finish`] has written everything and stored the
+//! object durably, create-if-absent: a store file is never overwritten. A writer that is
+//! dropped unfinished leaves nothing. After any error (out-of-order cell, I/O failure) the
+//! writer is unusable: every later call fails and nothing is ever stored.
 
 use super::block::Framer;
 use super::bloom;
@@ -14,18 +14,32 @@ use super::meta::{encode_index, encode_info, IndexEntry, Trailer, VERSION};
 use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN, ROW_SLACK};
 use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, IoWriter};
+use crate::objects::{ObjectWriter, Objects, PutMode};
 use crate::schema::{BloomType, Compression};
-use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
 use std::sync::Arc;
+
+/// Adapts an [`ObjectWriter`] to [`std::io::Write`] for a `BufWriter`.
+#[derive(Debug)]
+struct ObjectIo(Box<dyn ObjectWriter>);
+
+impl Write for ObjectIo {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.write_all(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
 
 /// Writes a store file; see the `storefile` module doc for the format.
 pub struct StoreFileWriter {
-    fs: Arc<dyn FileSystem>,
+    /// Where the file goes, for messages.
     path: PathBuf,
-    tmp_path: PathBuf,
-    out: BufWriter<IoWriter>,
+    /// `None` once finished.
+    out: Option<BufWriter<ObjectIo>>,
     opts: WriterOptions,
     framer: Framer,
     /// Bytes written so far (the offset of the next block).
@@ -44,13 +58,25 @@ pub struct StoreFileWriter {
     /// One bloom hash per distinct row (or row + qualifier) so far; empty without a bloom.
     bloom_hashes: Vec<u64>,
     failed: bool,
-    renamed: bool,
 }
 
 impl StoreFileWriter {
-    /// Starts writing to a temporary name beside `path`; nothing appears at `path` until
-    /// [`finish`](Self::finish). All file access goes through `fs`.
-    pub fn create(fs: &Arc<dyn FileSystem>, path: &Path, opts: WriterOptions) -> Result<Self> {
+    /// A writer of the file at `path` of the local filesystem `fs`, replacing any file
+    /// there (tests write one path again and again).
+    #[cfg(test)]
+    pub fn create_file(
+        fs: &Arc<dyn crate::fs::FileSystem>,
+        path: &std::path::Path,
+        opts: WriterOptions,
+    ) -> Result<Self> {
+        let (objects, name) = crate::objects::LocalObjects::of_file(fs, path)?;
+        objects.delete(&name)?;
+        Self::create(&objects, &name, opts)
+    }
+
+    /// Starts writing object `name` of `objects`; nothing appears under the name until
+    /// [`finish`](Self::finish).
+    pub fn create(objects: &Arc<dyn Objects>, name: &str, opts: WriterOptions) -> Result<Self> {
         if opts.block_size == 0 {
             return Err(Error::bad_argument(
                 "store file block size must be at least 1",
@@ -62,19 +88,11 @@ impl StoreFileWriter {
                 "bloom false-positive rate must be in (0, 1), got {p}"
             )));
         }
-        let name = path
-            .file_name()
-            .ok_or_else(|| Error::bad_argument(format!("{} has no file name", path.display())))?;
-        let mut tmp_name = name.to_os_string();
-        tmp_name.push(".tmp");
-        let tmp_path = path.with_file_name(tmp_name);
         let framer = Framer::new(opts.compression)?;
-        let file = IoWriter(fs.create(&tmp_path)?);
+        let file = ObjectIo(objects.writer(name)?);
         Ok(StoreFileWriter {
-            fs: Arc::clone(fs),
-            path: path.to_path_buf(),
-            tmp_path,
-            out: BufWriter::with_capacity(256 * 1024, file),
+            path: objects.locate(name),
+            out: Some(BufWriter::with_capacity(256 * 1024, file)),
             opts,
             framer,
             offset: 0,
@@ -95,7 +113,6 @@ impl StoreFileWriter {
             },
             bloom_hashes: Vec::new(),
             failed: false,
-            renamed: false,
         })
     }
 
@@ -169,8 +186,8 @@ impl StoreFileWriter {
         Ok(())
     }
 
-    /// Writes index, file info, bloom filter and trailer, fsyncs, renames to the final path
-    /// and fsyncs the directory. Returns what the file holds.
+    /// Writes index, file info, bloom filter and trailer and stores the object durably
+    /// (create-if-absent). Returns what the file holds.
     pub fn finish(mut self) -> Result<FileInfo> {
         self.check_usable()?;
         self.guard(Self::finish_inner)
@@ -204,13 +221,11 @@ impl StoreFileWriter {
             entry_count: self.info.entry_count,
             version: VERSION,
         };
-        self.out.write_all(&trailer.encode())?;
+        let mut out = self.out.take().ok_or_else(finished)?;
+        out.write_all(&trailer.encode())?;
         self.offset += super::meta::TRAILER_LEN as u64;
-        self.out.flush()?;
-        self.out.get_ref().0.sync_all()?;
-        self.fs.rename(&self.tmp_path, &self.path)?;
-        self.renamed = true;
-        sync_parent_dir(&*self.fs, &self.path)?;
+        let file = out.into_inner().map_err(|e| e.into_error())?;
+        file.0.finish(PutMode::Create)?;
         let mut info = self.info.clone();
         info.file_size = self.offset;
         tracing::debug!(path = %self.path.display(), entries = info.entry_count,
@@ -263,20 +278,12 @@ impl StoreFileWriter {
         self.framer.frame(payload, compression, &mut self.framed)?;
         let len = u32::try_from(self.framed.len())
             .map_err(|_| Error::bad_argument("block too large for the format"))?;
-        self.out.write_all(&self.framed)?;
+        self.out
+            .as_mut()
+            .ok_or_else(finished)?
+            .write_all(&self.framed)?;
         self.offset += u64::from(len);
         Ok(len)
-    }
-}
-
-impl Drop for StoreFileWriter {
-    fn drop(&mut self) {
-        if !self.renamed {
-            if let Err(e) = self.fs.remove_file(&self.tmp_path) {
-                tracing::warn!(path = %self.tmp_path.display(), error = %e,
-                    "could not remove an unfinished store file");
-            }
-        }
     }
 }
 
@@ -292,12 +299,7 @@ impl std::fmt::Debug for StoreFileWriter {
     }
 }
 
-/// Fsyncs the directory holding `path`, so that a rename into it is durable.
-fn sync_parent_dir(fs: &dyn FileSystem, path: &Path) -> Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    fs.sync_dir(dir)?;
-    Ok(())
+/// The error of a writer used after `finish`.
+fn finished() -> Error {
+    Error::bad_argument("store file writer already finished")
 }

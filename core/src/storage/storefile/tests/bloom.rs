@@ -7,7 +7,7 @@ use rand::{Rng, SeedableRng};
 const BLOOMS: [BloomType; 3] = [BloomType::None, BloomType::Row, BloomType::RowCol];
 
 fn write_with(path: &Path, model: &Model, opts: WriterOptions) -> Result<()> {
-    let mut w = StoreFileWriter::create(&crate::fs::StdFs::shared(), path, opts)?;
+    let mut w = StoreFileWriter::create_file(&crate::fs::StdFs::shared(), path, opts)?;
     for (k, v) in model {
         w.append(&cell(k, v))?;
     }
@@ -57,7 +57,7 @@ proptest! {
         let (_dir, path) = tmp();
         let o = WriterOptions { bloom_fp_rate: p, ..opts(bloom, compression, block_size) };
         write_with(&path, &model, o).unwrap();
-        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         let expected = if model.is_empty() { BloomType::None } else { bloom };
         prop_assert_eq!(r.bloom_kind(), expected);
         for k in model.keys() {
@@ -75,7 +75,7 @@ fn false_positive_rate_is_near_target() {
     for bloom in [BloomType::Row, BloomType::RowCol] {
         let (_dir, path) = tmp();
         rows_file(&path, 10_000, bloom, 0.01);
-        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         assert_eq!(r.bloom_kind(), bloom);
         let mut rng = rand::rngs::StdRng::seed_from_u64(0x0b10_0f11);
         let trials = 100_000;
@@ -104,7 +104,7 @@ fn false_positive_rate_is_near_target() {
 fn each_kind_answers_only_its_own_queries() {
     let (_dir, path) = tmp();
     rows_file(&path, 1000, BloomType::Row, 0.01);
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let absent_rows = (0..1000)
         .filter(|i| !r.may_contain_row(format!("nope{i}").as_bytes()))
         .count();
@@ -115,7 +115,7 @@ fn each_kind_answers_only_its_own_queries() {
     );
 
     rows_file(&path, 1000, BloomType::RowCol, 0.01);
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     assert!(
         r.may_contain_row(b"nope"),
         "rowcol bloom says unknown for rows"
@@ -135,7 +135,7 @@ fn each_kind_answers_only_its_own_queries() {
     assert!(shifted > 900);
 
     rows_file(&path, 1000, BloomType::None, 0.01);
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     assert_eq!(r.bloom_kind(), BloomType::None);
     assert!(r.may_contain_row(b"nope") && r.may_contain_row_col(b"nope", b"q"));
 }
@@ -153,7 +153,7 @@ fn no_bloom_block_without_bloom_or_cells() {
     let bytes = std::fs::read(&path).unwrap();
     let t = trailer_fields(&bytes);
     assert_eq!((t.0, t.1), (0, 0));
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     assert_eq!(r.bloom_kind(), BloomType::None);
     // Non-empty file without a bloom: also 0/0; with one: the block ends at the trailer.
     rows_file(&path, 10, BloomType::None, 0.01);
@@ -182,7 +182,7 @@ fn bad_fp_rate_is_rejected() {
             ..Default::default()
         };
         assert!(matches!(
-            StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, o),
+            StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, o),
             Err(Error::BadArgument(_))
         ));
     }
@@ -192,7 +192,7 @@ fn bad_fp_rate_is_rejected() {
         bloom_fp_rate: 0.0,
         ..Default::default()
     };
-    assert!(StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, o).is_ok());
+    assert!(StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, o).is_ok());
 }
 
 use super::super::meta::TRAILER_LEN;
@@ -230,7 +230,7 @@ fn corrupt_payload(edit: impl Fn(&mut Vec<u8>)) {
     bad.extend_from_slice(&block);
     bad.extend_from_slice(&trailer);
     std::fs::write(&path, &bad).unwrap();
-    let err = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None)
+    let err = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None)
         .expect_err("corrupt bloom opened");
     assert_eq!(expect_corruption(&err, &path), off, "{err}");
 }
@@ -263,7 +263,7 @@ fn flipped_bloom_bytes_are_corruption_at_the_bloom_block() {
         let mut bad = good.clone();
         bad[pos] ^= 0x10;
         std::fs::write(&path, &bad).unwrap();
-        let err = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None)
+        let err = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None)
             .expect_err("flipped bloom opened");
         assert_eq!(expect_corruption(&err, &path), off, "flip at {pos}: {err}");
     }
@@ -294,7 +294,7 @@ fn a_bloom_block_in_an_empty_file_is_corruption() {
     trailer[TRAILER_LEN - 4..].copy_from_slice(&crc.to_be_bytes());
     bad.extend_from_slice(&trailer);
     std::fs::write(&path, &bad).unwrap();
-    let err =
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).expect_err("opened");
+    let err = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None)
+        .expect_err("opened");
     assert_eq!(expect_corruption(&err, &path), body_end as u64);
 }

@@ -5,7 +5,7 @@ use super::*;
 /// Opens `path` and runs a full forward and reverse scan plus a seek, returning the first
 /// error (or the number of cells seen).
 fn read_everything(path: &Path, probe: Option<&StoreKey>) -> Result<usize> {
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), path, 1, None)?;
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), path, 1, None)?;
     let mut n = collect(r.scan_from(&min_key()))?.len();
     n += collect(r.scan_rev_from(None))?.len();
     if let Some(p) = probe {
@@ -47,7 +47,7 @@ fn every_flipped_byte_is_detected() {
 #[test]
 fn a_flip_in_a_data_block_is_reported_at_that_block() {
     let (_dir, path, good) = sample_file(Compression::None);
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     assert!(r.block_count() > 3);
     drop(r);
     // The second block starts right after the first: its framed length is 9 + stored length.
@@ -55,7 +55,7 @@ fn a_flip_in_a_data_block_is_reported_at_that_block() {
     let mut bad = good.clone();
     bad[first_len + 7] ^= 1;
     std::fs::write(&path, &bad).unwrap();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let mut scan = r.scan_from(&min_key());
     let err = loop {
         match scan.next().unwrap() {
@@ -76,8 +76,8 @@ fn a_corrupt_block_is_never_cached() {
     bytes[6] ^= 1; // inside the first data block
     std::fs::write(&path, &bytes).unwrap();
     let cache = Arc::new(crate::storage::storefile::BlockCache::new(1 << 20));
-    let r =
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, Some(cache.clone())).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, Some(cache.clone()))
+        .unwrap();
     for attempt in 1..=2 {
         let err = r.scan_from(&min_key()).next().unwrap().unwrap_err();
         assert_eq!(expect_corruption(&err, &path), 0);
@@ -92,14 +92,14 @@ fn every_truncation_is_detected_at_open() {
         let (_dir, path, good) = sample_file(c);
         for len in 0..good.len() {
             std::fs::write(&path, &good[..len]).unwrap();
-            let err = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None)
+            let err = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None)
                 .expect_err("truncated file opened");
             expect_corruption(&err, &path);
         }
         let mut longer = good.clone();
         longer.extend_from_slice(b"garbage");
         std::fs::write(&path, &longer).unwrap();
-        let err = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None)
+        let err = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None)
             .expect_err("extended file opened");
         expect_corruption(&err, &path);
     }
@@ -186,7 +186,7 @@ fn a_flip_inside_a_read_ahead_run_is_reported_at_its_block() {
         let mut bad = good.clone();
         bad[victim + victim_len / 2] ^= 0x10;
         std::fs::write(&path, &bad).unwrap();
-        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         let mut scan = r.scan_from(&min_key());
         let mut seen = 0usize;
         let err = loop {

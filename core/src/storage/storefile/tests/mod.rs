@@ -64,7 +64,7 @@ fn write(path: &Path, model: &Model, block_size: usize, compression: Compression
         compression,
         ..Default::default()
     };
-    let mut w = StoreFileWriter::create(&crate::fs::StdFs::shared(), path, opts)?;
+    let mut w = StoreFileWriter::create_file(&crate::fs::StdFs::shared(), path, opts)?;
     for (k, v) in model {
         w.append(&cell(k, v))?;
     }

@@ -71,7 +71,7 @@ proptest! {
             }
         }
         let cache = cached.then(|| Arc::new(BlockCache::new(1 << 20)));
-        let reader = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 7, cache.clone()).unwrap();
+        let reader = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 7, cache.clone()).unwrap();
 
         let info = reader.info();
         prop_assert_eq!(info.entry_count, model.len() as u64);
@@ -96,7 +96,7 @@ proptest! {
 fn out_of_order_append_is_bad_argument_and_poisons() {
     let (_dir, path) = tmp();
     let mut w =
-        StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, WriterOptions::default())
+        StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, WriterOptions::default())
             .unwrap();
     let k1 = key(b"b", b"q", 5, CellType::Put, 1);
     let v = Bytes::from_static(b"v");
@@ -118,7 +118,7 @@ fn out_of_order_append_is_bad_argument_and_poisons() {
     );
 
     let mut w =
-        StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, WriterOptions::default())
+        StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, WriterOptions::default())
             .unwrap();
     w.append(&cell(&k2, &v)).unwrap();
     let err = w.append(&cell(&k1, &v)).unwrap_err();
@@ -129,7 +129,7 @@ fn out_of_order_append_is_bad_argument_and_poisons() {
 fn nothing_appears_before_finish() {
     let (_dir, path) = tmp();
     let mut w =
-        StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, WriterOptions::default())
+        StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, WriterOptions::default())
             .unwrap();
     w.append(&cell(&key(b"r", b"", 1, CellType::Put, 1), &Bytes::new()))
         .unwrap();
@@ -148,7 +148,7 @@ fn nothing_appears_before_finish() {
 fn empty_file_scans_empty() {
     for c in COMPRESSIONS {
         let (_dir, path) = tmp();
-        let w = StoreFileWriter::create(
+        let w = StoreFileWriter::create_file(
             &crate::fs::StdFs::shared(),
             &path,
             WriterOptions {
@@ -161,7 +161,7 @@ fn empty_file_scans_empty() {
         let info = w.finish().unwrap();
         assert_eq!(info.entry_count, 0);
         assert_eq!(info.first_key, None);
-        let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+        let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
         assert_eq!(r.info().entry_count, 0);
         assert_eq!(r.block_count(), 0);
         assert_eq!(r.middle_key(), None);
@@ -184,7 +184,7 @@ fn large_cells_exceed_the_block_size() {
         );
     }
     write(&path, &model, 1024, Compression::Lz4).unwrap();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     // A block closes at the next row once it reaches the block size: [r0 r1] [r2 r3] [r4].
     assert_eq!(r.block_count(), 3);
     let got = collect(r.scan_from(&min_key())).unwrap();
@@ -200,7 +200,7 @@ fn zero_block_size_is_rejected() {
         ..Default::default()
     };
     assert!(matches!(
-        StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, opts),
+        StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, opts),
         Err(Error::BadArgument(_))
     ));
 }
@@ -211,8 +211,8 @@ fn cache_counts_hits_and_misses() {
     let model = sample_model(200);
     write(&path, &model, 512, Compression::Snappy).unwrap();
     let cache = Arc::new(BlockCache::new(64 << 20));
-    let r =
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 3, Some(cache.clone())).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 3, Some(cache.clone()))
+        .unwrap();
     let blocks = r.block_count() as u64;
     assert!(blocks > 10);
     assert_eq!((cache.hits(), cache.misses()), (0, 0));
@@ -233,14 +233,14 @@ fn cache_counts_hits_and_misses() {
     assert_eq!((cache.hits(), cache.misses()), (1, blocks));
 
     // A second reader of the same file id shares the cached blocks.
-    let r2 =
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 3, Some(cache.clone())).unwrap();
+    let r2 = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 3, Some(cache.clone()))
+        .unwrap();
     assert_eq!(r2.scan_rev_from(None).count(), model.len());
     assert_eq!((cache.hits(), cache.misses()), (1 + blocks, blocks));
 
     // Another file id does not.
-    let r3 =
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 4, Some(cache.clone())).unwrap();
+    let r3 = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 4, Some(cache.clone()))
+        .unwrap();
     r3.scan_from(&min_key()).next().unwrap().unwrap();
     assert_eq!(cache.misses(), blocks + 1);
 }
@@ -251,7 +251,7 @@ fn tiny_cache_still_reads_correctly() {
     let model = sample_model(100);
     write(&path, &model, 256, Compression::Zstd).unwrap();
     let cache = Arc::new(BlockCache::new(1));
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, Some(cache)).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, Some(cache)).unwrap();
     let got = collect(r.scan_from(&min_key())).unwrap();
     assert_eq!(got, model.into_iter().collect::<Vec<_>>());
 }
@@ -262,7 +262,7 @@ fn concurrent_readers_agree() {
     let model = Arc::new(sample_model(500));
     write(&path, &model, 1024, Compression::Lz4).unwrap();
     let cache = Arc::new(BlockCache::new(256 << 10));
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, Some(cache)).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, Some(cache)).unwrap();
     let keys: Vec<_> = model.keys().cloned().collect();
     std::thread::scope(|s| {
         for t in 0..4usize {
@@ -286,7 +286,7 @@ fn middle_key_is_the_first_key_of_the_middle_block() {
     let (_dir, path) = tmp();
     let model = sample_model(100);
     write(&path, &model, 512, Compression::None).unwrap();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let mid = r.middle_key().unwrap();
     assert!(model.contains_key(&mid));
     assert!(Some(&mid) > r.info().first_key.as_ref());
@@ -307,7 +307,7 @@ fn read_ahead_runs_return_every_cell_in_every_cache_mode() {
         for mode in [None, Some(CacheMode::Normal), Some(CacheMode::Bypass)] {
             let cache = mode.map(|_| Arc::new(BlockCache::new(64 << 20)));
             let fs = crate::fs::StdFs::shared();
-            let r = StoreFileReader::open(&fs, &path, 9, cache.clone()).unwrap();
+            let r = StoreFileReader::open_file(&fs, &path, 9, cache.clone()).unwrap();
             assert!(r.block_count() > 1000, "{c:?}: runs must span many blocks");
             let scan = |from: &StoreKey| {
                 let scan = r.scan_from(from);
@@ -368,7 +368,10 @@ fn written_in_256_byte_blocks(
     let (dir, path) = tmp();
     write(&path, model, 256, Compression::None).unwrap();
     let fs = crate::fs::StdFs::shared();
-    (dir, StoreFileReader::open(&fs, &path, 1, cache).unwrap())
+    (
+        dir,
+        StoreFileReader::open_file(&fs, &path, 1, cache).unwrap(),
+    )
 }
 
 /// A full scan of `r` gives exactly `model`.

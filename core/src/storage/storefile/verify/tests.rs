@@ -9,7 +9,7 @@ use super::*;
 use crate::cell::{CellType, StoreCell};
 use crate::schema::Compression;
 use proptest::prelude::*;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn cell(row: &str, q: &str, ts: u64, seq: u64) -> StoreCell {
     StoreCell {
@@ -32,7 +32,7 @@ fn write_real(path: &Path, rows: usize, compression: Compression, bloom: BloomTy
         bloom,
         ..Default::default()
     };
-    let mut w = StoreFileWriter::create(&crate::fs::StdFs::shared(), path, opts).unwrap();
+    let mut w = StoreFileWriter::create_file(&crate::fs::StdFs::shared(), path, opts).unwrap();
     for r in 0..rows {
         for q in ["a", "b"] {
             w.append(&cell(&format!("row{r:04}"), q, 5, r as u64 + 1))
@@ -180,17 +180,18 @@ fn healthy_files_report_nothing() {
         for bloom in [BloomType::None, BloomType::Row, BloomType::RowCol] {
             for rows in [0, 1, 40] {
                 write_real(&path, rows, compression, bloom);
-                let c = verify_file(&crate::fs::StdFs, &path);
+                let c = verify_path(&crate::fs::StdFs::shared(), &path);
                 assert!(c.is_healthy(), "{compression:?} {bloom:?} {rows}: {c:?}");
                 assert_eq!(c.cells, rows as u64 * 2);
-                let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+                let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None)
+                    .unwrap();
                 assert_eq!(c.data_blocks, r.block_count() as u64);
                 assert_eq!(c.file_size, r.info().file_size);
             }
         }
     }
     write_crafted(&path, &three_blocks(), |_, _, _| {});
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert!(c.is_healthy(), "{c:?}");
     assert_eq!((c.data_blocks, c.cells), (3, 5));
 }
@@ -203,7 +204,7 @@ fn version_2_files_are_read_scanned_and_searched() {
     write_crafted(&path, &blocks, |_, _, _| {});
     assert_eq!(stored_version(&path), super::super::meta::VERSION_2);
     let all: Vec<StoreCell> = blocks.iter().flatten().cloned().collect();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let first = StoreKey::first_on_row(Bytes::new());
     let scanned: Vec<StoreCell> = r.scan_from(&first).map(|c| c.unwrap()).collect();
     assert_eq!(scanned, all);
@@ -238,12 +239,12 @@ fn versions_2_3_and_4_read_alike_and_version_4_seeks_skip_the_block_before_a_row
         write_crafted_as(&path, &blocks, offsets, flags, |_, _, _| {});
         assert_eq!(stored_version(&path), version);
         assert!(
-            verify_file(&crate::fs::StdFs, &path).is_healthy(),
+            verify_path(&crate::fs::StdFs::shared(), &path).is_healthy(),
             "v{version}"
         );
         let cache = std::sync::Arc::new(super::super::BlockCache::new(1 << 20));
         let fs = crate::fs::StdFs::shared();
-        let r = StoreFileReader::open(&fs, &path, 1, Some(cache.clone())).unwrap();
+        let r = StoreFileReader::open_file(&fs, &path, 1, Some(cache.clone())).unwrap();
         for row in ["a", "b", "c", "d", "e", "bb", "z"] {
             let start = StoreKey::first_on_row(Bytes::from(row));
             let want: Vec<&StoreCell> = all.iter().filter(|c| c.key >= start).collect();
@@ -286,7 +287,7 @@ fn a_starts_row_flag_that_hides_cells_is_reported() {
             at = index[1].offset;
         },
     );
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Index], "{c:?}");
     assert_eq!(c.findings[0].offset, at);
     assert!(c.findings[0].reason.contains("starts row"), "{c:?}");
@@ -298,7 +299,7 @@ fn new_files_end_each_data_block_with_its_offsets() {
     write_real(&path, 40, Compression::None, BloomType::Row);
     assert_eq!(stored_version(&path), super::super::meta::VERSION);
     let raw = std::fs::read(&path).unwrap();
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let cells = r.info().entry_count as usize;
     // The first block, uncompressed: stored length at 1..5, payload from 5.
     let len = u32::from_be_bytes(raw[1..5].try_into().unwrap()) as usize;
@@ -318,7 +319,7 @@ fn an_offsets_table_pointing_inside_an_entry_is_reported() {
     let (_dir, path) = tmp();
     let blocks = three_blocks();
     write_crafted_as(&path, &blocks, Some(&|_, at| at), true, |_, _, _| {});
-    assert!(verify_file(&crate::fs::StdFs, &path).is_healthy());
+    assert!(verify_path(&crate::fs::StdFs::shared(), &path).is_healthy());
     // Block 1's second offset moved 3 bytes into its first entry, under a valid CRC.
     let inside = |n: usize, mut at: Vec<u32>| {
         if n == 1 {
@@ -327,10 +328,10 @@ fn an_offsets_table_pointing_inside_an_entry_is_reported() {
         at
     };
     write_crafted_as(&path, &blocks, Some(&inside), true, |_, _, _| {});
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::DataBlock], "{c:?}");
     let block_1 = c.findings[0].offset;
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let first = StoreKey::first_on_row(Bytes::new());
     let err = r.scan_from(&first).find_map(|c| c.err()).unwrap();
     assert!(
@@ -345,10 +346,10 @@ fn keys_out_of_order_within_a_block_are_reported() {
     let mut blocks = three_blocks();
     blocks[1] = vec![cell("d", "q", 9, 3), cell("c", "q", 8, 4)];
     write_crafted(&path, &blocks, |_, _, _| {});
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::KeyOrder], "{c:?}");
     assert!(
-        StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).is_ok(),
+        StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).is_ok(),
         "open does not read data blocks, so only the check sees this"
     );
     assert!(c.findings[0].reason.contains("entry 1"), "{c:?}");
@@ -362,7 +363,7 @@ fn keys_out_of_order_across_blocks_are_reported() {
     blocks[1] = vec![cell("a", "r", 9, 3), cell("d", "q", 8, 4)];
     let mut at = 0;
     write_crafted(&path, &blocks, |index, _, _| at = index[1].offset);
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::KeyOrder], "{c:?}");
     assert_eq!(c.findings[0].offset, at);
 }
@@ -375,7 +376,7 @@ fn an_index_key_that_differs_from_its_block_is_reported() {
         index[2].first_key = cell("dd", "q", 9, 9).key;
         at = index[2].offset;
     });
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Index], "{c:?}");
     assert_eq!(c.findings[0].offset, at);
 }
@@ -386,7 +387,7 @@ fn an_index_that_does_not_tile_the_data_is_reported_and_the_blocks_still_checked
     write_crafted(&path, &three_blocks(), |index, _, _| {
         index[1].offset += 1;
     });
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Index], "{c:?}");
     assert!(c.findings[0].reason.contains("index entry 1"), "{c:?}");
     assert_eq!((c.data_blocks, c.cells), (3, 5));
@@ -399,13 +400,13 @@ fn file_info_that_disagrees_with_the_blocks_is_reported() {
         info.max_seq = 4;
         info.max_ts = 10;
     });
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::FileInfo; 2], "{c:?}");
     assert!(c.findings[0].reason.contains("largest sequence id is 4"));
     assert!(c.findings[1].reason.contains("largest timestamp is 10"));
 
     write_crafted(&path, &three_blocks(), |_, info, _| info.entry_count = 6);
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(
         kinds(&c),
         [FindingKind::Trailer, FindingKind::FileInfo],
@@ -417,7 +418,7 @@ fn file_info_that_disagrees_with_the_blocks_is_reported() {
 fn a_bloom_filter_that_rules_out_a_present_row_is_reported() {
     let (_dir, path) = tmp();
     write_crafted(&path, &three_blocks(), |_, _, hashes| hashes.truncate(1));
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Bloom], "{c:?}");
     assert!(c.findings[0].reason.contains("of the 5 rows"), "{c:?}");
 }
@@ -427,12 +428,12 @@ fn a_flipped_data_byte_is_one_finding_at_its_block() {
     let (_dir, path) = tmp();
     write_real(&path, 40, Compression::Lz4, BloomType::Row);
     let good = std::fs::read(&path).unwrap();
-    let blocks = verify_file(&crate::fs::StdFs, &path).data_blocks;
+    let blocks = verify_path(&crate::fs::StdFs::shared(), &path).data_blocks;
     let first_len = 9 + u64::from(u32::from_be_bytes(good[1..5].try_into().unwrap()));
     let mut bad = good.clone();
     bad[first_len as usize + 7] ^= 0x10;
     std::fs::write(&path, &bad).unwrap();
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Checksum], "{c:?}");
     assert_eq!(c.findings[0].offset, first_len);
     assert_eq!(c.findings[0].file, path);
@@ -443,7 +444,7 @@ fn a_flipped_data_byte_is_one_finding_at_its_block() {
 fn a_damaged_index_is_reported_and_the_blocks_are_walked() {
     let (_dir, path) = tmp();
     write_real(&path, 40, Compression::None, BloomType::Row);
-    let r = StoreFileReader::open(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
+    let r = StoreFileReader::open_file(&crate::fs::StdFs::shared(), &path, 1, None).unwrap();
     let (blocks, cells) = (r.block_count() as u64, r.info().entry_count);
     drop(r);
     let mut bytes = std::fs::read(&path).unwrap();
@@ -451,7 +452,7 @@ fn a_damaged_index_is_reported_and_the_blocks_are_walked() {
     let index_at = u64::from_be_bytes(bytes[trailer_at + 12..trailer_at + 20].try_into().unwrap());
     bytes[index_at as usize + 6] ^= 0xff;
     std::fs::write(&path, &bytes).unwrap();
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Checksum], "{c:?}");
     assert_eq!(c.findings[0].offset, index_at);
     assert_eq!((c.data_blocks, c.cells), (blocks, cells));
@@ -464,22 +465,22 @@ fn short_damaged_and_missing_files_are_reported() {
     let good = std::fs::read(&path).unwrap();
     std::fs::write(&path, &good[..good.len() - 1]).unwrap();
     assert_eq!(
-        kinds(&verify_file(&crate::fs::StdFs, &path)),
+        kinds(&verify_path(&crate::fs::StdFs::shared(), &path)),
         [FindingKind::Trailer]
     );
     std::fs::write(&path, &good[..10]).unwrap();
     assert_eq!(
-        kinds(&verify_file(&crate::fs::StdFs, &path)),
+        kinds(&verify_path(&crate::fs::StdFs::shared(), &path)),
         [FindingKind::Trailer]
     );
     let mut bad = good.clone();
     let n = bad.len();
     bad[n - 50] ^= 1; // the trailer's version
     std::fs::write(&path, &bad).unwrap();
-    let c = verify_file(&crate::fs::StdFs, &path);
+    let c = verify_path(&crate::fs::StdFs::shared(), &path);
     assert_eq!(kinds(&c), [FindingKind::Trailer]);
     assert_eq!(c.findings[0].offset, (n - TRAILER_LEN) as u64);
-    let c = verify_file(&crate::fs::StdFs, &dir.path().join("nope.sf"));
+    let c = verify_path(&crate::fs::StdFs::shared(), &dir.path().join("nope.sf"));
     assert_eq!(kinds(&c), [FindingKind::Missing]);
 }
 
@@ -506,14 +507,14 @@ proptest! {
     ) {
         let (_dir, path) = tmp();
         let opts = WriterOptions { block_size, compression, bloom, ..Default::default() };
-        let mut w = StoreFileWriter::create(&crate::fs::StdFs::shared(), &path, opts).unwrap();
+        let mut w = StoreFileWriter::create_file(&crate::fs::StdFs::shared(), &path, opts).unwrap();
         for (i, (row, ts, len)) in rows.iter().enumerate() {
             let mut c = cell(row, "q", *ts, i as u64);
             c.value = Bytes::from(vec![b'x'; *len]);
             w.append(&c).unwrap();
         }
         w.finish().unwrap();
-        let healthy = verify_file(&crate::fs::StdFs, &path);
+        let healthy = verify_path(&crate::fs::StdFs::shared(), &path);
         prop_assert!(healthy.is_healthy(), "{:?}", healthy);
         prop_assert_eq!(healthy.cells, rows.len() as u64);
 
@@ -521,7 +522,7 @@ proptest! {
         let at = pos.index(bytes.len());
         bytes[at] ^= mask;
         std::fs::write(&path, &bytes).unwrap();
-        let c = verify_file(&crate::fs::StdFs, &path);
+        let c = verify_path(&crate::fs::StdFs::shared(), &path);
         prop_assert!(!c.is_healthy(), "flip at {} of {} not reported", at, bytes.len());
         prop_assert!(c.findings.iter().all(|f| f.file == path));
         prop_assert!(c.findings.iter().any(|f| f.offset <= at as u64), "{:?}", c);
