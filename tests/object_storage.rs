@@ -3,8 +3,8 @@
 //! they survive a close and reopen; a table's files are deleted from the store with it and
 //! an object no region lists is removed at open; a flipped byte in a store-file object fails
 //! only the reads of its block, is reported by the integrity check and is set aside by the
-//! offline repair as the object `damaged/<name>`; a missing catalog with store files
-//! refuses the open.
+//! offline repair as the object `damaged/<name>`; a missing or damaged catalog refuses the
+//! open and changes nothing.
 
 use basalt::client::{Get, Put};
 use basalt::objects::{Objects, PutMode, StoreObjects};
@@ -159,4 +159,46 @@ async fn a_missing_catalog_with_store_files_refuses_the_open() {
         Ok(_) => panic!("opened without a catalog"),
     }
     assert!(objects.exists(&file).unwrap(), "nothing deleted");
+}
+
+#[tokio::test]
+async fn a_damaged_catalog_object_fails_the_open_and_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
+    let file = fixture(dir.path(), &objects).await;
+    let good = objects.read("catalog").unwrap();
+    // A flip in the header, in the payload and in the last byte; a cut; a byte appended.
+    let last = good.len() - 1;
+    let mut damaged: Vec<Vec<u8>> = [0, 9, 21, last]
+        .iter()
+        .map(|&at| {
+            let mut b = good.clone();
+            b[at] ^= 0x01;
+            b
+        })
+        .collect();
+    damaged.push(good[..good.len() / 2].to_vec());
+    damaged.push([good.as_slice(), b"x"].concat());
+    for bytes in damaged {
+        objects.put("catalog", &bytes, PutMode::Overwrite).unwrap();
+        match Connection::open_with(config(dir.path(), &objects)).await {
+            Err(Error::Corruption { file: named, .. }) => {
+                assert_eq!(named, objects.locate("catalog"));
+            }
+            Err(e) => panic!("expected Corruption, got {e}"),
+            Ok(_) => panic!("opened a damaged catalog"),
+        }
+        assert_eq!(
+            objects.read("catalog").unwrap(),
+            bytes,
+            "the catalog changed"
+        );
+        assert!(objects.exists(&file).unwrap(), "a store file was deleted");
+    }
+    objects.put("catalog", &good, PutMode::Overwrite).unwrap();
+    let conn = Connection::open_with(config(dir.path(), &objects))
+        .await
+        .unwrap();
+    assert_eq!(get(&conn, 7).await.unwrap(), Some(value(7)));
+    conn.close().await.unwrap();
 }
