@@ -73,3 +73,8 @@ pub struct ShellGuideSnippets;
 #[cfg(doctest)]
 #[doc = include_str!("../docs/cli.md")]
 pub struct CliGuideSnippets;
+
+/// The snippets of `docs/object-store.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/object-store.md")]
+pub struct ObjectStoreGuideSnippets;

@@ -1592,3 +1592,32 @@ fn major_compaction_fixed_sequence() {
     });
     check(&["b"], ops);
 }
+
+/// Found on the object store: a purge after a takeover removed the WAL segments of an
+/// earlier writer by id, and with them from the engine's list the new writer's segment of
+/// the same id, which was then never purged while later ones were: a gap in its chain
+/// failed the next open.
+#[test]
+fn a_split_after_a_takeover_then_a_clean_reopen() {
+    check(
+        &["b"],
+        vec![
+            Op::Put(PutSpec::new("b").cell("a", "", 0, "v0.0")),
+            Op::Reopen {
+                crash: true,
+                flush_size: None,
+            },
+            Op::Split {
+                row: Some(b"b\xff"),
+                index: 0,
+            },
+            Op::Put(PutSpec::new("a").cell("a", "", 0, "v3.0")),
+            Op::Reopen {
+                crash: false,
+                flush_size: None,
+            },
+            full_get("a"),
+            full_get("b"),
+        ],
+    );
+}

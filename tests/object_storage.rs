@@ -1,5 +1,6 @@
-//! The engine on an object store (`Config::objects`): the catalog and the store files live
-//! in the store (the `object_store` crate's `InMemory` here), never in the data directory;
+//! The engine on an object store (`Config::objects`): the catalog (versioned), the store
+//! files and the WAL live in the store (the `object_store` crate's `InMemory` here), never
+//! in the data directory;
 //! they survive a close and reopen; a table's files are deleted from the store with it and
 //! an object no region lists is removed at open; a flipped byte in a store-file object fails
 //! only the reads of its block, is reported by the integrity check and is set aside by the
@@ -56,6 +57,11 @@ async fn fixture(dir: &Path, objects: &Arc<dyn Objects>) -> String {
     files[0].clone()
 }
 
+/// The newest version of the catalog (`catalog/{n:020}`: versioned on a shared store).
+fn newest_catalog(objects: &dyn Objects) -> String {
+    objects.list("catalog").unwrap().pop().unwrap()
+}
+
 async fn get(conn: &Connection, i: usize) -> basalt::Result<Option<Vec<u8>>> {
     let r = conn.table("t")?.get(Get::new(row(i))).await?;
     Ok(r.value("f", "q").map(|v| v.to_vec()))
@@ -66,7 +72,7 @@ async fn the_catalog_and_store_files_live_in_the_store_and_survive_a_reopen() {
     let dir = tempfile::tempdir().unwrap();
     let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
     let file = fixture(dir.path(), &objects).await;
-    assert!(objects.exists("catalog").unwrap());
+    assert!(objects.exists(&newest_catalog(&*objects)).unwrap());
     assert!(!dir.path().join("catalog").exists());
     assert_eq!(
         std::fs::read_dir(dir.path().join("data")).unwrap().count(),
@@ -150,7 +156,9 @@ async fn a_missing_catalog_with_store_files_refuses_the_open() {
     let dir = tempfile::tempdir().unwrap();
     let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
     let file = fixture(dir.path(), &objects).await;
-    objects.delete("catalog").unwrap();
+    for version in objects.list("catalog").unwrap() {
+        objects.delete(&version).unwrap();
+    }
     match Connection::open_with(config(dir.path(), &objects)).await {
         Err(Error::Corruption { file: named, .. }) => {
             assert_eq!(named, objects.locate("catalog"));
@@ -166,7 +174,9 @@ async fn a_damaged_catalog_object_fails_the_open_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
     let file = fixture(dir.path(), &objects).await;
-    let good = objects.read("catalog").unwrap();
+    let catalog = newest_catalog(&*objects);
+    let versions = objects.list("catalog").unwrap();
+    let good = objects.read(&catalog).unwrap();
     // A flip in the header, in the payload and in the last byte; a cut; a byte appended.
     let last = good.len() - 1;
     let mut damaged: Vec<Vec<u8>> = [0, 9, 21, last]
@@ -180,22 +190,27 @@ async fn a_damaged_catalog_object_fails_the_open_and_changes_nothing() {
     damaged.push(good[..good.len() / 2].to_vec());
     damaged.push([good.as_slice(), b"x"].concat());
     for bytes in damaged {
-        objects.put("catalog", &bytes, PutMode::Overwrite).unwrap();
+        objects.put(&catalog, &bytes, PutMode::Overwrite).unwrap();
         match Connection::open_with(config(dir.path(), &objects)).await {
             Err(Error::Corruption { file: named, .. }) => {
-                assert_eq!(named, objects.locate("catalog"));
+                assert_eq!(named, objects.locate(&catalog));
             }
             Err(e) => panic!("expected Corruption, got {e}"),
             Ok(_) => panic!("opened a damaged catalog"),
         }
         assert_eq!(
-            objects.read("catalog").unwrap(),
+            objects.list("catalog").unwrap(),
+            versions,
+            "a catalog version was added"
+        );
+        assert_eq!(
+            objects.read(&catalog).unwrap(),
             bytes,
             "the catalog changed"
         );
         assert!(objects.exists(&file).unwrap(), "a store file was deleted");
     }
-    objects.put("catalog", &good, PutMode::Overwrite).unwrap();
+    objects.put(&catalog, &good, PutMode::Overwrite).unwrap();
     let conn = Connection::open_with(config(dir.path(), &objects))
         .await
         .unwrap();

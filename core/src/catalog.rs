@@ -35,6 +35,11 @@
 //! keep-deleted-cells from a `bool` to [`crate::schema::KeepDeletedCells`] (adding the `Ttl`
 //! mode); postcard writes the enum's discriminant as one varint byte, 0 or 1 for the old
 //! values, so a version-5 or -6 payload reads unchanged.
+//! On an object store that is not local, the catalog is versioned instead (see
+//! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
+//! that opened the store after this one (and claimed the next version) makes this one's
+//! later updates fail with [`Error::Fenced`].
+//!
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
 //! regions of one table (a split's daughters share the parent's files) and is deleted only
@@ -138,20 +143,50 @@ impl CatalogState {
 pub struct Catalog {
     objects: Arc<dyn Objects>,
     state: Mutex<CatalogState>,
+    /// The version the state was read from or last written as, on a versioned store
+    /// (`None`: the single `catalog` object of a local directory).
+    version: Mutex<Option<u64>>,
 }
 
+mod versions;
+
 impl Catalog {
-    /// Opens the catalog object of `objects`, or starts an empty one; changes nothing.
+    /// Opens the catalog of `objects` (its newest version on a versioned store), or starts
+    /// an empty one; changes nothing.
     pub fn open(objects: &Arc<dyn Objects>) -> Result<Self> {
-        let state = match objects.read(NAME) {
-            Ok(bytes) => decode(&objects.locate(NAME), &bytes)?,
+        let (name, version) = match objects.is_local() {
+            true => (NAME.to_string(), None),
+            false => match versions::newest(&**objects)? {
+                Some(n) => (versions::name(n), Some(n)),
+                None => (versions::name(0), Some(0)),
+            },
+        };
+        let state = match objects.read(&name) {
+            Ok(bytes) => decode(&objects.locate(&name), &bytes)?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogState::default(),
             Err(e) => return Err(e.into()),
         };
         Ok(Catalog {
             objects: Arc::clone(objects),
             state: Mutex::new(state),
+            version: Mutex::new(version),
         })
+    }
+
+    /// Whether `objects` holds a catalog.
+    pub fn exists(objects: &dyn Objects) -> Result<bool> {
+        Ok(match objects.is_local() {
+            true => objects.exists(NAME)?,
+            false => versions::newest(objects)?.is_some(),
+        })
+    }
+
+    /// Where the catalog lives, for messages.
+    pub fn locate(objects: &dyn Objects) -> std::path::PathBuf {
+        match objects.is_local() {
+            true => objects.locate(NAME),
+            false => objects.locate(versions::FOLDER),
+        }
     }
 
     /// A copy of the current state.
@@ -171,6 +206,22 @@ impl Catalog {
     }
 
     fn persist(&self, state: &CatalogState) -> Result<()> {
+        let buf = encode(state)?;
+        let mut version = self.version.lock();
+        match *version {
+            None => self.objects.put(NAME, &buf, PutMode::Overwrite)?,
+            Some(n) => {
+                versions::create(&*self.objects, n + 1, &buf)?;
+                *version = Some(n + 1);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The catalog file's bytes for `state` (see the module doc).
+fn encode(state: &CatalogState) -> Result<Vec<u8>> {
+    {
         let payload = postcard::to_stdvec(state)
             .map_err(|e| Error::bad_argument(format!("catalog encoding failed: {e}")))?;
         let len = u32::try_from(payload.len())
@@ -182,8 +233,7 @@ impl Catalog {
         let crc = checksum(VERSION, &buf, &payload);
         buf.extend_from_slice(&crc.to_be_bytes());
         buf.extend_from_slice(&payload);
-        self.objects.put(NAME, &buf, PutMode::Overwrite)?;
-        Ok(())
+        Ok(buf)
     }
 }
 

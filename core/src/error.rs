@@ -123,6 +123,16 @@ pub enum Error {
     /// The engine is closed.
     #[error("engine is closed")]
     Closed,
+    /// Another party fenced this engine's WAL writer by creating the writer's next segment
+    /// (it took over the engine's regions): the write was not acknowledged, and every
+    /// later write fails the same way until the engine is reopened.
+    #[error("WAL writer {writer} was fenced at segment {segment}: another engine took over")]
+    Fenced {
+        /// The fenced writer's folder of the object store.
+        writer: String,
+        /// The segment id the writer could not create.
+        segment: u64,
+    },
     /// A coordination lease expired or was revoked: its holder no longer owns anything and
     /// must not act for it (see `coordination`).
     #[error("lease {lease} expired or was revoked")]

@@ -132,6 +132,10 @@ impl Objects for LocalObjects {
         self.root.join(name)
     }
 
+    fn is_local(&self) -> bool {
+        true
+    }
+
     fn sweep_unfinished(&self, folder: &str) -> io::Result<usize> {
         check_folder(folder)?;
         let mut out = Vec::new();

@@ -87,6 +87,11 @@ pub trait Objects: Send + Sync + Debug {
     fn delete(&self, name: &str) -> io::Result<()>;
     /// Where object `name` lives, for messages and reports (a path for a local directory).
     fn locate(&self, name: &str) -> PathBuf;
+    /// Whether the objects are files of a local directory ([`LocalObjects`]): an engine
+    /// then keeps its WAL as appended segment files beside them rather than as objects.
+    fn is_local(&self) -> bool {
+        false
+    }
     /// Removes what unfinished writers of a crashed process left under `folder`; the
     /// caller must be the folder's only writer. Object stores leave nothing: `Ok(0)`.
     fn sweep_unfinished(&self, folder: &str) -> io::Result<usize> {

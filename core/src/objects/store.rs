@@ -1,8 +1,9 @@
 //! [`StoreObjects`]: [`Objects`] on any [`object_store::ObjectStore`].
 //!
 //! The engine's I/O is synchronous, so each call waits for the store's future on the
-//! calling thread (`futures::executor::block_on`; the `LocalFileSystem` store moves its own
-//! blocking work to tokio's blocking pool when called inside a runtime). A writer keeps the
+//! calling thread (`futures::executor::block_on`, outside tokio's cooperative budget; the
+//! `LocalFileSystem` store moves its own blocking work to tokio's blocking pool when called
+//! inside a runtime). A writer keeps the
 //! object in memory and stores it with one conditional PUT at `finish` (`PutMode::Create`
 //! maps to the store's create-if-absent, which `InMemory`, `LocalFileSystem` and S3 stores
 //! with conditional PUTs provide). A reader learns the object's size once (objects are
@@ -82,6 +83,14 @@ impl StoreObjects {
     }
 }
 
+/// Waits for one of the store's futures on the calling thread. Outside tokio's cooperative
+/// budget: called inside a runtime's task whose budget ran out, a tokio future (the
+/// `LocalFileSystem` store's blocking-pool work) would otherwise answer `Pending` and wake
+/// itself forever.
+fn wait<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(tokio::task::unconstrained(future))
+}
+
 /// The store's error as an I/O error of the matching kind.
 fn io_error(e: object_store::Error) -> io::Error {
     match e {
@@ -104,7 +113,7 @@ impl Objects for StoreObjects {
 
     fn open(&self, name: &str) -> io::Result<Arc<dyn ReadFile>> {
         let path = self.path(name)?;
-        let meta = futures::executor::block_on(self.store.head(&path)).map_err(io_error)?;
+        let meta = wait(self.store.head(&path)).map_err(io_error)?;
         Ok(Arc::new(StoreReader {
             store: Arc::clone(&self.store),
             path,
@@ -120,8 +129,7 @@ impl Objects for StoreObjects {
         };
         let prefix = (!under.is_empty()).then(|| StorePath::from(under.as_str()));
         let metas: Vec<_> =
-            futures::executor::block_on(self.store.list(prefix.as_ref()).try_collect())
-                .map_err(io_error)?;
+            wait(self.store.list(prefix.as_ref()).try_collect()).map_err(io_error)?;
         let strip = match self.folder.as_str() {
             "" => String::new(),
             folder => format!("{folder}/"),
@@ -140,7 +148,7 @@ impl Objects for StoreObjects {
 
     fn delete(&self, name: &str) -> io::Result<()> {
         let path = self.path(name)?;
-        match futures::executor::block_on(self.store.delete(&path)) {
+        match wait(self.store.delete(&path)) {
             Err(object_store::Error::NotFound { .. }) => Ok(()),
             other => other.map_err(io_error),
         }
@@ -176,7 +184,7 @@ impl ObjectWriter for StoreWriter {
         };
         let StoreWriter { store, path, bytes } = *self;
         let put = store.put_opts(&path, PutPayload::from(bytes), PutOptions::from(mode));
-        futures::executor::block_on(put).map_err(io_error)?;
+        wait(put).map_err(io_error)?;
         Ok(())
     }
 }
@@ -203,8 +211,7 @@ impl ReadFile for StoreReader {
         if buf.is_empty() {
             return Ok(());
         }
-        let got = futures::executor::block_on(self.store.get_range(&self.path, offset..end))
-            .map_err(io_error)?;
+        let got = wait(self.store.get_range(&self.path, offset..end)).map_err(io_error)?;
         if got.len() != buf.len() {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,

@@ -76,7 +76,10 @@ pub struct Config {
     pub fs: Arc<dyn FileSystem>,
     /// Where the catalog and the store files are kept (see `crate::objects`). Default none:
     /// a [`crate::objects::LocalObjects`] of `dir` through `fs`, the layout of a local data
-    /// directory (`catalog`, `data/{id:016}.sf`). The WAL and the lock stay in `dir`.
+    /// directory (`catalog`, `data/{id:016}.sf`). On an object store that is not local, the
+    /// WAL goes there too (one object per write, in a writer folder of the engine's own,
+    /// `wal/w{n:010}`; opening fences and replays every earlier writer's folder). The lock
+    /// and the WAL of local objects stay in `dir`.
     pub objects: Option<Arc<dyn Objects>>,
     /// When a region splits by itself (default [`SplitPolicy::IncreasingToUpperBound`]).
     pub split_policy: SplitPolicy,

@@ -315,7 +315,12 @@ impl Maintenance {
     /// Flushes the region holding the oldest unflushed edit when the WAL has too many
     /// segments, so that a region that stopped taking writes cannot pin the log forever.
     pub(crate) fn flush_if_wal_too_long(self: &Arc<Self>) {
-        if self.shared.wal.segments().len() <= self.shared.config.max_wal_segments {
+        let config = &self.shared.config;
+        if !self
+            .shared
+            .wal
+            .longer_than(config.max_wal_segments, config.wal_segment_size)
+        {
             return;
         }
         let oldest = self

@@ -69,11 +69,13 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     let lock = lock_data_dir(&config)?;
     let objects = config.resolved_objects();
     if let Some(problem) = missing_catalog(&*objects)? {
-        return Err(Error::corruption(objects.locate("catalog"), 0, problem));
+        return Err(Error::corruption(Catalog::locate(&*objects), 0, problem));
     }
     // What a crashed writer left unfinished (the engine is the directory's only writer).
     objects.sweep_unfinished("")?;
     let catalog = Catalog::open(&objects)?;
+    // On a shared store: from here on an engine that had it open cannot change it.
+    catalog.claim()?;
     let state = catalog.snapshot();
     let cache = Arc::new(BlockCache::new(config.block_cache_size));
 
@@ -92,8 +94,9 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         tables.insert(t.name.clone(), t);
     }
     let wal_dir = config.dir.join("wal");
+    let wal_store = wal_store(&config)?;
     let mode = config.wal_recovery;
-    let mut recovered = Wal::scan(fs, &wal_dir, mode)?;
+    let mut recovered = Wal::scan(&wal_store, mode)?;
     // A WAL without markers was written before they existed: in the default mode its
     // cut can only be the newest segment's torn tail, which that version's flushes
     // (they synced the WAL before writing files) kept above every store file.
@@ -160,7 +163,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         super::verify_pending::add(&**fs, &config.dir, &with_coprocessors(&state))?;
     }
     // Cuts, moves aside and rewrites now, so that the report says where files went.
-    recovered.apply(&**fs, &wal_dir)?;
+    recovered.apply(&wal_store)?;
     let records = std::mem::take(&mut recovered.records);
     // The new segment's opening marker: the WAL's own largest seq continues the chain;
     // a WAL without markers (written before they existed) or that lost its tail
@@ -186,8 +189,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         offline_regions: Vec::new(),
     };
     let wal = Wal::start(
-        fs,
-        &wal_dir,
+        wal_store,
         WalOptions {
             segment_size: config.wal_segment_size,
             recovery: mode,
@@ -388,11 +390,24 @@ pub(crate) fn lock_data_dir(config: &Config) -> Result<Box<dyn crate::fs::FileLo
     }
 }
 
+/// Where the engine's WAL goes: appended segment files in `<dir>/wal` (the default, and
+/// with local objects), or one object per write in a writer folder of its own on an object
+/// store (see `crate::wal`'s `segment` module).
+fn wal_store(config: &Config) -> Result<crate::wal::SegmentStore> {
+    match config.objects.as_ref().filter(|o| !o.is_local()) {
+        Some(objects) => Wal::new_writer(objects),
+        None => Ok(crate::wal::SegmentStore::Dir {
+            fs: Arc::clone(&config.fs),
+            dir: config.dir.join("wal"),
+        }),
+    }
+}
+
 /// Why the engine's objects cannot be opened for want of their catalog: there is none, yet
 /// `data/` holds store files (an open would delete them all as orphans). `None` when a
 /// catalog exists or `data/` holds no store file (a new directory).
 pub(crate) fn missing_catalog(objects: &dyn Objects) -> Result<Option<String>> {
-    if objects.exists("catalog")? {
+    if Catalog::exists(objects)? {
         return Ok(None);
     }
     let files = objects

@@ -188,6 +188,7 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
             ),
         ));
     };
+    catalog.claim()?;
     let state = catalog.snapshot();
     let fs = &config.fs;
     let objects = config.resolved_objects();
@@ -338,7 +339,7 @@ fn check_locked(config: &Config) -> Result<(DirectoryCheck, Option<Catalog>)> {
     if fs.exists(&wal_dir)? {
         // Salvage reads every segment to its end and lists every bad spot; scanning
         // changes nothing.
-        let scanned = Wal::scan(fs, &wal_dir, WalRecoveryMode::Salvage)?;
+        let scanned = Wal::scan_dir(fs, &wal_dir, WalRecoveryMode::Salvage)?;
         check.wal_segments = scanned.segments_read;
         check.wal_damage = scanned.damage;
     }

@@ -8,7 +8,7 @@
 
 use super::record::{EditRef, UnsealedFrame};
 use super::recovery;
-use super::segment;
+use super::segment::{self, SegmentStore};
 use super::writer::{Current, Shared, PENDING_LIMIT};
 use super::{Durability, SegmentInfo, WalOptions, WalRecord};
 use crate::error::{Error, Result};
@@ -16,7 +16,7 @@ use crate::fs::FileSystem;
 use parking_lot::Mutex;
 use std::fmt;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -25,8 +25,7 @@ use std::thread::JoinHandle;
 /// `Send + Sync`; share it behind an `Arc`. Dropping it closes it (writing what is pending).
 pub struct Wal {
     pub(crate) shared: Arc<Shared>,
-    fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
+    store: SegmentStore,
     thread: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -107,52 +106,115 @@ impl Wal {
         dir: &Path,
         opts: WalOptions,
     ) -> Result<(Wal, Vec<WalRecord>)> {
-        let mut recovered = Wal::scan(fs, dir, opts.recovery)?;
+        let store = SegmentStore::Dir {
+            fs: Arc::clone(fs),
+            dir: dir.to_path_buf(),
+        };
+        let mut recovered = Wal::scan(&store, opts.recovery)?;
         let base = recovered.max_seq;
         let records = std::mem::take(&mut recovered.records);
-        let wal = Wal::start(fs, dir, opts, recovered, base)?;
+        let wal = Wal::start(store, opts, recovered, base)?;
         Ok((wal, records))
     }
 
-    /// Reads the WAL in `dir` (created if missing) under `mode`, changing nothing in it.
-    pub(crate) fn scan(
+    /// Reads the WAL in directory `dir` (created if missing) under `mode`, changing
+    /// nothing in it.
+    pub(crate) fn scan_dir(
         fs: &Arc<dyn FileSystem>,
         dir: &Path,
         mode: super::WalRecoveryMode,
     ) -> Result<recovery::Recovered> {
-        fs.create_dir_all(dir)?;
-        recovery::scan(&**fs, dir, mode)
+        Wal::scan(
+            &SegmentStore::Dir {
+                fs: Arc::clone(fs),
+                dir: dir.to_path_buf(),
+            },
+            mode,
+        )
+    }
+
+    /// Reads the WAL at `store` under `mode`, changing nothing in it: a directory (created
+    /// if missing), or on an object store every earlier writer's folder, each fenced first
+    /// (see `segment`); a new writer takes a folder of its own.
+    pub(crate) fn scan(
+        store: &SegmentStore,
+        mode: super::WalRecoveryMode,
+    ) -> Result<recovery::Recovered> {
+        match store {
+            SegmentStore::Dir { fs, dir } => {
+                fs.create_dir_all(dir)?;
+                recovery::scan(store, mode)
+            }
+            SegmentStore::Objects { objects, .. } => Ok(recovery::scan_writers(objects, mode)?.0),
+        }
+    }
+
+    /// The folder of a new writer on `objects`: past every writer's there.
+    pub(crate) fn new_writer(objects: &Arc<dyn crate::objects::Objects>) -> Result<SegmentStore> {
+        let newest = objects
+            .list(segment::OBJECT_ROOT)?
+            .iter()
+            .filter_map(|name| name.rsplit_once('/'))
+            .filter_map(|(folder, _)| segment::writer_of(folder))
+            .max()
+            .unwrap_or(0);
+        Ok(SegmentStore::Objects {
+            objects: Arc::clone(objects),
+            folder: segment::writer_folder(newest + 1),
+        })
     }
 
     /// Makes the changes `recovered` planned, then starts a new segment whose opening
-    /// marker carries `base_seq` (at least every seq on disk, store files included).
+    /// marker carries `base_seq` (at least every seq on disk, store files included). On
+    /// an object store the new segment (id 1, the marker alone) claims the writer's
+    /// folder, create-if-absent: a folder another engine claimed first is skipped for the
+    /// next number, so no two writers share one.
     pub(crate) fn start(
-        fs: &Arc<dyn FileSystem>,
-        dir: &Path,
+        store: SegmentStore,
         opts: WalOptions,
         mut recovered: recovery::Recovered,
         base_seq: u64,
     ) -> Result<Wal> {
-        recovered.apply(&**fs, dir)?;
-        let id = recovered.next_id;
+        recovered.apply(&store)?;
         let base_seq = base_seq.max(recovered.max_seq);
-        let (file, path, base) = segment::create(&**fs, dir, id, base_seq)?;
         let mut segments = recovered.segments;
-        segments.push(SegmentInfo {
-            id,
-            path,
-            max_seq: None,
-            size: base,
-        });
-        let current = Current::new(
-            Arc::clone(fs),
-            dir.to_path_buf(),
-            opts,
-            file,
-            id,
-            base,
-            base_seq,
-        );
+        let (store, current) = match store {
+            SegmentStore::Dir { ref fs, ref dir } => {
+                let id = recovered.next_id;
+                let (file, path, base) = segment::create(&**fs, dir, id, base_seq)?;
+                segments.push(SegmentInfo {
+                    id,
+                    path,
+                    max_seq: None,
+                    size: base,
+                });
+                let current = Current::new(store.clone(), opts, Some(file), id, base, base_seq);
+                (store, current)
+            }
+            SegmentStore::Objects {
+                objects,
+                mut folder,
+            } => loop {
+                match segment::put_object(&*objects, &folder, 1, base_seq, &[]) {
+                    Ok((path, base)) => {
+                        segments.push(SegmentInfo {
+                            id: 1,
+                            path,
+                            max_seq: None,
+                            size: base,
+                        });
+                        let store = SegmentStore::Objects { objects, folder };
+                        let current = Current::new(store.clone(), opts, None, 1, base, base_seq);
+                        break (store, current);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                        let taken = segment::writer_of(&folder).unwrap_or(0);
+                        folder = segment::writer_folder(taken + 1);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            },
+        };
         let shared = Arc::new(Shared::new(segments, current));
         let flusher = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
@@ -160,8 +222,7 @@ impl Wal {
             .spawn(move || flusher.run_flusher())?;
         Ok(Wal {
             shared,
-            fs: Arc::clone(fs),
-            dir: dir.to_path_buf(),
+            store,
             thread: Mutex::new(Some(thread)),
         })
     }
@@ -245,7 +306,7 @@ impl Wal {
                         shared: Arc::clone(&shared),
                         end,
                     },
-                    Err(e) => Ticket::Failed(Error::Io(e)),
+                    Err(e) => Ticket::Failed(shared.error_of(e)),
                 }
             }
             Durability::AsyncWal => {
@@ -308,8 +369,23 @@ impl Wal {
     }
 
     /// All live segments, oldest first, the current one last.
+    #[cfg(test)]
     pub fn segments(&self) -> Vec<SegmentInfo> {
         self.shared.segments.lock().clone()
+    }
+
+    /// Whether the WAL holds more than `max_segments` segments: segment files counted; on
+    /// an object store (an object per write) their bytes, against `max_segments` full
+    /// segments of `segment_size`.
+    pub(crate) fn longer_than(&self, max_segments: usize, segment_size: u64) -> bool {
+        let segments = self.shared.segments.lock();
+        match self.store {
+            SegmentStore::Dir { .. } => segments.len() > max_segments,
+            SegmentStore::Objects { .. } => {
+                let bytes: u64 = segments.iter().map(|s| s.size).sum();
+                bytes > segment_size.saturating_mul(max_segments as u64)
+            }
+        }
     }
 
     /// Deletes the oldest closed (non-current) segments whose records all have seq <=
@@ -329,7 +405,7 @@ impl Wal {
         let mut purged = 0;
         let mut outcome = Ok(());
         for victim in &victims {
-            match self.fs.remove_file(&victim.path) {
+            match self.store.remove(&victim.path) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
                 Err(e) => {
@@ -337,12 +413,15 @@ impl Wal {
                     break;
                 }
             }
-            self.shared.segments.lock().retain(|s| s.id != victim.id);
+            self.shared
+                .segments
+                .lock()
+                .retain(|s| s.path != victim.path);
             purged += 1;
             tracing::debug!(segment = victim.id, "purged WAL segment");
         }
         if purged > 0 {
-            segment::sync_dir(&*self.fs, &self.dir)?;
+            self.store.sync()?;
         }
         outcome.map(|()| purged)
     }
@@ -376,6 +455,8 @@ impl Drop for Wal {
 
 impl fmt::Debug for Wal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Wal").field("dir", &self.dir).finish()
+        f.debug_struct("Wal")
+            .field("segments", &self.store.describe())
+            .finish()
     }
 }

@@ -10,7 +10,10 @@
 //! `FsyncWal` waiters group-commit with one fsync per leader; `AsyncWal` records are written
 //! by a background flusher (or by the next writer).
 //!
-//! On disk the WAL is a directory of segments `wal-{id:020}.log`, rolled by size. The formats
+//! On disk the WAL is a directory of segments `wal-{id:020}.log`, rolled by size. On an
+//! object store it is a folder per writer, one segment object per group commit, created
+//! create-if-absent, so a writer another engine fenced (an empty object at its next id)
+//! stops with [`crate::Error::Fenced`] having acknowledged nothing more (see `segment.rs`). The formats
 //! are specified in the `segment` (file header) and `record` (framing and payload) module
 //! docs; recovery rules in the `recovery` module doc. A segment is deleted by
 //! [`Wal::purge_up_to`] once every region has flushed past its last sequence id.
@@ -33,6 +36,7 @@ pub use handle::Wal;
 #[cfg(test)]
 use handle::WalTicket;
 pub(crate) use record::{EditRef, UnsealedFrame};
+pub(crate) use segment::SegmentStore;
 
 use crate::cell::StoreCell;
 use bytes::Bytes;

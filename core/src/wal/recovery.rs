@@ -55,10 +55,9 @@ mod apply;
 mod read;
 
 use super::record::UnsealedFrame;
-use super::segment::{self, HEADER_LEN};
+use super::segment::{self, SegmentStore, HEADER_LEN};
 use super::{DamageAction, SegmentInfo, WalCut, WalDamage, WalRecord, WalRecoveryMode};
 use crate::error::{Error, Result};
-use crate::fs::FileSystem;
 use read::{opening_marker, read_segment};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -126,21 +125,10 @@ struct Read {
 }
 
 /// Reads `dir` (which exists) under `mode`, changing nothing.
-pub(crate) fn scan(fs: &dyn FileSystem, dir: &Path, mode: WalRecoveryMode) -> Result<Recovered> {
-    let listing = segment::list(fs, dir)?;
-    let next_id = segment::next_id(dir, &listing)?;
-    let mut out = Recovered {
-        segments: Vec::new(),
-        records: Vec::new(),
-        max_seq: 0,
-        next_id,
-        cut: None,
-        damage: Vec::new(),
-        segments_read: 0,
-        saw_marker: false,
-        last_segment: None,
-        actions: Vec::new(),
-    };
+pub(crate) fn scan(store: &SegmentStore, mode: WalRecoveryMode) -> Result<Recovered> {
+    let listing = store.list()?;
+    let next_id = segment::next_id(&store.describe(), &listing)?;
+    let mut out = Recovered::empty(next_id);
     let newest = listing.live.last().map(|(id, _)| *id);
     let mut rest = listing.live.iter();
     // The previous segment read, if it opened with a marker: its path, length and the
@@ -148,7 +136,11 @@ pub(crate) fn scan(fs: &dyn FileSystem, dir: &Path, mode: WalRecoveryMode) -> Re
     let mut prev: Option<(PathBuf, usize, u64)> = None;
     for (id, path) in rest.by_ref() {
         let is_newest = Some(*id) == newest;
-        let data = fs.read(path)?;
+        let data = store.read(path)?;
+        if data.is_empty() && is_newest && matches!(store, SegmentStore::Objects { .. }) {
+            // The fence another party created at the writer's next id: the log ends here.
+            break;
+        }
         out.segments_read += 1;
         out.last_segment = Some((path.clone(), data.len() as u64));
         if let (Some((prev_path, prev_len, prev_max)), Some(opens_at)) =
@@ -188,7 +180,68 @@ pub(crate) fn scan(fs: &dyn FileSystem, dir: &Path, mode: WalRecoveryMode) -> Re
     Ok(out)
 }
 
+/// Fences and reads every writer's folder of the WAL on an object store, oldest writer
+/// first, under `mode`; changes nothing else. Returns what they hold and the number of the
+/// newest writer seen (0 when none).
+pub(crate) fn scan_writers(
+    objects: &std::sync::Arc<dyn crate::objects::Objects>,
+    mode: WalRecoveryMode,
+) -> Result<(Recovered, u64)> {
+    let writers: std::collections::BTreeSet<u64> = objects
+        .list(segment::OBJECT_ROOT)?
+        .iter()
+        .filter_map(|name| name.rsplit_once('/'))
+        .filter_map(|(folder, _)| segment::writer_of(folder))
+        .collect();
+    let mut out = Recovered::empty(1);
+    for &writer in &writers {
+        let folder = segment::writer_folder(writer);
+        let fence = segment::fence(&**objects, &folder)?;
+        tracing::info!(%folder, fence, "WAL writer fenced for recovery");
+        let store = SegmentStore::Objects {
+            objects: std::sync::Arc::clone(objects),
+            folder,
+        };
+        out.absorb(scan(&store, mode)?);
+    }
+    Ok((out, writers.last().copied().unwrap_or(0)))
+}
+
 impl Recovered {
+    /// Nothing read yet; a new segment would take `next_id`.
+    fn empty(next_id: u64) -> Self {
+        Recovered {
+            segments: Vec::new(),
+            records: Vec::new(),
+            max_seq: 0,
+            next_id,
+            cut: None,
+            damage: Vec::new(),
+            segments_read: 0,
+            saw_marker: false,
+            last_segment: None,
+            actions: Vec::new(),
+        }
+    }
+
+    /// Takes in what a later writer's log holds (object stores: one log per writer).
+    fn absorb(&mut self, later: Recovered) {
+        self.segments.extend(later.segments);
+        self.records.extend(later.records);
+        self.max_seq = self.max_seq.max(later.max_seq);
+        self.next_id = self.next_id.max(later.next_id);
+        if self.cut.is_none() {
+            self.cut = later.cut;
+        }
+        self.damage.extend(later.damage);
+        self.segments_read += later.segments_read;
+        self.saw_marker |= later.saw_marker;
+        if later.last_segment.is_some() {
+            self.last_segment = later.last_segment;
+        }
+        self.actions.extend(later.actions);
+    }
+
     /// Sets segment `path`, which follows a cut, aside unread.
     fn set_aside(&mut self, path: &Path) {
         self.damage.push(WalDamage {

@@ -45,16 +45,16 @@
 //! the marker fails ([`super::Wal::sync_marker`]). The next segment's opening marker only
 //! counts seqs actually written.
 
+mod objects;
 mod wait;
 
-use super::segment;
+use super::segment::{self, SegmentStore};
 use super::{SegmentInfo, WalOptions};
 use crate::error::{Error, Result};
-use crate::fs::{FileSystem, WriteFile};
+use crate::fs::WriteFile;
 use parking_lot::{Condvar, Mutex, MutexGuard};
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
@@ -71,17 +71,30 @@ const PRESYNC_BYTES: u64 = 8 << 20;
 pub(crate) struct Failure {
     reason: String,
     kind: io::ErrorKind,
+    /// Set when the writer was fenced: `(writer folder, segment id)`.
+    fenced: Option<(String, u64)>,
 }
 
 impl Failure {
     /// The error for a call that would write after the failure.
     pub fn refused(&self) -> Error {
-        Error::WritesRefused(self.reason.clone())
+        match &self.fenced {
+            Some(_) => self.fenced_error(),
+            None => Error::WritesRefused(self.reason.clone()),
+        }
     }
 
     /// The error for a ticket whose record was not yet written (or fsynced) at the failure.
     pub fn io(&self) -> Error {
-        Error::Io(io::Error::new(self.kind, self.reason.clone()))
+        match &self.fenced {
+            Some(_) => self.fenced_error(),
+            None => Error::Io(io::Error::new(self.kind, self.reason.clone())),
+        }
+    }
+
+    fn fenced_error(&self) -> Error {
+        let (writer, segment) = self.fenced.clone().unwrap_or_default();
+        Error::Fenced { writer, segment }
     }
 }
 
@@ -135,10 +148,12 @@ impl Queue {
 
 /// The current segment, guarded by [`Shared::current`] (the writer lock).
 pub(crate) struct Current {
-    fs: Arc<dyn FileSystem>,
-    dir: PathBuf,
+    store: SegmentStore,
     opts: WalOptions,
-    file: Arc<dyn WriteFile>,
+    /// The current segment's file; `None` on an object store, where each write is a
+    /// segment object of its own (already durable when stored).
+    file: Option<Arc<dyn WriteFile>>,
+    /// The current segment (on an object store: the last one stored).
     id: u64,
     /// Bytes in the segment file, header included.
     size: u64,
@@ -153,21 +168,20 @@ pub(crate) struct Current {
 }
 
 impl Current {
-    /// The freshly created segment `id` (header only).
+    /// The freshly created segment `id` (header and opening marker) of `store`; on an
+    /// object store no file (every write is a segment object of its own, `id + 1` next).
     pub fn new(
-        fs: Arc<dyn FileSystem>,
-        dir: PathBuf,
+        store: SegmentStore,
         opts: WalOptions,
-        file: Box<dyn WriteFile>,
+        file: Option<Box<dyn WriteFile>>,
         id: u64,
         base: u64,
         high_seq: u64,
     ) -> Self {
         Current {
-            fs,
-            dir,
+            store,
             opts,
-            file: Arc::from(file),
+            file: file.map(Arc::from),
             id,
             size: base,
             base,
@@ -336,7 +350,10 @@ impl Shared {
         if n == 0 {
             return Ok(());
         }
-        let outcome = self.write_raw(&*cur.file, &cur.spare);
+        let Some(file) = cur.file.clone() else {
+            return self.write_object(cur, max_seq, high_seq);
+        };
+        let outcome = self.write_raw(&*file, &cur.spare);
         cur.spare.clear();
         if cur.spare.capacity() > MAX_KEPT_BUF {
             cur.spare = Vec::new();
@@ -344,7 +361,7 @@ impl Shared {
         if let Err(e) = outcome {
             // Markers alone (a flush on a full disk): nobody waits for them and no write is
             // lost, so once the partial bytes are cut off the WAL goes on (the flush fails).
-            if max_seq.is_none() && cur.file.set_len(cur.size).is_ok() {
+            if max_seq.is_none() && file.set_len(cur.size).is_ok() {
                 let start = cur.written;
                 cur.written += n;
                 self.written_upto.store(cur.written, Ordering::Release);
@@ -392,15 +409,20 @@ impl Shared {
 
     /// Fsyncs and closes the current segment, then creates the next one.
     fn roll(&self, cur: &mut Current) -> io::Result<()> {
-        cur.file.sync_all()?;
+        let SegmentStore::Dir { fs, dir } = &cur.store else {
+            return Ok(()); // on an object store every write is a segment of its own
+        };
+        if let Some(file) = &cur.file {
+            file.sync_all()?;
+        }
         self.rolls.fetch_add(1, Ordering::Relaxed);
         self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
         let id = cur
             .id
             .checked_add(1)
             .ok_or_else(|| io::Error::other("WAL segment ids exhausted"))?;
-        let (file, path, base) = segment::create(&*cur.fs, &cur.dir, id, cur.high_seq)?;
-        cur.file = Arc::from(file);
+        let (file, path, base) = segment::create(&**fs, dir, id, cur.high_seq)?;
+        cur.file = Some(Arc::from(file));
         cur.id = id;
         cur.size = base;
         cur.base = base;
@@ -437,7 +459,7 @@ impl Shared {
     pub fn requested_roll(&self) -> Result<()> {
         let mut cur = self.writer();
         self.check()?;
-        self.write_queued(&mut cur)?;
+        self.write_queued(&mut cur).map_err(|e| self.error_of(e))?;
         if cur.is_empty() {
             return Ok(()); // nothing to close: the current segment holds no record
         }
@@ -452,7 +474,7 @@ impl Shared {
     pub fn flush(&self) -> Result<u64> {
         let mut cur = self.writer();
         self.check()?;
-        self.write_queued(&mut cur)?;
+        self.write_queued(&mut cur).map_err(|e| self.error_of(e))?;
         Ok(cur.written)
     }
 
@@ -470,17 +492,19 @@ impl Shared {
             Some(f) => Err(f.refused()),
             None => self
                 .write_queued(&mut cur)
-                .map_err(Error::Io)
-                .and_then(|()| match cur.file.sync_all() {
-                    Ok(()) => {
-                        self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
-                        Ok(())
-                    }
-                    Err(e) => {
-                        self.fail("fsync at close", cur.id, &e);
-                        Err(Error::Io(e))
-                    }
-                }),
+                .map_err(|e| self.error_of(e))
+                .and_then(
+                    |()| match cur.file.as_ref().map_or(Ok(()), |f| f.sync_all()) {
+                        Ok(()) => {
+                            self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
+                            Ok(())
+                        }
+                        Err(e) => {
+                            self.fail("fsync at close", cur.id, &e);
+                            Err(Error::Io(e))
+                        }
+                    },
+                ),
         };
         drop(cur);
         self.wake_flusher();
@@ -501,6 +525,7 @@ impl Shared {
         let _ = self.failure.set(Failure {
             reason,
             kind: io::ErrorKind::PermissionDenied,
+            fenced: None,
         });
         self.wake_flusher();
     }
@@ -512,6 +537,7 @@ impl Shared {
         let _ = self.failure.set(Failure {
             reason,
             kind: e.kind(),
+            fenced: None,
         });
     }
 }

@@ -7,16 +7,63 @@
 //! aside and replaces the segment with one rename, so a crash leaves the original or the
 //! rewrite in place; each damage entry set aside learns where its file went.
 
-use super::super::segment;
+use super::super::segment::{self, SegmentStore};
 use super::{marker_frame, Action, Recovered};
 use crate::error::Result;
 use crate::fs::FileSystem;
 use std::path::{Path, PathBuf};
 
 impl Recovered {
-    /// Makes the planned changes: cuts, removals, moves aside and rewrites, then syncs the
-    /// directory. Each damage entry set aside learns where its file went.
-    pub(crate) fn apply(&mut self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
+    /// Makes the planned changes to `store`: cuts, removals, moves aside and rewrites, then
+    /// syncs the directory. Each damage entry set aside learns where its file went.
+    pub(crate) fn apply(&mut self, store: &SegmentStore) -> Result<()> {
+        match store {
+            SegmentStore::Dir { fs, dir } => self.apply_in_dir(&**fs, dir),
+            SegmentStore::Objects { .. } => self.apply_to_objects(store),
+        }
+    }
+
+    /// [`Recovered::apply`] on an object store: an object is never changed in place but
+    /// replaced whole (cuts, bridging markers, rewrites) or copied aside and deleted.
+    fn apply_to_objects(&mut self, store: &SegmentStore) -> Result<()> {
+        for action in std::mem::take(&mut self.actions) {
+            match action {
+                Action::Sync { .. } => {}
+                Action::AppendMarker { path, seq } => {
+                    let mut bytes = store.read(&path)?;
+                    bytes.extend_from_slice(&marker_frame(seq)?);
+                    store.replace(&path, &bytes)?;
+                    tracing::warn!(object = %path.display(), seq, "WAL segment ends early; a marker bridges the gap");
+                }
+                Action::Truncate { path, len } => {
+                    let mut bytes = store.read(&path)?;
+                    bytes.truncate(usize::try_from(len).unwrap_or(usize::MAX));
+                    store.replace(&path, &bytes)?;
+                    tracing::warn!(object = %path.display(), offset = len, "WAL segment cut at a bad record");
+                }
+                Action::Remove { path } => {
+                    store.remove(&path)?;
+                    tracing::debug!(object = %path.display(), "removed WAL segment without records");
+                }
+                Action::MoveAside { path } => {
+                    let to = store.move_aside(&path)?;
+                    tracing::warn!(object = %path.display(), moved_to = %to.display(), "WAL segment moved aside; its records are not replayed");
+                    self.note_moved(&path, &to);
+                }
+                Action::Rewrite { path, id, frames } => {
+                    let to = store.copy_aside(&path)?;
+                    let mut bytes = segment::encode_header(id).to_vec();
+                    bytes.extend_from_slice(&frames);
+                    store.replace(&path, &bytes)?;
+                    tracing::warn!(object = %path.display(), moved_to = %to.display(), "WAL segment salvaged: bad bytes skipped, the original moved aside");
+                    self.note_moved(&path, &to);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_in_dir(&mut self, fs: &dyn FileSystem, dir: &Path) -> Result<()> {
         let mut changed = false;
         for action in std::mem::take(&mut self.actions) {
             match action {

@@ -37,7 +37,7 @@ impl Shared {
                 if let Some(f) = self.failure.get() {
                     return Err(f.io());
                 }
-                self.write_queued(&mut cur)?;
+                self.write_queued(&mut cur).map_err(|e| self.error_of(e))?;
                 if cur.written >= end {
                     return Ok(());
                 }
@@ -68,8 +68,13 @@ impl Shared {
             // The leader first writes whatever is queued, so its fsync covers every waiter
             // queued so far, not only those whose bytes some writer happened to write.
             let mut cur = self.writer();
-            self.write_queued(&mut cur)?;
-            (Arc::clone(&cur.file), cur.written, cur.id)
+            self.write_queued(&mut cur).map_err(|e| self.error_of(e))?;
+            let Some(file) = cur.file.clone() else {
+                // An object store: what is written is durable.
+                self.synced_upto.fetch_max(cur.written, Ordering::AcqRel);
+                return Ok(());
+            };
+            (file, cur.written, cur.id)
         };
         // Older segments were fsynced by their roll; `target` ends in `file` or before it.
         let shared = Arc::clone(self);
@@ -138,11 +143,13 @@ impl Shared {
                 drop(q);
                 let (file, target, id) = {
                     let cur = self.writer();
-                    (Arc::clone(&cur.file), cur.written, cur.id)
+                    (cur.file.clone(), cur.written, cur.id)
                 };
                 // Outside every lock. If a roll closed this segment meanwhile, it was
                 // fsynced already and this fsync is merely redundant. A failure is recorded.
-                let _ = self.sync_file(&*file, target, id);
+                if let Some(file) = file {
+                    let _ = self.sync_file(&*file, target, id);
+                }
                 q = self.queue.lock();
                 continue;
             }
@@ -161,6 +168,7 @@ impl Drop for StopGuard {
             let _ = self.0.failure.set(Failure {
                 reason: "WAL flusher thread stopped".into(),
                 kind: io::ErrorKind::Other,
+                fenced: None,
             });
         }
     }
