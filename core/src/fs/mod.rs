@@ -64,6 +64,14 @@ pub trait ReadFile: Send + Sync + Debug {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()>;
     /// The file's length in bytes.
     fn size(&self) -> io::Result<u64>;
+
+    /// Reads the whole file.
+    fn read_all(&self) -> io::Result<Vec<u8>> {
+        let len = usize::try_from(self.size()?).map_err(io::Error::other)?;
+        let mut buf = vec![0; len];
+        self.read_exact_at(&mut buf, 0)?;
+        Ok(buf)
+    }
 }
 
 /// A file open for appending writes. Writes go to the end of the file.
@@ -112,11 +120,7 @@ pub trait FileSystem: Send + Sync + Debug {
 
     /// Reads a whole file.
     fn read(&self, path: &Path) -> io::Result<Vec<u8>> {
-        let f = self.open_read(path)?;
-        let len = usize::try_from(f.size()?).map_err(io::Error::other)?;
-        let mut buf = vec![0; len];
-        f.read_exact_at(&mut buf, 0)?;
-        Ok(buf)
+        self.open_read(path)?.read_all()
     }
 }
 
@@ -216,20 +220,5 @@ impl FileSystem for StdFs {
             )),
             Err(std::fs::TryLockError::Error(e)) => Err(e),
         }
-    }
-}
-
-/// Adapts a [`WriteFile`] to [`std::io::Write`] (for a `BufWriter`): each `write` appends
-/// the whole buffer.
-#[derive(Debug)]
-pub struct IoWriter(pub Box<dyn WriteFile>);
-
-impl Write for IoWriter {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.0.write_all(buf)?;
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
     }
 }

@@ -108,11 +108,7 @@ pub trait Objects: Send + Sync + Debug {
 
     /// Reads a whole object.
     fn read(&self, name: &str) -> io::Result<Vec<u8>> {
-        let f = self.open(name)?;
-        let len = usize::try_from(f.size()?).map_err(io::Error::other)?;
-        let mut buf = vec![0; len];
-        f.read_exact_at(&mut buf, 0)?;
-        Ok(buf)
+        self.open(name)?.read_all()
     }
 
     /// Whether object `name` exists.
