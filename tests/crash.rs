@@ -21,8 +21,9 @@
 //! deleting some.
 //!
 //! Indexed tables: before the first cycle the parent creates three data tables, each with a
-//! covered index (`f:b`, shared by many rows, covering `f:c`) and a unique index (`f:u`,
-//! derived from the row key, so distinct rows never collide), and listing an observer of this
+//! covered index (`f:b`, shared by many rows, covering `f:c`), the same as a region-local
+//! index (its rows in the data table's regions, moved by every split and merge) and a unique
+//! index (`f:u`, derived from the row key, so distinct rows never collide), and listing an observer of this
 //! file (`RowCounter`) whose `pre_batch_mutate` adds, for every put of the batch, an increment
 //! of the table's counter cell in table `ix_counts` (`MiniBatch::add_increment_to`): the index
 //! rows, the counter and the data row are one engine batch. Every put writes a new row, never
@@ -116,10 +117,14 @@ const COUNTS: &str = "ix_counts";
 const COUNT_QUALIFIER: &str = "n";
 /// The name `RowCounter` is registered under.
 const COUNTER_CP: &str = "crash_row_counter";
-/// The covered index of every indexed table (`f:b`, covering `f:c`) and its unique one (`f:u`).
+/// The covered index of every indexed table (`f:b`, covering `f:c`), its unique one (`f:u`)
+/// and a region-local copy of the covered one (its rows in the table's own regions).
 const BY_B: &str = "by_b";
 const BY_U: &str = "by_u";
-const INDEXES: [&str; 2] = [BY_B, BY_U];
+const BY_B_LOCAL: &str = "by_b_local";
+const INDEXES: [&str; 3] = [BY_B, BY_U, BY_B_LOCAL];
+/// The indexes with a table of their own.
+const GLOBAL_INDEXES: [&str; 2] = [BY_B, BY_U];
 
 /// One indexed table: every put writes a new row with the durability given.
 #[derive(Debug, Clone, Copy)]
@@ -300,6 +305,15 @@ async fn create_indexed_tables(dir: &Path) {
             .unwrap();
         indexes
             .create(IndexDef::new(BY_U, spec.name).column(FAMILY, "u").unique())
+            .await
+            .unwrap();
+        indexes
+            .create(
+                IndexDef::new(BY_B_LOCAL, spec.name)
+                    .column(FAMILY, "b")
+                    .cover(FAMILY, "c")
+                    .local(),
+            )
             .await
             .unwrap();
     }
@@ -491,7 +505,7 @@ async fn child_main(dir: PathBuf, run: u64, seed: u64) {
     let mut split_tables = Vec::new();
     for spec in IX_TABLES.iter().filter(|s| s.split_by_test) {
         split_tables.push(tn(spec.name));
-        for index in INDEXES {
+        for index in GLOBAL_INDEXES {
             split_tables.push(IndexDef::new(index, spec.name).index_table().unwrap());
         }
     }

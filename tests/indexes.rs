@@ -33,6 +33,8 @@ struct Spec {
     unique: bool,
     sparse: bool,
     salt: Option<u32>,
+    /// A region-local index (its rows in the data table's regions).
+    local: bool,
 }
 
 const PLAIN: Spec = Spec {
@@ -42,6 +44,7 @@ const PLAIN: Spec = Spec {
     unique: false,
     sparse: false,
     salt: None,
+    local: false,
 };
 const COVERED: Spec = Spec {
     name: "covered",
@@ -50,6 +53,7 @@ const COVERED: Spec = Spec {
     unique: false,
     sparse: true,
     salt: None,
+    local: false,
 };
 const UNIQUE: Spec = Spec {
     name: "uniq",
@@ -58,6 +62,7 @@ const UNIQUE: Spec = Spec {
     unique: true,
     sparse: false,
     salt: None,
+    local: false,
 };
 const SALTED: Spec = Spec {
     name: "salted",
@@ -66,8 +71,34 @@ const SALTED: Spec = Spec {
     unique: false,
     sparse: false,
     salt: Some(4),
+    local: false,
 };
-const ALL: [&Spec; 4] = [&PLAIN, &COVERED, &UNIQUE, &SALTED];
+const LOCAL_PLAIN: Spec = Spec {
+    name: "lplain",
+    local: true,
+    ..PLAIN
+};
+const LOCAL_COVERED: Spec = Spec {
+    name: "lcovered",
+    local: true,
+    ..COVERED
+};
+/// The salted index's columns as a local index: the data table's regions spread it.
+const LOCAL_WIDE: Spec = Spec {
+    name: "lwide",
+    local: true,
+    salt: None,
+    ..SALTED
+};
+const ALL: [&Spec; 7] = [
+    &PLAIN,
+    &COVERED,
+    &UNIQUE,
+    &SALTED,
+    &LOCAL_PLAIN,
+    &LOCAL_COVERED,
+    &LOCAL_WIDE,
+];
 
 impl Spec {
     fn def(&self, table: &str) -> IndexDef {
@@ -90,6 +121,9 @@ impl Spec {
         }
         if let Some(b) = self.salt {
             d = d.salt_buckets(b);
+        }
+        if self.local {
+            d = d.local();
         }
         d
     }
@@ -155,12 +189,14 @@ fn registry() -> (Arc<Registry>, Arc<Runtime>) {
 /// at the next query on a slow, loaded machine, short enough to wait out in a test.
 const G_TTL_SECS: u64 = 3;
 
+/// The data table `t`, in two regions (split at `r3`), so a local index reads two.
 async fn data_table(conn: &Connection) {
     conn.admin()
-        .create_table(
+        .create_table_with_splits(
             TableDescriptor::new(TableName::parse("t").unwrap())
                 .family(ColumnFamilyDescriptor::new("f"))
                 .family(ColumnFamilyDescriptor::new("g").ttl_secs(G_TTL_SECS)),
+            basalt::PreSplit::Keys(vec![b"r3".to_vec()]),
         )
         .await
         .unwrap();
@@ -443,7 +479,10 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         .into_iter()
         .map(|d| d.name)
         .collect();
-    assert_eq!(names, ["covered", "plain", "salted", "uniq"]);
+    assert_eq!(
+        names,
+        ["covered", "lcovered", "lplain", "lwide", "plain", "salted", "uniq"]
+    );
     let all: Vec<(String, String, IndexState)> = admin
         .list_all()
         .await
@@ -451,12 +490,12 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         .into_iter()
         .map(|d| (d.table, d.name, d.state))
         .collect();
-    assert_eq!(all.len(), 4, "{all:?}");
+    assert_eq!(all.len(), ALL.len(), "{all:?}");
     assert!(all
         .iter()
         .all(|(t, _, s)| t == "t" && *s == IndexState::Active));
     admin.drop_index("t", "plain").await.unwrap();
-    assert_eq!(admin.list_all().await.unwrap().len(), 3);
+    assert_eq!(admin.list_all().await.unwrap().len(), ALL.len() - 1);
     assert!(matches!(
         admin.describe("t", "plain").await.unwrap_err(),
         Error::IndexNotFound(_)

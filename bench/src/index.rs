@@ -10,12 +10,16 @@
 //!   100,000) per table, each after every table was flushed and compacted, each round
 //!   starting with the next table; the best round counts. Each indexed put reads its row under the
 //!   lock (twice: before and after), and commits its index rows in the same WAL record.
+//! - `put_1_local_index`: the same with one region-local index on `f:a` (its rows in the
+//!   data table's regions), against the same baseline.
 //! - `lookup_100`: the 100 rows whose `f:v` is `needle` among `rows` rows (default
 //!   1,000,000), fetched through an index on `f:v` (index query, then the data rows in
 //!   batches), against a full scan with a SingleColumnValue filter on `f:v` (baseline
 //!   `filtered_scan`). The table is loaded, indexed by an online build, flushed and
 //!   major-compacted before timing; best of 3 runs; both must find the same 100 rows.
 //!   Given as lookups per second (higher is better).
+//! - `lookup_100_local`: the same lookup through a region-local index on `f:v` of the same
+//!   table (one scan per region of the table, merged), against the same filtered scan.
 
 use crate::core::Settings;
 use crate::figures::Figure;
@@ -57,7 +61,7 @@ fn indexed_put(round: u64, i: u64) -> Put {
 }
 
 async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Vec<Figure>> {
-    for t in ["none", "one", "three"] {
+    for t in ["none", "one", "three", "onelocal"] {
         conn.admin()
             .create_table(
                 TableDescriptor::new(TableName::parse(t)?).family(ColumnFamilyDescriptor::new("f")),
@@ -80,6 +84,9 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
     admin
         .create(IndexDef::new("c", "three").column("f", "c").salt_buckets(8))
         .await?;
+    admin
+        .create(IndexDef::new("a", "onelocal").column("f", "a").local())
+        .await?;
     let n = (rows / 10).clamp(1_000, 100_000);
     put_rounds::figures(
         SUITE,
@@ -90,12 +97,17 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
         vec![
             ("put_1_index", conn.table("one")?),
             ("put_3_indexes", conn.table("three")?),
+            ("put_1_local_index", conn.table("onelocal")?),
         ],
     )
     .await
 }
 
-async fn lookup_figure(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Figure> {
+async fn lookup_figures(
+    conn: &Connection,
+    admin: &IndexAdmin,
+    rows: u64,
+) -> BenchResult<Vec<Figure>> {
     let name = TableName::parse("lookup")?;
     conn.admin()
         .create_table(TableDescriptor::new(name.clone()).family(ColumnFamilyDescriptor::new("f")))
@@ -133,6 +145,11 @@ async fn lookup_figure(conn: &Connection, admin: &IndexAdmin, rows: u64) -> Benc
         .create(IndexDef::new("v", "lookup").column("f", "v"))
         .await?;
     let built = build.elapsed();
+    let build = Instant::now();
+    admin
+        .create(IndexDef::new("vl", "lookup").column("f", "v").local())
+        .await?;
+    let built_local = build.elapsed();
     conn.admin()
         .flush(&TableName::parse("lookup.idx.v")?)
         .await?;
@@ -140,20 +157,32 @@ async fn lookup_figure(conn: &Connection, admin: &IndexAdmin, rows: u64) -> Benc
     conn.admin()
         .major_compact(&TableName::parse("lookup.idx.v")?)
         .await?;
+    let regions = t.regions().await?.len();
     println!(
-        "index: lookup table of {rows} rows loaded in {:.1} s, index built online in {:.1} s",
+        "index: lookup table of {rows} rows ({regions} regions) loaded in {:.1} s, index \
+         built online in {:.1} s, local index in {:.1} s",
         loaded.as_secs_f64(),
-        built.as_secs_f64()
+        built.as_secs_f64(),
+        built_local.as_secs_f64()
     );
     let idx = admin.index("lookup", "v").await?;
+    let local = admin.index("lookup", "vl").await?;
     let want = NEEDLES.min(rows);
-    let (mut by_index, mut by_scan) = (Duration::MAX, Duration::MAX);
+    let (mut by_index, mut by_local, mut by_scan) = (Duration::MAX, Duration::MAX, Duration::MAX);
     for _ in 0..3 {
         let start = Instant::now();
         let found = idx.rows(&Query::eq(vec![val("needle")])).await?;
         by_index = by_index.min(start.elapsed());
         if found.len() as u64 != want {
             return Err(format!("index lookup found {} rows, want {want}", found.len()).into());
+        }
+        let start = Instant::now();
+        let found = local.rows(&Query::eq(vec![val("needle")])).await?;
+        by_local = by_local.min(start.elapsed());
+        if found.len() as u64 != want {
+            return Err(
+                format!("local index lookup found {} rows, want {want}", found.len()).into(),
+            );
         }
         let start = Instant::now();
         let filter = Filter::SingleColumnValue(
@@ -172,17 +201,29 @@ async fn lookup_figure(conn: &Connection, admin: &IndexAdmin, rows: u64) -> Benc
         }
     }
     println!(
-        "index: {want} rows among {rows}: index lookup {:.2} ms, filtered full scan {:.1} ms",
+        "index: {want} rows among {rows}: index lookup {:.2} ms, local index lookup {:.2} ms, \
+         filtered full scan {:.1} ms",
         by_index.as_secs_f64() * 1e3,
+        by_local.as_secs_f64() * 1e3,
         by_scan.as_secs_f64() * 1e3
     );
-    Ok(Figure {
-        name: "lookup_100",
-        baseline: "filtered_scan",
-        basalt: 1.0 / by_index.as_secs_f64().max(1e-9),
-        base: 1.0 / by_scan.as_secs_f64().max(1e-9),
-        unit: "lookups/s",
-    })
+    let per_second = |d: Duration| 1.0 / d.as_secs_f64().max(1e-9);
+    Ok(vec![
+        Figure {
+            name: "lookup_100",
+            baseline: "filtered_scan",
+            basalt: per_second(by_index),
+            base: per_second(by_scan),
+            unit: "lookups/s",
+        },
+        Figure {
+            name: "lookup_100_local",
+            baseline: "filtered_scan",
+            basalt: per_second(by_local),
+            base: per_second(by_scan),
+            unit: "lookups/s",
+        },
+    ])
 }
 
 async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
@@ -200,7 +241,7 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
     let admin = IndexAdmin::new(&conn, runtime);
     let mut out = put_figures(&conn, &admin, s.rows).await?;
     if put_rounds::put_only().is_none() {
-        out.push(lookup_figure(&conn, &admin, s.rows).await?);
+        out.extend(lookup_figures(&conn, &admin, s.rows).await?);
     }
     conn.close().await?;
     Ok(out)

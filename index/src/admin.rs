@@ -21,7 +21,7 @@ use crate::def::{IndexDef, IndexState};
 use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
-use basalt_core::client::{BatchOp, Put, RowResult, Scan};
+use basalt_core::client::{BatchOp, Delete, Put, RowResult, Scan};
 use basalt_core::Engine;
 use basalt_core::IntoTableName;
 use basalt_core::RecoveryRepair;
@@ -258,14 +258,25 @@ impl IndexAdmin {
                 def.table, def.name
             )));
         }
-        let itable = def.index_table()?;
-        let mut desc = TableDescriptor::new(itable.clone())
-            .family(ColumnFamilyDescriptor::new(FAMILY))
-            .coprocessor(CoprocessorDescriptor::new(GUARD));
-        if let Some(b) = def.salt_buckets {
-            desc = desc.salt(basalt_core::SaltSpec::new(b));
+        if def.local {
+            // The rows go to the data table's reserved family, next to their data rows.
+            crate::local::check_regions(&self.conn.table(&data)?).await?;
+            if !data_desc.families.iter().any(|f| f.is_local_rows()) {
+                self.conn
+                    .admin()
+                    .add_column_family(&data, ColumnFamilyDescriptor::local_rows())
+                    .await?;
+            }
+        } else {
+            let itable = def.index_table()?;
+            let mut desc = TableDescriptor::new(itable.clone())
+                .family(ColumnFamilyDescriptor::new(FAMILY))
+                .coprocessor(CoprocessorDescriptor::new(GUARD));
+            if let Some(b) = def.salt_buckets {
+                desc = desc.salt(basalt_core::SaltSpec::new(b));
+            }
+            self.conn.admin().create_table(desc).await?;
         }
-        self.conn.admin().create_table(desc).await?;
         def.state = IndexState::Building;
         self.store(&data, &def.name, Some(&def)).await?;
         drop(data_desc);
@@ -319,11 +330,26 @@ impl IndexAdmin {
     }
 
     /// Drops index `name` of `table`: its maintainer first (writes stop maintaining it),
-    /// then its table.
+    /// then its table, or for a local index its rows in the data table.
     pub async fn drop_index(&self, table: impl IntoTableName, name: &str) -> Result<()> {
         let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         self.store(&def.data_table()?, name, None).await?;
+        if def.local {
+            let data = self.conn.table(def.data_table()?)?;
+            let (_, rows) = crate::local::stored_rows(&Layout::new(def), &data).await?;
+            let family = basalt_core::keys::local::LOCAL_FAMILY;
+            for chunk in rows.chunks(BUILD_BATCH) {
+                let ops = chunk
+                    .iter()
+                    .map(|(row, _, _)| BatchOp::Delete(Delete::new(row).add_family(family)))
+                    .collect();
+                for r in data.batch(ops).await? {
+                    r?;
+                }
+            }
+            return Ok(());
+        }
         let itable = def.index_table()?;
         let admin = self.conn.admin();
         admin.disable_table(&itable).await?;
@@ -350,7 +376,9 @@ impl IndexAdmin {
             .filter_map(|f| Some((f.name.clone(), f.ttl_secs?.saturating_mul(1000))))
             .collect();
         let iname = def.index_table()?.to_string();
-        let table = if def.salt_buckets.is_some() {
+        let table = if def.local {
+            IndexTable::Local
+        } else if def.salt_buckets.is_some() {
             IndexTable::Salted(self.conn.salted_table(&iname)?)
         } else {
             IndexTable::Plain(self.conn.table(&iname)?)
@@ -395,13 +423,22 @@ impl IndexAdmin {
             |cells: &BTreeMap<Bytes, Bytes>| h.layout.expiry(cells, &ttl).is_none_or(|x| x > now);
         let mut report = VerifyReport::default();
         let mut expected: BTreeMap<Bytes, (Entry, Bytes)> = BTreeMap::new();
+        let local = if h.layout.def.local {
+            Some(crate::local::stored_rows(&h.layout, &h.data).await?)
+        } else {
+            None
+        };
         let mut data_rows = h.data.scan(Scan::new())?;
         while let Some(r) = data_rows.try_next().await? {
             report.data_rows += 1;
             if report.data_rows.is_multiple_of(BUILD_BATCH as u64) {
                 progress(report.data_rows);
             }
-            if let Some(e) = h.layout.entry(&r.row, &r)? {
+            if let Some(mut e) = h.layout.entry(&r.row, &r)? {
+                if let Some((starts, _)) = &local {
+                    let start = crate::local::region_start_of(starts, &r.row);
+                    e.row = h.layout.local_key(start, &e.row, r.row.len())?;
+                }
                 if live(&e.cells) {
                     if let Some((prev, _)) = expected.insert(e.row.clone(), (e, r.row.clone())) {
                         // Two data rows on one unique value: one of them is not indexed.
@@ -410,28 +447,39 @@ impl IndexAdmin {
                 }
             }
         }
-        let iname = h.layout.def.index_table()?.to_string();
-        let mut index_rows = self.conn.table(&iname)?.scan(Scan::new())?;
         let mut owners = HashMap::new();
-        while let Some(r) = index_rows.try_next().await? {
+        let mut check = |row: Bytes, owner: Result<Bytes>, cells: BTreeMap<Bytes, Bytes>| {
             report.index_rows += 1;
             if report.index_rows.is_multiple_of(BUILD_BATCH as u64) {
                 progress(report.data_rows + report.index_rows);
             }
-            let cells = cells_of(&r);
             if !live(&cells) {
-                continue;
+                return;
             }
-            if let Ok(owner) = h.layout.data_row(&r.row, &cells) {
-                owners.insert(r.row.clone(), owner);
+            if let Ok(owner) = owner {
+                owners.insert(row.clone(), owner);
             }
-            match expected.remove(&r.row) {
-                None => report.extra.push(r.row.clone()),
+            match expected.remove(&row) {
+                None => report.extra.push(row),
                 Some((e, owner)) if e.cells != cells => {
-                    owners.insert(r.row.clone(), owner);
-                    report.stale.push(r.row.clone());
+                    owners.insert(row.clone(), owner);
+                    report.stale.push(row);
                 }
                 Some(_) => {}
+            }
+        };
+        if let Some((_, rows)) = local {
+            for (row, logical, cells) in rows {
+                let owner = h.layout.data_row_logical(&logical, &cells);
+                check(row, owner, cells);
+            }
+        } else {
+            let iname = h.layout.def.index_table()?.to_string();
+            let mut index_rows = self.conn.table(&iname)?.scan(Scan::new())?;
+            while let Some(r) = index_rows.try_next().await? {
+                let cells = cells_of(&r);
+                let owner = h.layout.data_row(&r.row, &cells);
+                check(r.row.clone(), owner, cells);
             }
         }
         progress(report.data_rows + report.index_rows);

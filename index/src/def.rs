@@ -68,6 +68,22 @@ pub struct IndexDef {
     pub salt_buckets: Option<u32>,
     /// Whether the index is being built or complete.
     pub state: IndexState,
+    /// A region-local index: its rows live in the data table's regions, next to their data
+    /// rows (see [`crate::layout`]), instead of in an index table of their own.
+    pub local: bool,
+}
+
+/// [`IndexDef`] as definitions written before local indexes encode it (no `local`).
+#[derive(Deserialize)]
+struct IndexDefV1 {
+    name: String,
+    table: String,
+    columns: Vec<(ColumnRef, Order)>,
+    covered: Vec<ColumnRef>,
+    unique: bool,
+    sparse: bool,
+    salt_buckets: Option<u32>,
+    state: IndexState,
 }
 
 impl IndexDef {
@@ -91,7 +107,15 @@ impl IndexDef {
             sparse: false,
             salt_buckets: None,
             state: IndexState::Building,
+            local: false,
         }
+    }
+    /// Makes the index region-local: its rows live in the data table's regions and commit,
+    /// split and merge with their data rows; a query reads every region. Neither unique nor
+    /// salted (the data table's own salting spreads it).
+    pub fn local(mut self) -> Self {
+        self.local = true;
+        self
     }
     /// Adds an ascending indexed column.
     pub fn column(mut self, family: impl AsRef<[u8]>, qualifier: impl AsRef<[u8]>) -> Self {
@@ -172,6 +196,20 @@ impl IndexDef {
         if let Some(b) = self.salt_buckets {
             basalt_core::SaltSpec::new(b).validate()?;
         }
+        if self.local && self.unique {
+            return Err(Error::bad_argument(format!(
+                "index {}: a unique index must be global: a local index sees one region's \
+                 rows, and a value's region is not known from the value",
+                self.name
+            )));
+        }
+        if self.local && self.salt_buckets.is_some() {
+            return Err(Error::bad_argument(format!(
+                "index {}: a local index lives in its data table's regions and takes no salt \
+                 of its own (salt the data table)",
+                self.name
+            )));
+        }
         Ok(())
     }
 
@@ -196,8 +234,24 @@ impl IndexDef {
                     .ok_or_else(bad)
             })
             .collect::<Result<Vec<u8>>>()?;
-        postcard::from_bytes(&bytes)
-            .map_err(|e| Error::bad_argument(format!("index definition: {e}")))
+        match postcard::from_bytes::<IndexDef>(&bytes) {
+            Ok(d) => Ok(d),
+            // Written before local indexes: the same fields without `local`.
+            Err(e) => match postcard::from_bytes::<IndexDefV1>(&bytes) {
+                Ok(v) => Ok(IndexDef {
+                    name: v.name,
+                    table: v.table,
+                    columns: v.columns,
+                    covered: v.covered,
+                    unique: v.unique,
+                    sparse: v.sparse,
+                    salt_buckets: v.salt_buckets,
+                    state: v.state,
+                    local: false,
+                }),
+                Err(_) => Err(Error::bad_argument(format!("index definition: {e}"))),
+            },
+        }
     }
 }
 
@@ -215,6 +269,15 @@ mod tests {
             .salt_buckets(4);
         assert_eq!(IndexDef::from_arg(&d.to_arg().unwrap()).unwrap(), d);
         assert!(IndexDef::from_arg("zz").is_err());
+        let l = IndexDef::new("i", "t").column("f", "a").local();
+        assert_eq!(IndexDef::from_arg(&l.to_arg().unwrap()).unwrap(), l);
+        // A definition written before local indexes (no `local` field) reads as global.
+        let mut old = d.clone();
+        old.state = IndexState::Active;
+        let mut bytes = postcard::to_allocvec(&old).unwrap();
+        bytes.pop();
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(IndexDef::from_arg(&hex).unwrap(), old);
         assert!(IndexDef::from_arg("abc").is_err());
     }
 
@@ -236,5 +299,17 @@ mod tests {
             .validate()
             .is_err());
         assert!(IndexDef::new("i", "t").column("f", "q").validate().is_ok());
+        assert!(IndexDef::new("i", "t")
+            .column("f", "q")
+            .local()
+            .unique()
+            .validate()
+            .is_err());
+        assert!(IndexDef::new("i", "t")
+            .column("f", "q")
+            .local()
+            .salt_buckets(4)
+            .validate()
+            .is_err());
     }
 }

@@ -14,6 +14,13 @@
 //! covered column's newest value. One cell plus the covered ones: every cell is a MemStore
 //! entry and a WAL edit on the write path.
 //!
+//! A local index ([`IndexDef::local`]) keeps the same rows in its data table's regions,
+//! in the reserved family [`basalt_core::keys::local::LOCAL_FAMILY`]: the local row of a
+//! data row in the region starting at `start` is keyed
+//! `start ‖ 0x00 ‖ index name (encoded, prefix-free) ‖ logical key ‖ data row length`
+//! ([`basalt_core::keys::local`]), so one region holds each index's rows in logical key
+//! order, and a split or merge moves each to the region of its data row.
+//!
 //! Which rows are indexed: a data row with no visible cell has no index row; a row that
 //! lacks an indexed column is indexed with that value null, except in a sparse index (left
 //! out) and in a unique index (left out: nulls never collide, as in SQL).
@@ -93,6 +100,48 @@ impl Layout {
         let schema = key_schema(&def);
         let salt = def.salt_buckets.map(SaltSpec::new);
         Layout { def, schema, salt }
+    }
+
+    /// The family of the index rows: [`FAMILY`] in an index table, the reserved local-row
+    /// family in the data table for a local index.
+    pub fn family(&self) -> &'static [u8] {
+        if self.def.local {
+            basalt_core::keys::local::LOCAL_FAMILY
+        } else {
+            FAMILY
+        }
+    }
+
+    /// The prefix-free encoding of the index's name that starts each local row's payload.
+    pub fn local_tag(&self) -> Result<Vec<u8>> {
+        let mut tag = Vec::with_capacity(self.def.name.len() + 3);
+        encode_bytes_value(
+            &mut tag,
+            &Field::new(Kind::Bytes),
+            Some(self.def.name.as_bytes()),
+        )?;
+        Ok(tag)
+    }
+
+    /// The local row key of logical key `logical` (which ends with the data row's key,
+    /// `data_row_len` bytes) in the region starting at `region_start`.
+    pub fn local_key(
+        &self,
+        region_start: &[u8],
+        logical: &[u8],
+        data_row_len: usize,
+    ) -> Result<Bytes> {
+        let mut payload = self.local_tag()?;
+        payload.extend_from_slice(logical);
+        basalt_core::keys::local::local_row(region_start, &payload, data_row_len)
+            .ok_or_else(|| Error::bad_argument("local index row key: data row too long"))
+    }
+
+    /// The logical key of a local row of this index in the region starting at
+    /// `region_start`; `None` when the row is not one of this index's rows there.
+    pub fn local_logical<'a>(&self, physical: &'a [u8], region_start: &[u8]) -> Option<&'a [u8]> {
+        let payload = basalt_core::keys::local::payload(physical, region_start)?;
+        payload.strip_prefix(self.local_tag().ok()?.as_slice())
     }
 
     /// The salt of the index table, if salted.

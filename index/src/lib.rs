@@ -8,6 +8,7 @@
 //!   from writing index tables.
 //! - [`admin`]: create (online build with progress), drop, list, describe, verify, repair.
 //! - [`query`]: queries by equal values, prefix and range, as keys, covered hits or rows.
+//! - [`local`]: queries of region-local indexes, one scan per region merged in index order.
 //!
 //! Setup: register the coprocessors in the engine's registry ([`register`]) before opening
 //! the connection, then use an [`IndexAdmin`]:
@@ -40,6 +41,7 @@
 pub mod admin;
 pub mod def;
 pub mod layout;
+pub mod local;
 pub mod maintainer;
 pub mod query;
 

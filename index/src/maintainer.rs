@@ -37,7 +37,7 @@
 //! for a data row through [`Runtime`], deleted under the data row's lock.
 
 use crate::def::IndexDef;
-use crate::layout::{Entry, Layout, FAMILY};
+use crate::layout::{Entry, Layout};
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, RegionObserver};
 use basalt_core::client::{Delete, Get, Mutation, Put};
@@ -97,7 +97,12 @@ impl Maintainer {
         let mut indexes = Vec::with_capacity(defs.len());
         for d in defs {
             d.validate()?;
-            let t = d.index_table()?;
+            // A local index writes its rows into the data table itself.
+            let t = if d.local {
+                d.data_table()?
+            } else {
+                d.index_table()?
+            };
             indexes.push((Layout::new(d), t));
         }
         Ok(Maintainer {
@@ -116,12 +121,21 @@ impl Maintainer {
     }
 }
 
-fn put_of(e: &Entry, durability: Durability) -> Mutation {
+fn put_of(e: &Entry, family: &[u8], durability: Durability) -> Mutation {
     let mut p = Put::new(&e.row).durability(durability);
     for (q, v) in &e.cells {
-        p = p.add_column(FAMILY, q, v);
+        p = p.add_column(family, q, v);
     }
     p.into()
+}
+
+/// True when `m` writes the reserved family of local index rows.
+fn writes_local_rows(m: &Mutation) -> bool {
+    let local = basalt_core::keys::local::LOCAL_FAMILY;
+    match m {
+        Mutation::Put(p) => p.cells().any(|(f, _, _, _)| f == local),
+        Mutation::Delete(d) => d.kinds().iter().any(|k| k.family().as_ref() == local),
+    }
 }
 
 /// The strongest of `ds` (`SkipWal` < `AsyncWal` < `SyncWal` < `FsyncWal`), as the engine
@@ -146,6 +160,23 @@ impl RegionObserver for Maintainer {
     ) -> Result<()> {
         let mut rows: Vec<Bytes> = Vec::new();
         let mut touched: BTreeSet<Bytes> = BTreeSet::new();
+        let region_start = ctx.region_start().clone();
+        let refused: Vec<usize> = batch
+            .operations()
+            .enumerate()
+            .filter(|(_, m)| writes_local_rows(m) && !self.may_write_local(m, &region_start))
+            .map(|(k, _)| k)
+            .collect();
+        for k in refused {
+            batch.veto(
+                k,
+                Error::bad_argument(format!(
+                    "family {} of {} holds local index rows: only their index writes it",
+                    String::from_utf8_lossy(basalt_core::keys::local::LOCAL_FAMILY),
+                    self.table
+                )),
+            );
+        }
         for m in batch.operations() {
             if !rows.contains(m.row()) {
                 rows.push(m.row().clone());
@@ -182,6 +213,7 @@ impl RegionObserver for Maintainer {
                 Vec::new()
             };
             let change = Change {
+                region_start: &region_start,
                 row: &row,
                 before: &before,
                 after: &after,
@@ -238,6 +270,8 @@ fn copy(e: &Error) -> Error {
 
 /// One data row's change in a batch.
 struct Change<'a> {
+    /// The start of the data row's region (where a local index row of it lives).
+    region_start: &'a Bytes,
     row: &'a Bytes,
     /// The row as committed.
     before: &'a basalt_core::client::RowResult,
@@ -260,18 +294,29 @@ impl Maintainer {
         taken: &mut BTreeSet<(usize, Bytes)>,
     ) -> Result<std::result::Result<RowPlan, Error>> {
         let Change {
+            region_start,
             row,
             before,
             after,
             touch,
             durability,
         } = *c;
-        let delete = |r: &Bytes| Delete::new(r).durability(durability);
         let mut plan = RowPlan::default();
         for (i, (layout, itable)) in self.indexes.iter().enumerate() {
             let owned = !layout.def.unique;
-            let old = layout.entry(row, before)?;
-            let new = layout.entry(row, after)?;
+            let family = layout.family();
+            // A local row shares its key space with data rows: its delete names its family
+            // (a whole-row delete skips that family).
+            let delete = |r: &Bytes| {
+                let d = Delete::new(r).durability(durability);
+                if layout.def.local {
+                    d.add_family(family)
+                } else {
+                    d
+                }
+            };
+            let old = entry_in(layout, region_start, row, before)?;
+            let new = entry_in(layout, region_start, row, after)?;
             for (_, r) in repairs.iter().filter(|(n, r)| {
                 *n == layout.def.name
                     && old.as_ref().is_none_or(|o| o.row != *r)
@@ -312,18 +357,51 @@ impl Maintainer {
                     .filter(|q| !n.cells.contains_key(*q))
                     .collect();
                 if !gone.is_empty() {
-                    let mut d = delete(&n.row);
+                    let mut d = Delete::new(&n.row).durability(durability);
                     for q in gone {
-                        d = d.add_columns(FAMILY, q);
+                        d = d.add_columns(family, q);
                     }
                     plan.writes.push((itable.clone(), d.into(), owned));
                 }
             }
             plan.writes
-                .push((itable.clone(), put_of(n, durability), owned));
+                .push((itable.clone(), put_of(n, family, durability), owned));
         }
         Ok(Ok(plan))
     }
+}
+
+impl Maintainer {
+    /// True when a user write to the local-row family is allowed: only deletes of rows that
+    /// belong to no index this maintainer keeps (what a dropped local index left).
+    fn may_write_local(&self, m: &Mutation, region_start: &[u8]) -> bool {
+        let Mutation::Delete(_) = m else {
+            return false;
+        };
+        !self
+            .indexes
+            .iter()
+            .filter(|(l, _)| l.def.local)
+            .any(|(l, _)| l.local_logical(m.row(), region_start).is_some())
+    }
+}
+
+/// The index row of data row `row` in state `state`, keyed where the index keeps it: the
+/// index table's key, or for a local index the local row key in the region starting at
+/// `region_start`.
+fn entry_in(
+    layout: &Layout,
+    region_start: &[u8],
+    row: &[u8],
+    state: &basalt_core::client::RowResult,
+) -> Result<Option<Entry>> {
+    let Some(mut e) = layout.entry(row, state)? else {
+        return Ok(None);
+    };
+    if layout.def.local {
+        e.row = layout.local_key(region_start, &e.row, row.len())?;
+    }
+    Ok(Some(e))
 }
 
 /// The observer of an index table: refuses every user write with

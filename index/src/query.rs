@@ -83,6 +83,42 @@ impl Query {
         self.snapshot = Some(snapshot.clone());
         self
     }
+    /// The snapshot the query reads at, if given.
+    pub fn snapshot(&self) -> Option<&Snapshot> {
+        self.snapshot.as_ref()
+    }
+    /// True for highest index order first.
+    pub fn is_reverse(&self) -> bool {
+        self.reverse
+    }
+    /// The most answers asked for.
+    pub fn get_limit(&self) -> Option<usize> {
+        self.limit
+    }
+    /// The logical key bounds of the query's answers under `layout`.
+    pub(crate) fn bounds(&self, layout: &Layout) -> Result<Bounds> {
+        Ok(match &self.kind {
+            Kind::Prefix(v) => {
+                let p = layout.prefix(v)?;
+                Bounds {
+                    hi: basalt_core::keys::prefix_successor(&p).map(|b| b.to_vec()),
+                    lo: Some(p),
+                }
+            }
+            Kind::Range(lo, hi) => Bounds {
+                lo: lo.as_ref().map(|v| layout.prefix(v)).transpose()?,
+                hi: hi.as_ref().map(|v| layout.prefix(v)).transpose()?,
+            },
+        })
+    }
+}
+
+/// A query's answers as logical index keys: at or after `lo`, before `hi` (`None`:
+/// unbounded).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Bounds {
+    pub(crate) lo: Option<Vec<u8>>,
+    pub(crate) hi: Option<Vec<u8>>,
 }
 
 /// One index row, read without the data table.
@@ -96,11 +132,13 @@ pub struct Hit {
     pub covered: BTreeMap<(Bytes, Bytes), Bytes>,
 }
 
-/// The index table, salted or not.
+/// Where the index rows are: an index table, salted or not, or the data table's regions
+/// (a local index, see [`crate::local`]).
 #[derive(Debug, Clone)]
 pub(crate) enum IndexTable {
     Plain(Table),
     Salted(SaltedTable),
+    Local,
 }
 
 type RowStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
@@ -127,12 +165,22 @@ impl Index {
             (IndexTable::Plain(t), Some(snap)) => Box::pin(t.scan_at(s, snap)?),
             (IndexTable::Salted(t), None) => Box::pin(t.scan(s)?),
             (IndexTable::Salted(t), Some(snap)) => Box::pin(t.scan_at(s, snap)?),
+            (IndexTable::Local, _) => {
+                return Err(basalt_core::Error::bad_argument(
+                    "a local index has no index table to scan",
+                ))
+            }
         })
     }
 
     /// The index rows answering `q`, as hits.
     pub async fn hits(&self, q: &Query) -> Result<Vec<Hit>> {
         let l = &self.layout;
+        if let IndexTable::Local = self.table {
+            let bounds = q.bounds(l)?;
+            let rows = crate::local::rows(l, &self.data, &self.ttls, q, &bounds).await?;
+            return rows.iter().map(|(k, cells)| self.hit(k, cells)).collect();
+        }
         let (scan, lo, hi) = match &q.kind {
             Kind::Prefix(v) => (Scan::new().with_prefix(l.prefix(v)?), None, None),
             Kind::Range(lo, hi) => {

@@ -7,6 +7,8 @@
 //!   (`Long.MAX_VALUE - t`), and string reversal (seed 001's reversed mobile numbers).
 //! * [`hash`]: fixed-length hash prefixes: MD5 (seeds 001, 003, 004) and XXH3-64.
 //! * [`snowflake`]: Snowflake ids (41-bit milliseconds, 10-bit worker, 12-bit sequence).
+//! * [`local`]: the keys of region-local rows (local-index rows), which live in the region
+//!   of their owner row.
 //! * [`range`]: row ranges ([`RowRange`]) and the next row ([`row_successor`]).
 //!
 //! Salting itself (a bucket prefix computed from part of the key) is
@@ -14,6 +16,7 @@
 
 pub mod codec;
 pub mod hash;
+pub mod local;
 pub mod range;
 pub mod snowflake;
 pub mod time;

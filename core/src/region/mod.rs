@@ -204,6 +204,18 @@ impl Region {
         self.stores.read().values().cloned().collect()
     }
 
+    /// Every store a user sees: all but the reserved family of region-local rows
+    /// ([`crate::keys::local`]), which reads without a column selection, whole-row deletes
+    /// and row counts skip.
+    pub fn user_stores(&self) -> Vec<Arc<Store>> {
+        self.stores
+            .read()
+            .iter()
+            .filter(|(f, _)| !crate::schema::is_local_family(f))
+            .map(|(_, s)| s.clone())
+            .collect()
+    }
+
     /// Inserts cells of one committed batch into the MemStores. Consecutive cells of one
     /// store and row go in with one MemStore row lookup.
     pub(crate) fn apply<T: RegionCell>(&self, family_cells: &[T]) {

@@ -206,6 +206,18 @@ impl ColumnFamilyDescriptor {
         self
     }
 
+    /// The reserved family of a table's region-local rows ([`crate::keys::local`]): one
+    /// version, row blooms, otherwise the defaults. User reads and whole-row deletes skip
+    /// it; a table gets it with its first local index.
+    pub fn local_rows() -> Self {
+        ColumnFamilyDescriptor::new(crate::keys::local::LOCAL_FAMILY)
+    }
+
+    /// True for the reserved family of region-local rows.
+    pub fn is_local_rows(&self) -> bool {
+        is_local_family(&self.name)
+    }
+
     /// The family name as text (lossy), for messages.
     pub fn name_str(&self) -> String {
         String::from_utf8_lossy(&self.name).into_owned()
@@ -213,7 +225,9 @@ impl ColumnFamilyDescriptor {
 
     /// Checks the settings and returns a clear error for the first bad one.
     pub fn validate(&self) -> Result<()> {
-        validate_family_name(&self.name)?;
+        if !self.is_local_rows() {
+            validate_family_name(&self.name)?;
+        }
         let n = self.name_str();
         if self.max_versions == 0 {
             return Err(Error::bad_argument(format!(
@@ -239,6 +253,12 @@ impl ColumnFamilyDescriptor {
         }
         Ok(())
     }
+}
+
+/// True for the name of the reserved family of region-local rows
+/// ([`crate::keys::local::LOCAL_FAMILY`]), which no user read or whole-row delete sees.
+pub fn is_local_family(name: &[u8]) -> bool {
+    name == crate::keys::local::LOCAL_FAMILY
 }
 
 /// Validates a column-family name: 1 to 255 printable ASCII bytes, no `:`, `/` or `\\`, no

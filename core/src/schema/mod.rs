@@ -10,7 +10,8 @@ pub mod salt;
 pub mod split;
 
 pub use family::{
-    validate_family_name, BloomType, ColumnFamilyDescriptor, Compression, KeepDeletedCells,
+    is_local_family, validate_family_name, BloomType, ColumnFamilyDescriptor, Compression,
+    KeepDeletedCells,
 };
 pub use name::{validate_namespace, IntoTableName, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE};
 

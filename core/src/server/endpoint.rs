@@ -387,7 +387,7 @@ impl RegionView<'_> {
     /// data, several files or stores, a TTL) it counts through the scanner.
     pub fn count_rows(&self) -> Result<u64> {
         self.reads.shared.check_open()?;
-        let stores: Vec<Arc<Store>> = self.region.stores.read().values().cloned().collect();
+        let stores: Vec<Arc<Store>> = self.region.user_stores();
         let mut source = None;
         for store in &stores {
             match in_place(store, self.read_point) {

@@ -48,7 +48,11 @@ fn family_err(region: &Region, family: &[u8]) -> Error {
 pub(crate) fn resolve(region: &Region, sel: &ColumnSelection) -> Result<Vec<StoreSelection>> {
     region.check_online()?;
     if sel.items.is_empty() {
-        return Ok(region.all_stores().into_iter().map(|s| (s, None)).collect());
+        return Ok(region
+            .user_stores()
+            .into_iter()
+            .map(|s| (s, None))
+            .collect());
     }
     let mut by_family: BTreeMap<Bytes, Option<BTreeSet<Bytes>>> = BTreeMap::new();
     for (f, q) in &sel.items {

@@ -75,15 +75,17 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 
 mod daughters;
+mod local;
 mod policy;
 use daughters::{daughter, entry_files};
+use local::{local_store, with_local, Target};
 pub use policy::{choose_split_row, SplitPolicy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// The computed split row of a region: from the largest file of its largest store.
 pub fn split_point(region: &Region) -> Option<Bytes> {
-    let store = region.all_stores().into_iter().max_by_key(|s| {
+    let store = region.user_stores().into_iter().max_by_key(|s| {
         s.state
             .read()
             .files
@@ -200,6 +202,7 @@ impl Maintenance {
         if parent.memstore_size() != 0 {
             return Err(Error::bad_argument("region took writes during its split"));
         }
+        let given = split_row.is_some();
         let row = match split_row {
             Some(r) => r,
             None => match split_point(parent) {
@@ -208,6 +211,13 @@ impl Maintenance {
             },
         };
         check_buckets(t, &parent.start, &row, &parent.end)?;
+        if parent.store(crate::keys::local::LOCAL_FAMILY).is_some() {
+            match local::check_split_row(&parent.start, &row, &parent.end) {
+                Ok(()) => {}
+                Err(e) if given => return Err(e),
+                Err(_) => return Ok(None),
+            }
+        }
         let hooks = t.hooks();
         if let Some(h) = &hooks {
             let env = HookEnv::new(&*self.reads, &t.name, parent.clone());
@@ -223,6 +233,19 @@ impl Maintenance {
             .flat_map(|s| s.state.read().files.clone())
             .map(|f| (f.file_id(), f))
             .collect();
+        let halves = vec![
+            Target {
+                start: parent.start.clone(),
+                end: row.clone(),
+            },
+            Target {
+                start: row.clone(),
+                end: parent.end.clone(),
+            },
+        ];
+        let local_files = local::rewrite(self, std::slice::from_ref(parent), halves).await?;
+        let local_of = |k: usize| local_files.as_ref().map(|f| f.get(k).cloned().flatten());
+        let next_file_id = self.next_file_id.load(Ordering::Relaxed);
         self.shared.check_open()?;
         let key = t.name.to_string();
         let parent_id = parent.id;
@@ -235,6 +258,7 @@ impl Maintenance {
                 let lo_id = s.next_region_id;
                 let hi_id = lo_id + 1;
                 s.next_region_id += 2;
+                s.next_file_id = s.next_file_id.max(next_file_id);
                 let entry = s.table_mut(&key)?;
                 let pos = entry
                     .regions
@@ -247,20 +271,22 @@ impl Maintenance {
                     start: p.start.clone(),
                     end: row.clone(),
                     flushed_seq: p.flushed_seq,
-                    files: entry_files(&p, &readers, &p.start, &row),
+                    files: with_local(entry_files(&p, &readers, &p.start, &row), local_of(0)),
                 };
                 let hi = RegionEntry {
                     id: hi_id,
                     start: row.clone(),
                     end: p.end.clone(),
                     flushed_seq: p.flushed_seq,
-                    files: entry_files(&p, &readers, &row, &p.end),
+                    files: with_local(entry_files(&p, &readers, &row, &p.end), local_of(1)),
                 };
                 entry.regions.splice(pos..=pos, [lo, hi]);
                 Ok((lo_id, hi_id))
             })?;
-            let lo = Arc::new(daughter(parent, lo_id, parent.start.clone(), row.clone()));
-            let hi = Arc::new(daughter(parent, hi_id, row.clone(), parent.end.clone()));
+            let lo = daughter(parent, lo_id, parent.start.clone(), row.clone());
+            let hi = daughter(parent, hi_id, row.clone(), parent.end.clone());
+            let lo = Arc::new(local_store(lo, local_of(0)));
+            let hi = Arc::new(local_store(hi, local_of(1)));
             if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, parent)) {
                 regions.splice(pos..=pos, [lo.clone(), hi.clone()]);
             }
@@ -268,6 +294,9 @@ impl Maintenance {
             drop(regions);
             (lo_id, hi_id, lo, hi)
         };
+        if local_files.is_some() {
+            local::retire_inputs(std::slice::from_ref(parent));
+        }
         drop(flush_guard);
         drop(gate);
         drop(compaction_locks);
@@ -370,6 +399,13 @@ impl Maintenance {
             )
             .await;
         }
+        let whole = vec![Target {
+            start: first.start.clone(),
+            end: second.end.clone(),
+        }];
+        let local_files = local::rewrite(self, &[first.clone(), second.clone()], whole).await?;
+        let local_file = local_files.as_ref().map(|f| f.first().cloned().flatten());
+        let next_file_id = self.next_file_id.load(Ordering::Relaxed);
         self.shared.check_open()?;
         let key = t.name.to_string();
         let (first_id, second_id) = (first.id, second.id);
@@ -379,6 +415,7 @@ impl Maintenance {
             let merged_id = self.shared.catalog.update(|s| {
                 let id = s.next_region_id;
                 s.next_region_id += 1;
+                s.next_file_id = s.next_file_id.max(next_file_id);
                 let entry = s.table_mut(&key)?;
                 let pos = entry
                     .regions
@@ -400,7 +437,7 @@ impl Maintenance {
                     start: x.start.clone(),
                     end: y.end.clone(),
                     flushed_seq: x.flushed_seq.max(y.flushed_seq),
-                    files,
+                    files: with_local(files, local_file.clone()),
                 };
                 entry.regions.splice(pos..=pos + 1, [merged]);
                 Ok(id)
@@ -424,13 +461,16 @@ impl Maintenance {
                 .flushed_seq
                 .load(Ordering::Acquire)
                 .max(second.flushed_seq.load(Ordering::Acquire));
-            let merged = Arc::new(Region::new(
-                merged_id,
-                t.name.clone(),
-                first.start.clone(),
-                second.end.clone(),
-                flushed,
-                stores,
+            let merged = Arc::new(local_store(
+                Region::new(
+                    merged_id,
+                    t.name.clone(),
+                    first.start.clone(),
+                    second.end.clone(),
+                    flushed,
+                    stores,
+                ),
+                local_file,
             ));
             if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
                 regions.splice(pos..=pos + 1, [merged.clone()]);
@@ -442,6 +482,9 @@ impl Maintenance {
             merged
         };
         let merged_id = merged.id;
+        if local_files.is_some() {
+            local::retire_inputs(&by_id);
+        }
         drop(flush_guards);
         drop(gates);
         drop(compaction_locks);

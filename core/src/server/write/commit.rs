@@ -199,7 +199,8 @@ impl WritePipeline {
     /// Takes the write gates of the regions `cells` go to, in region-id order, and returns
     /// them held. A cell whose region a split or merge retired is re-routed to the region
     /// that now holds its row (the caller holds the row locks, so what it read from the old
-    /// region is still current), and the gates are taken again.
+    /// region is still current), a local row to the region that holds its owner, re-keyed
+    /// ([`crate::keys::local`]), and the gates are taken again.
     async fn enter_regions(
         &self,
         tables: &[&TableState],
@@ -227,6 +228,21 @@ impl WritePipeline {
                         .iter()
                         .find(|t| t.name == c.region.table)
                         .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
+                    if crate::schema::is_local_family(&c.store.family) {
+                        // A local row follows its owner, re-keyed with its new region's start.
+                        let lost = || Error::bad_argument("a local row lost its owner");
+                        let owner = crate::keys::local::owner(&c.cell.key.row).ok_or_else(lost)?;
+                        let region = t.online_region(owner)?;
+                        c.cell.key.row = crate::keys::local::rekey(
+                            &c.cell.key.row,
+                            &c.region.start,
+                            &region.start,
+                        )
+                        .ok_or_else(lost)?;
+                        c.store = prepare::store_of(t, &region, &c.store.family)?;
+                        c.region = region;
+                        continue;
+                    }
                     let region = t.online_region(&c.cell.key.row)?;
                     c.store = prepare::store_of(t, &region, &c.store.family)?;
                     c.region = region;

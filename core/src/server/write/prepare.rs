@@ -188,7 +188,7 @@ pub(crate) fn prepare_in(
             // one column in one delete takes the n-th newest visible version.
             let mut latest_seen: BTreeMap<(&Bytes, &Bytes), usize> = BTreeMap::new();
             if d.kinds.is_empty() {
-                for store in region.all_stores() {
+                for store in region.user_stores() {
                     out.push(cell(
                         store,
                         Bytes::new(),

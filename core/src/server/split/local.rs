@@ -1,0 +1,191 @@
+//! The local rows of regions a split or merge replaces ([`crate::keys::local`]), rewritten
+//! for the regions that replace them.
+//!
+//! Local rows are keyed by their region's start, so a parent's file cannot be shared by
+//! reference as its other files are: each local row goes to the new region that holds its
+//! owner row, re-keyed with that region's start, into one new store file per new region.
+//! Every cell is copied as it is (timestamp, type, sequence id): delete markers and older
+//! versions included, so what any read point sees is unchanged.
+//!
+//! Runs under the split's or merge's locks, after the replaced regions' last flush: their
+//! local store files hold every local row they took. The new files are created before the
+//! catalog update that lists them (a crash before it leaves them unlisted, removed at the
+//! next open as orphans); the replaced regions' local files are unlisted by that update
+//! and deleted once their last reader drops them.
+
+use super::super::Maintenance;
+use crate::catalog::FileEntry;
+use crate::cell::{StoreCell, StoreKey};
+use crate::error::{Error, Result};
+use crate::keys::local;
+use crate::region::Region;
+use crate::storage::merge::{CellSource, MergeIter};
+use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A new region's local-row file: its catalog entry and its reader (`None`: no local row).
+pub(super) type LocalFile = Option<(FileEntry, Arc<StoreFileReader>)>;
+
+/// A new region's key range.
+pub(super) struct Target {
+    pub(super) start: Bytes,
+    pub(super) end: Bytes,
+}
+
+impl Target {
+    fn holds(&self, row: &[u8]) -> bool {
+        row >= self.start.as_ref() && (self.end.is_empty() || row < self.end.as_ref())
+    }
+}
+
+/// Rewrites the local rows of `sources` (flushed, without references, under the caller's
+/// locks) into one file per target; `None` when no source has a local-row family.
+pub(super) async fn rewrite(
+    m: &Maintenance,
+    sources: &[Arc<Region>],
+    targets: Vec<Target>,
+) -> Result<Option<Vec<LocalFile>>> {
+    let stores: Vec<_> = sources
+        .iter()
+        .filter_map(|r| r.store(local::LOCAL_FAMILY).map(|s| (r.start.clone(), s)))
+        .collect();
+    let Some((_, first)) = stores.first() else {
+        return Ok(None);
+    };
+    let d = first.descriptor();
+    let opts = m.shared.writer_options(&d);
+    let inputs: Vec<(Bytes, Vec<Arc<StoreFileReader>>)> = stores
+        .iter()
+        .map(|(start, s)| (start.clone(), s.state.read().files.clone()))
+        .collect();
+    let ids: Vec<u64> = targets
+        .iter()
+        .map(|_| m.next_file_id.fetch_add(1, Ordering::Relaxed))
+        .collect();
+    let names: Vec<String> = ids.iter().map(|id| m.shared.file_name(*id)).collect();
+    let objects = m.shared.objects.clone();
+    let cache = m.shared.cache.clone();
+    tokio::task::spawn_blocking(move || -> Result<Vec<LocalFile>> {
+        let mut out: Vec<Vec<StoreCell>> = targets.iter().map(|_| Vec::new()).collect();
+        for (start, files) in &inputs {
+            let sources: Vec<CellSource> = files
+                .iter()
+                .map(|f| {
+                    CellSource::File(
+                        f.scan_from(&StoreKey::first_on_row(Bytes::new()))
+                            .cache_mode(CacheMode::Bypass),
+                    )
+                })
+                .collect();
+            for cell in MergeIter::new(sources, false) {
+                let mut cell = cell?;
+                let lost = || {
+                    Error::bad_argument(format!(
+                        "local row {:?} has no owner in the regions that replace its region",
+                        String::from_utf8_lossy(&cell.key.row)
+                    ))
+                };
+                let owner = local::owner(&cell.key.row).ok_or_else(lost)?;
+                let (k, t) = targets
+                    .iter()
+                    .enumerate()
+                    .find(|(_, t)| t.holds(owner))
+                    .ok_or_else(lost)?;
+                let row = local::rekey(&cell.key.row, start, &t.start).ok_or_else(lost)?;
+                cell.key.row = row;
+                if let Some(list) = out.get_mut(k) {
+                    list.push(cell);
+                }
+            }
+        }
+        let mut files = Vec::with_capacity(out.len());
+        for ((mut cells, id), name) in out.into_iter().zip(ids).zip(names) {
+            if cells.is_empty() {
+                files.push(None);
+                continue;
+            }
+            if inputs.len() > 1 {
+                // Several sources' rows interleave once re-keyed with one start.
+                cells.sort_by(|a, b| a.key.cmp(&b.key));
+            }
+            let mut w = StoreFileWriter::create(&objects, &name, opts)?;
+            for c in &cells {
+                w.append(c)?;
+            }
+            let info = w.finish()?;
+            let reader = StoreFileReader::open(&objects, &name, id, Some(cache.clone()))?;
+            let entry = FileEntry {
+                id,
+                max_seq: info.max_seq,
+                size: info.file_size,
+                entries: info.entry_count,
+            };
+            files.push(Some((entry, reader)));
+        }
+        Ok(files)
+    })
+    .await
+    .map_err(|e| {
+        Error::Io(std::io::Error::other(format!(
+            "local-row rewrite failed: {e}"
+        )))
+    })?
+    .map(Some)
+}
+
+/// The local-row files of regions a split or merge replaced, unlisted by its catalog
+/// update: each is deleted once its last reader drops it.
+pub(super) fn retire_inputs(sources: &[Arc<Region>]) {
+    for r in sources {
+        if let Some(s) = r.store(local::LOCAL_FAMILY) {
+            for f in s.state.read().files.iter() {
+                f.mark_compacted_away();
+            }
+        }
+    }
+}
+
+/// Refuses a split of `[start, end)` at `row` after which a daughter could not hold its
+/// local rows ([`local::holds_local_rows`]).
+pub(super) fn check_split_row(start: &[u8], row: &[u8], end: &[u8]) -> Result<()> {
+    if local::holds_local_rows(start, row) && local::holds_local_rows(row, end) {
+        return Ok(());
+    }
+    Err(Error::bad_argument(format!(
+        "split row {:?} would give a region an end that begins with its start and a zero \
+         byte, which leaves no room for the table's local index rows",
+        String::from_utf8_lossy(row)
+    )))
+}
+
+/// A new region's catalog files with its local-row family's list replaced by `local` (its
+/// rewritten file, if any), when the table has local rows (`Some`).
+pub(super) fn with_local(
+    mut files: BTreeMap<Bytes, Vec<FileEntry>>,
+    local: Option<LocalFile>,
+) -> BTreeMap<Bytes, Vec<FileEntry>> {
+    if let Some(file) = local {
+        files.insert(
+            Bytes::from_static(crate::keys::local::LOCAL_FAMILY),
+            file.map(|(e, _)| e).into_iter().collect(),
+        );
+    }
+    files
+}
+
+/// `region` with its local-row store holding only `local` (its rewritten file, if any),
+/// when the table has local rows (`Some`).
+pub(super) fn local_store(region: Region, local: Option<LocalFile>) -> Region {
+    if let Some(file) = local {
+        let mut stores = region.stores.write();
+        if let Some(s) = stores.get(crate::keys::local::LOCAL_FAMILY) {
+            let files = file.map(|(_, r)| r).into_iter().collect();
+            let fresh = Arc::new(crate::region::Store::new(s.descriptor(), files));
+            stores.insert(Bytes::from_static(crate::keys::local::LOCAL_FAMILY), fresh);
+        }
+    }
+    region
+}
