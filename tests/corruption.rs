@@ -11,7 +11,7 @@
 //!   segment's tail; in point-in-time mode reopening never fails: exactly the records
 //!   before the damage are readable (a prefix, nothing after a hole), a warning naming the
 //!   segment is logged, the engine takes new writes and they survive another reopen.
-//! * Store files (`data/{id:016}.sf`): a flipped byte in a data block leaves open working
+//! * Store files (`data/{id:016}-g{generation}.sf`): a flipped byte in a data block leaves open working
 //!   and makes exactly the reads that touch that block fail with `Error::Corruption` whose
 //!   `file` is that store file; reads of other blocks still succeed. A flipped trailer or
 //!   index byte, a truncated file, or a missing file takes its region offline: the engine
@@ -19,8 +19,17 @@
 //! * Catalog (`catalog`): a flipped payload byte, a bad magic or a truncated file makes open
 //!   fail with `Corruption` naming the catalog; a leftover `catalog.tmp` (a crash during a
 //!   catalog write) is ignored.
+//!
+//! Every case runs twice (modules `directory` and `object_store`): on the data directory, and
+//! with the catalog, the store files and the WAL in an object store (`<dir>/objects`, the
+//! `object_store` crate's `LocalFileSystem`), where the WAL is one segment object per group
+//! commit (`wal/w{writer}/{id}`), the catalog a versioned object (`catalog/{n}`), and the
+//! damage is done to the objects' files. On the object store, an open also claims the
+//! catalog and fences the earlier WAL writers, so a refused open may add objects; it never
+//! changes or removes one.
 
 use basalt::client::{Get, Put, Scan};
+use basalt::objects::{Objects, StoreObjects};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, TableDescriptor, TableName,
     WalRecoveryMode,
@@ -29,7 +38,7 @@ use futures::StreamExt;
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, Once};
+use std::sync::{Arc, Mutex, Once};
 
 const FAMILY: &str = "f";
 const QUALIFIER: &str = "q";
@@ -73,6 +82,158 @@ fn warnings_about(needle: &Path) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+// ---------------------------------------------------------------------------------------
+// Where the engine keeps its files.
+// ---------------------------------------------------------------------------------------
+
+/// Where a case's engine keeps its catalog, store files and WAL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Backend {
+    /// The data directory (the default).
+    Directory,
+    /// An object store in `<dir>/objects`.
+    ObjectStore,
+}
+
+impl Backend {
+    /// The engine's configuration for data directory `dir`.
+    fn config(self, dir: &Path) -> Config {
+        match self {
+            Backend::Directory => Config::new(dir),
+            Backend::ObjectStore => Config::new(dir).objects(Arc::new(self.store(dir))),
+        }
+    }
+
+    fn store(self, dir: &Path) -> StoreObjects {
+        let root = dir.join("objects");
+        fs::create_dir_all(&root).unwrap();
+        StoreObjects::local_directory(&root).unwrap()
+    }
+
+    /// The folder holding the engine's objects: `catalog`, `data/`, `wal/`.
+    fn root(self, dir: &Path) -> PathBuf {
+        match self {
+            Backend::Directory => dir.to_path_buf(),
+            Backend::ObjectStore => dir.join("objects"),
+        }
+    }
+
+    /// The object name of the file at `path` (its path under the root).
+    fn object_name(self, dir: &Path, path: &Path) -> String {
+        path.strip_prefix(self.root(dir))
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    /// How the engine names the catalog or store file at `path` in its errors.
+    fn file_named(self, dir: &Path, path: &Path) -> PathBuf {
+        match self {
+            Backend::Directory => path.to_path_buf(),
+            Backend::ObjectStore => self.store(dir).locate(&self.object_name(dir, path)),
+        }
+    }
+
+    /// How the engine names the WAL segment at `path` in its errors and warnings.
+    fn segment_named(self, dir: &Path, path: &Path) -> PathBuf {
+        match self {
+            Backend::Directory => path.to_path_buf(),
+            Backend::ObjectStore => PathBuf::from(self.object_name(dir, path)),
+        }
+    }
+
+    /// The live WAL segments (not set aside), in order: `wal/wal-{id:020}.log` files, or
+    /// `wal/w{writer:010}/{id:020}` objects.
+    fn segments(self, dir: &Path) -> Vec<PathBuf> {
+        let wal = self.root(dir).join("wal");
+        let mut segs: Vec<PathBuf> = match self {
+            Backend::Directory => fs::read_dir(&wal)
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|p| {
+                    let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                    name.starts_with("wal-") && name.ends_with(".log") && name.len() == 28
+                })
+                .collect(),
+            Backend::ObjectStore => files_under(&wal)
+                .into_iter()
+                .filter(|p| {
+                    let name = p.file_name().unwrap().to_string_lossy().into_owned();
+                    name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit())
+                })
+                .collect(),
+        };
+        segs.sort();
+        segs
+    }
+
+    /// The catalog: `catalog`, or the newest `catalog/{n:020}` object.
+    fn catalog(self, dir: &Path) -> PathBuf {
+        match self {
+            Backend::Directory => dir.join("catalog"),
+            Backend::ObjectStore => {
+                let mut versions = files_under(&self.root(dir).join("catalog"));
+                versions.sort();
+                versions.pop().expect("a catalog version")
+            }
+        }
+    }
+}
+
+/// Every file under `dir`, at any depth (none when it does not exist).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for e in entries {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Declares each case once per backend: `directory::<case>` and `object_store::<case>`.
+macro_rules! on_both_backends {
+    ($($case:ident),* $(,)?) => {
+        mod directory {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(super::Backend::Directory).await
+            })*
+        }
+        mod object_store {
+            $(#[tokio::test]
+            async fn $case() {
+                super::$case(super::Backend::ObjectStore).await
+            })*
+        }
+    };
+}
+
+on_both_backends!(
+    wal_cut_inside_a_frame_header_keeps_the_records_before,
+    wal_cut_inside_a_payload_keeps_the_records_before,
+    wal_cut_at_a_record_boundary_loses_nothing_before_it,
+    wal_flipped_payload_byte_cuts_at_that_record,
+    wal_flipped_length_or_checksum_byte_cuts_at_that_record,
+    wal_zeroed_tail_is_cut_and_every_record_kept,
+    wal_damaged_header_drops_that_segment,
+    wal_damage_in_an_older_segment_drops_everything_after_it,
+    wal_damaged_header_of_an_older_segment_drops_it_and_the_rest,
+    wal_damage_moves_later_segments_aside,
+    store_file_flipped_data_byte_fails_only_reads_of_that_block,
+    store_file_flipped_trailer_or_index_byte_takes_its_region_offline,
+    store_file_truncated_or_missing_takes_its_region_offline,
+    intact_store_file_fixture_reads_back,
+    corrupt_catalog_fails_open_naming_it,
+    leftover_catalog_tmp_is_ignored,
+);
 
 // ---------------------------------------------------------------------------------------
 // Helpers.
@@ -197,27 +358,22 @@ struct RecordEnd {
     end: u64,
 }
 
-/// The live segment holding records, with the highest id (`wal-{id:020}.log`).
-fn newest_segment_with_records(dir: &Path) -> PathBuf {
-    let mut segs: Vec<PathBuf> = fs::read_dir(dir.join("wal"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            name.starts_with("wal-") && name.ends_with(".log") && name.len() == 28
-        })
+/// The live segment holding records, the last in order.
+fn newest_segment_with_records(b: Backend, dir: &Path) -> PathBuf {
+    let mut segs: Vec<PathBuf> = b
+        .segments(dir)
+        .into_iter()
         // Past the 24-byte header and the opening marker (under 20 bytes): a record.
         .filter(|p| fs::metadata(p).unwrap().len() > 24 + 20)
         .collect();
-    segs.sort();
     segs.pop().expect("a WAL segment with records")
 }
 
 /// Writes rows `0..n` (each acknowledged with the default `SyncWal`), records where each
 /// one's WAL record ends, and drops the engine without closing it: the rows are only in
 /// the WAL.
-async fn write_wal_only(dir: &Path, n: usize, segment_size: u64) -> Vec<RecordEnd> {
-    let conn = Connection::open_with(Config::new(dir).wal_segment_size(segment_size))
+async fn write_wal_only(b: Backend, dir: &Path, n: usize, segment_size: u64) -> Vec<RecordEnd> {
+    let conn = Connection::open_with(b.config(dir).wal_segment_size(segment_size))
         .await
         .unwrap();
     create_table(&conn, None).await;
@@ -229,28 +385,27 @@ async fn write_wal_only(dir: &Path, n: usize, segment_size: u64) -> Vec<RecordEn
             .await
             .unwrap();
         // SyncWal: the record is in the file (written to the OS) once the put returns.
-        let segment = newest_segment_with_records(dir);
+        let segment = newest_segment_with_records(b, dir);
         let end = fs::metadata(&segment).unwrap().len();
         ends.push(RecordEnd { segment, end });
     }
     drop(table);
     drop(conn); // no close: nothing is flushed
     assert_eq!(
-        fs::read_dir(dir.join("data")).unwrap().count(),
+        files_under(&b.root(dir).join("data")).len(),
         0,
         "dropping without close must not flush"
     );
     ends
 }
 
-/// Every file under `dir/wal` with its bytes.
-fn dir_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
-    let mut v: Vec<(PathBuf, Vec<u8>)> = fs::read_dir(dir.join("wal"))
-        .unwrap()
-        .map(|e| {
-            let p = e.unwrap().path();
-            let b = fs::read(&p).unwrap();
-            (p, b)
+/// Every file under the WAL's folder with its bytes.
+fn dir_bytes(b: Backend, dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<(PathBuf, Vec<u8>)> = files_under(&b.root(dir).join("wal"))
+        .into_iter()
+        .map(|p| {
+            let bytes = fs::read(&p).unwrap();
+            (p, bytes)
         })
         .collect();
     v.sort();
@@ -284,6 +439,7 @@ enum WalDamage {
 
 /// Writes `n` rows, damages `segment_of(ends)` as told, reopens, and checks the outcome.
 async fn wal_case(
+    b: Backend,
     n: usize,
     segment_size: u64,
     pick: impl Fn(&[RecordEnd]) -> (PathBuf, WalDamage, usize),
@@ -292,10 +448,10 @@ async fn wal_case(
     init_logs();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let ends = write_wal_only(dir, n, segment_size).await;
+    let ends = write_wal_only(b, dir, n, segment_size).await;
     let (segment, damage, survivors) = pick(&ends);
     let what = format!(
-        "{damage:?} of {} (segments {}..{})",
+        "{b:?}: {damage:?} of {} (segments {}..{})",
         segment.file_name().unwrap().to_string_lossy(),
         ends[0].segment.file_name().unwrap().to_string_lossy(),
         ends[n - 1].segment.file_name().unwrap().to_string_lossy()
@@ -308,14 +464,25 @@ async fn wal_case(
 
     // The default mode either refuses, naming the segment and changing nothing, or gives
     // the same prefix point in time gives.
-    let before = dir_bytes(dir);
-    match Connection::open(dir).await {
+    let before = dir_bytes(b, dir);
+    match Connection::open_with(b.config(dir)).await {
         Err(Error::WalCorruption { segment: s, .. }) => {
-            assert_eq!(s, segment, "{what}: the refusal names another segment");
-            assert!(
-                dir_bytes(dir) == before,
-                "{what}: a refused open changed files"
+            assert_eq!(
+                s,
+                b.segment_named(dir, &segment),
+                "{what}: the refusal names another segment"
             );
+            let after = dir_bytes(b, dir);
+            match b {
+                Backend::Directory => {
+                    assert!(after == before, "{what}: a refused open changed files")
+                }
+                // A fence may be added; nothing is changed or removed.
+                Backend::ObjectStore => assert!(
+                    before.iter().all(|f| after.contains(f)),
+                    "{what}: a refused open changed objects"
+                ),
+            }
         }
         Err(e) => panic!("{what}: open after WAL damage failed: {e}"),
         Ok(conn) => {
@@ -323,15 +490,16 @@ async fn wal_case(
             conn.close().await.unwrap();
         }
     }
-    let conn = Connection::open_with(Config::new(dir).wal_recovery(WalRecoveryMode::PointInTime))
+    let conn = Connection::open_with(b.config(dir).wal_recovery(WalRecoveryMode::PointInTime))
         .await
         .unwrap_or_else(|e| panic!("{what}: point-in-time open after WAL damage failed: {e}"));
     check_prefix(&conn, n, survivors, &[], &what).await;
     if expect_warning {
+        let named = b.segment_named(dir, &segment);
         assert!(
-            !warnings_about(&segment).is_empty(),
+            !warnings_about(&named).is_empty(),
             "{what}: no warning names {}",
-            segment.display()
+            named.display()
         );
     }
     // Segments after a damaged one were moved aside, never deleted or replayed.
@@ -357,7 +525,7 @@ async fn wal_case(
     drop(table);
     conn.close().await.unwrap();
     for round in 0..2 {
-        let conn = Connection::open(dir)
+        let conn = Connection::open_with(b.config(dir))
             .await
             .unwrap_or_else(|e| panic!("{what}: reopen {round} failed: {e}"));
         check_prefix(
@@ -375,10 +543,10 @@ async fn wal_case(
 const N: usize = 40;
 const BIG: u64 = 64 << 20;
 
-#[tokio::test]
-async fn wal_cut_inside_a_frame_header_keeps_the_records_before() {
+async fn wal_cut_inside_a_frame_header_keeps_the_records_before(b: Backend) {
     for k in [0, 17, N - 1] {
         wal_case(
+            b,
             N,
             BIG,
             |ends| {
@@ -391,11 +559,11 @@ async fn wal_cut_inside_a_frame_header_keeps_the_records_before() {
     }
 }
 
-#[tokio::test]
-async fn wal_cut_inside_a_payload_keeps_the_records_before() {
+async fn wal_cut_inside_a_payload_keeps_the_records_before(b: Backend) {
     for k in [0, 9, 23, N - 1] {
         for back in [1, 5] {
             wal_case(
+                b,
                 N,
                 BIG,
                 |ends| {
@@ -412,24 +580,31 @@ async fn wal_cut_inside_a_payload_keeps_the_records_before() {
     }
 }
 
-#[tokio::test]
-async fn wal_cut_at_a_record_boundary_loses_nothing_before_it() {
+async fn wal_cut_at_a_record_boundary_loses_nothing_before_it(b: Backend) {
     for k in [0, 20, N - 1] {
-        // Cut right after record k: records 0..=k survive, and the file is clean.
+        // Cut right after record k: the records before the cut survive, and the segment is
+        // clean (in one file, records 0..=k; on the object store, where record k is a whole
+        // segment object, all of them).
         wal_case(
+            b,
             N,
             BIG,
-            |ends| (ends[k].segment.clone(), WalDamage::Cut(ends[k].end), k + 1),
+            |ends| {
+                let seg = ends[k].segment.clone();
+                let survivors = first_damaged(ends, &seg, ends[k].end);
+                assert_eq!(survivors, if b == Backend::Directory { k + 1 } else { N });
+                (seg, WalDamage::Cut(ends[k].end), survivors)
+            },
             false,
         )
         .await;
     }
 }
 
-#[tokio::test]
-async fn wal_flipped_payload_byte_cuts_at_that_record() {
+async fn wal_flipped_payload_byte_cuts_at_that_record(b: Backend) {
     for k in [0, 13, 31, N - 1] {
         wal_case(
+            b,
             N,
             BIG,
             |ends| {
@@ -443,13 +618,13 @@ async fn wal_flipped_payload_byte_cuts_at_that_record() {
     }
 }
 
-#[tokio::test]
-async fn wal_flipped_length_or_checksum_byte_cuts_at_that_record() {
+async fn wal_flipped_length_or_checksum_byte_cuts_at_that_record(b: Backend) {
     for k in [0, 25, N - 1] {
         // Byte 0 is the length's top byte (absurd length), byte 3 its low byte (checksum
         // then covers the wrong bytes, or the frame looks torn), byte 6 is in the CRC.
         for field in [0, 3, 6] {
             wal_case(
+                b,
                 N,
                 BIG,
                 |ends| {
@@ -463,10 +638,10 @@ async fn wal_flipped_length_or_checksum_byte_cuts_at_that_record() {
     }
 }
 
-#[tokio::test]
-async fn wal_zeroed_tail_is_cut_and_every_record_kept() {
+async fn wal_zeroed_tail_is_cut_and_every_record_kept(b: Backend) {
     for k in [1, 8, 64] {
         wal_case(
+            b,
             N,
             BIG,
             |ends| {
@@ -483,8 +658,7 @@ async fn wal_zeroed_tail_is_cut_and_every_record_kept() {
     }
 }
 
-#[tokio::test]
-async fn wal_damaged_header_drops_that_segment() {
+async fn wal_damaged_header_drops_that_segment(b: Backend) {
     // Torn header (cut inside it), empty file, flipped magic / id / header checksum.
     for damage in [
         WalDamage::Cut(10),
@@ -493,16 +667,16 @@ async fn wal_damaged_header_drops_that_segment() {
         WalDamage::Flip(15),
         WalDamage::Flip(22),
     ] {
-        wal_case(N, BIG, |ends| (ends[0].segment.clone(), damage, 0), true).await;
+        wal_case(b, N, BIG, |ends| (ends[0].segment.clone(), damage, 0), true).await;
     }
 }
 
-#[tokio::test]
-async fn wal_damage_in_an_older_segment_drops_everything_after_it() {
+async fn wal_damage_in_an_older_segment_drops_everything_after_it(b: Backend) {
     // 1 KiB segments: the rows spread over several segments.
     let n = 80;
     for (which, damage_at) in [(0.3, "payload"), (0.6, "cut"), (0.95, "payload")] {
         wal_case(
+            b,
             n,
             1024,
             |ends| {
@@ -528,10 +702,10 @@ async fn wal_damage_in_an_older_segment_drops_everything_after_it() {
     }
 }
 
-#[tokio::test]
-async fn wal_damaged_header_of_an_older_segment_drops_it_and_the_rest() {
+async fn wal_damaged_header_of_an_older_segment_drops_it_and_the_rest(b: Backend) {
     let n = 80;
     wal_case(
+        b,
         n,
         1024,
         |ends| {
@@ -546,12 +720,11 @@ async fn wal_damaged_header_of_an_older_segment_drops_it_and_the_rest() {
     .await;
 }
 
-#[tokio::test]
-async fn wal_damage_moves_later_segments_aside() {
+async fn wal_damage_moves_later_segments_aside(b: Backend) {
     init_logs();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let ends = write_wal_only(dir, 80, 1024).await;
+    let ends = write_wal_only(b, dir, 80, 1024).await;
     let first = ends[0].segment.clone();
     let later: Vec<PathBuf> = {
         let mut s: Vec<PathBuf> = ends
@@ -564,12 +737,12 @@ async fn wal_damage_moves_later_segments_aside() {
     };
     assert!(!later.is_empty());
     flip(&first, 30);
-    let err = Connection::open(dir).await.unwrap_err();
+    let err = Connection::open_with(b.config(dir)).await.unwrap_err();
     assert!(
-        matches!(&err, Error::WalCorruption { segment, .. } if *segment == first),
+        matches!(&err, Error::WalCorruption { segment, .. } if *segment == b.segment_named(dir, &first)),
         "{err}"
     );
-    let conn = Connection::open_with(Config::new(dir).wal_recovery(WalRecoveryMode::PointInTime))
+    let conn = Connection::open_with(b.config(dir).wal_recovery(WalRecoveryMode::PointInTime))
         .await
         .unwrap();
     for s in &later {
@@ -582,7 +755,7 @@ async fn wal_damage_moves_later_segments_aside() {
             Path::new(&aside).display()
         );
         assert!(
-            !warnings_about(s).is_empty(),
+            !warnings_about(&b.segment_named(dir, s)).is_empty(),
             "moving {} aside must be logged",
             s.display()
         );
@@ -598,8 +771,8 @@ const SF_ROWS: usize = 400;
 
 /// A closed engine whose table (one region) holds `SF_ROWS` rows in one store file of many
 /// 1 KiB blocks, and nothing in the WAL.
-async fn store_file_fixture(dir: &Path) -> PathBuf {
-    let conn = Connection::open(dir).await.unwrap();
+async fn store_file_fixture(b: Backend, dir: &Path) -> PathBuf {
+    let conn = Connection::open_with(b.config(dir)).await.unwrap();
     conn.admin()
         .create_table(
             TableDescriptor::new(table_name())
@@ -617,27 +790,29 @@ async fn store_file_fixture(dir: &Path) -> PathBuf {
     conn.admin().flush(&table_name()).await.unwrap();
     drop(table);
     conn.close().await.unwrap();
-    let files: Vec<PathBuf> = fs::read_dir(dir.join("data"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let files: Vec<PathBuf> = files_under(&b.root(dir).join("data"));
     assert_eq!(files.len(), 1, "one store file expected, found {files:?}");
     let name = files[0].file_name().unwrap().to_string_lossy().into_owned();
     assert!(
-        name.len() == 19 && name.ends_with(".sf"),
+        name.len() == 22 && name.ends_with("-g1.sf"),
         "store file name {name}"
     );
     files[0].clone()
 }
 
 /// A fresh copy of the fixture: (tempdir, the store file's path in it).
-fn fixture_copy(golden: &Path, sf: &Path) -> (tempfile::TempDir, PathBuf) {
+fn fixture_copy(b: Backend, golden: &Path, sf: &Path) -> (tempfile::TempDir, PathBuf) {
     let tmp = tempfile::tempdir().unwrap();
     copy_dir(golden, tmp.path());
-    let path = tmp.path().join("data").join(sf.file_name().unwrap());
+    let path = b
+        .root(tmp.path())
+        .join("data")
+        .join(sf.file_name().unwrap());
     (tmp, path)
 }
 
+/// The offset of the `Corruption` error `err`, which must name `file` (as the engine names
+/// it: see [`Backend::file_named`]).
 fn assert_corruption_of(err: Error, file: &Path, what: &str) -> u64 {
     match err {
         Error::Corruption {
@@ -659,17 +834,17 @@ fn trailer_field(sf: &Path, at: usize) -> u64 {
     u64::from_be_bytes(t[at..at + 8].try_into().unwrap())
 }
 
-#[tokio::test]
-async fn store_file_flipped_data_byte_fails_only_reads_of_that_block() {
+async fn store_file_flipped_data_byte_fails_only_reads_of_that_block(b: Backend) {
     let golden = tempfile::tempdir().unwrap();
-    let sf = store_file_fixture(golden.path()).await;
+    let sf = store_file_fixture(b, golden.path()).await;
     // Block 0 starts at offset 0: byte 0 is its compression code, 1..5 its length, then its
     // payload (the first rows). Flip a byte in each of these places.
     for at in [0u64, 2, 40, 300] {
-        let (tmp, path) = fixture_copy(golden.path(), &sf);
+        let (tmp, path) = fixture_copy(b, golden.path(), &sf);
         flip(&path, at);
-        let what = format!("data byte {at} flipped");
-        let conn = Connection::open(tmp.path())
+        let what = format!("{b:?}: data byte {at} flipped");
+        let named = b.file_named(tmp.path(), &path);
+        let conn = Connection::open_with(b.config(tmp.path()))
             .await
             .unwrap_or_else(|e| panic!("{what}: open checks no data block, yet failed: {e}"));
         let table = conn.table("t").unwrap();
@@ -677,7 +852,7 @@ async fn store_file_flipped_data_byte_fails_only_reads_of_that_block() {
         // The first row is in block 0: the get fails, twice (the error is not cached).
         for _ in 0..2 {
             let err = table.get(Get::new(row(0))).await.unwrap_err();
-            let offset = assert_corruption_of(err, &path, &what);
+            let offset = assert_corruption_of(err, &named, &what);
             assert!(offset <= at, "{what}: offset {offset} is past the damage");
         }
         // The last rows are in other blocks and read fine.
@@ -706,7 +881,7 @@ async fn store_file_flipped_data_byte_fails_only_reads_of_that_block() {
             );
         }
         let err = items.into_iter().nth(first_err).unwrap().unwrap_err();
-        assert_corruption_of(err, &path, &format!("{what}, scan"));
+        assert_corruption_of(err, &named, &format!("{what}, scan"));
         // A scan that starts past block 0 never touches it.
         let tail: Vec<_> = table
             .scan(Scan::new().start_row(row(SF_ROWS / 2)))
@@ -725,10 +900,9 @@ async fn store_file_flipped_data_byte_fails_only_reads_of_that_block() {
     }
 }
 
-#[tokio::test]
-async fn store_file_flipped_trailer_or_index_byte_takes_its_region_offline() {
+async fn store_file_flipped_trailer_or_index_byte_takes_its_region_offline(b: Backend) {
     let golden = tempfile::tempdir().unwrap();
-    let sf = store_file_fixture(golden.path()).await;
+    let sf = store_file_fixture(b, golden.path()).await;
     let len = fs::metadata(&sf).unwrap().len();
     let index_offset = trailer_field(&sf, 12);
     let info_offset = trailer_field(&sf, 24);
@@ -742,21 +916,23 @@ async fn store_file_flipped_trailer_or_index_byte_takes_its_region_offline() {
         ("file-info block", info_offset + 7),
     ];
     for (what, at) in cases {
-        let (tmp, path) = fixture_copy(golden.path(), &sf);
+        let (tmp, path) = fixture_copy(b, golden.path(), &sf);
         flip(&path, at);
-        assert_region_offline(tmp.path(), &path, what).await;
+        assert_region_offline(b, tmp.path(), &path, what).await;
     }
 }
 
 /// The engine opens with the region of damaged store file `file` offline: its reads and
 /// writes fail with `RegionOffline` naming the file, and `Admin::offline_regions` lists it.
-async fn assert_region_offline(dir: &Path, file: &Path, what: &str) {
-    let conn = Connection::open(dir)
+async fn assert_region_offline(b: Backend, dir: &Path, file: &Path, what: &str) {
+    let file = &b.file_named(dir, file);
+    let what = &format!("{b:?}: {what}");
+    let conn = Connection::open_with(b.config(dir))
         .await
         .unwrap_or_else(|e| panic!("{what}: one bad store file must not stop the engine: {e}"));
     let offline = conn.admin().offline_regions().await.unwrap();
     assert_eq!(offline.len(), 1, "{what}: {offline:?}");
-    assert_eq!(offline[0].file, file, "{what}");
+    assert_eq!(&offline[0].file, file, "{what}");
     let names_it = |e: &Error| matches!(e, Error::RegionOffline { file: f, .. } if f == file);
     let table = conn.table("t").unwrap();
     assert!(
@@ -780,28 +956,32 @@ async fn assert_region_offline(dir: &Path, file: &Path, what: &str) {
     conn.close().await.unwrap();
 }
 
-#[tokio::test]
-async fn store_file_truncated_or_missing_takes_its_region_offline() {
+async fn store_file_truncated_or_missing_takes_its_region_offline(b: Backend) {
     let golden = tempfile::tempdir().unwrap();
-    let sf = store_file_fixture(golden.path()).await;
+    let sf = store_file_fixture(b, golden.path()).await;
     let len = fs::metadata(&sf).unwrap().len();
     for cut in [0, 20, len / 2, len - 1] {
-        let (tmp, path) = fixture_copy(golden.path(), &sf);
+        let (tmp, path) = fixture_copy(b, golden.path(), &sf);
         truncate(&path, cut);
-        assert_region_offline(tmp.path(), &path, &format!("store file cut to {cut} bytes")).await;
+        assert_region_offline(
+            b,
+            tmp.path(),
+            &path,
+            &format!("store file cut to {cut} bytes"),
+        )
+        .await;
     }
-    let (tmp, path) = fixture_copy(golden.path(), &sf);
+    let (tmp, path) = fixture_copy(b, golden.path(), &sf);
     fs::remove_file(&path).unwrap();
-    assert_region_offline(tmp.path(), &path, "missing store file").await;
+    assert_region_offline(b, tmp.path(), &path, "missing store file").await;
 }
 
-#[tokio::test]
-async fn intact_store_file_fixture_reads_back() {
+async fn intact_store_file_fixture_reads_back(b: Backend) {
     // The control for the store-file cases: the undamaged copy opens and reads fine.
     let golden = tempfile::tempdir().unwrap();
-    let sf = store_file_fixture(golden.path()).await;
-    let (tmp, _) = fixture_copy(golden.path(), &sf);
-    let conn = Connection::open(tmp.path()).await.unwrap();
+    let sf = store_file_fixture(b, golden.path()).await;
+    let (tmp, _) = fixture_copy(b, golden.path(), &sf);
+    let conn = Connection::open_with(b.config(tmp.path())).await.unwrap();
     check_prefix(&conn, SF_ROWS, SF_ROWS, &[], "intact copy").await;
     conn.close().await.unwrap();
 }
@@ -810,11 +990,10 @@ async fn intact_store_file_fixture_reads_back() {
 // (c) The catalog.
 // ---------------------------------------------------------------------------------------
 
-#[tokio::test]
-async fn corrupt_catalog_fails_open_naming_it() {
+async fn corrupt_catalog_fails_open_naming_it(b: Backend) {
     let golden = tempfile::tempdir().unwrap();
-    let sf = store_file_fixture(golden.path()).await;
-    let catalog_len = fs::metadata(golden.path().join("catalog")).unwrap().len();
+    let sf = store_file_fixture(b, golden.path()).await;
+    let catalog_len = fs::metadata(b.catalog(golden.path())).unwrap().len();
     #[allow(clippy::type_complexity)]
     let cases: Vec<(&str, Box<dyn Fn(&Path)>)> = vec![
         ("flipped magic", Box::new(|p: &Path| flip(p, 1))),
@@ -834,14 +1013,17 @@ async fn corrupt_catalog_fails_open_naming_it() {
         ("empty", Box::new(|p: &Path| truncate(p, 0))),
     ];
     for (what, damage) in cases {
-        let (tmp, _) = fixture_copy(golden.path(), &sf);
-        let catalog = tmp.path().join("catalog");
+        let (tmp, _) = fixture_copy(b, golden.path(), &sf);
+        let catalog = b.catalog(tmp.path());
         damage(&catalog);
-        let err = Connection::open(tmp.path()).await.unwrap_err();
-        assert_corruption_of(err, &catalog, what);
+        let err = Connection::open_with(b.config(tmp.path()))
+            .await
+            .unwrap_err();
+        let what = format!("{b:?}: {what}");
+        assert_corruption_of(err, &b.file_named(tmp.path(), &catalog), &what);
         // Nothing was deleted by the failed open: the data is still there for repair.
         assert!(
-            tmp.path()
+            b.root(tmp.path())
                 .join("data")
                 .join(sf.file_name().unwrap())
                 .exists(),
@@ -850,19 +1032,33 @@ async fn corrupt_catalog_fails_open_naming_it() {
     }
 }
 
-#[tokio::test]
-async fn leftover_catalog_tmp_is_ignored() {
-    // A crash during a catalog write leaves `catalog.tmp`; the committed catalog wins.
+async fn leftover_catalog_tmp_is_ignored(b: Backend) {
+    // A crash during a catalog write leaves `catalog.tmp` (on the object store, the store's
+    // staging file of the next version); the committed catalog wins.
     let golden = tempfile::tempdir().unwrap();
-    let sf = store_file_fixture(golden.path()).await;
-    let (tmp, _) = fixture_copy(golden.path(), &sf);
-    fs::write(
-        tmp.path().join("catalog.tmp"),
-        b"BSLTCAT1 half-written garbage",
-    )
-    .unwrap();
-    let conn = Connection::open(tmp.path()).await.unwrap();
+    let sf = store_file_fixture(b, golden.path()).await;
+    let (tmp, _) = fixture_copy(b, golden.path(), &sf);
+    let leftover = match b {
+        Backend::Directory => tmp.path().join("catalog.tmp"),
+        Backend::ObjectStore => {
+            let newest = b.catalog(tmp.path());
+            let n: u64 = newest
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .parse()
+                .unwrap();
+            newest.with_file_name(format!("{:020}#1", n + 1))
+        }
+    };
+    fs::write(&leftover, b"BSLTCAT1 half-written garbage").unwrap();
+    let conn = Connection::open_with(b.config(tmp.path())).await.unwrap();
     check_prefix(&conn, SF_ROWS, SF_ROWS, &[], "leftover catalog.tmp").await;
     conn.close().await.unwrap();
-    assert!(!tmp.path().join("catalog.tmp").exists());
+    if b == Backend::Directory {
+        assert!(!leftover.exists());
+    }
+    let conn = Connection::open_with(b.config(tmp.path())).await.unwrap();
+    check_prefix(&conn, SF_ROWS, SF_ROWS, &[], "reopen after a leftover").await;
+    conn.close().await.unwrap();
 }

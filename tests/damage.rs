@@ -398,9 +398,10 @@ async fn repair_case(dir: &Path, case: &str, damaged: &Path, tally: &mut Tally) 
         return;
     }
     let repaired = repair_dir(&cfg).unwrap();
+    // `{id:016}-g{generation}.sf`.
     let file_id: u64 = damaged
         .file_stem()
-        .and_then(|s| s.to_str()?.parse().ok())
+        .and_then(|s| s.to_str()?.split("-g").next()?.parse().ok())
         .unwrap();
     let entry = repaired
         .set_aside

@@ -400,3 +400,69 @@ async fn a_writer_that_finds_its_next_id_taken_fails_typed_and_acknowledges_noth
     assert_eq!(value(&b, "after").await, None);
     b.close().await.unwrap();
 }
+
+/// The store files (`data/{id}-g{generation}.sf`) of each engine carry the generation its
+/// open raised every region to: the first engine writes at generation 1, the one that took
+/// the store over at 2, so the two never write the same name; a flush of the fenced first
+/// engine lists nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn store_files_carry_the_generation_each_takeover_raises() {
+    let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let generations = |objects: &dyn Objects| -> BTreeSet<String> {
+        objects
+            .list("data")
+            .unwrap()
+            .iter()
+            .map(|n| n.rsplit_once("-g").unwrap().1.to_string())
+            .collect()
+    };
+    let a = open(dir_a.path(), &objects).await;
+    a.admin()
+        .create_table(TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")))
+        .await
+        .unwrap();
+    let table_a = a.table("t").unwrap();
+    table_a
+        .put(Put::new("r1").add_column("f", "q", "a"))
+        .await
+        .unwrap();
+    a.admin().flush(&tn()).await.unwrap();
+    assert_eq!(generations(&*objects), BTreeSet::from(["1.sf".to_string()]));
+
+    let b = open(dir_b.path(), &objects).await;
+    b.table("t")
+        .unwrap()
+        .put(Put::new("r2").add_column("f", "q", "b"))
+        .await
+        .unwrap();
+    b.admin().flush(&tn()).await.unwrap();
+    assert_eq!(
+        generations(&*objects),
+        BTreeSet::from(["1.sf".to_string(), "2.sf".to_string()])
+    );
+    // The fenced engine acknowledges no write.
+    assert!(matches!(
+        table_a
+            .put(Put::new("late").add_column("f", "q", "x"))
+            .await,
+        Err(Error::Fenced { .. })
+    ));
+    drop(table_a);
+    drop(a);
+    assert_eq!(value(&b, "r1").await, Some(b"a".to_vec()));
+    b.close().await.unwrap();
+    // A third open raises the generation again.
+    let c = open(dir_a.path(), &objects).await;
+    c.table("t")
+        .unwrap()
+        .put(Put::new("r3").add_column("f", "q", "c"))
+        .await
+        .unwrap();
+    c.admin().flush(&tn()).await.unwrap();
+    assert!(generations(&*objects).contains("3.sf"));
+    for row in ["r1", "r2", "r3"] {
+        assert!(value(&c, row).await.is_some(), "{row}");
+    }
+    c.close().await.unwrap();
+}

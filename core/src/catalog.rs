@@ -11,7 +11,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 7 (1 to 6 are still read, see below) |
+//! | 8 | 4 | format version: 8 (1 to 7 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -34,7 +34,11 @@
 //! header's first 16 bytes; its payload is version 5's. Version 7 widened a family's
 //! keep-deleted-cells from a `bool` to [`crate::schema::KeepDeletedCells`] (adding the `Ttl`
 //! mode); postcard writes the enum's discriminant as one varint byte, 0 or 1 for the old
-//! values, so a version-5 or -6 payload reads unchanged.
+//! values, so a version-5 or -6 payload reads unchanged. Version 8 added the generation of
+//! every region ([`RegionEntry::generation`], raised each time an engine opens the store) and
+//! of every store file (its region's when written, part of its name, see
+//! [`store_file_name`]); older catalogs are read with generation 0 everywhere, the files
+//! keeping their names without one.
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
 //! that opened the store after this one (and claimed the next version) makes this one's
@@ -58,13 +62,24 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 7;
+const VERSION: u32 = 8;
 const HEADER: usize = 20;
+
+/// The object name of store file `id` written at region generation `generation`:
+/// `data/{id:016}-g{generation}.sf`, or `data/{id:016}.sf` for generation 0 (files written
+/// before catalog format 8). Two engines that both took a region over never name a file
+/// alike: each writes at its own generation.
+pub fn store_file_name(id: u64, generation: u64) -> String {
+    match generation {
+        0 => format!("data/{id:016}.sf"),
+        g => format!("data/{id:016}-g{g}.sf"),
+    }
+}
 
 /// One store file of a region's family.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FileEntry {
-    /// Engine-wide unique file id; the file is `data/<id>.sf`.
+    /// Engine-wide unique file id.
     pub id: u64,
     /// Largest sequence id in the file.
     pub max_seq: u64,
@@ -72,6 +87,15 @@ pub struct FileEntry {
     pub size: u64,
     /// Number of cells.
     pub entries: u64,
+    /// The generation of the region that wrote it (0: before catalog format 8).
+    pub generation: u64,
+}
+
+impl FileEntry {
+    /// The file's object name ([`store_file_name`]).
+    pub fn name(&self) -> String {
+        store_file_name(self.id, self.generation)
+    }
 }
 
 /// One region: a `[start, end)` slice of a table (empty `end` = no upper bound).
@@ -87,6 +111,10 @@ pub struct RegionEntry {
     pub flushed_seq: u64,
     /// Store files per family, newest first.
     pub files: BTreeMap<Bytes, Vec<FileEntry>>,
+    /// Raised for every region each time an engine opens the store (its claim): the files
+    /// it writes carry it in their names. A split's daughters and a merge's result start at
+    /// the largest generation of the regions they replace.
+    pub generation: u64,
 }
 
 /// One table.
@@ -286,262 +314,15 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         2 => postcard::from_bytes::<v2::CatalogState>(payload).map(CatalogState::from),
         3 => postcard::from_bytes::<v3::CatalogState>(payload).map(CatalogState::from),
         4 => postcard::from_bytes::<v4::CatalogState>(payload).map(CatalogState::from),
+        5..=7 => postcard::from_bytes::<old::CatalogState<TableDescriptor>>(payload)
+            .map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
-/// The shape of an old catalog, generic over its table descriptor (the only part that
-/// changed between versions), and its upgrade to the current one.
-pub(crate) mod old {
-    use super::RegionEntry;
-    use serde::{Deserialize, Serialize};
-    use std::collections::{BTreeMap, BTreeSet};
-
-    /// A table entry of an old catalog.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableEntry<D> {
-        pub descriptor: D,
-        pub enabled: bool,
-        pub regions: Vec<RegionEntry>,
-    }
-
-    /// An old catalog.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct CatalogState<D> {
-        pub next_region_id: u64,
-        pub next_file_id: u64,
-        pub namespaces: BTreeSet<String>,
-        pub tables: BTreeMap<String, TableEntry<D>>,
-    }
-
-    impl<D: Into<crate::schema::TableDescriptor>> From<CatalogState<D>> for super::CatalogState {
-        fn from(old: CatalogState<D>) -> Self {
-            let tables = old
-                .tables
-                .into_iter()
-                .map(|(k, t)| {
-                    let entry = super::TableEntry {
-                        descriptor: t.descriptor.into(),
-                        enabled: t.enabled,
-                        regions: t.regions,
-                    };
-                    (k, entry)
-                })
-                .collect();
-            super::CatalogState {
-                next_region_id: old.next_region_id,
-                next_file_id: old.next_file_id,
-                namespaces: old.namespaces,
-                tables,
-            }
-        }
-    }
-}
-
-/// Catalog format version 1: table descriptors without compaction settings.
-pub(crate) mod v1 {
-    use super::v4::ColumnFamilyDescriptor;
-    use crate::schema::{CompactionSettings, TableName};
-    use serde::{Deserialize, Serialize};
-
-    /// A version-1 table descriptor: no compaction settings.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableDescriptor {
-        pub name: TableName,
-        pub families: Vec<ColumnFamilyDescriptor>,
-        pub memstore_flush_size: Option<u64>,
-    }
-
-    impl From<TableDescriptor> for crate::schema::TableDescriptor {
-        fn from(d: TableDescriptor) -> Self {
-            crate::schema::TableDescriptor {
-                name: d.name,
-                families: super::v4::upgrade(d.families),
-                memstore_flush_size: d.memstore_flush_size,
-                compaction: CompactionSettings::default(),
-                coprocessors: Vec::new(),
-                salt: None,
-            }
-        }
-    }
-
-    /// A version-1 table entry (tests write old catalogs with it).
-    #[cfg(test)]
-    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
-    /// A version-1 catalog.
-    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
-}
-
-/// Catalog format version 2: table descriptors without coprocessors.
-pub(crate) mod v2 {
-    use super::v4::ColumnFamilyDescriptor;
-    use crate::schema::{CompactionSettings, TableName};
-    use serde::{Deserialize, Serialize};
-
-    /// A version-2 table descriptor: no coprocessors.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableDescriptor {
-        pub name: TableName,
-        pub families: Vec<ColumnFamilyDescriptor>,
-        pub memstore_flush_size: Option<u64>,
-        pub compaction: CompactionSettings,
-    }
-
-    impl From<TableDescriptor> for crate::schema::TableDescriptor {
-        fn from(d: TableDescriptor) -> Self {
-            crate::schema::TableDescriptor {
-                name: d.name,
-                families: super::v4::upgrade(d.families),
-                memstore_flush_size: d.memstore_flush_size,
-                compaction: d.compaction,
-                coprocessors: Vec::new(),
-                salt: None,
-            }
-        }
-    }
-
-    /// A version-2 table entry (tests write old catalogs with it).
-    #[cfg(test)]
-    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
-    /// A version-2 catalog.
-    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
-}
-
-/// Catalog format version 3: table descriptors without a salt.
-pub(crate) mod v3 {
-    use super::v4::ColumnFamilyDescriptor;
-    use crate::schema::{CompactionSettings, CoprocessorDescriptor, TableName};
-    use serde::{Deserialize, Serialize};
-
-    /// A version-3 table descriptor: no salt.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableDescriptor {
-        pub name: TableName,
-        pub families: Vec<ColumnFamilyDescriptor>,
-        pub memstore_flush_size: Option<u64>,
-        pub compaction: CompactionSettings,
-        pub coprocessors: Vec<CoprocessorDescriptor>,
-    }
-
-    impl From<TableDescriptor> for crate::schema::TableDescriptor {
-        fn from(d: TableDescriptor) -> Self {
-            crate::schema::TableDescriptor {
-                name: d.name,
-                families: super::v4::upgrade(d.families),
-                memstore_flush_size: d.memstore_flush_size,
-                compaction: d.compaction,
-                coprocessors: d.coprocessors,
-                salt: None,
-            }
-        }
-    }
-
-    /// A version-3 table entry (tests write old catalogs with it).
-    #[cfg(test)]
-    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
-    /// A version-3 catalog.
-    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
-}
-
-/// Catalog format version 4: column-family descriptors without a compaction compression.
-pub(crate) mod v4 {
-    use crate::schema::{
-        salt::SaltSpec, BloomType, CompactionSettings, Compression, CoprocessorDescriptor,
-        TableName,
-    };
-    use bytes::Bytes;
-    use serde::{Deserialize, Serialize};
-
-    /// A version-4 (and older) column-family descriptor: no compaction compression.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct ColumnFamilyDescriptor {
-        pub name: Bytes,
-        pub max_versions: u32,
-        pub min_versions: u32,
-        pub ttl_secs: Option<u64>,
-        pub keep_deleted_cells: bool,
-        pub bloom: BloomType,
-        pub block_size: u32,
-        pub compression: Compression,
-        pub block_cache: bool,
-        pub in_memory: bool,
-    }
-
-    impl From<ColumnFamilyDescriptor> for crate::schema::ColumnFamilyDescriptor {
-        fn from(d: ColumnFamilyDescriptor) -> Self {
-            crate::schema::ColumnFamilyDescriptor {
-                name: d.name,
-                max_versions: d.max_versions,
-                min_versions: d.min_versions,
-                ttl_secs: d.ttl_secs,
-                keep_deleted_cells: d.keep_deleted_cells.into(),
-                bloom: d.bloom,
-                block_size: d.block_size,
-                compression: d.compression,
-                compaction_compression: None,
-                block_cache: d.block_cache,
-                in_memory: d.in_memory,
-            }
-        }
-    }
-
-    /// Tests write old catalogs from current descriptors.
-    #[cfg(test)]
-    impl From<crate::schema::ColumnFamilyDescriptor> for ColumnFamilyDescriptor {
-        fn from(d: crate::schema::ColumnFamilyDescriptor) -> Self {
-            ColumnFamilyDescriptor {
-                name: d.name,
-                max_versions: d.max_versions,
-                min_versions: d.min_versions,
-                ttl_secs: d.ttl_secs,
-                keep_deleted_cells: d.keep_deleted_cells != crate::schema::KeepDeletedCells::False,
-                bloom: d.bloom,
-                block_size: d.block_size,
-                compression: d.compression,
-                block_cache: d.block_cache,
-                in_memory: d.in_memory,
-            }
-        }
-    }
-
-    /// Old families in the current shape.
-    pub fn upgrade(
-        families: Vec<ColumnFamilyDescriptor>,
-    ) -> Vec<crate::schema::ColumnFamilyDescriptor> {
-        families.into_iter().map(Into::into).collect()
-    }
-
-    /// A version-4 table descriptor: old column families.
-    #[derive(Debug, Clone, Serialize, Deserialize)]
-    pub struct TableDescriptor {
-        pub name: TableName,
-        pub families: Vec<ColumnFamilyDescriptor>,
-        pub memstore_flush_size: Option<u64>,
-        pub compaction: CompactionSettings,
-        pub coprocessors: Vec<CoprocessorDescriptor>,
-        pub salt: Option<SaltSpec>,
-    }
-
-    impl From<TableDescriptor> for crate::schema::TableDescriptor {
-        fn from(d: TableDescriptor) -> Self {
-            crate::schema::TableDescriptor {
-                name: d.name,
-                families: upgrade(d.families),
-                memstore_flush_size: d.memstore_flush_size,
-                compaction: d.compaction,
-                coprocessors: d.coprocessors,
-                salt: d.salt,
-            }
-        }
-    }
-
-    /// A version-4 table entry (tests write old catalogs with it).
-    #[cfg(test)]
-    pub type TableEntry = super::old::TableEntry<TableDescriptor>;
-    /// A version-4 catalog.
-    pub type CatalogState = super::old::CatalogState<TableDescriptor>;
-}
+mod formats;
+pub(crate) use formats::{old, v1, v2, v3, v4};
 
 #[cfg(test)]
 mod tests;

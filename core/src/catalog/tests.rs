@@ -34,7 +34,7 @@ fn version_1_catalogs_are_read_with_default_compaction_settings() {
                     memstore_flush_size: Some(4096),
                 },
                 enabled: true,
-                regions: vec![RegionEntry {
+                regions: vec![old::RegionEntry {
                     id: 4,
                     start: Bytes::new(),
                     end: Bytes::new(),
@@ -288,6 +288,80 @@ fn version_6_catalogs_read_keep_deleted_cells_unchanged() {
     assert_eq!(again.snapshot(), want);
     let d = &again.snapshot().tables[&name.to_string()].descriptor;
     assert_eq!(d.families[0].keep_deleted_cells, KeepDeletedCells::True);
+}
+
+/// Version 8 added region and file generations: a version-7 catalog reads with generation 0
+/// everywhere, and its files keep their names without one.
+#[test]
+fn version_7_catalogs_are_read_with_generation_0() {
+    use crate::schema::{ColumnFamilyDescriptor, TableName};
+    let dir = tempfile::tempdir().unwrap();
+    let name = TableName::parse("t").unwrap();
+    let file = old::FileEntry {
+        id: 12,
+        max_seq: 40,
+        size: 4096,
+        entries: 9,
+    };
+    let state = old::CatalogState {
+        next_region_id: 3,
+        next_file_id: 13,
+        namespaces: ["default".to_string()].into(),
+        tables: [(
+            name.to_string(),
+            old::TableEntry {
+                descriptor: TableDescriptor::new(name.clone())
+                    .family(ColumnFamilyDescriptor::new("f")),
+                enabled: true,
+                regions: vec![old::RegionEntry {
+                    id: 2,
+                    start: Bytes::new(),
+                    end: Bytes::new(),
+                    flushed_seq: 40,
+                    files: [(Bytes::from_static(b"f"), vec![file])].into(),
+                }],
+            },
+        )]
+        .into(),
+    };
+    let payload = postcard::to_stdvec(&state).unwrap();
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&7u32.to_be_bytes());
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    let crc = checksum(7, &bytes, &payload);
+    bytes.extend_from_slice(&crc.to_be_bytes());
+    bytes.extend_from_slice(&payload);
+    fs::write(dir.path().join("catalog"), &bytes).unwrap();
+    let objects = crate::objects::local(crate::fs::StdFs::shared(), dir.path());
+    let c = Catalog::open(&objects).unwrap();
+    let s = c.snapshot();
+    let r = &s.tables[&name.to_string()].regions[0];
+    assert_eq!((r.id, r.flushed_seq, r.generation), (2, 40, 0));
+    let f = &r.files[&Bytes::from_static(b"f")][0];
+    assert_eq!(
+        (f.id, f.max_seq, f.size, f.entries, f.generation),
+        (12, 40, 4096, 9, 0)
+    );
+    assert_eq!(f.name(), "data/0000000000000012.sf");
+    // An engine's claim raises every region's generation; the next update stores it in
+    // version 8.
+    c.claim().unwrap();
+    c.update(|_| Ok(())).unwrap();
+    drop(c);
+    let again = Catalog::open(&objects).unwrap().snapshot();
+    assert_eq!(again.tables[&name.to_string()].regions[0].generation, 1);
+    assert_eq!(
+        fs::read(dir.path().join("catalog")).unwrap()[8..12],
+        8u32.to_be_bytes()
+    );
+}
+
+#[test]
+fn store_file_names_carry_their_generation() {
+    assert_eq!(store_file_name(7, 0), "data/0000000000000007.sf");
+    assert_eq!(store_file_name(7, 3), "data/0000000000000007-g3.sf");
+    assert_ne!(store_file_name(7, 1), store_file_name(7, 2));
 }
 
 #[test]

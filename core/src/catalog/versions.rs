@@ -55,19 +55,24 @@ pub(super) fn create(objects: &dyn Objects, n: u64, bytes: &[u8]) -> Result<()> 
 }
 
 impl Catalog {
-    /// Takes the catalog over for this engine: stores the next version (the newest
-    /// state, its next file id moved on), re-reading when another engine stored one
-    /// first. A local catalog (one engine per directory, under its lock) needs no claim.
+    /// Takes the catalog over for this engine: raises every region's generation and, on a
+    /// versioned store, stores the next version (the newest state, its next file id moved
+    /// on), re-reading when another engine stored one first. A local catalog (one engine
+    /// per directory, under its lock) stores nothing here.
     pub fn claim(&self) -> Result<()> {
         // The order `update` takes them in: the state, then the version.
         let mut state = self.state.lock();
         let mut version = self.version.lock();
         let Some(mut n) = *version else {
+            // A directory has one engine at a time (its lock): the raised generations are
+            // written with the next update (no file of this engine is listed before it).
+            raise_generations(&mut state);
             return Ok(());
         };
         loop {
             let mut next: CatalogState = state.clone();
             next.next_file_id = next.next_file_id.saturating_add(FILE_ID_SKIP);
+            raise_generations(&mut next);
             match create(&*self.objects, n + 1, &encode(&next)?) {
                 Ok(()) => {
                     *state = next;
@@ -81,6 +86,15 @@ impl Catalog {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+}
+
+/// Raises every region's generation: an engine took the store over.
+fn raise_generations(state: &mut CatalogState) {
+    for t in state.tables.values_mut() {
+        for r in &mut t.regions {
+            r.generation = r.generation.saturating_add(1);
         }
     }
 }

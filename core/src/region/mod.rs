@@ -50,6 +50,9 @@ pub struct Region {
     pub update_lock: RwLock<()>,
     /// Writes at or below this sequence id are in store files.
     pub flushed_seq: AtomicU64,
+    /// The region's generation in the catalog while this engine serves it: the store files
+    /// it writes carry it in their names.
+    pub generation: u64,
     /// Smallest sequence id in the MemStores (u64::MAX when empty).
     pub oldest_unflushed: AtomicU64,
     /// Smallest sequence id in MemStore snapshots being flushed (u64::MAX when none).
@@ -94,6 +97,7 @@ impl Region {
         start: Bytes,
         end: Bytes,
         flushed_seq: u64,
+        generation: u64,
         stores: BTreeMap<Bytes, Arc<Store>>,
     ) -> Self {
         Region {
@@ -101,6 +105,7 @@ impl Region {
             table,
             start,
             end,
+            generation,
             stores: RwLock::new(stores),
             update_lock: RwLock::new(()),
             flushed_seq: AtomicU64::new(flushed_seq),

@@ -156,6 +156,7 @@ impl Engine {
                     end,
                     flushed_seq: 0,
                     files: BTreeMap::new(),
+                    generation: 1,
                 });
                 s.next_region_id += 1;
             }
@@ -301,7 +302,7 @@ impl Engine {
         self.shared.tables.write().remove(name);
         for r in &removed.regions {
             for f in r.files.values().flatten() {
-                if let Err(e) = self.shared.objects.delete(&self.shared.file_name(f.id)) {
+                if let Err(e) = self.shared.objects.delete(&f.name()) {
                     tracing::warn!(file = f.id, error = %e, "could not remove store file of deleted table");
                 }
             }
@@ -379,7 +380,7 @@ impl Engine {
             let mut dropped = Vec::new();
             for r in &mut e.regions {
                 if let Some(files) = r.files.remove(&fam) {
-                    dropped.extend(files.into_iter().map(|f| f.id));
+                    dropped.extend(files.iter().map(crate::catalog::FileEntry::name));
                 }
             }
             Ok(dropped)
@@ -388,9 +389,9 @@ impl Engine {
         for r in t.regions.read().iter() {
             r.stores.write().remove(family);
         }
-        for id in dropped {
-            if let Err(e) = self.shared.objects.delete(&self.shared.file_name(id)) {
-                tracing::warn!(file = id, error = %e, "could not remove store file of removed family");
+        for name in dropped {
+            if let Err(e) = self.shared.objects.delete(&name) {
+                tracing::warn!(file = %name, error = %e, "could not remove store file of removed family");
             }
         }
         Ok(())

@@ -8,7 +8,7 @@
 //! change retired it meanwhile), so a concurrent change is never mistaken for damage. Files
 //! that flushes add after the first snapshot are not checked this time.
 
-use super::{store_file_name, EngineShared};
+use super::EngineShared;
 use crate::catalog::{CatalogState, FileEntry};
 use crate::error::{Error, Result};
 use crate::objects::Objects;
@@ -210,7 +210,7 @@ fn catalog_jobs(state: &CatalogState, key: &str) -> Result<(usize, Vec<Job>)> {
 
 /// Checks one file and compares it with its catalog entry.
 fn check_one(objects: &dyn Objects, job: Job) -> StoreFileReport {
-    let mut check = verify_file(objects, &store_file_name(job.entry.id));
+    let mut check = verify_file(objects, &job.entry.name());
     let e = &job.entry;
     if check
         .findings

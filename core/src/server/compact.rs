@@ -178,7 +178,7 @@ impl Maintenance {
             ..self.shared.writer_options(&d)
         };
         let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
-        let path = self.shared.file_name(id);
+        let path = self.shared.file_name(id, region);
         let cache = self.shared.cache.clone();
         let objects = self.shared.objects.clone();
         let files = inputs.clone();
@@ -289,6 +289,7 @@ impl Maintenance {
                         max_seq: info.max_seq,
                         size: info.file_size,
                         entries: info.entry_count,
+                        generation: region.generation,
                     },
                 );
             }

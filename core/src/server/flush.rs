@@ -214,7 +214,7 @@ impl Maintenance {
                 store.clone(),
                 snap.clone(),
                 id,
-                self.shared.file_name(id),
+                self.shared.file_name(id, region),
                 self.shared.writer_options(&d),
                 rules,
             ));
@@ -279,6 +279,7 @@ impl Maintenance {
                         max_seq: info.max_seq,
                         size: info.file_size,
                         entries: info.entry_count,
+                        generation: region.generation,
                     },
                 );
             }

@@ -170,9 +170,9 @@ impl EngineShared {
         }
     }
 
-    /// The object name of store file `id`.
-    pub(crate) fn file_name(&self, id: u64) -> String {
-        store_file_name(id)
+    /// The object name of store file `id` written by `region` (at its generation).
+    pub(crate) fn file_name(&self, id: u64, region: &Region) -> String {
+        crate::catalog::store_file_name(id, region.generation)
     }
 }
 
@@ -386,11 +386,6 @@ pub struct EngineStats {
     pub memstore_bytes: u64,
     /// Writes that waited for the global MemStore budget.
     pub memstore_blocked_writes: u64,
-}
-
-/// The object name of store file `id`: `data/{id:016}.sf`.
-pub(crate) fn store_file_name(id: u64) -> String {
-    format!("data/{id:016}.sf")
 }
 
 pub use crate::cell::now_ms;

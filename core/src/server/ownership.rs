@@ -214,9 +214,11 @@ pub(crate) fn records(table: &TableName, regions: &[Arc<Region>]) -> Vec<RegionR
 
 impl EngineShared {
     /// Claims regions `claimed` and releases regions `released` of `table` (a table
-    /// created or dropped, a split, a merge), and updates the store's catalog to match.
-    /// Without ownership (an engine opened without a connection) does nothing. A failed
-    /// claim is returned: the region serves here while another process owns it.
+    /// created or dropped, a split, a merge), and updates the store's catalog to match:
+    /// claims first, then releases, so the rows of a split parent or merged inputs always
+    /// have an owner. Without ownership (an engine opened without a connection) does
+    /// nothing. A failed claim is returned (nothing is released then): the region serves
+    /// here while another process owns it.
     pub(crate) async fn hand_over(
         &self,
         table: &TableName,
@@ -226,9 +228,6 @@ impl EngineShared {
         let Some(own) = self.ownership.get() else {
             return Ok(());
         };
-        let gone = keys(table, released.iter().copied());
-        own.release(&gone).await;
-        own.unpublish(&gone).await?;
         let new: Vec<Arc<Region>> = match self.tables.read().get(table) {
             Some(t) => t
                 .regions
@@ -240,6 +239,9 @@ impl EngineShared {
             None => Vec::new(),
         };
         own.claim(keys(table, claimed.iter().copied())).await?;
+        let gone = keys(table, released.iter().copied());
+        own.release(&gone).await;
+        own.unpublish(&gone).await?;
         own.publish(records(table, &new)).await
     }
 }

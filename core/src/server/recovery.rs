@@ -9,7 +9,7 @@
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed
 //! before its catalog update) are gone.
 
-use super::{store_file_name, Config, EngineShared, TableState};
+use super::{Config, EngineShared, TableState};
 use crate::catalog::{Catalog, RegionEntry, TableEntry};
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
@@ -443,7 +443,7 @@ fn open_table(
     objects: &Arc<dyn Objects>,
     entry: &TableEntry,
     cache: &Arc<BlockCache>,
-    live: &mut HashSet<u64>,
+    live: &mut HashSet<String>,
     max_seq: &mut u64,
 ) -> Result<Arc<TableState>> {
     let mut regions = Vec::with_capacity(entry.regions.len());
@@ -477,7 +477,7 @@ pub(crate) fn open_region(
     desc: &TableDescriptor,
     entry: &RegionEntry,
     cache: &Arc<BlockCache>,
-    live: &mut HashSet<u64>,
+    live: &mut HashSet<String>,
     max_seq: &mut u64,
 ) -> Result<Region> {
     *max_seq = (*max_seq).max(entry.flushed_seq);
@@ -486,9 +486,9 @@ pub(crate) fn open_region(
     for fam in &desc.families {
         let mut readers = Vec::new();
         for f in entry.files.get(&fam.name).into_iter().flatten() {
-            let name = store_file_name(f.id);
+            let name = f.name();
             // Listed, so never removed as an orphan: the repair needs it.
-            live.insert(f.id);
+            live.insert(name.clone());
             *max_seq = (*max_seq).max(f.max_seq);
             let opened = if objects.exists(&name)? {
                 StoreFileReader::open(objects, &name, f.id, Some(cache.clone()))
@@ -519,6 +519,7 @@ pub(crate) fn open_region(
         entry.start.clone(),
         entry.end.clone(),
         entry.flushed_seq,
+        entry.generation,
         stores,
     );
     if let Some(fault) = fault {
@@ -527,14 +528,9 @@ pub(crate) fn open_region(
     Ok(region)
 }
 
-fn remove_orphans(objects: &dyn Objects, live: &HashSet<u64>) -> Result<()> {
+fn remove_orphans(objects: &dyn Objects, live: &HashSet<String>) -> Result<()> {
     for name in objects.list("data")? {
-        let id = name
-            .strip_prefix("data/")
-            .and_then(|n| n.strip_suffix(".sf"))
-            .and_then(|s| s.parse::<u64>().ok());
-        let keep = id.is_some_and(|id| live.contains(&id));
-        if !keep {
+        if !live.contains(&name) {
             tracing::info!(file = %name, "removing store file no region lists");
             objects.delete(&name)?;
         }

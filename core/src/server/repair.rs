@@ -23,7 +23,7 @@
 //! Both take the directory's lock, so they refuse a directory an engine has open.
 
 use super::check::{check_table_offline, IntegrityReport};
-use super::{store_file_name, Config};
+use super::Config;
 use crate::catalog::{Catalog, CatalogState};
 use crate::error::{Error, Result};
 use crate::objects::{Objects, PutMode};
@@ -212,8 +212,8 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
             if set_aside.iter().any(|s| s.file_id == file.file_id) {
                 continue; // listed by several regions (split daughters)
             }
-            let (regions, start_row, end_row, max_seq, cells) = holders(&state, &key, file.file_id);
-            let name = store_file_name(file.file_id);
+            let (regions, start_row, end_row, max_seq, cells, name) =
+                holders(&state, &key, file.file_id);
             let moved_to = if objects.exists(&name)? {
                 let to = format!("damaged/{}", name.trim_start_matches("data/"));
                 copy_object(&*objects, &name, &to)?;
@@ -266,10 +266,13 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
 
 /// The regions of table `key` listing file `id`, their row range, and the file's largest
 /// seq and cell count as the catalog recorded them.
-fn holders(state: &CatalogState, key: &str, id: u64) -> (Vec<u64>, Bytes, Bytes, u64, u64) {
+/// The regions listing file `id` of table `key`, their first start and last end, and the
+/// file's largest sequence id, cell count and object name.
+fn holders(state: &CatalogState, key: &str, id: u64) -> (Vec<u64>, Bytes, Bytes, u64, u64, String) {
     let mut regions = Vec::new();
     let (mut start, mut end): (Option<Bytes>, Option<Bytes>) = (None, None);
     let (mut max_seq, mut cells) = (0, 0);
+    let mut name = crate::catalog::store_file_name(id, 0);
     for r in state.tables.get(key).into_iter().flat_map(|t| &t.regions) {
         let Some(f) = r.files.values().flatten().find(|f| f.id == id) else {
             continue;
@@ -277,6 +280,7 @@ fn holders(state: &CatalogState, key: &str, id: u64) -> (Vec<u64>, Bytes, Bytes,
         regions.push(r.id);
         max_seq = f.max_seq;
         cells = f.entries;
+        name = f.name();
         // Regions come in key order: the first one's start, the last one's end.
         start.get_or_insert_with(|| r.start.clone());
         end = Some(r.end.clone());
@@ -287,6 +291,7 @@ fn holders(state: &CatalogState, key: &str, id: u64) -> (Vec<u64>, Bytes, Bytes,
         end.unwrap_or_default(),
         max_seq,
         cells,
+        name,
     )
 }
 

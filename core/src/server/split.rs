@@ -272,6 +272,7 @@ impl Maintenance {
                     end: row.clone(),
                     flushed_seq: p.flushed_seq,
                     files: with_local(entry_files(&p, &readers, &p.start, &row), local_of(0)),
+                    generation: p.generation,
                 };
                 let hi = RegionEntry {
                     id: hi_id,
@@ -279,6 +280,7 @@ impl Maintenance {
                     end: p.end.clone(),
                     flushed_seq: p.flushed_seq,
                     files: with_local(entry_files(&p, &readers, &row, &p.end), local_of(1)),
+                    generation: p.generation,
                 };
                 entry.regions.splice(pos..=pos, [lo, hi]);
                 Ok((lo_id, hi_id))
@@ -438,6 +440,7 @@ impl Maintenance {
                     end: y.end.clone(),
                     flushed_seq: x.flushed_seq.max(y.flushed_seq),
                     files: with_local(files, local_file.clone()),
+                    generation: x.generation.max(y.generation),
                 };
                 entry.regions.splice(pos..=pos + 1, [merged]);
                 Ok(id)
@@ -468,6 +471,7 @@ impl Maintenance {
                     first.start.clone(),
                     second.end.clone(),
                     flushed,
+                    first.generation.max(second.generation),
                     stores,
                 ),
                 local_file,

@@ -78,6 +78,7 @@ pub(super) fn daughter(parent: &Region, id: u64, lo: Bytes, hi: Bytes) -> Region
         lo,
         hi,
         parent.flushed_seq.load(Ordering::Acquire),
+        parent.generation,
         stores,
     )
 }

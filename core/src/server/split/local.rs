@@ -65,7 +65,12 @@ pub(super) async fn rewrite(
         .iter()
         .map(|_| m.next_file_id.fetch_add(1, Ordering::Relaxed))
         .collect();
-    let names: Vec<String> = ids.iter().map(|id| m.shared.file_name(*id)).collect();
+    // The new regions start at the largest generation of the regions they replace.
+    let generation = sources.iter().map(|r| r.generation).max().unwrap_or(0);
+    let names: Vec<String> = ids
+        .iter()
+        .map(|id| crate::catalog::store_file_name(*id, generation))
+        .collect();
     let objects = m.shared.objects.clone();
     let cache = m.shared.cache.clone();
     tokio::task::spawn_blocking(move || -> Result<Vec<LocalFile>> {
@@ -122,6 +127,7 @@ pub(super) async fn rewrite(
                 max_seq: info.max_seq,
                 size: info.file_size,
                 entries: info.entry_count,
+                generation,
             };
             files.push(Some((entry, reader)));
         }
