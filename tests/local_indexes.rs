@@ -511,3 +511,147 @@ async fn a_split_row_that_leaves_no_room_for_local_rows_is_refused() {
     );
     conn.close().await.unwrap();
 }
+
+/// An observer that runs after the index maintainer and holds a write of row `r-slow` for a
+/// while: the maintainer has keyed the row's index rows with its region's start by then.
+struct Pause;
+
+#[async_trait::async_trait]
+impl basalt::coprocessors::RegionObserver for Pause {
+    async fn pre_batch_mutate(
+        &self,
+        _ctx: &mut basalt::coprocessors::ObserverContext<'_>,
+        batch: &mut basalt::coprocessors::MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        if batch.operations().any(|m| m.row().as_ref() == b"r-slow") {
+            tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+        }
+        Ok(())
+    }
+}
+
+async fn open_with_pause(dir: &std::path::Path) -> (Connection, IndexAdmin) {
+    let reg = Arc::new(Registry::new());
+    let rt = basalt::index::register(&reg).unwrap();
+    reg.register("pause", |_| {
+        Ok(Arc::new(Pause) as Arc<dyn basalt::coprocessors::RegionObserver>)
+    })
+    .unwrap();
+    let conn = Connection::open_with(Config::new(dir).coprocessor_loader(reg))
+        .await
+        .unwrap();
+    let admin = IndexAdmin::new(&conn, rt);
+    (conn, admin)
+}
+
+/// A split or merge that completes while a write's hooks run (after the maintainer keyed
+/// its index rows with the old region's start): the commit re-keys them for the region of
+/// their data row, and the old index row is deleted where the split or merge moved it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_split_or_merge_during_a_write_leaves_its_index_rows_in_its_region() {
+    for merge in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let (conn, admin) = open_with_pause(dir.path()).await;
+        table(&conn, "t", if merge { &["m"] } else { &[] }).await;
+        let pause = basalt::CoprocessorDescriptor::new("pause")
+            .priority(basalt::CoprocessorDescriptor::PRIORITY_USER.saturating_mul(4));
+        admin.create(by_city("t")).await.unwrap();
+        let mut cps = conn
+            .admin()
+            .describe_table(&TableName::parse("t").unwrap())
+            .await
+            .unwrap()
+            .coprocessors;
+        cps.push(pause);
+        conn.admin()
+            .set_coprocessors(&TableName::parse("t").unwrap(), cps)
+            .await
+            .unwrap();
+        let t = conn.table("t").unwrap();
+        for row in ["a", "k", "r-slow", "z"] {
+            t.put(Put::new(row).add_column("f", "city", "c01"))
+                .await
+                .unwrap();
+        }
+        let slow = {
+            let t = t.clone();
+            tokio::spawn(async move {
+                t.put(Put::new("r-slow").add_column("f", "city", "c02"))
+                    .await
+                    .unwrap();
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let regions = t.regions().await.unwrap();
+        if merge {
+            conn.admin()
+                .merge_regions("t", regions[0].id, regions[1].id)
+                .await
+                .unwrap();
+        } else {
+            conn.admin()
+                .split_region("t", regions[0].id, Some(b"m"))
+                .await
+                .unwrap();
+        }
+        slow.await.unwrap();
+        check(&conn, &admin, "t").await;
+        // The regions split and merge again with every local row in place.
+        let regions = t.regions().await.unwrap();
+        if merge {
+            conn.admin()
+                .split_region("t", regions[0].id, Some(b"q"))
+                .await
+                .unwrap();
+        } else {
+            conn.admin()
+                .merge_regions("t", regions[0].id, regions[1].id)
+                .await
+                .unwrap();
+        }
+        check(&conn, &admin, "t").await;
+        conn.close().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_local_row_family_refuses_every_user_write_and_its_removal() {
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, admin) = open(dir.path()).await;
+    table(&conn, "t", &[]).await;
+    admin.create(by_city("t")).await.unwrap();
+    let t = conn.table("t").unwrap();
+    let refused = |e: basalt::Error| assert!(e.to_string().contains("local index rows"), "{e}");
+    refused(
+        t.increment(basalt::client::Increment::new("x").add_column(LOCAL_FAMILY, "n", 1))
+            .await
+            .unwrap_err(),
+    );
+    refused(
+        t.append(basalt::client::Append::new("x").add_column(LOCAL_FAMILY, "n", "v"))
+            .await
+            .unwrap_err(),
+    );
+    let outcomes = t
+        .batch(vec![basalt::client::BatchOp::Put(
+            Put::new("x").add_column(LOCAL_FAMILY, "m", "v"),
+        )])
+        .await
+        .unwrap();
+    refused(outcomes.into_iter().next().unwrap().unwrap_err());
+    let name = TableName::parse("t").unwrap();
+    refused(
+        conn.admin()
+            .delete_column_family(&name, LOCAL_FAMILY)
+            .await
+            .unwrap_err(),
+    );
+    // After the last local index is dropped the family stays, still refused.
+    admin.drop_index("t", "by_city").await.unwrap();
+    refused(
+        t.put(Put::new("x").add_column(LOCAL_FAMILY, "m", "v"))
+            .await
+            .unwrap_err(),
+    );
+    conn.close().await.unwrap();
+}

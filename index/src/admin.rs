@@ -21,7 +21,7 @@ use crate::def::{IndexDef, IndexState};
 use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{now_ms, Index, IndexTable};
-use basalt_core::client::{BatchOp, Delete, Put, RowResult, Scan};
+use basalt_core::client::{BatchOp, Put, RowResult, Scan};
 use basalt_core::Engine;
 use basalt_core::IntoTableName;
 use basalt_core::RecoveryRepair;
@@ -206,6 +206,7 @@ impl IndexAdmin {
                 let state = match d.state {
                     IndexState::Building => "BUILDING",
                     IndexState::Active => "ACTIVE",
+                    IndexState::Dropping => "DROPPING",
                 };
                 sys.put(
                     Put::new(row)
@@ -334,26 +335,48 @@ impl IndexAdmin {
     pub async fn drop_index(&self, table: impl IntoTableName, name: &str) -> Result<()> {
         let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
+        if def.local {
+            self.drop_local_rows(&def).await?;
+        }
         self.store(&def.data_table()?, name, None).await?;
         if def.local {
-            let data = self.conn.table(def.data_table()?)?;
-            let (_, rows) = crate::local::stored_rows(&Layout::new(def), &data).await?;
-            let family = basalt_core::keys::local::LOCAL_FAMILY;
-            for chunk in rows.chunks(BUILD_BATCH) {
-                let ops = chunk
-                    .iter()
-                    .map(|(row, _, _)| BatchOp::Delete(Delete::new(row).add_family(family)))
-                    .collect();
-                for r in data.batch(ops).await? {
-                    r?;
-                }
-            }
             return Ok(());
         }
         let itable = def.index_table()?;
         let admin = self.conn.admin();
         admin.disable_table(&itable).await?;
         admin.delete_table(&itable).await
+    }
+
+    /// Deletes the rows of local index `def`: the index is declared DROPPING (writes stop
+    /// adding its rows and delete the ones they find), then every data row holding one is
+    /// touched, under its lock, which deletes it wherever a split or merge has moved it.
+    async fn drop_local_rows(&self, def: &IndexDef) -> Result<()> {
+        let data_name = def.data_table()?;
+        let mut dropping = def.clone();
+        dropping.state = IndexState::Dropping;
+        self.store(&data_name, &def.name, Some(&dropping)).await?;
+        let layout = Layout::new(dropping);
+        let data = self.conn.table(&data_name)?;
+        let (_, rows) = crate::local::stored_rows(&layout, &data).await?;
+        let mut owners: Vec<Bytes> = Vec::with_capacity(rows.len());
+        for (row, logical, cells) in rows {
+            // A row that is not what its owner gives is deleted at the touch too.
+            if let Ok(owner) = layout.data_row_logical(&logical, &cells) {
+                self.runtime
+                    .schedule_delete(&def.table, owner.clone(), &def.name, row);
+                owners.push(owner);
+            }
+        }
+        owners.sort();
+        owners.dedup();
+        for chunk in owners.chunks(BUILD_BATCH) {
+            let ops = chunk.iter().map(|r| BatchOp::Put(Put::touch(r))).collect();
+            for r in data.batch(ops).await? {
+                r?;
+            }
+        }
+        Ok(())
     }
 
     /// A query handle on index `name` of `table`; refused with [`Error::IndexNotReady`]

@@ -37,6 +37,9 @@ pub enum IndexState {
     Building,
     /// Complete: queries are answered.
     Active,
+    /// A local index being dropped: no write adds its rows any more, and every write (or
+    /// touch) of a data row deletes that row's one; queries are refused.
+    Dropping,
 }
 
 /// A secondary index on a data table.

@@ -129,15 +129,6 @@ fn put_of(e: &Entry, family: &[u8], durability: Durability) -> Mutation {
     p.into()
 }
 
-/// True when `m` writes the reserved family of local index rows.
-fn writes_local_rows(m: &Mutation) -> bool {
-    let local = basalt_core::keys::local::LOCAL_FAMILY;
-    match m {
-        Mutation::Put(p) => p.cells().any(|(f, _, _, _)| f == local),
-        Mutation::Delete(d) => d.kinds().iter().any(|k| k.family().as_ref() == local),
-    }
-}
-
 /// The strongest of `ds` (`SkipWal` < `AsyncWal` < `SyncWal` < `FsyncWal`), as the engine
 /// folds a batch's durability; the default when there is none.
 fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability {
@@ -161,22 +152,6 @@ impl RegionObserver for Maintainer {
         let mut rows: Vec<Bytes> = Vec::new();
         let mut touched: BTreeSet<Bytes> = BTreeSet::new();
         let region_start = ctx.region_start().clone();
-        let refused: Vec<usize> = batch
-            .operations()
-            .enumerate()
-            .filter(|(_, m)| writes_local_rows(m) && !self.may_write_local(m, &region_start))
-            .map(|(k, _)| k)
-            .collect();
-        for k in refused {
-            batch.veto(
-                k,
-                Error::bad_argument(format!(
-                    "family {} of {} holds local index rows: only their index writes it",
-                    String::from_utf8_lossy(basalt_core::keys::local::LOCAL_FAMILY),
-                    self.table
-                )),
-            );
-        }
         for m in batch.operations() {
             if !rows.contains(m.row()) {
                 rows.push(m.row().clone());
@@ -316,7 +291,11 @@ impl Maintainer {
                 }
             };
             let old = entry_in(layout, region_start, row, before)?;
-            let new = entry_in(layout, region_start, row, after)?;
+            let new = match layout.def.state {
+                // A dropping index adds no row: every write deletes the one it finds.
+                crate::def::IndexState::Dropping => None,
+                _ => entry_in(layout, region_start, row, after)?,
+            };
             for (_, r) in repairs.iter().filter(|(n, r)| {
                 *n == layout.def.name
                     && old.as_ref().is_none_or(|o| o.row != *r)
@@ -368,21 +347,6 @@ impl Maintainer {
                 .push((itable.clone(), put_of(n, family, durability), owned));
         }
         Ok(Ok(plan))
-    }
-}
-
-impl Maintainer {
-    /// True when a user write to the local-row family is allowed: only deletes of rows that
-    /// belong to no index this maintainer keeps (what a dropped local index left).
-    fn may_write_local(&self, m: &Mutation, region_start: &[u8]) -> bool {
-        let Mutation::Delete(_) = m else {
-            return false;
-        };
-        !self
-            .indexes
-            .iter()
-            .filter(|(l, _)| l.def.local)
-            .any(|(l, _)| l.local_logical(m.row(), region_start).is_some())
     }
 }
 

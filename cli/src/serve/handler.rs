@@ -357,6 +357,8 @@ impl HbaseSyncHandler for Handler {
         Ok(desc
             .families
             .iter()
+            // The reserved family of local index rows is no column family a client reads.
+            .filter(|f| !f.is_local_rows())
             .map(|f| {
                 let d = family_to_thrift(f);
                 (d.name.clone().unwrap_or_default(), d)

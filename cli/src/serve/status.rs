@@ -314,6 +314,7 @@ async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, 
             state: match i.state {
                 IndexState::Active => "ACTIVE",
                 IndexState::Building => "BUILDING",
+                IndexState::Dropping => "DROPPING",
             },
             name: i.name,
         })

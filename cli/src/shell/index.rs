@@ -167,6 +167,7 @@ pub(super) async fn list_indexes(
         let mut opts = vec![match d.state {
             IndexState::Active => "ACTIVE".to_string(),
             IndexState::Building => "BUILDING".to_string(),
+            IndexState::Dropping => "DROPPING".to_string(),
         }];
         if d.unique {
             opts.push("UNIQUE".into());

@@ -90,6 +90,26 @@ impl Catalog {
     }
 }
 
+impl Catalog {
+    /// Fails with [`Error::Fenced`] when another engine stored a newer version since this
+    /// one's claim or last update: it took the store over. An engine that created its WAL
+    /// writer folder after its claim and then passes this check is fenced by every later
+    /// claimer, which lists writer folders only after its own claim; one that fails it may
+    /// have been missed, and must not acknowledge a write.
+    pub fn check_claim(&self) -> Result<()> {
+        let Some(n) = *self.version.lock() else {
+            return Ok(());
+        };
+        match newest(&*self.objects)? {
+            Some(m) if m > n => Err(Error::Fenced {
+                writer: FOLDER.to_string(),
+                segment: n + 1,
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// Raises every region's generation: an engine took the store over.
 fn raise_generations(state: &mut CatalogState) {
     for t in state.tables.values_mut() {

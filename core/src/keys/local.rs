@@ -2,9 +2,12 @@
 //! their own order (the rows of region-local indexes, Phoenix's local-index layout).
 //!
 //! A local row of a region starting at `start` has the key
-//! `start ‖ 0x00 ‖ payload ‖ owner length (u16, big-endian)`, where the owner is the last
-//! `owner length` bytes of the payload. Local rows are stored in one reserved family,
-//! [`LOCAL_FAMILY`], which user reads and whole-row deletes never see.
+//! `start ‖ 0x00 ‖ payload ‖ owner length ‖ start length` (two u16, big-endian), where the
+//! owner is the last `owner length` bytes of the payload. The trailer makes every part of a
+//! key readable from the key alone, so a write whose region split or merged while its
+//! hooks ran is re-keyed at commit ([`rekey_to`]). Local rows are stored in one reserved
+//! family, [`LOCAL_FAMILY`], which user reads and whole-row deletes never see and user
+//! writes cannot name.
 //!
 //! Invariants:
 //! - Every local row of a region `[start, end)` sorts inside it, so it is routed, logged,
@@ -26,53 +29,66 @@ pub const LOCAL_FAMILY: &[u8] = b".local";
 /// The byte between a region's start and a local row's payload.
 const SEPARATOR: u8 = 0x00;
 
-/// Bytes of the owner-length trailer.
-const TRAILER: usize = 2;
+/// Bytes of the trailer: the owner's length and the start's.
+const TRAILER: usize = 4;
 
 /// The key of a local row of the region starting at `start`, whose owner is the last
-/// `owner_len` bytes of `payload`; `None` when the owner is longer than the payload or
-/// than 65,535 bytes.
+/// `owner_len` bytes of `payload`; `None` when the owner is longer than the payload, or the
+/// owner or the start longer than 65,535 bytes.
 pub fn local_row(start: &[u8], payload: &[u8], owner_len: usize) -> Option<Bytes> {
     if owner_len > payload.len() {
         return None;
     }
-    let trailer = u16::try_from(owner_len).ok()?;
+    let owner_len = u16::try_from(owner_len).ok()?;
+    let start_len = u16::try_from(start.len()).ok()?;
     let mut k = BytesMut::with_capacity(start.len() + 1 + payload.len() + TRAILER);
     k.put_slice(start);
     k.put_u8(SEPARATOR);
     k.put_slice(payload);
-    k.put_u16(trailer);
+    k.put_u16(owner_len);
+    k.put_u16(start_len);
     Some(k.freeze())
 }
 
-/// The owner row of a local row key (`None` when the key is too short to be one).
-pub fn owner(row: &[u8]) -> Option<&[u8]> {
+/// A local row key's parts: (start, payload, owner); `None` when `row` is not one.
+pub fn parts(row: &[u8]) -> Option<(&[u8], &[u8], &[u8])> {
     let body_len = row.len().checked_sub(TRAILER)?;
     let (body, trailer) = row.split_at(body_len);
-    let n = u16::from_be_bytes([*trailer.first()?, *trailer.get(1)?]) as usize;
-    body.get(body.len().checked_sub(n)?..)
+    let word = |at: usize| -> Option<usize> {
+        Some(u16::from_be_bytes([*trailer.get(at)?, *trailer.get(at + 1)?]) as usize)
+    };
+    let (owner_len, start_len) = (word(0)?, word(2)?);
+    let start = body.get(..start_len)?;
+    let payload = body.get(start_len..)?.strip_prefix(&[SEPARATOR])?;
+    let owner = payload.get(payload.len().checked_sub(owner_len)?..)?;
+    Some((start, payload, owner))
+}
+
+/// The owner row of a local row key (`None` when the key is not one).
+pub fn owner(row: &[u8]) -> Option<&[u8]> {
+    parts(row).map(|(_, _, o)| o)
 }
 
 /// The payload of a local row of the region starting at `start` (`None` when the key is
 /// not one of that region's local rows).
 pub fn payload<'a>(row: &'a [u8], start: &[u8]) -> Option<&'a [u8]> {
-    let rest = row.strip_prefix(start)?.strip_prefix(&[SEPARATOR])?;
-    let n = rest.len().checked_sub(TRAILER)?;
-    let p = rest.get(..n)?;
-    owner(row).filter(|o| o.len() <= p.len()).map(|_| p)
+    parts(row)
+        .filter(|(s, _, _)| *s == start)
+        .map(|(_, p, _)| p)
 }
 
-/// The key of local row `row` of the region starting at `old_start`, moved to the region
-/// starting at `new_start` (`None` when `row` is not a local row of the old region).
+/// The key of local row `row` moved to the region starting at `new_start` (`None` when
+/// `row` is not a local row, or `new_start` is longer than 65,535 bytes).
+pub fn rekey_to(row: &[u8], new_start: &[u8]) -> Option<Bytes> {
+    let (_, payload, owner) = parts(row)?;
+    local_row(new_start, payload, owner.len())
+}
+
+/// [`rekey_to`] for a row known to be of the region starting at `old_start` (`None` when
+/// it is not).
 pub fn rekey(row: &[u8], old_start: &[u8], new_start: &[u8]) -> Option<Bytes> {
-    let rest = row.strip_prefix(old_start)?;
-    if rest.first() != Some(&SEPARATOR) {
-        return None;
-    }
-    let mut k = BytesMut::with_capacity(new_start.len() + rest.len());
-    k.put_slice(new_start);
-    k.put_slice(rest);
-    Some(k.freeze())
+    payload(row, old_start)?;
+    rekey_to(row, new_start)
 }
 
 /// The first key of the local rows of the region starting at `start` whose payload is at
@@ -124,6 +140,18 @@ mod tests {
         assert_eq!(payload(&moved, b"mo"), payload(&k, b"m"));
         assert_eq!(local_row(b"", b"ab", 3), None);
         assert_eq!(owner(b"x"), None);
+        assert_eq!(
+            parts(&k),
+            Some((&b"m"[..], &b"\x01paris\x00\x00ada"[..], &b"ada"[..]))
+        );
+        // A key read without knowing its region: its start is in it.
+        let moved = rekey_to(&k, b"").unwrap_or_default();
+        assert_eq!(payload(&moved, b""), payload(&k, b"m"));
+        assert_eq!(
+            parts(b"m\x00ab\x00\x09\x00\x01"),
+            None,
+            "owner longer than payload"
+        );
     }
 
     #[test]

@@ -355,8 +355,16 @@ impl Engine {
         Ok(())
     }
 
-    /// Removes a column family and its data (a table keeps at least one family).
+    /// Removes a column family and its data (a table keeps at least one family, and its
+    /// reserved family of local index rows while it has any: refused).
     pub(crate) fn remove_family(&self, name: &TableName, family: &[u8]) -> Result<()> {
+        if crate::schema::is_local_family(family) {
+            return Err(Error::bad_argument(format!(
+                "family {} of {name} holds its local index rows; drop the local indexes \
+                 instead (the family goes with the table)",
+                String::from_utf8_lossy(family)
+            )));
+        }
         let t = self.shared.table(name)?;
         let mut desc = t.descriptor.read().clone();
         let before = desc.families.len();

@@ -155,7 +155,14 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         });
         recovered.bridge_to(max_seq);
     }
-    remove_orphans(&*objects, &live_files)?;
+    // On a shared store, only ids this engine's claim could hand out (below its next file
+    // id): a file with a larger id was written by an engine that took the store over since,
+    // and its catalog lists it.
+    let orphan_ids = match objects.is_local() {
+        true => u64::MAX,
+        false => state.next_file_id,
+    };
+    remove_orphans(&*objects, &live_files, orphan_ids)?;
     if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
         // Skipped records may have held any table's writes: a data row may have lost
         // what derives from it (its index rows) or the reverse. Recorded before the WAL
@@ -197,6 +204,9 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         recovered,
         opening,
     )?;
+    // Its writer folder exists now: an engine that claims the store after this check lists
+    // it and fences it. One that claimed before it may have missed it: then this open fails.
+    catalog.check_claim()?;
     if let Some(damage) = report.damage.first() {
         tracing::warn!(
             mode = ?mode,
@@ -528,8 +538,18 @@ pub(crate) fn open_region(
     Ok(region)
 }
 
-fn remove_orphans(objects: &dyn Objects, live: &HashSet<String>) -> Result<()> {
+/// Deletes the store files no region lists, of ids below `below` (and any other object
+/// under `data/`).
+fn remove_orphans(objects: &dyn Objects, live: &HashSet<String>, below: u64) -> Result<()> {
     for name in objects.list("data")? {
+        let id = name
+            .strip_prefix("data/")
+            .and_then(|n| n.get(..16))
+            .and_then(|n| n.parse::<u64>().ok());
+        if id.is_some_and(|id| id >= below) {
+            tracing::debug!(file = %name, "keeping a store file of a newer engine");
+            continue;
+        }
         if !live.contains(&name) {
             tracing::info!(file = %name, "removing store file no region lists");
             objects.delete(&name)?;

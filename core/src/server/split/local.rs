@@ -5,13 +5,19 @@
 //! reference as its other files are: each local row goes to the new region that holds its
 //! owner row, re-keyed with that region's start, into one new store file per new region.
 //! Every cell is copied as it is (timestamp, type, sequence id): delete markers and older
-//! versions included, so what any read point sees is unchanged.
+//! versions included, so what any read point sees is unchanged. The replaced regions' files
+//! are streamed (each region's cells are in key order once re-keyed; several are merged by
+//! key), so the rewrite holds one cell per region in memory. A cell that is no local row of
+//! its region is dropped with a warning (user writes cannot name the family, so only a
+//! damaged file holds one); a re-keyed row longer than a row may be fails the split or merge
+//! before it changes anything.
 //!
 //! Runs under the split's or merge's locks, after the replaced regions' last flush: their
 //! local store files hold every local row they took. The new files are created before the
 //! catalog update that lists them (a crash before it leaves them unlisted, removed at the
 //! next open as orphans); the replaced regions' local files are unlisted by that update
-//! and deleted once their last reader drops them.
+//! and deleted once their last reader drops them. A write whose hooks keyed its local rows
+//! before the split or merge is re-keyed at its commit (`write::commit`).
 
 use super::super::Maintenance;
 use crate::catalog::FileEntry;
@@ -74,52 +80,49 @@ pub(super) async fn rewrite(
     let objects = m.shared.objects.clone();
     let cache = m.shared.cache.clone();
     tokio::task::spawn_blocking(move || -> Result<Vec<LocalFile>> {
-        let mut out: Vec<Vec<StoreCell>> = targets.iter().map(|_| Vec::new()).collect();
-        for (start, files) in &inputs {
-            let sources: Vec<CellSource> = files
-                .iter()
-                .map(|f| {
-                    CellSource::File(
-                        f.scan_from(&StoreKey::first_on_row(Bytes::new()))
-                            .cache_mode(CacheMode::Bypass),
-                    )
-                })
-                .collect();
-            for cell in MergeIter::new(sources, false) {
-                let mut cell = cell?;
-                let lost = || {
-                    Error::bad_argument(format!(
-                        "local row {:?} has no owner in the regions that replace its region",
-                        String::from_utf8_lossy(&cell.key.row)
-                    ))
+        // One stream per replaced region, each in key order once re-keyed (a region's local
+        // rows share its start); merged by key, each cell goes to its new region's file as
+        // it comes: nothing is held but one cell per stream.
+        let mut streams: Vec<std::iter::Peekable<Moved<'_>>> = inputs
+            .iter()
+            .map(|(start, files)| moved(start, files, &targets).peekable())
+            .collect();
+        let mut writers: Vec<Option<StoreFileWriter>> = targets.iter().map(|_| None).collect();
+        loop {
+            let mut best: Option<(usize, StoreKey)> = None;
+            for (k, s) in streams.iter_mut().enumerate() {
+                let key = match s.peek() {
+                    None => continue,
+                    Some(Ok((_, c))) => c.key.clone(),
+                    Some(Err(_)) => match s.next() {
+                        Some(Err(e)) => return Err(e),
+                        _ => continue,
+                    },
                 };
-                let owner = local::owner(&cell.key.row).ok_or_else(lost)?;
-                let (k, t) = targets
-                    .iter()
-                    .enumerate()
-                    .find(|(_, t)| t.holds(owner))
-                    .ok_or_else(lost)?;
-                let row = local::rekey(&cell.key.row, start, &t.start).ok_or_else(lost)?;
-                cell.key.row = row;
-                if let Some(list) = out.get_mut(k) {
-                    list.push(cell);
+                if best.as_ref().is_none_or(|(_, b)| key < *b) {
+                    best = Some((k, key));
                 }
             }
+            let Some((k, _)) = best else { break };
+            let Some(Some(Ok((target, cell)))) = streams.get_mut(k).map(Iterator::next) else {
+                continue;
+            };
+            let (Some(slot), Some(name)) = (writers.get_mut(target), names.get(target)) else {
+                continue;
+            };
+            let w = match slot {
+                Some(w) => w,
+                None => slot.insert(StoreFileWriter::create(&objects, name, opts)?),
+            };
+            w.append(&cell)?;
         }
-        let mut files = Vec::with_capacity(out.len());
-        for ((mut cells, id), name) in out.into_iter().zip(ids).zip(names) {
-            if cells.is_empty() {
+        drop(streams);
+        let mut files = Vec::with_capacity(writers.len());
+        for ((w, id), name) in writers.into_iter().zip(ids).zip(names) {
+            let Some(w) = w else {
                 files.push(None);
                 continue;
-            }
-            if inputs.len() > 1 {
-                // Several sources' rows interleave once re-keyed with one start.
-                cells.sort_by(|a, b| a.key.cmp(&b.key));
-            }
-            let mut w = StoreFileWriter::create(&objects, &name, opts)?;
-            for c in &cells {
-                w.append(c)?;
-            }
+            };
             let info = w.finish()?;
             let reader = StoreFileReader::open(&objects, &name, id, Some(cache.clone()))?;
             let entry = FileEntry {
@@ -140,6 +143,54 @@ pub(super) async fn rewrite(
         )))
     })?
     .map(Some)
+}
+
+/// One replaced region's local cells, in key order, each with the index of the new region
+/// that holds its owner and re-keyed with that region's start.
+type Moved<'a> = Box<dyn Iterator<Item = Result<(usize, StoreCell)>> + 'a>;
+
+/// The cells of `files` (the local-row files of the region starting at `start`) moved to
+/// `targets`. A cell that is no local row of that region, or whose owner no target holds
+/// (nothing the engine writes), is dropped with a warning rather than blocking the split.
+/// A re-keyed row longer than a row may be fails the split.
+fn moved<'a>(start: &'a Bytes, files: &[Arc<StoreFileReader>], targets: &'a [Target]) -> Moved<'a> {
+    let sources: Vec<CellSource> = files
+        .iter()
+        .map(|f| {
+            CellSource::File(
+                f.scan_from(&StoreKey::first_on_row(Bytes::new()))
+                    .cache_mode(CacheMode::Bypass),
+            )
+        })
+        .collect();
+    Box::new(MergeIter::new(sources, false).filter_map(move |cell| {
+        let mut cell = match cell {
+            Ok(c) => c,
+            Err(e) => return Some(Err(e)),
+        };
+        let place = local::parts(&cell.key.row)
+            .filter(|(s, _, _)| *s == start.as_ref())
+            .and_then(|(_, _, owner)| targets.iter().position(|t| t.holds(owner)));
+        let Some(k) = place else {
+            tracing::warn!(row = %String::from_utf8_lossy(&cell.key.row),
+                "a cell of the local-row family is no local row of its region; dropped");
+            return None;
+        };
+        let row = targets
+            .get(k)
+            .and_then(|t| local::rekey_to(&cell.key.row, &t.start))
+            .filter(|r| r.len() <= crate::cell::MAX_ROW_LENGTH);
+        match row {
+            Some(r) => {
+                cell.key.row = r;
+                Some(Ok((k, cell)))
+            }
+            None => Some(Err(Error::bad_argument(
+                "the split row is too long for the table's local index rows, which start \
+                 with their region's first row",
+            ))),
+        }
+    }))
 }
 
 /// The local-row files of regions a split or merge replaced, unlisted by its catalog

@@ -35,6 +35,9 @@ impl WritePipeline {
 
     /// Atomically adds to 8-byte big-endian counters; returns the new values.
     pub(crate) async fn increment(&self, t: &TableState, mut inc: Increment) -> Result<RowResult> {
+        for (f, _, _) in &inc.columns {
+            prepare::refuse_local_family(f)?;
+        }
         let hooks = t.hooks();
         let env = match &hooks {
             None => None,
@@ -70,6 +73,9 @@ impl WritePipeline {
 
     /// Atomically appends to cells; returns the new values.
     pub(crate) async fn append(&self, t: &TableState, mut app: Append) -> Result<RowResult> {
+        for (f, _, _) in &app.columns {
+            prepare::refuse_local_family(f)?;
+        }
         let hooks = t.hooks();
         let env = match &hooks {
             None => None,
@@ -199,7 +205,7 @@ impl WritePipeline {
             prepare::store_of(t, &region, &cam.family)?;
         }
         for m in &action.mutations {
-            prepare::validate_mutation(&self.shared.config, t, m)?;
+            prepare::validate_user_mutation(&self.shared.config, t, m, None)?;
         }
         under_row_locks!(self, t, std::iter::once(&cam.row), |plan| self
             .check_and_mutate_locked(t, cam, action, plan)

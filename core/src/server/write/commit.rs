@@ -199,8 +199,11 @@ impl WritePipeline {
     /// Takes the write gates of the regions `cells` go to, in region-id order, and returns
     /// them held. A cell whose region a split or merge retired is re-routed to the region
     /// that now holds its row (the caller holds the row locks, so what it read from the old
-    /// region is still current), a local row to the region that holds its owner, re-keyed
-    /// ([`crate::keys::local`]), and the gates are taken again.
+    /// region is still current), and the gates are taken again. A local row
+    /// ([`crate::keys::local`]) must be in the region of its owner, keyed with that region's
+    /// start: its hooks keyed it with the start of the region they ran in, which a split or
+    /// merge may have replaced since, so under the gates every local row is checked and, if
+    /// misplaced, re-keyed for its owner's region.
     async fn enter_regions(
         &self,
         tables: &[&TableState],
@@ -218,35 +221,33 @@ impl WritePipeline {
             for r in &regions {
                 gates.push(r.write_gate.clone().read_owned().await);
             }
-            if regions.iter().all(|r| !r.is_retired()) {
+            let settled = regions.iter().all(|r| !r.is_retired())
+                && cells.iter().all(|c| !is_local(c) || placed(c));
+            if settled {
                 return Ok(gates);
             }
             drop(gates);
             for c in cells.iter_mut() {
-                if c.region.is_retired() {
-                    let t = tables
-                        .iter()
-                        .find(|t| t.name == c.region.table)
-                        .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
-                    if crate::schema::is_local_family(&c.store.family) {
-                        // A local row follows its owner, re-keyed with its new region's start.
-                        let lost = || Error::bad_argument("a local row lost its owner");
-                        let owner = crate::keys::local::owner(&c.cell.key.row).ok_or_else(lost)?;
-                        let region = t.online_region(owner)?;
-                        c.cell.key.row = crate::keys::local::rekey(
-                            &c.cell.key.row,
-                            &c.region.start,
-                            &region.start,
-                        )
-                        .ok_or_else(lost)?;
-                        c.store = prepare::store_of(t, &region, &c.store.family)?;
-                        c.region = region;
-                        continue;
-                    }
-                    let region = t.online_region(&c.cell.key.row)?;
-                    c.store = prepare::store_of(t, &region, &c.store.family)?;
-                    c.region = region;
+                let local = is_local(c);
+                if (!local && !c.region.is_retired()) || (local && placed(c)) {
+                    continue;
                 }
+                let t = tables
+                    .iter()
+                    .find(|t| t.name == c.region.table)
+                    .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
+                let region = if local {
+                    let lost = || Error::bad_argument("a local row lost its owner");
+                    let owner = crate::keys::local::owner(&c.cell.key.row).ok_or_else(lost)?;
+                    let region = t.online_region(owner)?;
+                    c.cell.key.row = crate::keys::local::rekey_to(&c.cell.key.row, &region.start)
+                        .ok_or_else(lost)?;
+                    region
+                } else {
+                    t.online_region(&c.cell.key.row)?
+                };
+                c.store = prepare::store_of(t, &region, &c.store.family)?;
+                c.region = region;
             }
         }
     }
@@ -511,4 +512,17 @@ fn runs_by_region(cells: &[PreparedCell]) -> usize {
         .windows(2)
         .filter(|w| matches!(w, [a, b] if !Arc::ptr_eq(&a.region, &b.region)))
         .count()
+}
+
+/// True for a cell of the reserved family of local rows.
+fn is_local(c: &PreparedCell) -> bool {
+    crate::schema::is_local_family(&c.store.family)
+}
+
+/// True when local-row cell `c` is where it belongs: in a live region that holds its owner,
+/// keyed with that region's start.
+fn placed(c: &PreparedCell) -> bool {
+    !c.region.is_retired()
+        && crate::keys::local::parts(&c.cell.key.row)
+            .is_some_and(|(start, _, owner)| start == c.region.start && c.region.contains(owner))
 }

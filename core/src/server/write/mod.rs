@@ -229,7 +229,7 @@ impl WritePipeline {
             }
         };
         for m in muts.iter() {
-            prepare::validate_mutation_in(&self.shared.config, t, m, ran_in.as_ref())?;
+            prepare::validate_user_mutation(&self.shared.config, t, m, ran_in.as_ref())?;
         }
         under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
             .mutate_locked(t, &muts, plan, &seen, ran_in.as_ref())
@@ -349,15 +349,15 @@ impl WritePipeline {
             }
             group = kept;
         }
-        group.retain(
-            |(i, m)| match prepare::validate_mutation(&self.shared.config, t, m) {
+        group.retain(|(i, m)| {
+            match prepare::validate_user_mutation(&self.shared.config, t, m, None) {
                 Ok(()) => true,
                 Err(e) => {
                     set(&mut results, *i, Err(e));
                     false
                 }
-            },
-        );
+            }
+        });
         let mut plan = LockPlan::default();
         while !group.is_empty() {
             let locks = self

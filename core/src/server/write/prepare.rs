@@ -45,6 +45,40 @@ pub(crate) fn check_value(config: &Config, v: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// Refuses a user write naming the reserved family of local rows
+/// ([`crate::keys::local`]): only the writes an index's hooks add may.
+pub(crate) fn refuse_local_family(family: &[u8]) -> Result<()> {
+    if crate::schema::is_local_family(family) {
+        return Err(Error::bad_argument(format!(
+            "family {} holds local index rows: only their index writes it",
+            String::from_utf8_lossy(family)
+        )));
+    }
+    Ok(())
+}
+
+/// [`validate_mutation_in`] of a user's write: also refuses the local-row family.
+pub(crate) fn validate_user_mutation(
+    config: &Config,
+    t: &TableState,
+    m: &Mutation,
+    seen: Option<&Arc<Region>>,
+) -> Result<()> {
+    match m {
+        Mutation::Put(p) => {
+            for (f, _, _, _) in p.cells() {
+                refuse_local_family(f)?;
+            }
+        }
+        Mutation::Delete(d) => {
+            for k in &d.kinds {
+                refuse_local_family(k.family())?;
+            }
+        }
+    }
+    validate_mutation_in(config, t, m, seen)
+}
+
 /// Checks a mutation without writing anything.
 pub(crate) fn validate_mutation(config: &Config, t: &TableState, m: &Mutation) -> Result<()> {
     validate_mutation_in(config, t, m, None)
