@@ -32,6 +32,12 @@
 //! index regions flush apart, so without a record a crash could keep one and lose the
 //! other).
 //!
+//! A local index ([`IndexDef::local`]) writes its rows into the data table's reserved
+//! family, keyed with the start of the region the hook runs in; the commit re-keys them if a
+//! split or merge replaced that region meanwhile. Its deletes name the family (a whole-row
+//! delete skips it). A local index being dropped (`IndexState::Dropping`) adds no row and
+//! deletes the one each write finds.
+//!
 //! A touch ([`basalt_core::Table::touch`]) rewrites a row's index rows from its current
 //! values (online build and repair); repair also hands the maintainer index rows to delete
 //! for a data row through [`Runtime`], deleted under the data row's lock.
