@@ -92,6 +92,8 @@ pub struct Layout {
     pub def: IndexDef,
     schema: KeySchema,
     salt: Option<SaltSpec>,
+    /// The prefix-free encoding of the index's name that starts each local row's payload.
+    tag: Vec<u8>,
 }
 
 impl Layout {
@@ -99,7 +101,19 @@ impl Layout {
     pub fn new(def: IndexDef) -> Self {
         let schema = key_schema(&def);
         let salt = def.salt_buckets.map(SaltSpec::new);
-        Layout { def, schema, salt }
+        let mut tag = Vec::with_capacity(def.name.len() + 3);
+        // A bytes value into a bytes field: the encoding cannot fail.
+        let _ = encode_bytes_value(
+            &mut tag,
+            &Field::new(Kind::Bytes),
+            Some(def.name.as_bytes()),
+        );
+        Layout {
+            def,
+            schema,
+            salt,
+            tag,
+        }
     }
 
     /// The family of the index rows: [`FAMILY`] in an index table, the reserved local-row
@@ -113,14 +127,8 @@ impl Layout {
     }
 
     /// The prefix-free encoding of the index's name that starts each local row's payload.
-    pub fn local_tag(&self) -> Result<Vec<u8>> {
-        let mut tag = Vec::with_capacity(self.def.name.len() + 3);
-        encode_bytes_value(
-            &mut tag,
-            &Field::new(Kind::Bytes),
-            Some(self.def.name.as_bytes()),
-        )?;
-        Ok(tag)
+    pub fn local_tag(&self) -> &[u8] {
+        &self.tag
     }
 
     /// The local row key of logical key `logical` (which ends with the data row's key,
@@ -131,9 +139,7 @@ impl Layout {
         logical: &[u8],
         data_row_len: usize,
     ) -> Result<Bytes> {
-        let mut payload = self.local_tag()?;
-        payload.extend_from_slice(logical);
-        basalt_core::keys::local::local_row(region_start, &payload, data_row_len)
+        basalt_core::keys::local::local_row_of(region_start, &[&self.tag, logical], data_row_len)
             .ok_or_else(|| Error::bad_argument("local index row key: data row too long"))
     }
 
@@ -141,7 +147,7 @@ impl Layout {
     /// `region_start`; `None` when the row is not one of this index's rows there.
     pub fn local_logical<'a>(&self, physical: &'a [u8], region_start: &[u8]) -> Option<&'a [u8]> {
         let payload = basalt_core::keys::local::payload(physical, region_start)?;
-        payload.strip_prefix(self.local_tag().ok()?.as_slice())
+        payload.strip_prefix(self.tag.as_slice())
     }
 
     /// The salt of the index table, if salted.

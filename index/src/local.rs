@@ -77,18 +77,16 @@ async fn region_rows(
     start: &Bytes,
     snapshot: &Snapshot,
 ) -> Result<Vec<LocalRow>> {
-    let tag = layout.local_tag()?;
+    let tag = layout.local_tag();
     let physical = |logical: &[u8]| {
-        let mut p = tag.clone();
+        let mut p = tag.to_vec();
         p.extend_from_slice(logical);
         local::lower_bound(start, &p)
     };
     let first = physical(bounds.lo.as_deref().unwrap_or_default());
     let stop = match &bounds.hi {
         Some(h) => physical(h),
-        None => prefix_successor(&tag)
-            .map(|t| local::lower_bound(start, &t))
-            .unwrap_or_else(|| local::end_of_local_rows(start)),
+        None => end_of_tag(start, tag),
     };
     let scan = Scan::new().add_family(local::LOCAL_FAMILY);
     let scan = if q.is_reverse() {
@@ -146,7 +144,7 @@ pub(crate) async fn stored_rows(
     layout: &Layout,
     data: &Table,
 ) -> Result<(Vec<Bytes>, Vec<StoredRow>)> {
-    let tag = layout.local_tag()?;
+    let tag = layout.local_tag();
     let starts: Vec<Bytes> = data
         .regions()
         .await?
@@ -155,12 +153,10 @@ pub(crate) async fn stored_rows(
         .collect();
     let mut out = Vec::new();
     for start in &starts {
-        let stop = prefix_successor(&tag)
-            .map(|t| local::lower_bound(start, &t))
-            .unwrap_or_else(|| local::end_of_local_rows(start));
+        let stop = end_of_tag(start, tag);
         let scan = Scan::new()
             .add_family(local::LOCAL_FAMILY)
-            .start_row(local::lower_bound(start, &tag))
+            .start_row(local::lower_bound(start, tag))
             .stop_row(stop);
         let mut stream = data.scan(scan)?;
         while let Some(r) = stream.try_next().await? {
@@ -177,6 +173,14 @@ pub(crate) async fn stored_rows(
         }
     }
     Ok((starts, out))
+}
+
+/// The first key after every row of the index tagged `tag` in the region starting at
+/// `start`.
+fn end_of_tag(start: &[u8], tag: &[u8]) -> Bytes {
+    prefix_successor(tag)
+        .map(|t| local::lower_bound(start, &t))
+        .unwrap_or_else(|| local::end_of_local_rows(start))
 }
 
 /// The start of the region (of `starts`, ascending) that holds `row`.

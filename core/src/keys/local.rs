@@ -36,15 +36,23 @@ const TRAILER: usize = 4;
 /// `owner_len` bytes of `payload`; `None` when the owner is longer than the payload, or the
 /// owner or the start longer than 65,535 bytes.
 pub fn local_row(start: &[u8], payload: &[u8], owner_len: usize) -> Option<Bytes> {
-    if owner_len > payload.len() {
+    local_row_of(start, &[payload], owner_len)
+}
+
+/// [`local_row`] of a payload given in pieces, concatenated (built with one allocation).
+pub fn local_row_of(start: &[u8], payload: &[&[u8]], owner_len: usize) -> Option<Bytes> {
+    let payload_len: usize = payload.iter().map(|p| p.len()).sum();
+    if owner_len > payload_len {
         return None;
     }
     let owner_len = u16::try_from(owner_len).ok()?;
     let start_len = u16::try_from(start.len()).ok()?;
-    let mut k = BytesMut::with_capacity(start.len() + 1 + payload.len() + TRAILER);
+    let mut k = BytesMut::with_capacity(start.len() + 1 + payload_len + TRAILER);
     k.put_slice(start);
     k.put_u8(SEPARATOR);
-    k.put_slice(payload);
+    for p in payload {
+        k.put_slice(p);
+    }
     k.put_u16(owner_len);
     k.put_u16(start_len);
     Some(k.freeze())
