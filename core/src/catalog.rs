@@ -11,7 +11,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 8 (1 to 7 are still read, see below) |
+//! | 8 | 4 | format version: 9 (1 to 8 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -38,11 +38,17 @@
 //! every region ([`RegionEntry::generation`], raised each time an engine opens the store) and
 //! of every store file (its region's when written, part of its name, see
 //! [`store_file_name`]); older catalogs are read with generation 0 everywhere, the files
-//! keeping their names without one.
+//! keeping their names without one. Version 9 added, for every region, the WAL writers that
+//! may hold its edits above its flushed sequence id ([`RegionEntry::writers`]), and to the
+//! state the next writer number ([`CatalogState::next_writer`]) and the version of the
+//! newest whole-store claim ([`CatalogState::store_claim`]); a version-8 catalog is read
+//! with no writers known (an engine opening some regions of it then reads every writer).
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
-//! that opened the store after this one (and claimed the next version) makes this one's
-//! later updates fail with [`Error::Fenced`].
+//! that claimed the whole store after this one makes this one's later updates fail with
+//! [`Error::Fenced`]; engines serving disjoint regions of one store update it in turn, each
+//! update re-applied to the newest version when another engine stored one first, and
+//! refused ([`Error::Fenced`]) when it would change a region another engine claimed since.
 //!
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
@@ -62,7 +68,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 8;
+const VERSION: u32 = 9;
 const HEADER: usize = 20;
 
 /// The object name of store file `id` written at region generation `generation`:
@@ -115,6 +121,24 @@ pub struct RegionEntry {
     /// it writes carry it in their names. A split's daughters and a merge's result start at
     /// the largest generation of the regions they replace.
     pub generation: u64,
+    /// The WAL writers (folder numbers on an object store) that may hold edits of this
+    /// region above `flushed_seq`: every claim adds the claimer's, a flush leaves only the
+    /// flusher's. Whoever opens the region fences and reads these. Empty when unknown (a
+    /// local directory, or a catalog older than format 9): then every writer is read.
+    pub writers: Vec<u64>,
+}
+
+impl RegionEntry {
+    /// The writers of this region and of `other` (a merge's result may hold edits of
+    /// both); none (unknown) when either's are unknown.
+    pub fn writers_and(&self, other: &RegionEntry) -> Vec<u64> {
+        if self.writers.is_empty() || other.writers.is_empty() {
+            return Vec::new();
+        }
+        let mut all = self.writers.clone();
+        all.extend(other.writers.iter().filter(|w| !self.writers.contains(w)));
+        all
+    }
 }
 
 /// One table.
@@ -139,6 +163,11 @@ pub struct CatalogState {
     pub namespaces: BTreeSet<String>,
     /// Tables by their full name (`ns:name`).
     pub tables: BTreeMap<String, TableEntry>,
+    /// Next WAL writer number to hand out (object stores: each engine's claim takes one).
+    pub next_writer: u64,
+    /// The catalog version of the newest claim of the whole store: an engine whose own
+    /// claim is older may change nothing any more.
+    pub store_claim: u64,
 }
 
 impl Default for CatalogState {
@@ -153,6 +182,8 @@ impl Default for CatalogState {
             .into_iter()
             .collect(),
             tables: BTreeMap::new(),
+            next_writer: 1,
+            store_claim: 0,
         }
     }
 }
@@ -174,6 +205,8 @@ pub struct Catalog {
     /// The version the state was read from or last written as, on a versioned store
     /// (`None`: the single `catalog` object of a local directory).
     version: Mutex<Option<u64>>,
+    /// What this engine claimed of a versioned store (see `versions.rs`).
+    claim: Mutex<versions::Claim>,
 }
 
 mod versions;
@@ -191,6 +224,13 @@ impl Catalog {
         };
         let state = match objects.read(&name) {
             Ok(bytes) => decode(&objects.locate(&name), &bytes)?,
+            // A version listed a moment ago and gone now was replaced by newer ones (each
+            // store deletes the one two below it): read the newest again.
+            Err(e)
+                if e.kind() == std::io::ErrorKind::NotFound && version.is_some_and(|n| n > 0) =>
+            {
+                return versions::open_again(objects);
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => CatalogState::default(),
             Err(e) => return Err(e.into()),
         };
@@ -198,6 +238,7 @@ impl Catalog {
             objects: Arc::clone(objects),
             state: Mutex::new(state),
             version: Mutex::new(version),
+            claim: Mutex::new(versions::Claim::default()),
         })
     }
 
@@ -223,14 +264,30 @@ impl Catalog {
     }
 
     /// Applies `f` to a copy of the state and persists it; the change takes effect only if
-    /// both `f` and the write succeed. Updates are serialized.
-    pub fn update<T>(&self, f: impl FnOnce(&mut CatalogState) -> Result<T>) -> Result<T> {
+    /// both `f` and the write succeed. Updates are serialized. On a shared versioned store
+    /// `f` may run more than once: when another engine stored a version first, `f` is
+    /// applied again to the newest one, and the change is refused with [`Error::Fenced`]
+    /// if it would change a region this engine no longer holds (see `versions.rs`).
+    pub fn update<T>(&self, mut f: impl FnMut(&mut CatalogState) -> Result<T>) -> Result<T> {
         let mut guard = self.state.lock();
-        let mut next = guard.clone();
-        let out = f(&mut next)?;
-        self.persist(&next)?;
-        *guard = next;
-        Ok(out)
+        loop {
+            let mut next = guard.clone();
+            let out = f(&mut next)?;
+            self.vet(&guard, &next)?;
+            match self.persist(&next) {
+                Ok(()) => {
+                    self.track(&guard, &next);
+                    *guard = next;
+                    return Ok(out);
+                }
+                Err(Error::Fenced { .. }) if self.version.lock().is_some() => {
+                    let newest = Catalog::open(&self.objects)?;
+                    *self.version.lock() = *newest.version.lock();
+                    *guard = newest.snapshot();
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     fn persist(&self, state: &CatalogState) -> Result<()> {
@@ -316,13 +373,14 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         4 => postcard::from_bytes::<v4::CatalogState>(payload).map(CatalogState::from),
         5..=7 => postcard::from_bytes::<old::CatalogState<TableDescriptor>>(payload)
             .map(CatalogState::from),
+        8 => postcard::from_bytes::<v8::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
 mod formats;
-pub(crate) use formats::{old, v1, v2, v3, v4};
+pub(crate) use formats::{old, v1, v2, v3, v4, v8};
 
 #[cfg(test)]
 mod tests;

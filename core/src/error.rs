@@ -52,6 +52,16 @@ pub enum Error {
         /// What is wrong with it.
         reason: String,
     },
+    /// Another engine of the shared store serves the region (HBase's
+    /// `NotServingRegionException`): this engine opened other regions
+    /// (`Config::serve_regions`). Ask the engine that serves it.
+    #[error("region {region} of table {table} is not served by this engine")]
+    RegionNotServed {
+        /// The table.
+        table: String,
+        /// The region's id.
+        region: u64,
+    },
     /// The namespace does not exist.
     #[error("namespace not found: {0}")]
     NamespaceNotFound(String),

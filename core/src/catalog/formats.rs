@@ -53,6 +53,7 @@ pub(crate) mod old {
                 flushed_seq: old.flushed_seq,
                 files,
                 generation: 0,
+                writers: Vec::new(),
             }
         }
     }
@@ -93,6 +94,8 @@ pub(crate) mod old {
                 next_file_id: old.next_file_id,
                 namespaces: old.namespaces,
                 tables,
+                next_writer: 1,
+                store_claim: 0,
             }
         }
     }
@@ -300,4 +303,78 @@ pub(crate) mod v4 {
     pub type TableEntry = super::old::TableEntry<TableDescriptor>;
     /// A version-4 catalog.
     pub type CatalogState = super::old::CatalogState<TableDescriptor>;
+}
+
+/// Catalog format version 8: no WAL writers per region, no writer counter, no store claim.
+pub(crate) mod v8 {
+    use crate::schema::TableDescriptor;
+    use bytes::Bytes;
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A version-8 region: no WAL writers.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct RegionEntry {
+        pub id: u64,
+        pub start: Bytes,
+        pub end: Bytes,
+        pub flushed_seq: u64,
+        pub files: BTreeMap<Bytes, Vec<super::super::FileEntry>>,
+        pub generation: u64,
+    }
+
+    /// A version-8 table entry.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableEntry {
+        pub descriptor: TableDescriptor,
+        pub enabled: bool,
+        pub regions: Vec<RegionEntry>,
+    }
+
+    /// A version-8 catalog.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct CatalogState {
+        pub next_region_id: u64,
+        pub next_file_id: u64,
+        pub namespaces: BTreeSet<String>,
+        pub tables: BTreeMap<String, TableEntry>,
+    }
+
+    impl From<CatalogState> for super::super::CatalogState {
+        fn from(old: CatalogState) -> Self {
+            let tables = old
+                .tables
+                .into_iter()
+                .map(|(k, t)| {
+                    let regions = t
+                        .regions
+                        .into_iter()
+                        .map(|r| super::super::RegionEntry {
+                            id: r.id,
+                            start: r.start,
+                            end: r.end,
+                            flushed_seq: r.flushed_seq,
+                            files: r.files,
+                            generation: r.generation,
+                            writers: Vec::new(),
+                        })
+                        .collect();
+                    let entry = super::super::TableEntry {
+                        descriptor: t.descriptor,
+                        enabled: t.enabled,
+                        regions,
+                    };
+                    (k, entry)
+                })
+                .collect();
+            super::super::CatalogState {
+                next_region_id: old.next_region_id,
+                next_file_id: old.next_file_id,
+                namespaces: old.namespaces,
+                tables,
+                next_writer: 1,
+                store_claim: 0,
+            }
+        }
+    }
 }

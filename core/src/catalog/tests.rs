@@ -345,16 +345,68 @@ fn version_7_catalogs_are_read_with_generation_0() {
     );
     assert_eq!(f.name(), "data/0000000000000012.sf");
     // An engine's claim raises every region's generation; the next update stores it in
-    // version 8.
-    c.claim().unwrap();
+    // the current version.
+    c.claim(0).unwrap();
     c.update(|_| Ok(())).unwrap();
     drop(c);
     let again = Catalog::open(&objects).unwrap().snapshot();
     assert_eq!(again.tables[&name.to_string()].regions[0].generation, 1);
     assert_eq!(
         fs::read(dir.path().join("catalog")).unwrap()[8..12],
-        8u32.to_be_bytes()
+        VERSION.to_be_bytes()
     );
+}
+
+#[test]
+fn version_8_catalogs_are_read_with_unknown_writers() {
+    use crate::schema::{ColumnFamilyDescriptor, TableName};
+    let dir = tempfile::tempdir().unwrap();
+    let name = TableName::parse("t").unwrap();
+    let file = FileEntry {
+        id: 12,
+        max_seq: 40,
+        size: 4096,
+        entries: 9,
+        generation: 3,
+    };
+    let state = v8::CatalogState {
+        next_region_id: 3,
+        next_file_id: 13,
+        namespaces: ["default".to_string()].into(),
+        tables: [(
+            name.to_string(),
+            v8::TableEntry {
+                descriptor: TableDescriptor::new(name.clone())
+                    .family(ColumnFamilyDescriptor::new("f")),
+                enabled: true,
+                regions: vec![v8::RegionEntry {
+                    id: 2,
+                    start: Bytes::new(),
+                    end: Bytes::new(),
+                    flushed_seq: 40,
+                    files: [(Bytes::from_static(b"f"), vec![file.clone()])].into(),
+                    generation: 3,
+                }],
+            },
+        )]
+        .into(),
+    };
+    let payload = postcard::to_stdvec(&state).unwrap();
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&8u32.to_be_bytes());
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    let crc = checksum(8, &bytes, &payload);
+    bytes.extend_from_slice(&crc.to_be_bytes());
+    bytes.extend_from_slice(&payload);
+    fs::write(dir.path().join("catalog"), &bytes).unwrap();
+    let objects = crate::objects::local(crate::fs::StdFs::shared(), dir.path());
+    let s = Catalog::open(&objects).unwrap().snapshot();
+    let r = &s.tables[&name.to_string()].regions[0];
+    assert_eq!((r.id, r.flushed_seq, r.generation), (2, 40, 3));
+    assert!(r.writers.is_empty(), "writers unknown");
+    assert_eq!(r.files[&Bytes::from_static(b"f")], vec![file]);
+    assert_eq!((s.next_writer, s.store_claim, s.next_file_id), (1, 0, 13));
 }
 
 #[test]

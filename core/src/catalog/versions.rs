@@ -1,15 +1,67 @@
 //! The versioned catalog of an object store shared by engines: version `n` is the object
 //! `catalog/{n:020}`, created create-if-absent and never changed; the newest is the
-//! catalog. An engine that opens claims the next version (a copy of the newest, its file
-//! ids moved past any the previous owner may still hand out), so the previous owner's next
-//! update finds its version taken and fails with [`Error::Fenced`]: it can neither list a
-//! store file nor lose one after the takeover. Versions older than the previous one are
-//! deleted once a newer one is stored.
+//! catalog. Versions older than the previous one are deleted once a newer one is stored.
+//!
+//! Claims: an engine that opens the whole store claims the next version (a copy of the
+//! newest, every region's generation raised, its file ids moved past any the previous owner
+//! may still hand out, [`CatalogState::store_claim`] set to it); from then on every update
+//! of an engine whose own claim is older fails with [`Error::Fenced`]. An engine that opens
+//! some regions claims only those (their generations raised, its WAL writer added to their
+//! [`RegionEntry::writers`](super::RegionEntry::writers)): engines serving disjoint regions
+//! share the store. Each engine remembers the regions it holds and their generations; an
+//! update that finds its version taken is applied again to the newest version, and is
+//! refused with [`Error::Fenced`] when it would change or remove a region the engine does
+//! not hold at the newest version's generation (another engine claimed it since). A region
+//! an update creates (a new table, a split's daughters) is held by the engine that created
+//! it. Every claim also takes the next WAL writer number
+//! ([`CatalogState::next_writer`]), so no two engines write in one folder.
 
-use super::{encode, Catalog, CatalogState};
+use super::{encode, Catalog, CatalogState, RegionEntry};
 use crate::error::{Error, Result};
 use crate::objects::{Objects, PutMode};
+use std::collections::{BTreeSet, HashMap};
 use std::io;
+use std::sync::Arc;
+
+/// What an engine claimed of a versioned store.
+#[derive(Debug, Default)]
+pub(crate) struct Claim {
+    /// The catalog version its claim was stored as (0: no claim, nothing is vetted).
+    epoch: u64,
+    /// Its WAL writer number (0: none).
+    writer: u64,
+    /// The regions it holds, with the generation it holds each at.
+    held: HashMap<u64, u64>,
+}
+
+/// How many times a version listed and then deleted is looked for again.
+const REREADS: usize = 64;
+
+/// Opens the newest version of `objects` again: the one listed was deleted meanwhile.
+pub(super) fn open_again(objects: &Arc<dyn Objects>) -> Result<Catalog> {
+    for _ in 0..REREADS {
+        let Some(n) = newest(&**objects)? else {
+            break;
+        };
+        match objects.read(&name(n)) {
+            Ok(bytes) => {
+                let state = super::decode(&objects.locate(&name(n)), &bytes)?;
+                return Ok(Catalog {
+                    objects: Arc::clone(objects),
+                    state: parking_lot::Mutex::new(state),
+                    version: parking_lot::Mutex::new(Some(n)),
+                    claim: parking_lot::Mutex::new(Claim::default()),
+                });
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(Error::Io(io::Error::new(
+        io::ErrorKind::NotFound,
+        "the catalog's newest version kept disappearing while being read",
+    )))
+}
 
 /// The folder of the versions.
 pub(super) const FOLDER: &str = "catalog";
@@ -34,17 +86,27 @@ pub(super) fn newest(objects: &dyn Objects) -> Result<Option<u64>> {
         .max())
 }
 
-/// Stores version `n`; a version taken already means another engine owns the catalog now.
+/// Stores version `n`, which must become the newest: a version taken already, or a newer
+/// one stored (then `n` was a deleted old version, and the object just written is removed
+/// again), fails with [`Error::Fenced`]: the caller's state is stale.
 pub(super) fn create(objects: &dyn Objects, n: u64, bytes: &[u8]) -> Result<()> {
+    let taken = || Error::Fenced {
+        writer: FOLDER.to_string(),
+        segment: n,
+    };
     match objects.put(&name(n), bytes, PutMode::Create) {
         Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-            return Err(Error::Fenced {
-                writer: FOLDER.to_string(),
-                segment: n,
-            });
-        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
         Err(e) => return Err(e.into()),
+    }
+    // Old versions are deleted, so an engine two or more versions behind creates one
+    // again without a conflict: it must see that newer ones exist, or its change would
+    // be stored where no reader looks.
+    if newest(objects)?.is_some_and(|m| m > n) {
+        if let Err(e) = objects.delete(&name(n)) {
+            tracing::warn!(version = n, error = %e, "could not delete a stale catalog version");
+        }
+        return Err(taken());
     }
     if let Some(old) = n.checked_sub(2) {
         if let Err(e) = objects.delete(&name(old)) {
@@ -55,29 +117,71 @@ pub(super) fn create(objects: &dyn Objects, n: u64, bytes: &[u8]) -> Result<()> 
 }
 
 impl Catalog {
-    /// Takes the catalog over for this engine: raises every region's generation and, on a
-    /// versioned store, stores the next version (the newest state, its next file id moved
-    /// on), re-reading when another engine stored one first. A local catalog (one engine
-    /// per directory, under its lock) stores nothing here.
-    pub fn claim(&self) -> Result<()> {
+    /// Takes the whole catalog over for this engine, whose WAL writer number is to be at
+    /// least `min_writer`; returns that number (0 on a local directory, which has one WAL).
+    /// Raises every region's generation and, on a versioned store, stores the next version
+    /// (the newest state, its next file id moved on, the engine's writer added to every
+    /// region's writers, the store claim set to it), re-reading when another engine stored
+    /// one first. A local catalog (one engine per directory, under its lock) stores nothing
+    /// here: the raised generations are written with the next update.
+    pub fn claim(&self, min_writer: u64) -> Result<u64> {
+        self.claim_with(min_writer, None)
+    }
+
+    /// Claims only the regions `regions` (ids of any tables) for this engine: raises their
+    /// generations and adds the engine's writer to their writers, leaving every other
+    /// region to the engines that serve it; returns the writer number. Only a versioned
+    /// store is shared ([`Error::BadArgument`] on a local directory); an id no table has
+    /// fails with [`Error::RegionNotFound`].
+    pub fn claim_regions(&self, regions: &BTreeSet<u64>, min_writer: u64) -> Result<u64> {
+        if self.version.lock().is_none() {
+            return Err(Error::bad_argument(
+                "only a shared object store can be opened region by region",
+            ));
+        }
+        self.claim_with(min_writer, Some(regions))
+    }
+
+    fn claim_with(&self, min_writer: u64, only: Option<&BTreeSet<u64>>) -> Result<u64> {
         // The order `update` takes them in: the state, then the version.
         let mut state = self.state.lock();
         let mut version = self.version.lock();
         let Some(mut n) = *version else {
-            // A directory has one engine at a time (its lock): the raised generations are
-            // written with the next update (no file of this engine is listed before it).
-            raise_generations(&mut state);
-            return Ok(());
+            raise_generations(&mut state, None, 0);
+            return Ok(0);
         };
         loop {
             let mut next: CatalogState = state.clone();
             next.next_file_id = next.next_file_id.saturating_add(FILE_ID_SKIP);
-            raise_generations(&mut next);
+            let writer = next.next_writer.max(min_writer).max(1);
+            next.next_writer = writer + 1;
+            match only {
+                Some(ids) => {
+                    let known: BTreeSet<u64> = regions(&next).map(|r| r.id).collect();
+                    if let Some(id) = ids.iter().find(|id| !known.contains(id)) {
+                        return Err(Error::RegionNotFound {
+                            table: "(any table)".into(),
+                            id: *id,
+                        });
+                    }
+                }
+                None => next.store_claim = n + 1,
+            }
+            raise_generations(&mut next, only, writer);
             match create(&*self.objects, n + 1, &encode(&next)?) {
                 Ok(()) => {
+                    let held = regions(&next)
+                        .filter(|r| only.is_none_or(|ids| ids.contains(&r.id)))
+                        .map(|r| (r.id, r.generation))
+                        .collect();
+                    *self.claim.lock() = Claim {
+                        epoch: n + 1,
+                        writer,
+                        held,
+                    };
                     *state = next;
                     *version = Some(n + 1);
-                    return Ok(());
+                    return Ok(writer);
                 }
                 Err(Error::Fenced { .. }) => {
                     let newer = Catalog::open(&self.objects)?;
@@ -88,33 +192,122 @@ impl Catalog {
             }
         }
     }
-}
 
-impl Catalog {
-    /// Fails with [`Error::Fenced`] when another engine stored a newer version since this
-    /// one's claim or last update: it took the store over. An engine that created its WAL
-    /// writer folder after its claim and then passes this check is fenced by every later
-    /// claimer, which lists writer folders only after its own claim; one that fails it may
-    /// have been missed, and must not acknowledge a write.
-    pub fn check_claim(&self) -> Result<()> {
-        let Some(n) = *self.version.lock() else {
+    /// This engine's WAL writer number on a versioned store (0: none).
+    pub fn writer(&self) -> u64 {
+        self.claim.lock().writer
+    }
+
+    /// Refuses `next`, a change of `base`, when this engine's claim was superseded: another
+    /// engine claimed the whole store since, or `next` changes or removes a region the
+    /// engine does not hold at `base`'s generation, or changes the schema of a table one of
+    /// whose regions it does not hold.
+    pub(super) fn vet(&self, base: &CatalogState, next: &CatalogState) -> Result<()> {
+        let claim = self.claim.lock();
+        if claim.epoch == 0 {
             return Ok(());
-        };
-        match newest(&*self.objects)? {
-            Some(m) if m > n => Err(Error::Fenced {
-                writer: FOLDER.to_string(),
-                segment: n + 1,
-            }),
-            _ => Ok(()),
+        }
+        if base.store_claim > claim.epoch {
+            return Err(fenced(base.store_claim));
+        }
+        let before: HashMap<u64, &RegionEntry> = regions(base).map(|r| (r.id, r)).collect();
+        let after: HashMap<u64, &RegionEntry> = regions(next).map(|r| (r.id, r)).collect();
+        let holds = |r: &RegionEntry| claim.held.get(&r.id) == Some(&r.generation);
+        for (id, old) in &before {
+            if after.get(id) != Some(old) && !holds(old) {
+                tracing::warn!(
+                    region = id,
+                    generation = old.generation,
+                    "catalog change refused: another engine holds the region"
+                );
+                return Err(fenced(old.generation));
+            }
+        }
+        // A schema change (descriptor, enabled) is the business of an engine holding every
+        // region of the table: the others would go on serving the old schema.
+        for (key, old) in &base.tables {
+            let changed = next
+                .tables
+                .get(key)
+                .is_some_and(|new| new.descriptor != old.descriptor || new.enabled != old.enabled);
+            if let Some(r) = old.regions.iter().find(|r| changed && !holds(r)) {
+                tracing::warn!(table = %key, region = r.id, "schema change refused: another engine holds a region");
+                return Err(fenced(r.generation));
+            }
+        }
+        Ok(())
+    }
+
+    /// Records, after `next` replaced `base`, the regions it created as held and those it
+    /// removed as gone.
+    pub(super) fn track(&self, base: &CatalogState, next: &CatalogState) {
+        let mut claim = self.claim.lock();
+        if claim.epoch == 0 {
+            return;
+        }
+        let before: BTreeSet<u64> = regions(base).map(|r| r.id).collect();
+        let after: HashMap<u64, u64> = regions(next).map(|r| (r.id, r.generation)).collect();
+        claim.held.retain(|id, _| after.contains_key(id));
+        for (id, generation) in after {
+            if !before.contains(&id) {
+                claim.held.insert(id, generation);
+            }
+        }
+    }
+
+    /// Fails with [`Error::Fenced`] when another engine claimed the whole store or one of
+    /// this engine's regions since this one's claim. An engine that created its WAL writer
+    /// folder after its claim and then passes this check is fenced by every later claimer:
+    /// its writer number is in the catalog, and claimers fence the writers they find there.
+    pub fn check_claim(&self) -> Result<()> {
+        if self.version.lock().is_none() {
+            return Ok(());
+        }
+        let newest = Catalog::open(&self.objects)?.snapshot();
+        let claim = self.claim.lock();
+        if newest.store_claim > claim.epoch {
+            return Err(fenced(newest.store_claim));
+        }
+        let moved = regions(&newest)
+            .find(|r| claim.held.get(&r.id).is_some_and(|g| *g != r.generation))
+            .map(|r| r.generation);
+        match moved {
+            Some(generation) => Err(fenced(generation)),
+            None => Ok(()),
         }
     }
 }
 
-/// Raises every region's generation: an engine took the store over.
-fn raise_generations(state: &mut CatalogState) {
+/// The error of an engine whose claim another engine's superseded.
+fn fenced(at: u64) -> Error {
+    Error::Fenced {
+        writer: FOLDER.to_string(),
+        segment: at,
+    }
+}
+
+/// Every region of every table of `state`.
+fn regions(state: &CatalogState) -> impl Iterator<Item = &RegionEntry> {
+    state.tables.values().flat_map(|t| t.regions.iter())
+}
+
+/// Raises the generation of every region (of those in `only`), adding `writer` (unless 0)
+/// to their known writers: an engine took them over.
+fn raise_generations(state: &mut CatalogState, only: Option<&BTreeSet<u64>>, writer: u64) {
     for t in state.tables.values_mut() {
         for r in &mut t.regions {
+            if only.is_some_and(|ids| !ids.contains(&r.id)) {
+                continue;
+            }
             r.generation = r.generation.saturating_add(1);
+            // Unknown writers (a catalog older than format 9) stay unknown: every writer
+            // is read for the region until its next flush.
+            if writer > 0 && !r.writers.is_empty() && !r.writers.contains(&writer) {
+                r.writers.push(writer);
+            }
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

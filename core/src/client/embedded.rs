@@ -328,6 +328,7 @@ impl Connection<Engine> {
 
     /// Opens an engine with explicit settings.
     pub async fn open_with(config: Config) -> Result<Self> {
+        crate::server::check_unowned(&config).await?;
         let engine = tokio::task::spawn_blocking(move || Engine::open(config))
             .await
             .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;

@@ -87,6 +87,10 @@ pub struct RegionFault {
     pub file: std::path::PathBuf,
     /// What is wrong with it.
     pub reason: String,
+    /// True when nothing is wrong but another engine of a shared store serves the region
+    /// (this one opened other regions, `Config::serve_regions`): it fails with
+    /// [`Error::RegionNotServed`], and no file of it is open here.
+    pub elsewhere: bool,
 }
 
 impl Region {
@@ -126,6 +130,10 @@ impl Region {
     pub fn check_online(&self) -> Result<()> {
         match self.offline.get() {
             None => Ok(()),
+            Some(fault) if fault.elsewhere => Err(Error::RegionNotServed {
+                table: self.table.to_string(),
+                region: self.id,
+            }),
             Some(fault) => Err(Error::RegionOffline {
                 table: self.table.to_string(),
                 region: self.id,

@@ -133,6 +133,10 @@ impl Engine {
         let name = desc.name.to_string();
         // Loaded before anything is written: a coprocessor that cannot load fails the create.
         let hooks = load_hooks(&self.shared.config, &desc)?;
+        let writers: Vec<u64> = Some(self.shared.catalog.writer())
+            .filter(|w| *w > 0)
+            .into_iter()
+            .collect();
         let entries = self.shared.catalog.update(|s| {
             if !s.namespaces.contains(desc.name.namespace()) {
                 return Err(Error::NamespaceNotFound(desc.name.namespace().to_string()));
@@ -157,6 +161,8 @@ impl Engine {
                     flushed_seq: 0,
                     files: BTreeMap::new(),
                     generation: 1,
+                    // Its edits go to this engine's WAL writer (none on a directory).
+                    writers: writers.clone(),
                 });
                 s.next_region_id += 1;
             }
@@ -559,7 +565,7 @@ impl Engine {
         let mut out = Vec::new();
         for t in tables {
             for r in t.regions.read().iter() {
-                if let Some(fault) = r.offline.get() {
+                if let Some(fault) = r.offline.get().filter(|f| !f.elsewhere) {
                     out.push(OfflineRegion {
                         table: t.name.clone(),
                         region_id: r.id,

@@ -12,6 +12,7 @@ use crate::fs::{FileSystem, StdFs};
 use crate::objects::Objects;
 use crate::schema::{CoprocessorDescriptor, TableDescriptor};
 use crate::wal::WalRecoveryMode;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -114,6 +115,13 @@ pub struct Config {
     pub lease_ttl_ms: u64,
     /// The process name the engine's lease is granted to (default `basalt@<data dir>`).
     pub process_name: Option<String>,
+    /// The regions (catalog ids, of any tables) the engine opens of a shared object store,
+    /// as a region server opens the regions assigned to it (default none: the whole
+    /// store). The engine takes them over (fencing the WAL writers that hold their
+    /// unflushed edits and replaying those edits) and serves only them; other engines
+    /// serve the rest (see `server/takeover.rs`). Only a shared [`Config::objects`] store
+    /// can be opened so.
+    pub serve_regions: Option<BTreeSet<u64>>,
 }
 
 impl Config {
@@ -144,6 +152,7 @@ impl Config {
             coordination: None,
             lease_ttl_ms: 10_000,
             process_name: None,
+            serve_regions: None,
         }
     }
     /// Sets the coordination store the engine holds its lease and regions in.
@@ -154,6 +163,11 @@ impl Config {
     /// Sets the engine's lease's time to live, in milliseconds (at least 3).
     pub fn lease_ttl_ms(mut self, ms: u64) -> Self {
         self.lease_ttl_ms = ms;
+        self
+    }
+    /// Opens only regions `ids` of the shared object store (see [`Config::serve_regions`]).
+    pub fn serve_regions(mut self, ids: impl IntoIterator<Item = u64>) -> Self {
+        self.serve_regions = Some(ids.into_iter().collect());
         self
     }
     /// Sets the process name the engine's lease is granted to.

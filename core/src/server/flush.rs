@@ -259,6 +259,7 @@ impl Maintenance {
 
         let table = region.table.to_string();
         let next_id = self.next_file_id.load(Ordering::Relaxed);
+        let writer = self.shared.catalog.writer();
         self.shared.catalog.update(|s| {
             s.next_file_id = s.next_file_id.max(next_id);
             let t = s
@@ -271,6 +272,11 @@ impl Maintenance {
                 .find(|r| r.id == region.id)
                 .ok_or_else(|| Error::bad_argument("region vanished during flush"))?;
             r.flushed_seq = r.flushed_seq.max(read_point);
+            if writer > 0 {
+                // Every edit at or below the flushed seq is in store files now, replayed
+                // ones of earlier writers included: only this engine's WAL holds later ones.
+                r.writers = vec![writer];
+            }
             for (store, id, info, _) in written.iter().filter(|w| w.3.is_some()) {
                 r.files.entry(store.family.clone()).or_default().insert(
                     0,

@@ -23,11 +23,13 @@ pub mod flush;
 pub mod hooks;
 pub mod lifecycle;
 pub(crate) mod ownership;
+pub(crate) use ownership::check_unowned;
 pub mod read;
 pub(crate) mod read_points;
 pub mod recovery;
 pub mod repair;
 pub mod split;
+mod takeover;
 pub(crate) mod verify_pending;
 pub mod write;
 
@@ -338,7 +340,13 @@ impl Engine {
     pub(crate) async fn take_ownership(&self) -> Result<()> {
         let mut regions = Vec::new();
         for t in self.shared.all_tables() {
-            let served: Vec<Arc<Region>> = t.regions.read().clone();
+            let served: Vec<Arc<Region>> = t
+                .regions
+                .read()
+                .iter()
+                .filter(|r| r.offline.get().is_none_or(|f| !f.elsewhere))
+                .cloned()
+                .collect();
             regions.extend(ownership::records(&t.name, &served));
         }
         let own = ownership::Ownership::begin(&self.shared.config, regions).await?;

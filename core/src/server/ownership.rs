@@ -57,10 +57,7 @@ impl Ownership {
                 (own, Duration::MAX, false)
             }
         };
-        let process = config
-            .process_name
-            .clone()
-            .unwrap_or_else(|| format!("basalt@{}", config.dir.display()));
+        let process = process_name(config);
         let lease = coord.grant_lease(&process, ttl).await?;
         let own = Arc::new(Ownership {
             coord,
@@ -190,6 +187,51 @@ impl Ownership {
             }
         });
     }
+}
+
+/// Fails with [`Error::RegionOwned`] when a region the engine of `config` is to open (all
+/// of the store's, or [`Config::serve_regions`]) is owned by another live process in a
+/// shared [`Config::coordination`] store. Checked before the open claims the catalog or
+/// fences a WAL writer, so that a live owner is not fenced by an open that then fails; the
+/// claim after the open stays the authority (a region taken between the two fails it).
+pub(crate) async fn check_unowned(config: &Config) -> Result<()> {
+    let Some(coord) = &config.coordination else {
+        return Ok(());
+    };
+    let objects = config.resolved_objects();
+    if !crate::catalog::Catalog::exists(&*objects)? {
+        return Ok(());
+    }
+    let state = crate::catalog::Catalog::open(&objects)?.snapshot();
+    let me = process_name(config);
+    for t in state.tables.values() {
+        let wanted = t.regions.iter().filter(|r| {
+            config
+                .serve_regions
+                .as_ref()
+                .is_none_or(|ids| ids.contains(&r.id))
+        });
+        for r in wanted {
+            let key = RegionKey::new(t.descriptor.name.clone(), r.id);
+            if let Some(o) = coord.owner(&key).await? {
+                if o.alive && o.process != me {
+                    return Err(Error::RegionOwned {
+                        region: key.to_string(),
+                        owner: o.process,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The process name the engine of `config` holds its lease under.
+fn process_name(config: &Config) -> String {
+    config
+        .process_name
+        .clone()
+        .unwrap_or_else(|| format!("basalt@{}", config.dir.display()))
 }
 
 /// The keys of regions `ids` of `table`.

@@ -23,7 +23,7 @@ use crate::wal::{DamageAction, Wal, WalCut, WalDamage, WalOptions, WalRecoveryMo
 pub use super::verify_pending::{RecoveryRepair, RecoveryRepairOutcome};
 
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -74,29 +74,57 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     // What a crashed writer left unfinished (the engine is the directory's only writer).
     objects.sweep_unfinished("")?;
     let catalog = Catalog::open(&objects)?;
-    // On a shared store: from here on an engine that had it open cannot change it.
-    catalog.claim()?;
-    let state = catalog.snapshot();
+    let shared_store = config.objects.as_ref().filter(|o| !o.is_local());
+    let listed = match shared_store {
+        Some(o) => Wal::writers(o)?,
+        None => BTreeSet::new(),
+    };
+    let min_writer = listed.last().map_or(1, |w| w + 1);
+    // On a shared store: from here on an engine that had the store (or the regions) open
+    // cannot change them.
+    let writer = match &config.serve_regions {
+        None => catalog.claim(min_writer)?,
+        Some(ids) => catalog.claim_regions(ids, min_writer)?,
+    };
+    let served = |id: u64| {
+        config
+            .serve_regions
+            .as_ref()
+            .is_none_or(|s| s.contains(&id))
+    };
+    let full = catalog.snapshot();
+    // What this engine recovers: the regions it serves (all of them unless told otherwise).
+    let state = super::takeover::scoped(&full, &served);
     let cache = Arc::new(BlockCache::new(config.block_cache_size));
 
     let mut live_files = HashSet::new();
     let mut max_seq = 0u64;
     let mut tables = BTreeMap::new();
-    for entry in state.tables.values() {
+    for entry in full.tables.values() {
         let t = open_table(
             &config,
             &objects,
             entry,
             &cache,
-            &mut live_files,
-            &mut max_seq,
+            (&mut live_files, &mut max_seq),
+            &served,
         )?;
         tables.insert(t.name.clone(), t);
     }
     let wal_dir = config.dir.join("wal");
-    let wal_store = wal_store(&config)?;
+    let wal_store = match shared_store {
+        Some(o) => Wal::writer_store(o, writer),
+        None => crate::wal::SegmentStore::Dir {
+            fs: Arc::clone(&config.fs),
+            dir: config.dir.join("wal"),
+        },
+    };
     let mode = config.wal_recovery;
-    let mut recovered = Wal::scan(&wal_store, mode)?;
+    let to_read = super::takeover::writers_to_read(&full, &served, &listed, writer);
+    let mut recovered = Wal::scan(&wal_store, mode, &to_read)?;
+    if let Some(ids) = &config.serve_regions {
+        recovered.keep_regions(ids);
+    }
     // A WAL without markers was written before they existed: in the default mode its
     // cut can only be the newest segment's torn tail, which that version's flushes
     // (they synced the WAL before writing files) kept above every store file.
@@ -162,7 +190,10 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         true => u64::MAX,
         false => state.next_file_id,
     };
-    remove_orphans(&*objects, &live_files, orphan_ids)?;
+    // An engine serving some regions leaves files alone: the others serve the rest.
+    if config.serve_regions.is_none() {
+        remove_orphans(&*objects, &live_files, orphan_ids)?;
+    }
     if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
         // Skipped records may have held any table's writes: a data row may have lost
         // what derives from it (its index rows) or the reverse. Recorded before the WAL
@@ -403,16 +434,6 @@ pub(crate) fn lock_data_dir(config: &Config) -> Result<Box<dyn crate::fs::FileLo
 /// Where the engine's WAL goes: appended segment files in `<dir>/wal` (the default, and
 /// with local objects), or one object per write in a writer folder of its own on an object
 /// store (see `crate::wal`'s `segment` module).
-fn wal_store(config: &Config) -> Result<crate::wal::SegmentStore> {
-    match config.objects.as_ref().filter(|o| !o.is_local()) {
-        Some(objects) => Wal::new_writer(objects),
-        None => Ok(crate::wal::SegmentStore::Dir {
-            fs: Arc::clone(&config.fs),
-            dir: config.dir.join("wal"),
-        }),
-    }
-}
-
 /// Why the engine's objects cannot be opened for want of their catalog: there is none, yet
 /// `data/` holds store files (an open would delete them all as orphans). `None` when a
 /// catalog exists or `data/` holds no store file (a new directory).
@@ -453,19 +474,16 @@ fn open_table(
     objects: &Arc<dyn Objects>,
     entry: &TableEntry,
     cache: &Arc<BlockCache>,
-    live: &mut HashSet<String>,
-    max_seq: &mut u64,
+    (live, max_seq): (&mut HashSet<String>, &mut u64),
+    served: &dyn Fn(u64) -> bool,
 ) -> Result<Arc<TableState>> {
     let mut regions = Vec::with_capacity(entry.regions.len());
     for r in &entry.regions {
-        regions.push(Arc::new(open_region(
-            objects,
-            &entry.descriptor,
-            r,
-            cache,
-            live,
-            max_seq,
-        )?));
+        let region = match served(r.id) {
+            true => open_region(objects, &entry.descriptor, r, cache, live, max_seq)?,
+            false => super::takeover::unserved_region(&entry.descriptor, r),
+        };
+        regions.push(Arc::new(region));
     }
     Ok(Arc::new(TableState {
         name: entry.descriptor.name.clone(),
@@ -517,7 +535,11 @@ pub(crate) fn open_region(
                         "store file cannot be opened; the region stays offline"
                     );
                     let file = objects.locate(&name);
-                    fault.get_or_insert(RegionFault { file, reason });
+                    fault.get_or_insert(RegionFault {
+                        file,
+                        reason,
+                        elsewhere: false,
+                    });
                 }
             }
         }

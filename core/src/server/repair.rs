@@ -188,7 +188,7 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
             ),
         ));
     };
-    catalog.claim()?;
+    catalog.claim(0)?;
     let state = catalog.snapshot();
     let fs = &config.fs;
     let objects = config.resolved_objects();

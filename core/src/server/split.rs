@@ -273,6 +273,7 @@ impl Maintenance {
                     flushed_seq: p.flushed_seq,
                     files: with_local(entry_files(&p, &readers, &p.start, &row), local_of(0)),
                     generation: p.generation,
+                    writers: p.writers.clone(),
                 };
                 let hi = RegionEntry {
                     id: hi_id,
@@ -281,6 +282,7 @@ impl Maintenance {
                     flushed_seq: p.flushed_seq,
                     files: with_local(entry_files(&p, &readers, &row, &p.end), local_of(1)),
                     generation: p.generation,
+                    writers: p.writers.clone(),
                 };
                 entry.regions.splice(pos..=pos, [lo, hi]);
                 Ok((lo_id, hi_id))
@@ -441,6 +443,7 @@ impl Maintenance {
                     flushed_seq: x.flushed_seq.max(y.flushed_seq),
                     files: with_local(files, local_file.clone()),
                     generation: x.generation.max(y.generation),
+                    writers: x.writers_and(&y),
                 };
                 entry.regions.splice(pos..=pos + 1, [merged]);
                 Ok(id)

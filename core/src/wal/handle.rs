@@ -110,7 +110,7 @@ impl Wal {
             fs: Arc::clone(fs),
             dir: dir.to_path_buf(),
         };
-        let mut recovered = Wal::scan(&store, opts.recovery)?;
+        let mut recovered = Wal::scan(&store, opts.recovery, &Default::default())?;
         let base = recovered.max_seq;
         let records = std::mem::take(&mut recovered.records);
         let wal = Wal::start(store, opts, recovered, base)?;
@@ -130,45 +130,54 @@ impl Wal {
                 dir: dir.to_path_buf(),
             },
             mode,
+            &Default::default(),
         )
     }
 
     /// Reads the WAL at `store` under `mode`, changing nothing in it: a directory (created
-    /// if missing), or on an object store every earlier writer's folder, each fenced first
-    /// (see `segment`); a new writer takes a folder of its own.
+    /// if missing), or on an object store the folders of `writers`, each fenced first.
     pub(crate) fn scan(
         store: &SegmentStore,
         mode: super::WalRecoveryMode,
+        writers: &std::collections::BTreeSet<u64>,
     ) -> Result<recovery::Recovered> {
         match store {
             SegmentStore::Dir { fs, dir } => {
                 fs.create_dir_all(dir)?;
                 recovery::scan(store, mode)
             }
-            SegmentStore::Objects { objects, .. } => Ok(recovery::scan_writers(objects, mode)?.0),
+            SegmentStore::Objects { objects, .. } => recovery::scan_writers(objects, mode, writers),
         }
     }
 
-    /// The folder of a new writer on `objects`: past every writer's there.
-    pub(crate) fn new_writer(objects: &Arc<dyn crate::objects::Objects>) -> Result<SegmentStore> {
-        let newest = objects
+    /// The numbers of every writer folder on `objects`.
+    pub(crate) fn writers(
+        objects: &Arc<dyn crate::objects::Objects>,
+    ) -> Result<std::collections::BTreeSet<u64>> {
+        Ok(objects
             .list(segment::OBJECT_ROOT)?
             .iter()
             .filter_map(|name| name.rsplit_once('/'))
             .filter_map(|(folder, _)| segment::writer_of(folder))
-            .max()
-            .unwrap_or(0);
-        Ok(SegmentStore::Objects {
+            .collect())
+    }
+
+    /// The folder of writer `writer` on `objects` (a number the catalog handed out).
+    pub(crate) fn writer_store(
+        objects: &Arc<dyn crate::objects::Objects>,
+        writer: u64,
+    ) -> SegmentStore {
+        SegmentStore::Objects {
             objects: Arc::clone(objects),
-            folder: segment::writer_folder(newest + 1),
-        })
+            folder: segment::writer_folder(writer),
+        }
     }
 
     /// Makes the changes `recovered` planned, then starts a new segment whose opening
     /// marker carries `base_seq` (at least every seq on disk, store files included). On
-    /// an object store the new segment (id 1, the marker alone) claims the writer's
-    /// folder, create-if-absent: a folder another engine claimed first is skipped for the
-    /// next number, so no two writers share one.
+    /// an object store the new segment (id 1, the marker alone) begins the writer's
+    /// folder, create-if-absent: a folder another engine fenced first fails the start with
+    /// [`Error::Fenced`] (its number came from the catalog, which gives each number once).
     pub(crate) fn start(
         store: SegmentStore,
         opts: WalOptions,
@@ -191,10 +200,7 @@ impl Wal {
                 let current = Current::new(store.clone(), opts, Some(file), id, base, base_seq);
                 (store, current)
             }
-            SegmentStore::Objects {
-                objects,
-                mut folder,
-            } => loop {
+            SegmentStore::Objects { objects, folder } => {
                 match segment::put_object(&*objects, &folder, 1, base_seq, &[]) {
                     Ok((path, base)) => {
                         segments.push(SegmentInfo {
@@ -205,15 +211,19 @@ impl Wal {
                         });
                         let store = SegmentStore::Objects { objects, folder };
                         let current = Current::new(store.clone(), opts, None, 1, base, base_seq);
-                        break (store, current);
+                        (store, current)
                     }
                     Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                        let taken = segment::writer_of(&folder).unwrap_or(0);
-                        folder = segment::writer_folder(taken + 1);
+                        // The catalog gave this number to this engine alone: another engine
+                        // that claimed its regions since fenced the folder before it began.
+                        return Err(Error::Fenced {
+                            writer: folder,
+                            segment: 1,
+                        });
                     }
                     Err(e) => return Err(e.into()),
                 }
-            },
+            }
         };
         let shared = Arc::new(Shared::new(segments, current));
         let flusher = Arc::clone(&shared);

@@ -180,21 +180,16 @@ pub(crate) fn scan(store: &SegmentStore, mode: WalRecoveryMode) -> Result<Recove
     Ok(out)
 }
 
-/// Fences and reads every writer's folder of the WAL on an object store, oldest writer
-/// first, under `mode`; changes nothing else. Returns what they hold and the number of the
-/// newest writer seen (0 when none).
+/// Fences and reads the folders of `writers` of the WAL on an object store, oldest writer
+/// first, under `mode`; changes nothing else. A writer without a folder is fenced too (its
+/// fence is its first object), so that it never begins.
 pub(crate) fn scan_writers(
     objects: &std::sync::Arc<dyn crate::objects::Objects>,
     mode: WalRecoveryMode,
-) -> Result<(Recovered, u64)> {
-    let writers: std::collections::BTreeSet<u64> = objects
-        .list(segment::OBJECT_ROOT)?
-        .iter()
-        .filter_map(|name| name.rsplit_once('/'))
-        .filter_map(|(folder, _)| segment::writer_of(folder))
-        .collect();
+    writers: &std::collections::BTreeSet<u64>,
+) -> Result<Recovered> {
     let mut out = Recovered::empty(1);
-    for &writer in &writers {
+    for &writer in writers {
         let folder = segment::writer_folder(writer);
         let fence = segment::fence(&**objects, &folder)?;
         tracing::info!(%folder, fence, "WAL writer fenced for recovery");
@@ -204,7 +199,7 @@ pub(crate) fn scan_writers(
         };
         out.absorb(scan(&store, mode)?);
     }
-    Ok((out, writers.last().copied().unwrap_or(0)))
+    Ok(out)
 }
 
 impl Recovered {
@@ -222,6 +217,17 @@ impl Recovered {
             last_segment: None,
             actions: Vec::new(),
         }
+    }
+
+    /// Keeps only the edits of `regions` (an engine opening some regions of a shared
+    /// store), and forgets the segments read: they are other writers', whose other regions
+    /// other engines may still have to replay, so this engine never purges them.
+    pub(crate) fn keep_regions(&mut self, regions: &std::collections::BTreeSet<u64>) {
+        for rec in &mut self.records {
+            rec.edits.retain(|e| regions.contains(&e.region_id));
+        }
+        self.records.retain(|r| !r.edits.is_empty());
+        self.segments.clear();
     }
 
     /// Takes in what a later writer's log holds (object stores: one log per writer).

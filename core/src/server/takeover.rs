@@ -1,0 +1,90 @@
+//! Opening some regions of a shared object store (`Config::serve_regions`): what HBase's
+//! server-crash procedure does for each region of a dead region server, done by the
+//! engine that opens it.
+//!
+//! The engine claims only its regions in the catalog (their generations raised, its WAL
+//! writer added to their writers, see `crate::catalog`), fences every WAL writer that may
+//! hold their edits above their flushed sequence ids (the writers the catalog lists for
+//! them), replays those writers' records of its regions only, and serves them. The other
+//! regions of the store stay listed in its tables, unserved: they refuse reads and writes
+//! with [`Error::RegionNotServed`](crate::Error::RegionNotServed), none of their files is
+//! opened, and the engine neither flushes, compacts, splits nor deletes anything of them
+//! (no orphan removal, no purge of other writers' segments).
+//!
+//! Invariants: every edit an earlier owner acknowledged for a region above the region's
+//! flushed sequence id is in a writer the catalog lists for the region (a claim adds the
+//! claimer's writer before it writes; a flush leaves only the flusher's, every older edit
+//! being in store files), so the new owner replays it; the writers it reads are fenced
+//! first, so none of them acknowledges anything more.
+
+use crate::catalog::{CatalogState, RegionEntry};
+use crate::region::{Region, RegionFault, Store};
+use crate::schema::TableDescriptor;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// `full` with only the regions `served` accepts: what the engine recovers and checks.
+pub(super) fn scoped(full: &CatalogState, served: &dyn Fn(u64) -> bool) -> CatalogState {
+    let mut out = full.clone();
+    for t in out.tables.values_mut() {
+        t.regions.retain(|r| served(r.id));
+    }
+    out
+}
+
+/// The WAL writers an engine with writer number `own` reads (and fences) at open on a
+/// shared store: for the whole store, every writer listed (`listed`) or named by a region;
+/// for some regions, the writers their catalog entries name, or all of them when one of
+/// those regions' writers are unknown (a catalog older than format 9). Never its own.
+pub(super) fn writers_to_read(
+    full: &CatalogState,
+    served: &dyn Fn(u64) -> bool,
+    listed: &BTreeSet<u64>,
+    own: u64,
+) -> BTreeSet<u64> {
+    let all = || -> BTreeSet<u64> {
+        let named = regions(full).flat_map(|r| r.writers.iter().copied());
+        listed.iter().copied().chain(named).collect()
+    };
+    let mine: Vec<&RegionEntry> = regions(full).filter(|r| served(r.id)).collect();
+    let mut out =
+        match mine.len() == regions(full).count() || mine.iter().any(|r| r.writers.is_empty()) {
+            true => all(),
+            false => mine
+                .iter()
+                .flat_map(|r| r.writers.iter().copied())
+                .collect(),
+        };
+    out.remove(&own);
+    out
+}
+
+/// A region another engine serves: its bounds, no store file open, and refusing every
+/// read and write.
+pub(super) fn unserved_region(desc: &TableDescriptor, entry: &RegionEntry) -> Region {
+    let stores = desc
+        .families
+        .iter()
+        .map(|f| (f.name.clone(), Arc::new(Store::new(f.clone(), Vec::new()))))
+        .collect::<BTreeMap<_, _>>();
+    let region = Region::new(
+        entry.id,
+        desc.name.clone(),
+        entry.start.clone(),
+        entry.end.clone(),
+        entry.flushed_seq,
+        entry.generation,
+        stores,
+    );
+    let _ = region.offline.set(RegionFault {
+        file: std::path::PathBuf::new(),
+        reason: "served by another engine".into(),
+        elsewhere: true,
+    });
+    region
+}
+
+/// Every region of every table of `state`.
+fn regions(state: &CatalogState) -> impl Iterator<Item = &RegionEntry> {
+    state.tables.values().flat_map(|t| t.regions.iter())
+}
