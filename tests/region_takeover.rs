@@ -573,3 +573,99 @@ async fn a_region_a_live_engine_owns_is_not_opened_and_its_owner_not_fenced() {
     drop(a);
     b.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn manifest_pointers_follow_the_owner_at_its_generation() {
+    use basalt::coord::{Coordination, ManualClock, MemoryCoordination, RegionKey};
+    let clock = Arc::new(ManualClock::default());
+    let coord = Arc::new(MemoryCoordination::new(clock.clone()));
+    let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let config = |dir: &Path, process: &str| {
+        Config::new(dir)
+            .objects(Arc::clone(&objects))
+            .coordination(coord.clone())
+            .process_name(process)
+            .lease_ttl_ms(60_000)
+    };
+    // The catalog version a region's pointer names.
+    let pointer = |key: RegionKey| {
+        let coord = coord.clone();
+        async move {
+            let p = coord.manifest(&key).await.unwrap().expect("a pointer");
+            let name = String::from_utf8(p.to_vec()).unwrap();
+            name.strip_prefix("catalog/")
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+        }
+    };
+    let a = Connection::open_with(config(dirs[0].path(), "rs-a"))
+        .await
+        .unwrap();
+    a.admin()
+        .create_table_with_splits(
+            TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")),
+            PreSplit::Keys(vec![b"m".to_vec()]),
+        )
+        .await
+        .unwrap();
+    let ids: Vec<u64> = regions(&a).await.iter().map(|r| r.0).collect();
+    let (low, high) = (RegionKey::new(tn(), ids[0]), RegionKey::new(tn(), ids[1]));
+    let created = pointer(low.clone()).await;
+    assert_eq!(pointer(high.clone()).await, created);
+    // A flush moves the pointer of each region it changed.
+    let table = a.table("t").unwrap();
+    table
+        .put(Put::new("a1").add_column("f", "q", "1"))
+        .await
+        .unwrap();
+    a.admin().flush(tn()).await.unwrap();
+    let flushed = pointer(low.clone()).await;
+    assert!(flushed > created, "{flushed} after {created}");
+    assert_eq!(
+        pointer(high.clone()).await,
+        created,
+        "nothing flushed there"
+    );
+    let old = coord.owner(&low).await.unwrap().unwrap();
+    // Another engine takes the region over: the pointer moves at its generation, and the
+    // previous owner's lease and generation can no longer move it.
+    clock.advance(std::time::Duration::from_secs(61));
+    let b = Connection::open_with(config(dirs[1].path(), "rs-b").serve_regions([ids[0]]))
+        .await
+        .unwrap();
+    let taken = pointer(low.clone()).await;
+    assert!(taken > flushed, "{taken} after {flushed}");
+    let new = coord.owner(&low).await.unwrap().unwrap();
+    assert!(new.generation > old.generation);
+    let current = coord.manifest(&low).await.unwrap();
+    let stale = coord
+        .swap_manifest(
+            &low,
+            old.lease,
+            old.generation,
+            current.as_deref(),
+            bytes::Bytes::from_static(b"catalog/99999999999999999999"),
+        )
+        .await;
+    assert!(
+        matches!(stale, Err(Error::CoordinationConflict(_))),
+        "{stale:?}"
+    );
+    b.table("t")
+        .unwrap()
+        .put(Put::new("a2").add_column("f", "q", "2"))
+        .await
+        .unwrap();
+    b.admin().flush(tn()).await.unwrap();
+    assert!(pointer(low.clone()).await > taken);
+    assert_eq!(
+        pointer(high).await,
+        created,
+        "B moves only its regions' pointers"
+    );
+    drop(table);
+    drop(a);
+    b.close().await.unwrap();
+}

@@ -258,6 +258,12 @@ impl Catalog {
         }
     }
 
+    /// The version of the current state on a versioned store (`None`: a local directory's
+    /// single catalog).
+    pub fn version(&self) -> Option<u64> {
+        *self.version.lock()
+    }
+
     /// A copy of the current state.
     pub fn snapshot(&self) -> CatalogState {
         self.state.lock().clone()

@@ -242,6 +242,9 @@ impl Maintenance {
             return Err(e);
         }
         self.compactions.fetch_add(1, Ordering::Relaxed);
+        self.shared
+            .point_manifests(&region.table, &[region.id])
+            .await;
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
             ?kind, files = outcome.files_in, dropped = outcome.cells_dropped, "compacted");
         super::lifecycle::hooks_post_compact(&self.reads, region, &store.family, &outcome).await;

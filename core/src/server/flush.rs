@@ -291,6 +291,9 @@ impl Maintenance {
             }
             Ok(())
         })?;
+        self.shared
+            .point_manifests(&region.table, &[region.id])
+            .await;
         for (store, _, _, reader) in written {
             let mut st = store.state.write();
             if let Some(reader) = reader {

@@ -349,11 +349,25 @@ impl Engine {
                 .collect();
             regions.extend(ownership::records(&t.name, &served));
         }
+        let tables: Vec<(TableName, Vec<u64>)> = regions
+            .iter()
+            .map(|r| (r.key.table.clone(), r.key.region))
+            .fold(Vec::new(), |mut acc, (t, id)| {
+                match acc.last_mut() {
+                    Some((last, ids)) if *last == t => ids.push(id),
+                    _ => acc.push((t, vec![id])),
+                }
+                acc
+            });
         let own = ownership::Ownership::begin(&self.shared.config, regions).await?;
         own.start_renewal(Arc::downgrade(&self.shared));
         if let Err(own) = self.shared.ownership.set(own) {
             // Taken twice: keep the first, give this one's claims back.
             own.end().await;
+            return Ok(());
+        }
+        for (table, ids) in &tables {
+            self.shared.point_manifests(table, ids).await;
         }
         Ok(())
     }

@@ -10,9 +10,13 @@
 //! region the engine stops serving (its table dropped, a split's parent, a merge's inputs)
 //! is released; closing releases every region and revokes the lease. A renewal that finds
 //! the lease ended makes the WAL refuse every later write ([`Error::WritesRefused`]) until
-//! the engine is reopened: another process may own the regions now. Ownership is the
-//! liveness half of fencing; the storage half (fenced WAL segments) comes with the object
-//! store.
+//! the engine is reopened: another process may own the regions now. On a shared
+//! (versioned) store the engine also moves each owned region's manifest pointer to the
+//! catalog version of every change of the region (its claim, a flush, a compaction, a
+//! split or merge), at the generation it owns the region at: a move the store refuses
+//! (another process owns the region) makes the WAL refuse writes too. Ownership is the
+//! liveness half of fencing; the storage half (fenced WAL segments, the catalog's refusal
+//! of changes to regions another engine claimed) is the authority.
 //!
 //! [`MemoryCoordination`]: crate::coord::MemoryCoordination
 //! [`Config::coordination`]: super::Config::coordination
@@ -22,6 +26,7 @@ use crate::coord::{Coordination, Lease, MemoryCoordination, RegionKey, RegionRec
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::schema::TableName;
+use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -33,6 +38,10 @@ pub(crate) struct Ownership {
     coord: Arc<dyn Coordination>,
     lease: Lease,
     held: Mutex<HashMap<RegionKey, u64>>,
+    /// The catalog version each owned region's manifest pointer was last moved to here.
+    pointed: Mutex<HashMap<RegionKey, u64>>,
+    /// Serializes pointer moves: each swaps from the pointer the previous one left.
+    pointing: tokio::sync::Mutex<()>,
     /// False for the engine's private store: nothing else can see it, so its lease never
     /// expires (a laptop's sleep must not stop an embedded engine's writes).
     renews: bool,
@@ -63,6 +72,8 @@ impl Ownership {
             coord,
             lease,
             held: Mutex::new(HashMap::new()),
+            pointed: Mutex::new(HashMap::new()),
+            pointing: tokio::sync::Mutex::new(()),
             renews,
         });
         let keys = regions.iter().map(|r| r.key.clone()).collect();
@@ -139,10 +150,44 @@ impl Ownership {
         Ok(())
     }
 
+    /// Moves the manifest pointer of each of `regions` the engine owns to catalog version
+    /// `version` (`catalog/{version:020}`), at the generation it owns the region at, from
+    /// the pointer it last set (or the one it found, after its claim). A pointer already
+    /// at `version` or later stays. Fails with [`Error::CoordinationConflict`] when the
+    /// region changed owner or generation: the engine no longer owns it.
+    pub(crate) async fn point_manifests(&self, regions: &[RegionKey], version: u64) -> Result<()> {
+        let _serial = self.pointing.lock().await;
+        for key in regions {
+            let Some(generation) = self.generation(key) else {
+                continue;
+            };
+            let last = self.pointed.lock().get(key).copied();
+            if last.is_some_and(|l| l >= version) {
+                continue;
+            }
+            let expected = match last {
+                Some(l) => Some(Bytes::from(manifest_pointer(l))),
+                None => self.coord.manifest(key).await?,
+            };
+            self.coord
+                .swap_manifest(
+                    key,
+                    self.lease.id,
+                    generation,
+                    expected.as_deref(),
+                    Bytes::from(manifest_pointer(version)),
+                )
+                .await?;
+            self.pointed.lock().insert(key.clone(), version);
+        }
+        Ok(())
+    }
+
     /// Gives `regions` up (those the engine owns).
     pub(crate) async fn release(&self, regions: &[RegionKey]) {
         for r in regions {
             let generation = self.held.lock().remove(r);
+            self.pointed.lock().remove(r);
             if let Some(g) = generation {
                 if let Err(e) = self.coord.release_region(r, self.lease.id, g).await {
                     tracing::warn!(region = %r, error = %e, "releasing a region failed");
@@ -226,6 +271,12 @@ pub(crate) async fn check_unowned(config: &Config) -> Result<()> {
     Ok(())
 }
 
+/// A region's manifest pointer naming catalog version `version`: the region's manifest
+/// is as its owner last wrote it in that version or any newer one.
+pub(crate) fn manifest_pointer(version: u64) -> String {
+    format!("catalog/{version:020}")
+}
+
 /// The process name the engine of `config` holds its lease under.
 fn process_name(config: &Config) -> String {
     config
@@ -284,6 +335,26 @@ impl EngineShared {
         let gone = keys(table, released.iter().copied());
         own.release(&gone).await;
         own.unpublish(&gone).await?;
-        own.publish(records(table, &new)).await
+        own.publish(records(table, &new)).await?;
+        self.point_manifests(table, claimed).await;
+        Ok(())
+    }
+
+    /// Moves the manifest pointers of regions `ids` of `table` to the catalog's current
+    /// version, on a versioned (shared) store once the engine owns its regions. A move the
+    /// coordination store refuses means another process owns a region now: the WAL then
+    /// refuses every later write, as when the lease ends.
+    pub(crate) async fn point_manifests(&self, table: &TableName, ids: &[u64]) {
+        let (Some(own), Some(version)) = (self.ownership.get(), self.catalog.version()) else {
+            return;
+        };
+        let regions = keys(table, ids.iter().copied());
+        if let Err(e) = own.point_manifests(&regions, version).await {
+            tracing::error!(%table, error = %e, "a region's manifest pointer could not be moved");
+            self.wal.refuse(format!(
+                "the manifest pointer of a region of {table} could not be moved ({e}): another \
+                 process may own it"
+            ));
+        }
     }
 }
