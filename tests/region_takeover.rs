@@ -446,6 +446,21 @@ async fn a_region_served_elsewhere_refuses_reads_and_writes_typed() {
     // A served-elsewhere region is no offline region, and nothing of it is flushed.
     assert!(b.admin().offline_regions().await.unwrap().is_empty());
     b.admin().flush(tn()).await.unwrap();
+    // Schema changes need every region of the table: refused before anything happens.
+    let disabled = b.admin().disable_table(tn()).await;
+    assert!(
+        matches!(disabled, Err(Error::RegionNotServed { .. })),
+        "{disabled:?}"
+    );
+    assert!(b.admin().is_table_enabled(tn()).await.unwrap());
+    let family = b
+        .admin()
+        .add_column_family(tn(), ColumnFamilyDescriptor::new("g"))
+        .await;
+    assert!(
+        matches!(family, Err(Error::RegionNotServed { .. })),
+        "{family:?}"
+    );
     // An id no table has, and a local directory, are refused.
     let unknown = Connection::open_with(
         Config::new(dirs[2].path())

@@ -42,7 +42,9 @@
 //! may hold its edits above its flushed sequence id ([`RegionEntry::writers`]), and to the
 //! state the next writer number ([`CatalogState::next_writer`]) and the version of the
 //! newest whole-store claim ([`CatalogState::store_claim`]); a version-8 catalog is read
-//! with no writers known (an engine opening some regions of it then reads every writer).
+//! with no writers known (an engine opening some regions of it then reads every writer), and
+//! every version on an object store records the nonces of its recent ancestors
+//! ([`CatalogState::lineage`]).
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
 //! that claimed the whole store after this one makes this one's later updates fail with
@@ -168,6 +170,10 @@ pub struct CatalogState {
     /// The catalog version of the newest claim of the whole store: an engine whose own
     /// claim is older may change nothing any more.
     pub store_claim: u64,
+    /// On a versioned store: this version and the ones it descends from, newest last, each
+    /// with the random nonce its writer gave it (at most 32). An engine that stored version
+    /// `n` and then finds a newer one checks there that it descends from its own `n`.
+    pub lineage: Vec<(u64, u64)>,
 }
 
 impl Default for CatalogState {
@@ -184,6 +190,7 @@ impl Default for CatalogState {
             tables: BTreeMap::new(),
             next_writer: 1,
             store_claim: 0,
+            lineage: Vec::new(),
         }
     }
 }
@@ -280,7 +287,7 @@ impl Catalog {
             let mut next = guard.clone();
             let out = f(&mut next)?;
             self.vet(&guard, &next)?;
-            match self.persist(&next) {
+            match self.persist(&mut next) {
                 Ok(()) => {
                     self.track(&guard, &next);
                     *guard = next;
@@ -296,13 +303,14 @@ impl Catalog {
         }
     }
 
-    fn persist(&self, state: &CatalogState) -> Result<()> {
-        let buf = encode(state)?;
+    fn persist(&self, state: &mut CatalogState) -> Result<()> {
         let mut version = self.version.lock();
         match *version {
-            None => self.objects.put(NAME, &buf, PutMode::Overwrite)?,
+            None => self
+                .objects
+                .put(NAME, &encode(state)?, PutMode::Overwrite)?,
             Some(n) => {
-                versions::create(&*self.objects, n + 1, &buf)?;
+                versions::create(&*self.objects, n + 1, state)?;
                 *version = Some(n + 1);
             }
         }

@@ -96,6 +96,7 @@ pub(crate) mod old {
                 tables,
                 next_writer: 1,
                 store_claim: 0,
+                lineage: Vec::new(),
             }
         }
     }
@@ -374,6 +375,7 @@ pub(crate) mod v8 {
                 tables,
                 next_writer: 1,
                 store_claim: 0,
+                lineage: Vec::new(),
             }
         }
     }

@@ -66,9 +66,23 @@ pub(super) fn open_again(objects: &Arc<dyn Objects>) -> Result<Catalog> {
 /// The folder of the versions.
 pub(super) const FOLDER: &str = "catalog";
 
-/// How far a claim moves the next file id: past every id the previous owner can still
-/// hand out before its next catalog update fails.
+/// How far a claim moves the next file id first: past every id a previous owner of a
+/// catalog older than blocks may still hand out.
 const FILE_ID_SKIP: u64 = 1 << 24;
+
+/// How many store file ids an engine reserves at a time: it hands out ids of its block
+/// only, and reserves the next block through a catalog update (which a fenced engine
+/// cannot make), so engines sharing a store never hand out one id twice.
+const FILE_ID_BLOCK: u64 = 1 << 20;
+
+/// What a claim gave the engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claimed {
+    /// Its WAL writer number (0 on a local directory, which has one WAL).
+    pub writer: u64,
+    /// The store file ids it may hand out (unbounded on a local directory).
+    pub file_ids: std::ops::Range<u64>,
+}
 
 /// The object name of version `n`.
 pub(super) fn name(n: u64) -> String {
@@ -86,23 +100,31 @@ pub(super) fn newest(objects: &dyn Objects) -> Result<Option<u64>> {
         .max())
 }
 
-/// Stores version `n`, which must become the newest: a version taken already, or a newer
-/// one stored (then `n` was a deleted old version, and the object just written is removed
-/// again), fails with [`Error::Fenced`]: the caller's state is stale.
-pub(super) fn create(objects: &dyn Objects, n: u64, bytes: &[u8]) -> Result<()> {
+/// How many ancestors a version records in its lineage.
+const LINEAGE: usize = 32;
+
+/// Stores `state` as version `n` (its lineage gaining `n` with a fresh nonce), which must
+/// be the newest or an ancestor of the newest afterwards. A version taken already fails
+/// with [`Error::Fenced`]: the caller's state is stale. So does a newer version that does
+/// not descend from this one: old versions are deleted, so an engine two or more versions
+/// behind creates one again without a conflict, and its change would be stored where no
+/// reader looks; its object is removed again. A newer version that descends from this one
+/// (another engine stored it on top meanwhile) means the change is in: stored.
+pub(super) fn create(objects: &dyn Objects, n: u64, state: &mut CatalogState) -> Result<()> {
+    let nonce = fresh_nonce(n);
+    state.lineage.push((n, nonce));
+    let extra = state.lineage.len().saturating_sub(LINEAGE);
+    state.lineage.drain(..extra);
     let taken = || Error::Fenced {
         writer: FOLDER.to_string(),
         segment: n,
     };
-    match objects.put(&name(n), bytes, PutMode::Create) {
+    match objects.put(&name(n), &encode(state)?, PutMode::Create) {
         Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Err(taken()),
         Err(e) => return Err(e.into()),
     }
-    // Old versions are deleted, so an engine two or more versions behind creates one
-    // again without a conflict: it must see that newer ones exist, or its change would
-    // be stored where no reader looks.
-    if newest(objects)?.is_some_and(|m| m > n) {
+    if !descends(objects, n, nonce)? {
         if let Err(e) = objects.delete(&name(n)) {
             tracing::warn!(version = n, error = %e, "could not delete a stale catalog version");
         }
@@ -116,6 +138,47 @@ pub(super) fn create(objects: &dyn Objects, n: u64, bytes: &[u8]) -> Result<()> 
     Ok(())
 }
 
+/// A nonce for version `n`: the standard library's randomly keyed hasher (its keys come
+/// from the operating system once per thread, then change for each hasher built).
+fn fresh_nonce(n: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(n);
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish()
+}
+
+/// Whether the newest version is version `n` as stored with `nonce`, or descends from it.
+fn descends(objects: &dyn Objects, n: u64, nonce: u64) -> Result<bool> {
+    for _ in 0..REREADS {
+        let m = match newest(objects)? {
+            Some(m) if m > n => m,
+            _ => return Ok(true),
+        };
+        let bytes = match objects.read(&name(m)) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e.into()),
+        };
+        let newer = super::decode(&objects.locate(&name(m)), &bytes)?;
+        return match newer.lineage.iter().find(|(v, _)| *v == n) {
+            Some((_, x)) => Ok(*x == nonce),
+            // Past the lineage's reach: more versions were stored since this one than it
+            // remembers, so whether they descend from it cannot be told.
+            None => Err(Error::Io(io::Error::other(format!(
+                "catalog version {n} was stored, then {} newer ones: whether they keep its \
+                 change cannot be told",
+                m - n
+            )))),
+        };
+    }
+    Err(Error::Io(io::Error::other(
+        "the catalog's newest version kept disappearing while being read",
+    )))
+}
+
 impl Catalog {
     /// Takes the whole catalog over for this engine, whose WAL writer number is to be at
     /// least `min_writer`; returns that number (0 on a local directory, which has one WAL).
@@ -124,7 +187,7 @@ impl Catalog {
     /// region's writers, the store claim set to it), re-reading when another engine stored
     /// one first. A local catalog (one engine per directory, under its lock) stores nothing
     /// here: the raised generations are written with the next update.
-    pub fn claim(&self, min_writer: u64) -> Result<u64> {
+    pub fn claim(&self, min_writer: u64) -> Result<Claimed> {
         self.claim_with(min_writer, None)
     }
 
@@ -133,7 +196,7 @@ impl Catalog {
     /// region to the engines that serve it; returns the writer number. Only a versioned
     /// store is shared ([`Error::BadArgument`] on a local directory); an id no table has
     /// fails with [`Error::RegionNotFound`].
-    pub fn claim_regions(&self, regions: &BTreeSet<u64>, min_writer: u64) -> Result<u64> {
+    pub fn claim_regions(&self, regions: &BTreeSet<u64>, min_writer: u64) -> Result<Claimed> {
         if self.version.lock().is_none() {
             return Err(Error::bad_argument(
                 "only a shared object store can be opened region by region",
@@ -142,17 +205,21 @@ impl Catalog {
         self.claim_with(min_writer, Some(regions))
     }
 
-    fn claim_with(&self, min_writer: u64, only: Option<&BTreeSet<u64>>) -> Result<u64> {
+    fn claim_with(&self, min_writer: u64, only: Option<&BTreeSet<u64>>) -> Result<Claimed> {
         // The order `update` takes them in: the state, then the version.
         let mut state = self.state.lock();
         let mut version = self.version.lock();
         let Some(mut n) = *version else {
             raise_generations(&mut state, None, 0);
-            return Ok(0);
+            return Ok(Claimed {
+                writer: 0,
+                file_ids: state.next_file_id..u64::MAX,
+            });
         };
         loop {
             let mut next: CatalogState = state.clone();
-            next.next_file_id = next.next_file_id.saturating_add(FILE_ID_SKIP);
+            let start = next.next_file_id.saturating_add(FILE_ID_SKIP);
+            next.next_file_id = start.saturating_add(FILE_ID_BLOCK);
             let writer = next.next_writer.max(min_writer).max(1);
             next.next_writer = writer + 1;
             match only {
@@ -168,7 +235,7 @@ impl Catalog {
                 None => next.store_claim = n + 1,
             }
             raise_generations(&mut next, only, writer);
-            match create(&*self.objects, n + 1, &encode(&next)?) {
+            match create(&*self.objects, n + 1, &mut next) {
                 Ok(()) => {
                     let held = regions(&next)
                         .filter(|r| only.is_none_or(|ids| ids.contains(&r.id)))
@@ -181,7 +248,10 @@ impl Catalog {
                     };
                     *state = next;
                     *version = Some(n + 1);
-                    return Ok(writer);
+                    return Ok(Claimed {
+                        writer,
+                        file_ids: start..start.saturating_add(FILE_ID_BLOCK),
+                    });
                 }
                 Err(Error::Fenced { .. }) => {
                     let newer = Catalog::open(&self.objects)?;
@@ -191,6 +261,21 @@ impl Catalog {
                 Err(e) => return Err(e),
             }
         }
+    }
+
+    /// Reserves the next block of store file ids for this engine, at `at_least` or past
+    /// it: on a versioned store a catalog update (refused once another engine claimed the
+    /// whole store), on a local directory every id from there on.
+    pub fn reserve_file_ids(&self, at_least: u64) -> Result<std::ops::Range<u64>> {
+        if self.version.lock().is_none() {
+            return Ok(at_least..u64::MAX);
+        }
+        let start = self.update(|s| {
+            let start = s.next_file_id.max(at_least);
+            s.next_file_id = start.saturating_add(FILE_ID_BLOCK);
+            Ok(start)
+        })?;
+        Ok(start..start.saturating_add(FILE_ID_BLOCK))
     }
 
     /// This engine's WAL writer number on a versioned store (0: none).

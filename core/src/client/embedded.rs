@@ -338,6 +338,12 @@ impl Connection<Engine> {
             }
             return Err(e);
         }
+        if let Err(e) = crate::server::takeover::flush_replayed(&engine).await {
+            if let Err(close) = engine.close().await {
+                tracing::warn!(error = %close, "closing after the replayed edits could not be flushed");
+            }
+            return Err(e);
+        }
         engine.upkeep.start_periodic_compactions();
         let conn = Connection::new(engine);
         if let Err(e) = conn.run_recovery_repairs().await {

@@ -143,6 +143,12 @@ impl Region {
         }
     }
 
+    /// True when another engine of a shared store serves the region (see
+    /// [`RegionFault::elsewhere`]).
+    pub fn served_elsewhere(&self) -> bool {
+        self.offline.get().is_some_and(|f| f.elsewhere)
+    }
+
     /// True when the region is offline (see [`Region::offline`]).
     pub fn is_offline(&self) -> bool {
         self.offline.get().is_some()

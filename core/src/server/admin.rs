@@ -232,7 +232,7 @@ impl Engine {
     /// Disables a table: flushes it, then refuses reads and writes until enabled. Its
     /// regions' close hooks run around the flush.
     pub(crate) async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         require_enabled(&t, true)?;
         if let Some(o) = &self.shared.config.observer {
             o.pre_disable_table(name).await?;
@@ -255,7 +255,7 @@ impl Engine {
 
     /// Enables a disabled table; its regions' `post_open` follows.
     pub(crate) async fn enable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         require_enabled(&t, false)?;
         if let Some(o) = &self.shared.config.observer {
             o.pre_enable_table(name).await?;
@@ -284,7 +284,7 @@ impl Engine {
 
     /// Deletes a disabled table and its files (its regions were closed at disable).
     pub(crate) async fn delete_table(&self, name: &TableName) -> Result<()> {
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         require_enabled(&t, false)?;
         if let Some(o) = &self.shared.config.observer {
             o.pre_delete_table(name).await?;
@@ -318,7 +318,7 @@ impl Engine {
 
     /// Adds a column family to a table.
     pub(crate) fn add_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         cf.validate()?;
         let mut desc = t.descriptor.read().clone();
         if desc.get_family(&cf.name).is_some() {
@@ -340,7 +340,7 @@ impl Engine {
 
     /// Changes a column family's settings (they apply to reads at once, to files as written).
     pub(crate) fn modify_family(&self, name: &TableName, cf: ColumnFamilyDescriptor) -> Result<()> {
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         cf.validate()?;
         let mut desc = t.descriptor.read().clone();
         let slot = desc
@@ -371,7 +371,7 @@ impl Engine {
                 String::from_utf8_lossy(family)
             )));
         }
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         let mut desc = t.descriptor.read().clone();
         let before = desc.families.len();
         desc.families.retain(|f| f.name.as_ref() != family);
@@ -442,7 +442,7 @@ impl Engine {
         name: &TableName,
         coprocessors: Vec<CoprocessorDescriptor>,
     ) -> Result<()> {
-        let t = self.shared.table(name)?;
+        let t = self.shared.whole_table(name)?;
         let mut desc = t.descriptor.read().clone();
         desc.coprocessors = coprocessors;
         desc.validate()?;

@@ -177,7 +177,7 @@ impl Maintenance {
             compression: d.compression_for_compaction(),
             ..self.shared.writer_options(&d)
         };
-        let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
+        let id = self.take_file_id()?;
         let path = self.shared.file_name(id, region);
         let cache = self.shared.cache.clone();
         let objects = self.shared.objects.clone();
@@ -264,7 +264,7 @@ impl Maintenance {
         self.shared.check_open()?;
         let ids: Vec<u64> = inputs.iter().map(|f| f.file_id()).collect();
         let table = region.table.to_string();
-        let next_id = self.next_file_id.load(Ordering::Relaxed);
+        let next_id = self.file_ids_in_use();
         let unlisted = self.shared.catalog.update(|s| {
             s.next_file_id = s.next_file_id.max(next_id).max(id + 1);
             let entry = s.table_mut(&table)?;

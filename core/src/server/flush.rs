@@ -59,7 +59,9 @@ use std::time::{Duration, Instant};
 pub(crate) struct Maintenance {
     pub(crate) shared: Arc<EngineShared>,
     pub(crate) reads: Arc<ReadPath>,
-    pub(crate) next_file_id: AtomicU64,
+    /// The store file ids this engine may still hand out (its block, see
+    /// `Catalog::reserve_file_ids`).
+    file_ids: parking_lot::Mutex<std::ops::Range<u64>>,
     /// MemStore bytes written since the global budget was last checked.
     memstore_unchecked: AtomicU64,
     /// Set while the MemStores are known to be over the global budget: every writer waits.
@@ -75,12 +77,16 @@ pub(crate) struct Maintenance {
 }
 
 impl Maintenance {
-    /// The stage over `shared` and `reads`, next store file id `next_file_id`.
-    pub(crate) fn new(shared: Arc<EngineShared>, reads: Arc<ReadPath>, next_file_id: u64) -> Self {
+    /// The stage over `shared` and `reads`, handing out store file ids from `file_ids`.
+    pub(crate) fn new(
+        shared: Arc<EngineShared>,
+        reads: Arc<ReadPath>,
+        file_ids: std::ops::Range<u64>,
+    ) -> Self {
         Maintenance {
             shared,
             reads,
-            next_file_id: AtomicU64::new(next_file_id),
+            file_ids: parking_lot::Mutex::new(file_ids),
             memstore_unchecked: AtomicU64::new(0),
             memstore_over: AtomicBool::new(false),
             memstore_blocked_writes: AtomicU64::new(0),
@@ -89,6 +95,23 @@ impl Maintenance {
             compactions: AtomicU64::new(0),
         }
     }
+    /// A store file id of this engine's: the next of its block, the next block reserved
+    /// first when this one is used up.
+    pub(crate) fn take_file_id(&self) -> Result<u64> {
+        let mut ids = self.file_ids.lock();
+        if ids.start >= ids.end {
+            *ids = self.shared.catalog.reserve_file_ids(ids.end)?;
+        }
+        let id = ids.start;
+        ids.start += 1;
+        Ok(id)
+    }
+
+    /// The next store file id this engine would hand out.
+    pub(crate) fn file_ids_in_use(&self) -> u64 {
+        self.file_ids.lock().start
+    }
+
     /// Flushes every region of a table.
     pub(crate) async fn flush_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.shared.table(name)?;
@@ -209,7 +232,7 @@ impl Maintenance {
                 smallest_read_point,
                 now_ms: now,
             };
-            let id = self.next_file_id.fetch_add(1, Ordering::Relaxed);
+            let id = self.take_file_id()?;
             jobs.push((
                 store.clone(),
                 snap.clone(),
@@ -258,7 +281,7 @@ impl Maintenance {
         .map_err(|e| Error::Io(std::io::Error::other(format!("flush task failed: {e}"))))??;
 
         let table = region.table.to_string();
-        let next_id = self.next_file_id.load(Ordering::Relaxed);
+        let next_id = self.file_ids_in_use();
         let writer = self.shared.catalog.writer();
         self.shared.catalog.update(|s| {
             s.next_file_id = s.next_file_id.max(next_id);

@@ -178,7 +178,7 @@ pub(crate) async fn hooks_close_all(reads: &ReadPath, post: bool) {
             continue; // closed at disable
         }
         if let Some(hooks) = t.hooks() {
-            let regions: Vec<_> = t.regions.read().clone();
+            let regions = t.served_regions();
             hooks_close(reads, &t, &hooks, &regions, post).await;
         }
     }
@@ -369,7 +369,7 @@ pub(crate) fn replay_wal(reads: &Arc<ReadPath>, records: Vec<WalRecord>) -> Resu
             );
         }
         for (t, hooks) in opened {
-            let regions: Vec<_> = t.regions.read().clone();
+            let regions = t.served_regions();
             hooks_post_open(&engine, &t, &hooks, &regions).await;
         }
         Ok(cells)

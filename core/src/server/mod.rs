@@ -29,7 +29,7 @@ pub(crate) mod read_points;
 pub mod recovery;
 pub mod repair;
 pub mod split;
-mod takeover;
+pub(crate) mod takeover;
 pub(crate) mod verify_pending;
 pub mod write;
 
@@ -83,6 +83,17 @@ impl TableState {
         let regions = self.regions.read();
         let idx = regions.partition_point(|r| r.start.as_ref() <= row);
         idx.checked_sub(1).and_then(|i| regions.get(i).cloned())
+    }
+
+    /// The regions this engine serves (all but those another engine of a shared store
+    /// serves, see [`Config::serve_regions`]).
+    pub fn served_regions(&self) -> Vec<Arc<Region>> {
+        let regions = self.regions.read();
+        regions
+            .iter()
+            .filter(|r| !r.served_elsewhere())
+            .cloned()
+            .collect()
     }
 
     /// The region holding `row`, if it serves (an offline region fails with its reason).
@@ -145,6 +156,26 @@ impl EngineShared {
             .get(name)
             .cloned()
             .ok_or_else(|| Error::TableNotFound(name.to_string()))
+    }
+
+    /// The open table `name`, for a schema change: every region of it must be served here
+    /// ([`Error::RegionNotServed`] otherwise: the engines serving the others would go on
+    /// with the old schema).
+    pub(crate) fn whole_table(&self, name: &TableName) -> Result<Arc<TableState>> {
+        let t = self.table(name)?;
+        let elsewhere = t
+            .regions
+            .read()
+            .iter()
+            .find(|r| r.served_elsewhere())
+            .cloned();
+        match elsewhere {
+            Some(r) => Err(Error::RegionNotServed {
+                table: name.to_string(),
+                region: r.id,
+            }),
+            None => Ok(t),
+        }
     }
 
     /// Every open table, in name order.
@@ -218,16 +249,12 @@ impl Engine {
     pub fn open(config: Config) -> Result<Arc<Engine>> {
         let recovery::Recovered {
             shared,
-            next_file_id,
+            file_ids,
             report,
             records,
         } = recovery::recover(config)?;
         let reads = Arc::new(ReadPath::new(shared.clone()));
-        let upkeep = Arc::new(Maintenance::new(
-            shared.clone(),
-            reads.clone(),
-            next_file_id,
-        ));
+        let upkeep = Arc::new(Maintenance::new(shared.clone(), reads.clone(), file_ids));
         let writes = Arc::new(WritePipeline::new(
             shared.clone(),
             reads.clone(),
@@ -245,6 +272,9 @@ impl Engine {
         let replayed = lifecycle::replay_wal(&engine.reads, records)?;
         if replayed > 0 {
             tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
+        }
+        if let Err(e) = takeover::settle_writers(&engine.shared) {
+            tracing::warn!(error = %e, "could not record the regions' WAL writers after replay");
         }
         let offline = engine.offline_regions();
         if !offline.is_empty() {
@@ -340,13 +370,7 @@ impl Engine {
     pub(crate) async fn take_ownership(&self) -> Result<()> {
         let mut regions = Vec::new();
         for t in self.shared.all_tables() {
-            let served: Vec<Arc<Region>> = t
-                .regions
-                .read()
-                .iter()
-                .filter(|r| r.offline.get().is_none_or(|f| !f.elsewhere))
-                .cloned()
-                .collect();
+            let served = t.served_regions();
             regions.extend(ownership::records(&t.name, &served));
         }
         let tables: Vec<(TableName, Vec<u64>)> = regions

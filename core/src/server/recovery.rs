@@ -28,11 +28,11 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 /// What recovery hands the engine it opens: the shared state with the store files open and
-/// the WAL started, the next store file id, the report so far and the WAL records to
+/// the WAL started, the store file ids it may hand out, the report so far and the WAL records to
 /// replay (once the stages exist, so that replay can run the tables' hooks).
 pub(super) struct Recovered {
     pub(super) shared: Arc<EngineShared>,
-    pub(super) next_file_id: u64,
+    pub(super) file_ids: std::ops::Range<u64>,
     pub(super) report: RecoveryReport,
     pub(super) records: Vec<crate::wal::WalRecord>,
 }
@@ -75,17 +75,22 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     objects.sweep_unfinished("")?;
     let catalog = Catalog::open(&objects)?;
     let shared_store = config.objects.as_ref().filter(|o| !o.is_local());
-    let listed = match shared_store {
-        Some(o) => Wal::writers(o)?,
-        None => BTreeSet::new(),
+    let writer_folders = || match shared_store {
+        Some(o) => Wal::writers(o),
+        None => Ok(BTreeSet::new()),
     };
-    let min_writer = listed.last().map_or(1, |w| w + 1);
+    // Past every folder (those of engines older than catalog format 9 included).
+    let min_writer = writer_folders()?.last().map_or(1, |w| w + 1);
     // On a shared store: from here on an engine that had the store (or the regions) open
     // cannot change them.
-    let writer = match &config.serve_regions {
+    let claimed = match &config.serve_regions {
         None => catalog.claim(min_writer)?,
         Some(ids) => catalog.claim_regions(ids, min_writer)?,
     };
+    let writer = claimed.writer;
+    // Listed after the claim: an engine whose folder is missing here checks its claim after
+    // creating its folder, and finds this one's (see `Catalog::check_claim`).
+    let listed = writer_folders()?;
     let served = |id: u64| {
         config
             .serve_regions
@@ -188,7 +193,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     // and its catalog lists it.
     let orphan_ids = match objects.is_local() {
         true => u64::MAX,
-        false => state.next_file_id,
+        false => claimed.file_ids.start,
     };
     // An engine serving some regions leaves files alone: the others serve the rest.
     if config.serve_regions.is_none() {
@@ -252,7 +257,6 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
             o.post_wal_roll(closed, opened)
         }));
     }
-    let next_file_id = state.next_file_id;
     let shared = Arc::new(EngineShared {
         mvcc: Mvcc::new(max_seq),
         catalog,
@@ -268,7 +272,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     });
     Ok(Recovered {
         shared,
-        next_file_id,
+        file_ids: claimed.file_ids,
         report,
         records,
     })

@@ -245,7 +245,7 @@ impl Maintenance {
         ];
         let local_files = local::rewrite(self, std::slice::from_ref(parent), halves).await?;
         let local_of = |k: usize| local_files.as_ref().map(|f| f.get(k).cloned().flatten());
-        let next_file_id = self.next_file_id.load(Ordering::Relaxed);
+        let next_file_id = self.file_ids_in_use();
         self.shared.check_open()?;
         let key = t.name.to_string();
         let parent_id = parent.id;
@@ -409,7 +409,7 @@ impl Maintenance {
         }];
         let local_files = local::rewrite(self, &[first.clone(), second.clone()], whole).await?;
         let local_file = local_files.as_ref().map(|f| f.first().cloned().flatten());
-        let next_file_id = self.next_file_id.load(Ordering::Relaxed);
+        let next_file_id = self.file_ids_in_use();
         self.shared.check_open()?;
         let key = t.name.to_string();
         let (first_id, second_id) = (first.id, second.id);

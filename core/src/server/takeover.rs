@@ -11,16 +11,29 @@
 //! opened, and the engine neither flushes, compacts, splits nor deletes anything of them
 //! (no orphan removal, no purge of other writers' segments).
 //!
+//! After the replay the engine flushes the regions that replayed edits (as HBase flushes
+//! a region after its recovered edits), and records itself as the only writer of those
+//! left with nothing to flush ([`settle_writers`]): later openers read only its WAL.
+//! Schema changes (disable, families, coprocessors) need every region of the table served
+//! here ([`Error::RegionNotServed`](crate::Error::RegionNotServed) otherwise), and
+//! lifecycle hooks run for served regions only.
+//!
 //! Invariants: every edit an earlier owner acknowledged for a region above the region's
 //! flushed sequence id is in a writer the catalog lists for the region (a claim adds the
-//! claimer's writer before it writes; a flush leaves only the flusher's, every older edit
-//! being in store files), so the new owner replays it; the writers it reads are fenced
-//! first, so none of them acknowledges anything more.
+//! claimer's writer before it writes; a flush, or an open that found nothing to replay,
+//! leaves only its own, every older edit being in store files), or the region's writers
+//! are unknown (a catalog older than format 9) and every writer is read; so the new owner
+//! replays it. The writers it reads are fenced first, so none of them acknowledges anything
+//! more; their folders are only read (no cut, rewrite or purge): other regions' edits are
+//! there. The writer folders are listed after the claim: an engine whose folder is not
+//! there yet fails its own claim check afterwards.
 
+use super::{Engine, EngineShared};
 use crate::catalog::{CatalogState, RegionEntry};
+use crate::error::Result;
 use crate::region::{Region, RegionFault, Store};
 use crate::schema::TableDescriptor;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 /// `full` with only the regions `served` accepts: what the engine recovers and checks.
@@ -82,6 +95,60 @@ pub(super) fn unserved_region(desc: &TableDescriptor, entry: &RegionEntry) -> Re
         elsewhere: true,
     });
     region
+}
+
+/// After the replay: the served regions left with nothing to flush hold no edit above
+/// their flushed sequence id in any WAL (every writer that may hold one was read), so
+/// their writers become this engine's alone; a later opener reads no other. Nothing on a
+/// local directory (one WAL).
+pub(super) fn settle_writers(shared: &EngineShared) -> Result<()> {
+    let me = shared.catalog.writer();
+    if me == 0 {
+        return Ok(());
+    }
+    let empty: HashSet<u64> = shared
+        .all_tables()
+        .iter()
+        .flat_map(|t| t.served_regions())
+        .filter(|r| {
+            r.all_stores()
+                .iter()
+                .all(|s| s.state.read().active.is_empty())
+        })
+        .map(|r| r.id)
+        .collect();
+    let settled = |r: &RegionEntry| !empty.contains(&r.id) || r.writers == [me];
+    if regions(&shared.catalog.snapshot()).all(settled) {
+        return Ok(());
+    }
+    shared.catalog.update(|s| {
+        for t in s.tables.values_mut() {
+            for r in t.regions.iter_mut().filter(|r| empty.contains(&r.id)) {
+                r.writers = vec![me];
+            }
+        }
+        Ok(())
+    })
+}
+
+/// After a partial open (HBase flushes a region after replaying its recovered edits):
+/// flushes the served regions holding replayed edits, so that only this engine's WAL
+/// holds their later edits and the writers they were read from are needed no more.
+pub(crate) async fn flush_replayed(engine: &Engine) -> Result<()> {
+    if engine.shared.config.serve_regions.is_none() {
+        return Ok(());
+    }
+    for t in engine.shared.all_tables() {
+        for r in t.served_regions() {
+            if r.all_stores()
+                .iter()
+                .any(|s| !s.state.read().active.is_empty())
+            {
+                engine.upkeep.flush_region(&r).await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Every region of every table of `state`.

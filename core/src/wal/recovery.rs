@@ -220,14 +220,16 @@ impl Recovered {
     }
 
     /// Keeps only the edits of `regions` (an engine opening some regions of a shared
-    /// store), and forgets the segments read: they are other writers', whose other regions
-    /// other engines may still have to replay, so this engine never purges them.
+    /// store), and forgets the segments read and the changes planned to them: they are
+    /// other writers', whose other regions other engines may still have to replay, so this
+    /// engine neither purges, cuts, rewrites nor sets aside any of them.
     pub(crate) fn keep_regions(&mut self, regions: &std::collections::BTreeSet<u64>) {
         for rec in &mut self.records {
             rec.edits.retain(|e| regions.contains(&e.region_id));
         }
         self.records.retain(|r| !r.edits.is_empty());
         self.segments.clear();
+        self.actions.clear();
     }
 
     /// Takes in what a later writer's log holds (object stores: one log per writer).

@@ -68,12 +68,12 @@ fn flush(c: &Catalog, id: u64, seq: u64) -> crate::error::Result<()> {
 fn engines_serving_disjoint_regions_update_one_catalog_in_turn() {
     let objects = store();
     let a = Catalog::open(&objects).unwrap();
-    let wa = a.claim(1).unwrap();
+    let wa = a.claim(1).unwrap().writer;
     create_table(&a);
     assert_eq!(region(&objects, 1).writers, vec![wa]);
     // B claims region 2: its generation rises, B's writer joins its writers.
     let b = Catalog::open(&objects).unwrap();
-    let wb = b.claim_regions(&BTreeSet::from([2]), 1).unwrap();
+    let wb = b.claim_regions(&BTreeSet::from([2]), 1).unwrap().writer;
     assert!(wb > wa, "each claim takes the next writer number");
     let r2 = region(&objects, 2);
     assert_eq!((r2.generation, r2.writers.clone()), (2, vec![wa, wb]));
@@ -174,4 +174,56 @@ fn merged_writers_stay_unknown_when_either_side_is() {
     );
     assert!(entry(vec![]).writers_and(&entry(vec![2])).is_empty());
     assert!(entry(vec![4]).writers_and(&entry(vec![])).is_empty());
+}
+
+#[test]
+fn a_version_another_engine_stored_on_top_counts_as_stored() {
+    let objects = store();
+    let a = Catalog::open(&objects).unwrap();
+    a.claim(1).unwrap();
+    create_table(&a);
+    let n = a.version().unwrap() + 1;
+    let mut mine = a.snapshot();
+    super::create(&*objects, n, &mut mine).unwrap();
+    let nonce = mine.lineage.last().unwrap().1;
+    // Another engine stores n + 1 on top of it before this one looks.
+    let mut on_top = mine.clone();
+    super::create(&*objects, n + 1, &mut on_top).unwrap();
+    assert!(super::descends(&*objects, n, nonce).unwrap());
+    assert!(!super::descends(&*objects, n, nonce ^ 1).unwrap());
+    let lineage: Vec<u64> = on_top.lineage.iter().map(|(v, _)| *v).collect();
+    assert_eq!(lineage.last(), Some(&(n + 1)));
+    assert!(lineage.windows(2).all(|w| w[1] == w[0] + 1), "{lineage:?}");
+}
+
+#[test]
+fn engines_sharing_a_store_hand_out_disjoint_file_ids() {
+    let objects = store();
+    let a = Catalog::open(&objects).unwrap();
+    let first = a.claim(1).unwrap().file_ids;
+    create_table(&a);
+    let b = Catalog::open(&objects).unwrap();
+    let mut ranges = vec![
+        first,
+        b.claim_regions(&BTreeSet::from([2]), 1).unwrap().file_ids,
+    ];
+    for i in 0..6 {
+        let (c, used) = match i % 2 {
+            0 => (&a, ranges[0].end),
+            _ => (&b, ranges[1].end),
+        };
+        ranges.push(c.reserve_file_ids(used).unwrap());
+    }
+    for (i, x) in ranges.iter().enumerate() {
+        assert!(!x.is_empty());
+        for y in &ranges[i + 1..] {
+            assert!(
+                x.end <= y.start || y.end <= x.start,
+                "{x:?} and {y:?} overlap"
+            );
+        }
+    }
+    // A claim of the whole store ends the others' reservations.
+    Catalog::open(&objects).unwrap().claim(1).unwrap();
+    assert!(matches!(a.reserve_file_ids(0), Err(Error::Fenced { .. })));
 }

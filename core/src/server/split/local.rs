@@ -29,7 +29,6 @@ use crate::storage::merge::{CellSource, MergeIter};
 use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter};
 use bytes::Bytes;
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A new region's local-row file: its catalog entry and its reader (`None`: no local row).
@@ -67,10 +66,10 @@ pub(super) async fn rewrite(
         .iter()
         .map(|(start, s)| (start.clone(), s.state.read().files.clone()))
         .collect();
-    let ids: Vec<u64> = targets
+    let ids = targets
         .iter()
-        .map(|_| m.next_file_id.fetch_add(1, Ordering::Relaxed))
-        .collect();
+        .map(|_| m.take_file_id())
+        .collect::<Result<Vec<u64>>>()?;
     // The new regions start at the largest generation of the regions they replace.
     let generation = sources.iter().map(|r| r.generation).max().unwrap_or(0);
     let names: Vec<String> = ids
