@@ -11,7 +11,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 9 (1 to 8 are still read, see below) |
+//! | 8 | 4 | format version: 10 (1 to 9 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -42,9 +42,10 @@
 //! may hold its edits above its flushed sequence id ([`RegionEntry::writers`]), and to the
 //! state the next writer number ([`CatalogState::next_writer`]) and the version of the
 //! newest whole-store claim ([`CatalogState::store_claim`]); a version-8 catalog is read
-//! with no writers known (an engine opening some regions of it then reads every writer), and
-//! every version on an object store records the nonces of its recent ancestors
-//! ([`CatalogState::lineage`]).
+//! with no writers known (an engine opening some regions of it then reads every writer).
+//! Version 10 added the lineage ([`CatalogState::lineage`]): on an object store every
+//! version records the nonces of the versions it descends from; a version-9 catalog is
+//! read with none.
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
 //! that claimed the whole store after this one makes this one's later updates fail with
@@ -70,7 +71,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 9;
+const VERSION: u32 = 10;
 const HEADER: usize = 20;
 
 /// The object name of store file `id` written at region generation `generation`:
@@ -388,13 +389,14 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         5..=7 => postcard::from_bytes::<old::CatalogState<TableDescriptor>>(payload)
             .map(CatalogState::from),
         8 => postcard::from_bytes::<v8::CatalogState>(payload).map(CatalogState::from),
+        9 => postcard::from_bytes::<v9::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
 mod formats;
-pub(crate) use formats::{old, v1, v2, v3, v4, v8};
+pub(crate) use formats::{old, v1, v2, v3, v4, v8, v9};
 
 #[cfg(test)]
 mod tests;

@@ -380,3 +380,35 @@ pub(crate) mod v8 {
         }
     }
 }
+
+/// Catalog format version 9: no lineage (a version did not record the ones it descends
+/// from).
+pub(crate) mod v9 {
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A version-9 catalog.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct CatalogState {
+        pub next_region_id: u64,
+        pub next_file_id: u64,
+        pub namespaces: BTreeSet<String>,
+        pub tables: BTreeMap<String, super::super::TableEntry>,
+        pub next_writer: u64,
+        pub store_claim: u64,
+    }
+
+    impl From<CatalogState> for super::super::CatalogState {
+        fn from(old: CatalogState) -> Self {
+            super::super::CatalogState {
+                next_region_id: old.next_region_id,
+                next_file_id: old.next_file_id,
+                namespaces: old.namespaces,
+                tables: old.tables,
+                next_writer: old.next_writer,
+                store_claim: old.store_claim,
+                lineage: Vec::new(),
+            }
+        }
+    }
+}

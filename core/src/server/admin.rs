@@ -531,6 +531,7 @@ impl Engine {
         proposed: impl FnOnce(&TableDescriptor) -> TableDescriptor,
         change: impl Future<Output = Result<()>>,
     ) -> Result<()> {
+        self.shared.whole_table(name)?;
         let Some(o) = self.shared.config.observer.clone() else {
             return change.await;
         };

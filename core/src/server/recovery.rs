@@ -90,7 +90,10 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     let writer = claimed.writer;
     // Listed after the claim: an engine whose folder is missing here checks its claim after
     // creating its folder, and finds this one's (see `Catalog::check_claim`).
-    let listed = writer_folders()?;
+    // Folders numbered from this engine's on belong to later claimers: their claims fence
+    // this one (its check after the WAL starts fails), and it must not fence them.
+    let mut listed = writer_folders()?;
+    listed.retain(|w| *w < writer || writer == 0);
     let served = |id: u64| {
         config
             .serve_regions

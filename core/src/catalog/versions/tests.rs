@@ -227,3 +227,45 @@ fn engines_sharing_a_store_hand_out_disjoint_file_ids() {
     Catalog::open(&objects).unwrap().claim(1).unwrap();
     assert!(matches!(a.reserve_file_ids(0), Err(Error::Fenced { .. })));
 }
+
+#[test]
+fn version_9_catalogs_are_read_without_a_lineage() {
+    let objects = store();
+    let a = Catalog::open(&objects).unwrap();
+    a.claim(1).unwrap();
+    create_table(&a);
+    let current = Catalog::open(&objects).unwrap().snapshot();
+    let old = super::super::v9::CatalogState {
+        next_region_id: current.next_region_id,
+        next_file_id: current.next_file_id,
+        namespaces: current.namespaces.clone(),
+        tables: current.tables.clone(),
+        next_writer: current.next_writer,
+        store_claim: current.store_claim,
+    };
+    let payload = postcard::to_stdvec(&old).unwrap();
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(super::super::MAGIC);
+    bytes.extend_from_slice(&9u32.to_be_bytes());
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    let crc = super::super::checksum(9, &bytes, &payload);
+    bytes.extend_from_slice(&crc.to_be_bytes());
+    bytes.extend_from_slice(&payload);
+    let next = a.version().unwrap() + 1;
+    objects
+        .put(&super::name(next), &bytes, crate::objects::PutMode::Create)
+        .unwrap();
+    let read = Catalog::open(&objects).unwrap();
+    assert_eq!(read.version(), Some(next));
+    let s = read.snapshot();
+    assert!(s.lineage.is_empty());
+    assert_eq!(
+        (s.tables.clone(), s.next_writer, s.store_claim),
+        (current.tables, current.next_writer, current.store_claim)
+    );
+    // An engine that read it stores the next version with a lineage.
+    flush(&a, 1, 5).unwrap();
+    let after = Catalog::open(&objects).unwrap().snapshot();
+    assert_eq!(after.lineage.last().map(|(v, _)| *v), Some(next + 1));
+    assert_eq!(region(&objects, 1).flushed_seq, 5);
+}
