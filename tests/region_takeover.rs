@@ -15,17 +15,20 @@
 //! `BASALT_REGION_TAKEOVER_SEEDS` sets how many seeds (default 200),
 //! `BASALT_REGION_TAKEOVER_SEED` runs one.
 
-use basalt::client::{Delete, Get, Put, Scan};
+use basalt::client::{Delete, Get, Put};
 use basalt::objects::{Objects, StoreObjects};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, TableDescriptor, TableName,
 };
-use futures::TryStreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+#[path = "common/takeover.rs"]
+mod takeover_common;
+use takeover_common::{assert_contiguous, check, writers, Model};
 
 fn tn() -> TableName {
     TableName::parse("t").unwrap()
@@ -42,59 +45,6 @@ async fn open(dir: &Path, objects: &Arc<dyn Objects>, only: Option<&BTreeSet<u64
     Connection::open_with(config).await.unwrap()
 }
 
-/// Every writer folder's segment ids, and whether its last object is a fence.
-fn writers(objects: &dyn Objects) -> BTreeMap<String, (Vec<u64>, bool)> {
-    let mut by_folder: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    for name in objects.list("wal").unwrap() {
-        let (folder, last) = name.rsplit_once('/').unwrap();
-        if let Ok(id) = last.parse::<u64>() {
-            by_folder
-                .entry(folder.to_string())
-                .or_default()
-                .push((id, name.clone()));
-        }
-    }
-    by_folder
-        .into_iter()
-        .map(|(folder, mut ids)| {
-            ids.sort();
-            let fenced = ids
-                .last()
-                .is_some_and(|(_, name)| objects.read(name).unwrap().is_empty());
-            (
-                folder,
-                (ids.into_iter().map(|(id, _)| id).collect(), fenced),
-            )
-        })
-        .collect()
-}
-
-fn assert_contiguous(objects: &dyn Objects, context: &str) {
-    for (folder, (ids, _)) in writers(objects) {
-        for pair in ids.windows(2) {
-            assert_eq!(
-                pair[1],
-                pair[0] + 1,
-                "{context}: {folder} has a gap: {ids:?}"
-            );
-        }
-    }
-}
-
-/// What was acknowledged: each row's value (`None`: deleted), and rows whose write failed
-/// and must never show.
-#[derive(Default, Clone, Debug)]
-struct Model {
-    rows: BTreeMap<String, Option<String>>,
-    never: BTreeSet<String>,
-}
-
-impl Model {
-    fn ack(&mut self, row: &str, value: Option<&str>) {
-        self.rows.insert(row.to_string(), value.map(str::to_string));
-    }
-}
-
 /// The regions of `t` as `conn` lists them: (id, start, end).
 async fn regions(conn: &Connection) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
     conn.admin()
@@ -104,6 +54,45 @@ async fn regions(conn: &Connection) -> Vec<(u64, Vec<u8>, Vec<u8>)> {
         .into_iter()
         .map(|r| (r.id, r.start_key.to_vec(), r.end_key.to_vec()))
         .collect()
+}
+
+/// Creates `t` with two regions, `[, m)` and `[m, )`, through `conn`; returns their ids.
+async fn create_two_regions(conn: &Connection) -> Vec<u64> {
+    conn.admin()
+        .create_table_with_splits(
+            TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")),
+            PreSplit::Keys(vec![b"m".to_vec()]),
+        )
+        .await
+        .unwrap();
+    regions(conn).await.iter().map(|r| r.0).collect()
+}
+
+/// One object store and one coordination store (on a manual clock) that engines share.
+struct SharedCoordination {
+    clock: Arc<basalt::coord::ManualClock>,
+    coord: Arc<basalt::coord::MemoryCoordination>,
+    objects: Arc<dyn Objects>,
+}
+
+impl SharedCoordination {
+    fn new() -> Self {
+        let clock = Arc::new(basalt::coord::ManualClock::default());
+        SharedCoordination {
+            coord: Arc::new(basalt::coord::MemoryCoordination::new(clock.clone())),
+            clock,
+            objects: Arc::new(StoreObjects::in_memory()),
+        }
+    }
+
+    /// An engine of process `process` in `dir`, with a lease of a minute.
+    fn config(&self, dir: &Path, process: &str) -> Config {
+        Config::new(dir)
+            .objects(Arc::clone(&self.objects))
+            .coordination(self.coord.clone())
+            .process_name(process)
+            .lease_ttl_ms(60_000)
+    }
 }
 
 fn holds(start: &[u8], end: &[u8], row: &str) -> bool {
@@ -141,43 +130,6 @@ async fn check_served(
             value(conn, row).await.unwrap(),
             None,
             "{context}: fenced write {row} shows"
-        );
-    }
-}
-
-/// Checks the whole table through `conn`, which serves all of it.
-async fn check_all(conn: &Connection, model: &Model, context: &str) {
-    let found: BTreeMap<String, String> = conn
-        .table("t")
-        .unwrap()
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| {
-            let v = r.value("f", "q").unwrap().to_vec();
-            (
-                String::from_utf8(r.row.to_vec()).unwrap(),
-                String::from_utf8(v).unwrap(),
-            )
-        })
-        .collect();
-    for (row, want) in &model.rows {
-        assert_eq!(found.get(row), want.as_ref(), "{context}: row {row}");
-    }
-    for row in &model.never {
-        assert!(
-            !found.contains_key(row),
-            "{context}: fenced write {row} shows"
-        );
-    }
-    let known: BTreeSet<&String> = model.rows.keys().chain(model.never.iter()).collect();
-    for row in found.keys() {
-        assert!(
-            known.contains(row),
-            "{context}: row {row} was never written"
         );
     }
 }
@@ -317,9 +269,8 @@ async fn seed_run(seed: u64) {
     check_served(&c, &served_c, &acknowledged, &ctx("C opened")).await;
     assert_contiguous(&*objects, &ctx("B and C opened"));
     let folders = writers(&*objects);
-    let first = folders.keys().next().unwrap();
     assert!(
-        folders[first].1,
+        folders[0].2.is_some(),
         "{}: the first writer was not fenced: {folders:?}",
         ctx("B and C opened")
     );
@@ -391,7 +342,7 @@ async fn seed_run(seed: u64) {
 
     // An engine opening the whole store finds everything.
     let e = open(dirs[4].path(), &objects, None).await;
-    check_all(&e, &acknowledged, &ctx("the end")).await;
+    check(&e, &acknowledged, &ctx("the end")).await;
     assert_contiguous(&*objects, &ctx("the end"));
     e.close().await.unwrap();
 }
@@ -418,14 +369,7 @@ async fn a_region_served_elsewhere_refuses_reads_and_writes_typed() {
     let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let a = open(dirs[0].path(), &objects, None).await;
-    a.admin()
-        .create_table_with_splits(
-            TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")),
-            PreSplit::Keys(vec![b"m".to_vec()]),
-        )
-        .await
-        .unwrap();
-    let ids: Vec<u64> = regions(&a).await.iter().map(|r| r.0).collect();
+    let ids = create_two_regions(&a).await;
     a.close().await.unwrap();
     let b = open(dirs[1].path(), &objects, Some(&BTreeSet::from([ids[0]]))).await;
     let table = b.table("t").unwrap();
@@ -482,19 +426,12 @@ async fn a_zombie_cannot_change_a_region_claimed_from_it() {
     let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
     let dirs: Vec<_> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
     let a = open(dirs[0].path(), &objects, None).await;
-    a.admin()
-        .create_table_with_splits(
-            TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")),
-            PreSplit::Keys(vec![b"m".to_vec()]),
-        )
-        .await
-        .unwrap();
+    let ids = create_two_regions(&a).await;
     let table = a.table("t").unwrap();
     table
         .put(Put::new("a1").add_column("f", "q", "1"))
         .await
         .unwrap();
-    let ids: Vec<u64> = regions(&a).await.iter().map(|r| r.0).collect();
     // B claims the first region: A's WAL writer is fenced, and A's catalog changes of it
     // (a flush lists files) are refused.
     let b = open(dirs[1].path(), &objects, Some(&BTreeSet::from([ids[0]]))).await;
@@ -534,34 +471,19 @@ async fn a_zombie_cannot_change_a_region_claimed_from_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_a_live_engine_owns_is_not_opened_and_its_owner_not_fenced() {
-    use basalt::coord::{ManualClock, MemoryCoordination};
-    let clock = Arc::new(ManualClock::default());
-    let coord = Arc::new(MemoryCoordination::new(clock.clone()));
-    let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
+    let shared = SharedCoordination::new();
+    let (clock, objects) = (&shared.clock, &*shared.objects);
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let config = |dir: &Path, process: &str| {
-        Config::new(dir)
-            .objects(Arc::clone(&objects))
-            .coordination(coord.clone())
-            .process_name(process)
-            .lease_ttl_ms(60_000)
-    };
+    let config = |dir: &Path, process: &str| shared.config(dir, process);
     let a = Connection::open_with(config(dirs[0].path(), "rs-a"))
         .await
         .unwrap();
-    a.admin()
-        .create_table_with_splits(
-            TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")),
-            PreSplit::Keys(vec![b"m".to_vec()]),
-        )
-        .await
-        .unwrap();
+    let ids = create_two_regions(&a).await;
     let table = a.table("t").unwrap();
     table
         .put(Put::new("a1").add_column("f", "q", "1"))
         .await
         .unwrap();
-    let ids: Vec<u64> = regions(&a).await.iter().map(|r| r.0).collect();
     let refused =
         Connection::open_with(config(dirs[1].path(), "rs-b").serve_regions([ids[0]])).await;
     assert!(
@@ -573,7 +495,7 @@ async fn a_region_a_live_engine_owns_is_not_opened_and_its_owner_not_fenced() {
         .put(Put::new("a2").add_column("f", "q", "2"))
         .await
         .unwrap();
-    assert!(writers(&*objects).values().all(|(_, fenced)| !fenced));
+    assert!(writers(objects).iter().all(|(_, _, fence)| fence.is_none()));
     // Once its lease expired, the region opens elsewhere with every acknowledged write.
     clock.advance(std::time::Duration::from_secs(61));
     let b = Connection::open_with(config(dirs[1].path(), "rs-b").serve_regions([ids[0]]))
@@ -591,18 +513,11 @@ async fn a_region_a_live_engine_owns_is_not_opened_and_its_owner_not_fenced() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn manifest_pointers_follow_the_owner_at_its_generation() {
-    use basalt::coord::{Coordination, ManualClock, MemoryCoordination, RegionKey};
-    let clock = Arc::new(ManualClock::default());
-    let coord = Arc::new(MemoryCoordination::new(clock.clone()));
-    let objects: Arc<dyn Objects> = Arc::new(StoreObjects::in_memory());
+    use basalt::coord::{Coordination, RegionKey};
+    let shared = SharedCoordination::new();
+    let (clock, coord) = (&shared.clock, &shared.coord);
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let config = |dir: &Path, process: &str| {
-        Config::new(dir)
-            .objects(Arc::clone(&objects))
-            .coordination(coord.clone())
-            .process_name(process)
-            .lease_ttl_ms(60_000)
-    };
+    let config = |dir: &Path, process: &str| shared.config(dir, process);
     // The catalog version a region's pointer names.
     let pointer = |key: RegionKey| {
         let coord = coord.clone();
@@ -618,14 +533,7 @@ async fn manifest_pointers_follow_the_owner_at_its_generation() {
     let a = Connection::open_with(config(dirs[0].path(), "rs-a"))
         .await
         .unwrap();
-    a.admin()
-        .create_table_with_splits(
-            TableDescriptor::new(tn()).family(ColumnFamilyDescriptor::new("f")),
-            PreSplit::Keys(vec![b"m".to_vec()]),
-        )
-        .await
-        .unwrap();
-    let ids: Vec<u64> = regions(&a).await.iter().map(|r| r.0).collect();
+    let ids = create_two_regions(&a).await;
     let (low, high) = (RegionKey::new(tn(), ids[0]), RegionKey::new(tn(), ids[1]));
     let created = pointer(low.clone()).await;
     assert_eq!(pointer(high.clone()).await, created);

@@ -18,9 +18,13 @@ use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor,
 use futures::TryStreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
+
+#[path = "common/takeover.rs"]
+mod takeover_common;
+use takeover_common::{assert_contiguous, check, writers, Model};
 
 fn tn() -> TableName {
     TableName::parse("t").unwrap()
@@ -32,45 +36,6 @@ fn config(dir: &Path, objects: &Arc<dyn Objects>) -> Config {
 
 async fn open(dir: &Path, objects: &Arc<dyn Objects>) -> Connection {
     Connection::open_with(config(dir, objects)).await.unwrap()
-}
-
-/// The segment ids of every writer folder: `(folder, ids, fence)`, the fence being the id
-/// of an empty last object.
-fn writers(objects: &dyn Objects) -> Vec<(String, Vec<u64>, Option<u64>)> {
-    let mut by_folder: BTreeMap<String, Vec<(u64, String)>> = BTreeMap::new();
-    for name in objects.list("wal").unwrap() {
-        let (folder, last) = name.rsplit_once('/').unwrap();
-        if let Ok(id) = last.parse::<u64>() {
-            by_folder
-                .entry(folder.to_string())
-                .or_default()
-                .push((id, name.clone()));
-        }
-    }
-    by_folder
-        .into_iter()
-        .map(|(folder, mut ids)| {
-            ids.sort();
-            let fence = ids
-                .last()
-                .filter(|(_, name)| objects.read(name).unwrap().is_empty())
-                .map(|(id, _)| *id);
-            (folder, ids.into_iter().map(|(id, _)| id).collect(), fence)
-        })
-        .collect()
-}
-
-/// Every writer folder's ids run without a gap (a purge removes the oldest ones only).
-fn assert_contiguous(objects: &dyn Objects, context: &str) {
-    for (folder, ids, _) in writers(objects) {
-        for pair in ids.windows(2) {
-            assert_eq!(
-                pair[1],
-                pair[0] + 1,
-                "{context}: {folder} has a gap: {ids:?}"
-            );
-        }
-    }
 }
 
 async fn value(conn: &Connection, row: &str) -> Option<Vec<u8>> {
@@ -179,49 +144,6 @@ async fn a_fence_is_kept_and_a_writer_is_fenced_once() {
     assert_eq!(w[1].1, [2], "{w:?}");
     assert_contiguous(&*objects, "three generations");
     c.close().await.unwrap();
-}
-
-/// What the generations acknowledged: the value each row must have (`None`: deleted), and
-/// rows whose write failed (fenced) and was never acknowledged.
-#[derive(Default, Clone)]
-struct Model {
-    rows: BTreeMap<String, Option<String>>,
-    never: BTreeSet<String>,
-}
-
-async fn check(conn: &Connection, model: &Model, context: &str) {
-    let table = conn.table("t").unwrap();
-    let found: BTreeMap<String, String> = table
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect::<Vec<_>>()
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|r| {
-            let v = r.value("f", "q").unwrap().to_vec();
-            (
-                String::from_utf8(r.row.to_vec()).unwrap(),
-                String::from_utf8(v).unwrap(),
-            )
-        })
-        .collect();
-    for (row, want) in &model.rows {
-        assert_eq!(found.get(row), want.as_ref(), "{context}: row {row}");
-    }
-    for row in &model.never {
-        assert!(
-            !found.contains_key(row),
-            "{context}: fenced write {row} shows"
-        );
-    }
-    let known: BTreeSet<&String> = model.rows.keys().chain(model.never.iter()).collect();
-    for row in found.keys() {
-        assert!(
-            known.contains(row),
-            "{context}: row {row} was never written"
-        );
-    }
 }
 
 /// One seed: generations of engines on one store (see the module doc).
