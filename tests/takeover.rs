@@ -12,10 +12,9 @@
 //! fenced it. `BASALT_TAKEOVER_SEEDS` sets how many seeds (default 200),
 //! `BASALT_TAKEOVER_SEED` runs one.
 
-use basalt::client::{Delete, Get, Put, Scan};
+use basalt::client::{Delete, Get, Put};
 use basalt::objects::{Objects, PutMode, StoreObjects};
 use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor, TableName};
-use futures::TryStreamExt;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeSet;
@@ -443,17 +442,7 @@ async fn concurrent_opens_never_acknowledge_a_write_the_next_engine_misses() {
             }
         }
         let check = open(dirs[2].path(), &objects).await;
-        let rows: BTreeSet<String> = check
-            .table("t")
-            .unwrap()
-            .scan(Scan::new())
-            .unwrap()
-            .try_collect::<Vec<_>>()
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|r| String::from_utf8(r.row.to_vec()).unwrap())
-            .collect();
+        let rows: BTreeSet<String> = takeover_common::rows(&check).await.into_keys().collect();
         for row in acked.lock().unwrap().iter() {
             assert!(
                 rows.contains(row),

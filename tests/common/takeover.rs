@@ -63,11 +63,9 @@ impl Model {
     }
 }
 
-/// Scans table `t` through `conn` (which serves all of it) and checks it holds exactly what
-/// `model` says.
-pub async fn check(conn: &Connection, model: &Model, context: &str) {
-    let found: BTreeMap<String, String> = conn
-        .table("t")
+/// Every row of table `t` through `conn` (which serves all of it), with its `f:q` value.
+pub async fn rows(conn: &Connection) -> BTreeMap<String, String> {
+    conn.table("t")
         .unwrap()
         .scan(Scan::new())
         .unwrap()
@@ -82,7 +80,13 @@ pub async fn check(conn: &Connection, model: &Model, context: &str) {
                 String::from_utf8(v).unwrap(),
             )
         })
-        .collect();
+        .collect()
+}
+
+/// Scans table `t` through `conn` (which serves all of it) and checks it holds exactly what
+/// `model` says.
+pub async fn check(conn: &Connection, model: &Model, context: &str) {
+    let found = rows(conn).await;
     for (row, want) in &model.rows {
         assert_eq!(found.get(row), want.as_ref(), "{context}: row {row}");
     }

@@ -552,6 +552,17 @@ pub(crate) fn open_region(
         }
         stores.insert(fam.name.clone(), Arc::new(Store::new(fam.clone(), readers)));
     }
+    Ok(region_of(desc, entry, stores, fault))
+}
+
+/// The region of catalog entry `entry` of table `desc` with `stores`, offline for `fault`
+/// if there is one.
+pub(super) fn region_of(
+    desc: &TableDescriptor,
+    entry: &RegionEntry,
+    stores: BTreeMap<bytes::Bytes, Arc<Store>>,
+    fault: Option<RegionFault>,
+) -> Region {
     let region = Region::new(
         entry.id,
         desc.name.clone(),
@@ -564,7 +575,7 @@ pub(crate) fn open_region(
     if let Some(fault) = fault {
         let _ = region.offline.set(fault);
     }
-    Ok(region)
+    region
 }
 
 /// Deletes the store files no region lists, of ids below `below` (and any other object

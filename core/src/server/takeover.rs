@@ -80,21 +80,12 @@ pub(super) fn unserved_region(desc: &TableDescriptor, entry: &RegionEntry) -> Re
         .iter()
         .map(|f| (f.name.clone(), Arc::new(Store::new(f.clone(), Vec::new()))))
         .collect::<BTreeMap<_, _>>();
-    let region = Region::new(
-        entry.id,
-        desc.name.clone(),
-        entry.start.clone(),
-        entry.end.clone(),
-        entry.flushed_seq,
-        entry.generation,
-        stores,
-    );
-    let _ = region.offline.set(RegionFault {
+    let fault = RegionFault {
         file: std::path::PathBuf::new(),
         reason: "served by another engine".into(),
         elsewhere: true,
-    });
-    region
+    };
+    super::recovery::region_of(desc, entry, stores, Some(fault))
 }
 
 /// After the replay: the served regions left with nothing to flush hold no edit above
