@@ -11,7 +11,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 10 (1 to 9 are still read, see below) |
+//! | 8 | 4 | format version: 11 (1 to 10 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -45,7 +45,9 @@
 //! with no writers known (an engine opening some regions of it then reads every writer).
 //! Version 10 added the lineage ([`CatalogState::lineage`]): on an object store every
 //! version records the nonces of the versions it descends from; a version-9 catalog is
-//! read with none.
+//! read with none. Version 11 appended the split restriction
+//! ([`crate::schema::SplitRestriction`]) to every table descriptor; a version-10 catalog
+//! is read with none.
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
 //! that claimed the whole store after this one makes this one's later updates fail with
@@ -71,7 +73,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 10;
+const VERSION: u32 = 11;
 const HEADER: usize = 20;
 
 /// The object name of store file `id` written at region generation `generation`:
@@ -386,17 +388,18 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         2 => postcard::from_bytes::<v2::CatalogState>(payload).map(CatalogState::from),
         3 => postcard::from_bytes::<v3::CatalogState>(payload).map(CatalogState::from),
         4 => postcard::from_bytes::<v4::CatalogState>(payload).map(CatalogState::from),
-        5..=7 => postcard::from_bytes::<old::CatalogState<TableDescriptor>>(payload)
+        5..=7 => postcard::from_bytes::<old::CatalogState<v10::TableDescriptor>>(payload)
             .map(CatalogState::from),
         8 => postcard::from_bytes::<v8::CatalogState>(payload).map(CatalogState::from),
         9 => postcard::from_bytes::<v9::CatalogState>(payload).map(CatalogState::from),
+        10 => postcard::from_bytes::<v10::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
 mod formats;
-pub(crate) use formats::{old, v1, v2, v3, v4, v8, v9};
+pub(crate) use formats::{old, v1, v10, v2, v3, v4, v8, v9};
 
 #[cfg(test)]
 mod tests;

@@ -76,7 +76,8 @@ pub use schema::split::SplitAlgorithm;
 pub use schema::{
     validate_family_name, validate_namespace, BloomType, ColumnFamilyDescriptor,
     CompactionSettings, Compression, CoprocessorDescriptor, FailurePolicy, IntoTableName,
-    KeepDeletedCells, TableDescriptor, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
+    KeepDeletedCells, SplitRestriction, TableDescriptor, TableName, DEFAULT_NAMESPACE,
+    SYSTEM_NAMESPACE,
 };
 pub use server::check::{IntegrityReport, StoreFileReport};
 pub use server::recovery::{OfflineRegion, RecoveryRepair, RecoveryRepairOutcome, RecoveryReport};

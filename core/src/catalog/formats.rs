@@ -125,6 +125,7 @@ pub(crate) mod v1 {
                 compaction: CompactionSettings::default(),
                 coprocessors: Vec::new(),
                 salt: None,
+                split_restriction: None,
             }
         }
     }
@@ -160,6 +161,7 @@ pub(crate) mod v2 {
                 compaction: d.compaction,
                 coprocessors: Vec::new(),
                 salt: None,
+                split_restriction: None,
             }
         }
     }
@@ -196,6 +198,7 @@ pub(crate) mod v3 {
                 compaction: d.compaction,
                 coprocessors: d.coprocessors,
                 salt: None,
+                split_restriction: None,
             }
         }
     }
@@ -295,6 +298,7 @@ pub(crate) mod v4 {
                 compaction: d.compaction,
                 coprocessors: d.coprocessors,
                 salt: d.salt,
+                split_restriction: None,
             }
         }
     }
@@ -308,7 +312,7 @@ pub(crate) mod v4 {
 
 /// Catalog format version 8: no WAL writers per region, no writer counter, no store claim.
 pub(crate) mod v8 {
-    use crate::schema::TableDescriptor;
+    use super::v10::TableDescriptor;
     use bytes::Bytes;
     use serde::{Deserialize, Serialize};
     use std::collections::{BTreeMap, BTreeSet};
@@ -361,7 +365,7 @@ pub(crate) mod v8 {
                         })
                         .collect();
                     let entry = super::super::TableEntry {
-                        descriptor: t.descriptor,
+                        descriptor: t.descriptor.into(),
                         enabled: t.enabled,
                         regions,
                     };
@@ -393,14 +397,14 @@ pub(crate) mod v9 {
         pub next_region_id: u64,
         pub next_file_id: u64,
         pub namespaces: BTreeSet<String>,
-        pub tables: BTreeMap<String, super::super::TableEntry>,
+        pub tables: BTreeMap<String, super::v10::TableEntry>,
         pub next_writer: u64,
         pub store_claim: u64,
     }
 
     impl From<CatalogState> for super::super::CatalogState {
         fn from(old: CatalogState) -> Self {
-            super::super::CatalogState {
+            super::v10::CatalogState {
                 next_region_id: old.next_region_id,
                 next_file_id: old.next_file_id,
                 namespaces: old.namespaces,
@@ -408,6 +412,116 @@ pub(crate) mod v9 {
                 next_writer: old.next_writer,
                 store_claim: old.store_claim,
                 lineage: Vec::new(),
+            }
+            .into()
+        }
+    }
+}
+
+/// Catalog format version 10 (and the table descriptor of versions 5 to 10): no split
+/// restriction.
+pub(crate) mod v10 {
+    use crate::schema::salt::SaltSpec;
+    use crate::schema::{
+        ColumnFamilyDescriptor, CompactionSettings, CoprocessorDescriptor, TableName,
+    };
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A table descriptor of versions 5 to 10.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableDescriptor {
+        pub name: TableName,
+        pub families: Vec<ColumnFamilyDescriptor>,
+        pub memstore_flush_size: Option<u64>,
+        pub compaction: CompactionSettings,
+        pub coprocessors: Vec<CoprocessorDescriptor>,
+        pub salt: Option<SaltSpec>,
+    }
+
+    impl From<TableDescriptor> for crate::schema::TableDescriptor {
+        fn from(d: TableDescriptor) -> Self {
+            crate::schema::TableDescriptor {
+                name: d.name,
+                families: d.families,
+                memstore_flush_size: d.memstore_flush_size,
+                compaction: d.compaction,
+                coprocessors: d.coprocessors,
+                salt: d.salt,
+                split_restriction: None,
+            }
+        }
+    }
+
+    /// A current descriptor as versions 5 to 10 wrote it (tests write old catalogs).
+    #[cfg(test)]
+    impl From<crate::schema::TableDescriptor> for TableDescriptor {
+        fn from(d: crate::schema::TableDescriptor) -> Self {
+            TableDescriptor {
+                name: d.name,
+                families: d.families,
+                memstore_flush_size: d.memstore_flush_size,
+                compaction: d.compaction,
+                coprocessors: d.coprocessors,
+                salt: d.salt,
+            }
+        }
+    }
+
+    /// A version-10 table entry.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct TableEntry {
+        pub descriptor: TableDescriptor,
+        pub enabled: bool,
+        pub regions: Vec<super::super::RegionEntry>,
+    }
+
+    /// A current table entry as versions 9 and 10 wrote it (tests write old catalogs).
+    #[cfg(test)]
+    impl From<super::super::TableEntry> for TableEntry {
+        fn from(t: super::super::TableEntry) -> Self {
+            TableEntry {
+                descriptor: t.descriptor.into(),
+                enabled: t.enabled,
+                regions: t.regions,
+            }
+        }
+    }
+
+    /// A version-10 catalog.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct CatalogState {
+        pub next_region_id: u64,
+        pub next_file_id: u64,
+        pub namespaces: BTreeSet<String>,
+        pub tables: BTreeMap<String, TableEntry>,
+        pub next_writer: u64,
+        pub store_claim: u64,
+        pub lineage: Vec<(u64, u64)>,
+    }
+
+    impl From<CatalogState> for super::super::CatalogState {
+        fn from(old: CatalogState) -> Self {
+            let tables = old
+                .tables
+                .into_iter()
+                .map(|(k, t)| {
+                    let entry = super::super::TableEntry {
+                        descriptor: t.descriptor.into(),
+                        enabled: t.enabled,
+                        regions: t.regions,
+                    };
+                    (k, entry)
+                })
+                .collect();
+            super::super::CatalogState {
+                next_region_id: old.next_region_id,
+                next_file_id: old.next_file_id,
+                namespaces: old.namespaces,
+                tables,
+                next_writer: old.next_writer,
+                store_claim: old.store_claim,
+                lineage: old.lineage,
             }
         }
     }

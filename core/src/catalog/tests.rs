@@ -251,42 +251,26 @@ fn version_6_catalogs_read_keep_deleted_cells_unchanged() {
     }
     let dir = tempfile::tempdir().unwrap();
     let name = TableName::parse("t").unwrap();
-    let c = Catalog::open(&crate::objects::local(
-        crate::fs::StdFs::shared(),
-        dir.path(),
-    ))
-    .unwrap();
-    c.update(|s| {
-        let d = TableDescriptor::new(name.clone())
-            .family(ColumnFamilyDescriptor::new("f").keep_deleted_cells(true))
-            .family(ColumnFamilyDescriptor::new("g"));
-        s.tables.insert(
+    let d = TableDescriptor::new(name.clone())
+        .family(ColumnFamilyDescriptor::new("f").keep_deleted_cells(true))
+        .family(ColumnFamilyDescriptor::new("g"));
+    let state = old::CatalogState::<v10::TableDescriptor> {
+        next_region_id: 1,
+        next_file_id: 1,
+        namespaces: ["default".to_string()].into(),
+        tables: [(
             name.to_string(),
-            TableEntry {
-                descriptor: d,
+            old::TableEntry {
+                descriptor: d.clone().into(),
                 enabled: true,
                 regions: Vec::new(),
             },
-        );
-        Ok(())
-    })
-    .unwrap();
-    let want = c.snapshot();
-    drop(c);
-    // The same payload under a version-6 header.
-    let path = dir.path().join("catalog");
-    let mut bytes = fs::read(&path).unwrap();
-    bytes[8..12].copy_from_slice(&6u32.to_be_bytes());
-    let crc = checksum(6, &bytes[..16], &bytes[20..]);
-    bytes[16..20].copy_from_slice(&crc.to_be_bytes());
-    fs::write(&path, &bytes).unwrap();
-    let again = Catalog::open(&crate::objects::local(
-        crate::fs::StdFs::shared(),
-        dir.path(),
-    ))
-    .unwrap();
-    assert_eq!(again.snapshot(), want);
-    let d = &again.snapshot().tables[&name.to_string()].descriptor;
+        )]
+        .into(),
+    };
+    let again = read_written(dir.path(), 6, &postcard::to_stdvec(&state).unwrap());
+    assert_eq!(again.tables[&name.to_string()].descriptor, d);
+    let d = &again.tables[&name.to_string()].descriptor;
     assert_eq!(d.families[0].keep_deleted_cells, KeepDeletedCells::True);
 }
 
@@ -303,7 +287,7 @@ fn version_7_catalogs_are_read_with_generation_0() {
         size: 4096,
         entries: 9,
     };
-    let state = old::CatalogState {
+    let state = old::CatalogState::<v10::TableDescriptor> {
         next_region_id: 3,
         next_file_id: 13,
         namespaces: ["default".to_string()].into(),
@@ -311,7 +295,8 @@ fn version_7_catalogs_are_read_with_generation_0() {
             name.to_string(),
             old::TableEntry {
                 descriptor: TableDescriptor::new(name.clone())
-                    .family(ColumnFamilyDescriptor::new("f")),
+                    .family(ColumnFamilyDescriptor::new("f"))
+                    .into(),
                 enabled: true,
                 regions: vec![old::RegionEntry {
                     id: 2,
@@ -377,7 +362,8 @@ fn version_8_catalogs_are_read_with_unknown_writers() {
             name.to_string(),
             v8::TableEntry {
                 descriptor: TableDescriptor::new(name.clone())
-                    .family(ColumnFamilyDescriptor::new("f")),
+                    .family(ColumnFamilyDescriptor::new("f"))
+                    .into(),
                 enabled: true,
                 regions: vec![v8::RegionEntry {
                     id: 2,
@@ -391,22 +377,86 @@ fn version_8_catalogs_are_read_with_unknown_writers() {
         )]
         .into(),
     };
-    let payload = postcard::to_stdvec(&state).unwrap();
-    let mut bytes = Vec::new();
-    bytes.extend_from_slice(MAGIC);
-    bytes.extend_from_slice(&8u32.to_be_bytes());
-    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-    let crc = checksum(8, &bytes, &payload);
-    bytes.extend_from_slice(&crc.to_be_bytes());
-    bytes.extend_from_slice(&payload);
-    fs::write(dir.path().join("catalog"), &bytes).unwrap();
-    let objects = crate::objects::local(crate::fs::StdFs::shared(), dir.path());
-    let s = Catalog::open(&objects).unwrap().snapshot();
+    let s = read_written(dir.path(), 8, &postcard::to_stdvec(&state).unwrap());
     let r = &s.tables[&name.to_string()].regions[0];
     assert_eq!((r.id, r.flushed_seq, r.generation), (2, 40, 3));
     assert!(r.writers.is_empty(), "writers unknown");
     assert_eq!(r.files[&Bytes::from_static(b"f")], vec![file]);
     assert_eq!((s.next_writer, s.store_claim, s.next_file_id), (1, 0, 13));
+}
+
+/// Writes a catalog of format `version` with `payload` into `dir` and opens it.
+fn read_written(dir: &std::path::Path, version: u32, payload: &[u8]) -> CatalogState {
+    let mut bytes = Vec::new();
+    bytes.extend_from_slice(MAGIC);
+    bytes.extend_from_slice(&version.to_be_bytes());
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    let crc = checksum(version, &bytes, payload);
+    bytes.extend_from_slice(&crc.to_be_bytes());
+    bytes.extend_from_slice(payload);
+    fs::write(dir.join("catalog"), &bytes).unwrap();
+    let objects = crate::objects::local(crate::fs::StdFs::shared(), dir);
+    Catalog::open(&objects).unwrap().snapshot()
+}
+
+#[test]
+fn version_10_catalogs_are_read_without_split_restrictions() {
+    use crate::schema::salt::SaltSpec;
+    use crate::schema::{ColumnFamilyDescriptor, SplitRestriction, TableName};
+    let dir = tempfile::tempdir().unwrap();
+    let name = TableName::parse("t").unwrap();
+    let desc = TableDescriptor::new(name.clone())
+        .family(ColumnFamilyDescriptor::new("f").max_versions(3))
+        .salt(SaltSpec::new(4))
+        .memstore_flush_size(1 << 20);
+    let region = RegionEntry {
+        id: 2,
+        start: Bytes::new(),
+        end: Bytes::new(),
+        flushed_seq: 40,
+        files: BTreeMap::new(),
+        generation: 3,
+        writers: vec![1, 4],
+    };
+    let state = v10::CatalogState {
+        next_region_id: 3,
+        next_file_id: 13,
+        namespaces: ["default".to_string()].into(),
+        tables: [(
+            name.to_string(),
+            v10::TableEntry {
+                descriptor: desc.clone().into(),
+                enabled: false,
+                regions: vec![region.clone()],
+            },
+        )]
+        .into(),
+        next_writer: 5,
+        store_claim: 7,
+        lineage: vec![(7, 99)],
+    };
+    let s = read_written(dir.path(), 10, &postcard::to_stdvec(&state).unwrap());
+    let t = &s.tables[&name.to_string()];
+    assert_eq!(t.descriptor, desc);
+    assert_eq!(t.descriptor.split_restriction, None);
+    assert_eq!((t.enabled, t.regions.clone()), (false, vec![region]));
+    assert_eq!(
+        (s.next_writer, s.store_claim, s.lineage),
+        (5, 7, vec![(7, 99)])
+    );
+    // A restriction survives the current format.
+    let objects = crate::objects::local(crate::fs::StdFs::shared(), dir.path());
+    let c = Catalog::open(&objects).unwrap();
+    c.update(|s| {
+        s.table_mut(&name.to_string())?.descriptor.split_restriction =
+            Some(SplitRestriction::KeyPrefix(6));
+        Ok(())
+    })
+    .unwrap();
+    drop(c);
+    let s = Catalog::open(&objects).unwrap().snapshot();
+    let got = s.tables[&name.to_string()].descriptor.split_restriction;
+    assert_eq!(got, Some(SplitRestriction::KeyPrefix(6)));
 }
 
 #[test]

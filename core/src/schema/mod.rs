@@ -6,6 +6,7 @@
 
 mod family;
 mod name;
+mod restriction;
 pub mod salt;
 pub mod split;
 
@@ -14,6 +15,7 @@ pub use family::{
     KeepDeletedCells,
 };
 pub use name::{validate_namespace, IntoTableName, TableName, DEFAULT_NAMESPACE, SYSTEM_NAMESPACE};
+pub use restriction::SplitRestriction;
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
@@ -43,6 +45,9 @@ pub struct TableDescriptor {
     /// written as salt + logical key through [`crate::client::SaltedTable`], and the table
     /// is pre-split at the bucket boundaries, which no split or merge ever crosses.
     pub salt: Option<salt::SaltSpec>,
+    /// Which rows no split separates (appended in catalog format version 11); fixed when the
+    /// table is created.
+    pub split_restriction: Option<SplitRestriction>,
 }
 
 /// What a coprocessor's fault (a panic or a timeout in one of its hooks, or a bypass where
@@ -215,6 +220,23 @@ impl TableDescriptor {
             compaction: CompactionSettings::default(),
             coprocessors: Vec::new(),
             salt: None,
+            split_restriction: None,
+        }
+    }
+
+    /// Keeps groups of rows in one region (see [`SplitRestriction`]): no split, pre-split
+    /// key or split point ever separates them.
+    pub fn split_restriction(mut self, r: SplitRestriction) -> Self {
+        self.split_restriction = Some(r);
+        self
+    }
+
+    /// Refuses split keys (pre-split keys, split rows) that fall inside a group of the
+    /// table's split restriction, if it has one.
+    pub fn check_split_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Result<()> {
+        match &self.split_restriction {
+            Some(r) => keys.iter().try_for_each(|k| r.check_split_row(k.as_ref())),
+            None => Ok(()),
         }
     }
 
@@ -301,6 +323,18 @@ impl TableDescriptor {
         }
         if let Some(salt) = &self.salt {
             salt.validate()?;
+        }
+        if let Some(r) = &self.split_restriction {
+            r.validate()?;
+            if let Some(salt) = self.salt.as_ref().filter(|s| s.width() > r.prefix_len()) {
+                return Err(Error::bad_argument(format!(
+                    "table {}: its salt ({} bytes) must fit in the split restriction's key \
+                     prefix ({} bytes): the salt buckets' boundaries split the table",
+                    self.name,
+                    salt.width(),
+                    r.prefix_len()
+                )));
+            }
         }
         self.compaction.validate()
     }

@@ -130,6 +130,7 @@ impl Engine {
             keys.sort_unstable();
             keys.dedup();
         }
+        desc.check_split_keys(&keys)?;
         let name = desc.name.to_string();
         // Loaded before anything is written: a coprocessor that cannot load fails the create.
         let hooks = load_hooks(&self.shared.config, &desc)?;

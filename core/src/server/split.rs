@@ -75,6 +75,7 @@ use bytes::Bytes;
 use std::collections::BTreeMap;
 
 mod daughters;
+mod guard;
 mod local;
 mod policy;
 use daughters::{daughter, entry_files};
@@ -111,23 +112,6 @@ pub fn split_point(region: &Region) -> Option<Bytes> {
         &region.start,
         &region.end,
     )
-}
-
-/// Refuses a split of `[start, end)` at `row` whose daughters would span two salt buckets
-/// of a salted table. A region of a salted table lies inside one bucket (it is created so
-/// and merges never cross a boundary), so any row strictly inside it keeps both daughters
-/// inside that bucket; this guard keeps the invariant even if that ever stops holding.
-fn check_buckets(t: &TableState, start: &[u8], row: &[u8], end: &[u8]) -> Result<()> {
-    if let Some(salt) = &t.descriptor.read().salt {
-        if !salt.within_one_bucket(start, row) || !salt.within_one_bucket(row, end) {
-            return Err(Error::bad_argument(format!(
-                "split row {:?} of table {} would make a region span two salt buckets",
-                String::from_utf8_lossy(row),
-                t.name
-            )));
-        }
-    }
-    Ok(())
 }
 
 fn region_not_found(name: &TableName, id: u64) -> Error {
@@ -171,18 +155,7 @@ impl Maintenance {
         split_row: Option<Bytes>,
     ) -> Result<Option<(u64, u64)>> {
         if let Some(row) = &split_row {
-            if row.as_ref() <= parent.start.as_ref()
-                || (!parent.end.is_empty() && row.as_ref() >= parent.end.as_ref())
-            {
-                return Err(Error::bad_argument(format!(
-                    "split row {:?} is not strictly inside region {}",
-                    String::from_utf8_lossy(row),
-                    parent.name()
-                )));
-            }
-        }
-        if let Some(row) = &split_row {
-            check_buckets(t, &parent.start, row, &parent.end)?;
+            guard::check_given(t, parent, row)?;
         }
         self.compact_references(parent).await?;
         let stores = parent.all_stores();
@@ -205,12 +178,12 @@ impl Maintenance {
         let given = split_row.is_some();
         let row = match split_row {
             Some(r) => r,
-            None => match split_point(parent) {
+            None => match split_point(parent).and_then(|r| guard::restrict(t, parent, r)) {
                 Some(r) => r,
                 None => return Ok(None),
             },
         };
-        check_buckets(t, &parent.start, &row, &parent.end)?;
+        guard::check_buckets(t, &parent.start, &row, &parent.end)?;
         if parent.store(crate::keys::local::LOCAL_FAMILY).is_some() {
             match local::check_split_row(&parent.start, &row, &parent.end) {
                 Ok(()) => {}

@@ -239,7 +239,9 @@ fn version_9_catalogs_are_read_without_a_lineage() {
         next_region_id: current.next_region_id,
         next_file_id: current.next_file_id,
         namespaces: current.namespaces.clone(),
-        tables: current.tables.clone(),
+        tables: (current.tables.clone().into_iter())
+            .map(|(k, t)| (k, t.into()))
+            .collect(),
         next_writer: current.next_writer,
         store_claim: current.store_claim,
     };
