@@ -22,8 +22,10 @@
 //!
 //! Indexed tables: before the first cycle the parent creates three data tables, each with a
 //! covered index (`f:b`, shared by many rows, covering `f:c`), the same as a region-local
-//! index (its rows in the data table's regions, moved by every split and merge) and a unique
-//! index (`f:u`, derived from the row key, so distinct rows never collide), and listing an observer of this
+//! index (its rows in the data table's regions, moved by every split and merge), a unique
+//! index (`f:u`, derived from the row key, so distinct rows never collide) and the same as a
+//! unique region-local index led by the row's 8-byte hex key (the tables' split restriction
+//! keeps those 8 bytes in one region), and listing an observer of this
 //! file (`RowCounter`) whose `pre_batch_mutate` adds, for every put of the batch, an increment
 //! of the table's counter cell in table `ix_counts` (`MiniBatch::add_increment_to`): the index
 //! rows, the counter and the data row are one engine batch. Every put writes a new row, never
@@ -85,7 +87,7 @@ use basalt::index::{IndexAdmin, IndexDef, Runtime};
 use basalt::objects::StoreObjects;
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor, Durability, Filter,
-    PreSplit, SplitAlgorithm, TableDescriptor, TableName,
+    PreSplit, SplitAlgorithm, SplitRestriction, TableDescriptor, TableName,
 };
 use futures::TryStreamExt;
 use rand::rngs::StdRng;
@@ -122,7 +124,13 @@ const COUNTER_CP: &str = "crash_row_counter";
 const BY_B: &str = "by_b";
 const BY_U: &str = "by_u";
 const BY_B_LOCAL: &str = "by_b_local";
-const INDEXES: [&str; 3] = [BY_B, BY_U, BY_B_LOCAL];
+/// A unique region-local index: `f:u` led by the row's first 8 bytes (its hex key), on
+/// tables whose split restriction keeps those 8 bytes in one region.
+const BY_U_LOCAL: &str = "by_u_local";
+const INDEXES: [&str; 4] = [BY_B, BY_U, BY_B_LOCAL, BY_U_LOCAL];
+/// The rows sharing their first bytes that stay in one region (the hex key of
+/// [`ix_writer`]'s rows, as long as a hex-string pre-split key).
+const GROUP: u32 = 8;
 /// The indexes with a table of their own.
 const GLOBAL_INDEXES: [&str; 2] = [BY_B, BY_U];
 
@@ -288,7 +296,8 @@ async fn create_indexed_tables(dir: &Path) {
         let desc = TableDescriptor::new(tn(spec.name))
             .family(ColumnFamilyDescriptor::new(FAMILY))
             .memstore_flush_size(spec.flush_size)
-            .coprocessor(CoprocessorDescriptor::new(COUNTER_CP));
+            .coprocessor(CoprocessorDescriptor::new(COUNTER_CP))
+            .split_restriction(SplitRestriction::KeyPrefix(GROUP));
         let split = if spec.regions > 1 {
             PreSplit::Algorithm(SplitAlgorithm::HexString, spec.regions)
         } else {
@@ -313,6 +322,16 @@ async fn create_indexed_tables(dir: &Path) {
                     .column(FAMILY, "b")
                     .cover(FAMILY, "c")
                     .local(),
+            )
+            .await
+            .unwrap();
+        indexes
+            .create(
+                IndexDef::new(BY_U_LOCAL, spec.name)
+                    .local()
+                    .row_prefix(GROUP)
+                    .column(FAMILY, "u")
+                    .unique(),
             )
             .await
             .unwrap();

@@ -16,7 +16,8 @@ use basalt::fs::{CrashKind, FaultFs};
 use basalt::index::query::val;
 use basalt::index::{IndexAdmin, IndexDef, IndexState, Query, Runtime};
 use basalt::{
-    ColumnFamilyDescriptor, Config, Connection, Durability, Error, TableDescriptor, TableName,
+    ColumnFamilyDescriptor, Config, Connection, Durability, Error, SplitRestriction,
+    TableDescriptor, TableName,
 };
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -35,6 +36,8 @@ struct Spec {
     salt: Option<u32>,
     /// A region-local index (its rows in the data table's regions).
     local: bool,
+    /// The data row key prefix leading the values (see `IndexDef::row_prefix`).
+    row_prefix: Option<u32>,
 }
 
 const PLAIN: Spec = Spec {
@@ -45,6 +48,7 @@ const PLAIN: Spec = Spec {
     sparse: false,
     salt: None,
     local: false,
+    row_prefix: None,
 };
 const COVERED: Spec = Spec {
     name: "covered",
@@ -54,6 +58,7 @@ const COVERED: Spec = Spec {
     sparse: true,
     salt: None,
     local: false,
+    row_prefix: None,
 };
 const UNIQUE: Spec = Spec {
     name: "uniq",
@@ -63,6 +68,7 @@ const UNIQUE: Spec = Spec {
     sparse: false,
     salt: None,
     local: false,
+    row_prefix: None,
 };
 const SALTED: Spec = Spec {
     name: "salted",
@@ -72,6 +78,7 @@ const SALTED: Spec = Spec {
     sparse: false,
     salt: Some(4),
     local: false,
+    row_prefix: None,
 };
 const LOCAL_PLAIN: Spec = Spec {
     name: "lplain",
@@ -90,7 +97,17 @@ const LOCAL_WIDE: Spec = Spec {
     salt: None,
     ..SALTED
 };
-const ALL: [&Spec; 7] = [
+/// Unique within a row group: at most one row per (first 2 bytes of the row, `u`), the
+/// table's split restriction keeping each group in one region. Its commit check runs
+/// before the global unique index's, so a collision inside a group is its refusal.
+const LOCAL_UNIQUE: Spec = Spec {
+    name: "luniq",
+    covered: &["c"],
+    local: true,
+    row_prefix: Some(GROUP),
+    ..UNIQUE
+};
+const ALL: [&Spec; 8] = [
     &PLAIN,
     &COVERED,
     &UNIQUE,
@@ -98,7 +115,12 @@ const ALL: [&Spec; 7] = [
     &LOCAL_PLAIN,
     &LOCAL_COVERED,
     &LOCAL_WIDE,
+    &LOCAL_UNIQUE,
 ];
+
+/// The data table's split restriction: rows sharing their first 2 bytes (`r0`, `r1`, ...)
+/// stay in one region.
+const GROUP: u32 = 2;
 
 impl Spec {
     fn def(&self, table: &str) -> IndexDef {
@@ -125,7 +147,19 @@ impl Spec {
         if self.local {
             d = d.local();
         }
+        if let Some(n) = self.row_prefix {
+            d = d.row_prefix(n);
+        }
         d
+    }
+
+    /// Each value's direction (descending?), the row prefix's first.
+    fn directions(&self) -> Vec<bool> {
+        let prefix = self.row_prefix.map(|_| false);
+        prefix
+            .into_iter()
+            .chain(self.cols.iter().map(|(_, d)| *d))
+            .collect()
     }
 }
 
@@ -135,10 +169,12 @@ type Answer = (Vec<Option<Bytes>>, Bytes, BTreeMap<(Bytes, Bytes), Bytes>);
 fn expected(spec: &Spec, rows: &[RowResult]) -> Vec<Answer> {
     let mut out: Vec<Answer> = Vec::new();
     for r in rows.iter().filter(|r| !r.is_empty()) {
-        let values: Vec<Option<Bytes>> = spec
-            .cols
-            .iter()
-            .map(|(c, _)| r.value("f", c).cloned())
+        let group = spec
+            .row_prefix
+            .map(|n| Some(r.row.slice(..r.row.len().min(n as usize))));
+        let values: Vec<Option<Bytes>> = group
+            .into_iter()
+            .chain(spec.cols.iter().map(|(c, _)| r.value("f", c).cloned()))
             .collect();
         if (spec.unique || spec.sparse) && values.iter().any(Option::is_none) {
             continue;
@@ -157,8 +193,9 @@ fn expected(spec: &Spec, rows: &[RowResult]) -> Vec<Answer> {
             .collect();
         out.push((values, r.row.clone(), covered));
     }
+    let directions = spec.directions();
     out.sort_by(|x, y| {
-        for ((a, b), (_, desc)) in x.0.iter().zip(&y.0).zip(spec.cols) {
+        for ((a, b), desc) in x.0.iter().zip(&y.0).zip(&directions) {
             let o = match (a, b) {
                 (None, None) => Ordering::Equal,
                 (None, _) => Ordering::Less,
@@ -189,14 +226,16 @@ fn registry() -> (Arc<Registry>, Arc<Runtime>) {
 /// at the next query on a slow, loaded machine, short enough to wait out in a test.
 const G_TTL_SECS: u64 = 3;
 
-/// The data table `t`, in two regions (split at `r3`), so a local index reads two.
+/// The data table `t`, in two regions (split at `r1`), so a local index reads two; its
+/// split restriction keeps each group of rows (`r0*`, `r1*`) in one region.
 async fn data_table(conn: &Connection) {
     conn.admin()
         .create_table_with_splits(
             TableDescriptor::new(TableName::parse("t").unwrap())
                 .family(ColumnFamilyDescriptor::new("f"))
-                .family(ColumnFamilyDescriptor::new("g").ttl_secs(G_TTL_SECS)),
-            basalt::PreSplit::Keys(vec![b"r3".to_vec()]),
+                .family(ColumnFamilyDescriptor::new("g").ttl_secs(G_TTL_SECS))
+                .split_restriction(SplitRestriction::KeyPrefix(GROUP)),
+            basalt::PreSplit::Keys(vec![b"r1".to_vec()]),
         )
         .await
         .unwrap();
@@ -297,8 +336,10 @@ enum Op {
 
 const COLS: [&str; 5] = ["a", "b", "c", "u", "n"];
 
+/// Row `r`: three rows per group (`r00`, `r01`, `r02`, `r10`, ...), so rows of one group
+/// race for one unique value.
 fn row(r: u8) -> String {
-    format!("r{r}")
+    format!("r{}{}", r / 3, r % 3)
 }
 fn v(x: u8) -> String {
     ["x", "y", "z"][x as usize % 3].to_string()
@@ -415,7 +456,7 @@ async fn every_write_kind_keeps_every_index_equal_to_the_data() {
             .unwrap_or_else(|e| panic!("after {op:?}: {e}"));
     }
     // The unique violations wrote nothing.
-    let r2 = t.get(basalt::client::Get::new("r2")).await.unwrap();
+    let r2 = t.get(basalt::client::Get::new(row(2))).await.unwrap();
     assert!(r2.value("f", "u").is_none());
     assert_eq!(
         t.put(Put::new("r9").add_column("f", "u", "1"))
@@ -481,7 +522,7 @@ async fn index_tables_refuse_user_writes_and_building_indexes_refuse_queries() {
         .collect();
     assert_eq!(
         names,
-        ["covered", "lcovered", "lplain", "lwide", "plain", "salted", "uniq"]
+        ["covered", "lcovered", "lplain", "luniq", "lwide", "plain", "salted", "uniq"]
     );
     let all: Vec<(String, String, IndexState)> = admin
         .list_all()

@@ -12,6 +12,10 @@
 //!   lock (twice: before and after), and commits its index rows in the same WAL record.
 //! - `put_1_local_index`: the same with one region-local index on `f:a` (its rows in the
 //!   data table's regions), against the same baseline.
+//! - `put_1_unique_index` / `put_1_unique_local_index`: the same with one unique index on
+//!   `f:a`, global, and region-local led by the row's first 2 bytes (`p<round>`) on a table
+//!   whose split restriction keeps those in one region: each put also checks its value
+//!   absent under a lock of its own.
 //! - `lookup_100`: the 100 rows whose `f:v` is `needle` among `rows` rows (default
 //!   1,000,000), fetched through an index on `f:v` (index query, then the data rows in
 //!   batches), against a full scan with a SingleColumnValue filter on `f:v` (baseline
@@ -29,7 +33,8 @@ use basalt_coprocessors::Registry;
 use basalt_core::client::{BatchOp, CompareOp, Put, Scan};
 use basalt_core::filter::{ColumnValueCondition, Comparator};
 use basalt_core::{
-    ColumnFamilyDescriptor, Config, Connection, Durability, Filter, TableDescriptor, TableName,
+    ColumnFamilyDescriptor, Config, Connection, Durability, Filter, SplitRestriction,
+    TableDescriptor, TableName,
 };
 use basalt_index::query::val;
 use basalt_index::{IndexAdmin, IndexDef, Query};
@@ -61,12 +66,14 @@ fn indexed_put(round: u64, i: u64) -> Put {
 }
 
 async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchResult<Vec<Figure>> {
-    for t in ["none", "one", "three", "onelocal"] {
-        conn.admin()
-            .create_table(
-                TableDescriptor::new(TableName::parse(t)?).family(ColumnFamilyDescriptor::new("f")),
-            )
-            .await?;
+    for t in ["none", "one", "three", "onelocal", "unique", "uniquelocal"] {
+        let mut desc =
+            TableDescriptor::new(TableName::parse(t)?).family(ColumnFamilyDescriptor::new("f"));
+        if t == "uniquelocal" {
+            // Rows `p<round>-...`: each round's rows stay in one region.
+            desc = desc.split_restriction(SplitRestriction::KeyPrefix(2));
+        }
+        conn.admin().create_table(desc).await?;
     }
     admin
         .create(IndexDef::new("a", "one").column("f", "a"))
@@ -87,6 +94,18 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
     admin
         .create(IndexDef::new("a", "onelocal").column("f", "a").local())
         .await?;
+    admin
+        .create(IndexDef::new("a", "unique").column("f", "a").unique())
+        .await?;
+    admin
+        .create(
+            IndexDef::new("a", "uniquelocal")
+                .local()
+                .row_prefix(2)
+                .column("f", "a")
+                .unique(),
+        )
+        .await?;
     let n = (rows / 10).clamp(1_000, 100_000);
     put_rounds::figures(
         SUITE,
@@ -98,6 +117,8 @@ async fn put_figures(conn: &Connection, admin: &IndexAdmin, rows: u64) -> BenchR
             ("put_1_index", conn.table("one")?),
             ("put_3_indexes", conn.table("three")?),
             ("put_1_local_index", conn.table("onelocal")?),
+            ("put_1_unique_index", conn.table("unique")?),
+            ("put_1_unique_local_index", conn.table("uniquelocal")?),
         ],
     )
     .await

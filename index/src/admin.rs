@@ -262,6 +262,7 @@ impl IndexAdmin {
         if def.local {
             // The rows go to the data table's reserved family, next to their data rows.
             crate::local::check_regions(&self.conn.table(&data)?).await?;
+            crate::local::check_unique(&def, &data_desc)?;
             if !data_desc.families.iter().any(|f| f.is_local_rows()) {
                 self.conn
                     .admin()
@@ -460,7 +461,7 @@ impl IndexAdmin {
             if let Some(mut e) = h.layout.entry(&r.row, &r)? {
                 if let Some((starts, _)) = &local {
                     let start = crate::local::region_start_of(starts, &r.row);
-                    e.row = h.layout.local_key(start, &e.row, r.row.len())?;
+                    e.row = h.layout.local_key(start, &e.row, &r.row)?;
                 }
                 if live(&e.cells) {
                     if let Some((prev, _)) = expected.insert(e.row.clone(), (e, r.row.clone())) {

@@ -74,6 +74,23 @@ pub struct IndexDef {
     /// A region-local index: its rows live in the data table's regions, next to their data
     /// rows (see [`crate::layout`]), instead of in an index table of their own.
     pub local: bool,
+    /// The length of the data row key prefix that leads the index's values (`None`: no
+    /// prefix); see [`IndexDef::row_prefix`].
+    pub row_prefix: Option<u32>,
+}
+
+/// [`IndexDef`] as definitions written before row prefixes encode it (no `row_prefix`).
+#[derive(Deserialize)]
+struct IndexDefV2 {
+    name: String,
+    table: String,
+    columns: Vec<(ColumnRef, Order)>,
+    covered: Vec<ColumnRef>,
+    unique: bool,
+    sparse: bool,
+    salt_buckets: Option<u32>,
+    state: IndexState,
+    local: bool,
 }
 
 /// [`IndexDef`] as definitions written before local indexes encode it (no `local`).
@@ -111,13 +128,38 @@ impl IndexDef {
             salt_buckets: None,
             state: IndexState::Building,
             local: false,
+            row_prefix: None,
         }
     }
     /// Makes the index region-local: its rows live in the data table's regions and commit,
-    /// split and merge with their data rows; a query reads every region. Neither unique nor
-    /// salted (the data table's own salting spreads it).
+    /// split and merge with their data rows; a query reads every region. Not salted (the
+    /// data table's own salting spreads it); unique only with a [`IndexDef::row_prefix`].
     pub fn local(mut self) -> Self {
         self.local = true;
+        self
+    }
+    /// Leads a local index's values with the first `n` bytes of the data row's key (the
+    /// whole key when shorter): every entry's first value, and every query's, is that
+    /// prefix, the indexed columns follow.
+    ///
+    /// This is what makes a local index unique where the value's region is known: on a data
+    /// table whose [`basalt_core::SplitRestriction::KeyPrefix`]`(m)` keeps the rows sharing
+    /// their first `m <= n` bytes in one region, all rows that could take one value (prefix
+    /// included) live in one region, and that region alone decides. A unique local index
+    /// needs it; [`crate::IndexAdmin::create`] checks the table's restriction.
+    ///
+    /// ```
+    /// use basalt_index::IndexDef;
+    /// // At most one message per conversation (the first 8 bytes of the row) and client id.
+    /// let def = IndexDef::new("dedup", "msgs")
+    ///     .local()
+    ///     .row_prefix(8)
+    ///     .column("m", "client_id")
+    ///     .unique();
+    /// def.validate().unwrap();
+    /// ```
+    pub fn row_prefix(mut self, n: u32) -> Self {
+        self.row_prefix = Some(n);
         self
     }
     /// Adds an ascending indexed column.
@@ -199,12 +241,30 @@ impl IndexDef {
         if let Some(b) = self.salt_buckets {
             basalt_core::SaltSpec::new(b).validate()?;
         }
-        if self.local && self.unique {
+        if self.local && self.unique && self.row_prefix.is_none() {
             return Err(Error::bad_argument(format!(
-                "index {}: a unique index must be global: a local index sees one region's \
-                 rows, and a value's region is not known from the value",
+                "index {}: a local index sees one region's rows, so it can be unique only where \
+                 a value's region is known: lead its values with the data row's key prefix \
+                 (row_prefix) on a table whose split restriction keeps that prefix in one \
+                 region, or make it global",
                 self.name
             )));
+        }
+        match self.row_prefix {
+            Some(_) if !self.local => {
+                return Err(Error::bad_argument(format!(
+                    "index {}: a row prefix leads local indexes only",
+                    self.name
+                )))
+            }
+            Some(n) if n == 0 || n as usize > basalt_core::cell::MAX_ROW_LENGTH => {
+                return Err(Error::bad_argument(format!(
+                    "index {}: the row prefix length must be in 1..={}, not {n}",
+                    self.name,
+                    basalt_core::cell::MAX_ROW_LENGTH
+                )))
+            }
+            _ => {}
         }
         if self.local && self.salt_buckets.is_some() {
             return Err(Error::bad_argument(format!(
@@ -237,23 +297,39 @@ impl IndexDef {
                     .ok_or_else(bad)
             })
             .collect::<Result<Vec<u8>>>()?;
-        match postcard::from_bytes::<IndexDef>(&bytes) {
-            Ok(d) => Ok(d),
-            // Written before local indexes: the same fields without `local`.
-            Err(e) => match postcard::from_bytes::<IndexDefV1>(&bytes) {
-                Ok(v) => Ok(IndexDef {
-                    name: v.name,
-                    table: v.table,
-                    columns: v.columns,
-                    covered: v.covered,
-                    unique: v.unique,
-                    sparse: v.sparse,
-                    salt_buckets: v.salt_buckets,
-                    state: v.state,
-                    local: false,
-                }),
-                Err(_) => Err(Error::bad_argument(format!("index definition: {e}"))),
-            },
+        let e = match postcard::from_bytes::<IndexDef>(&bytes) {
+            Ok(d) => return Ok(d),
+            Err(e) => e,
+        };
+        // Written before row prefixes (no `row_prefix`), or before local indexes (no
+        // `local` either).
+        let old = postcard::from_bytes::<IndexDefV2>(&bytes).or_else(|_| {
+            postcard::from_bytes::<IndexDefV1>(&bytes).map(|v| IndexDefV2 {
+                name: v.name,
+                table: v.table,
+                columns: v.columns,
+                covered: v.covered,
+                unique: v.unique,
+                sparse: v.sparse,
+                salt_buckets: v.salt_buckets,
+                state: v.state,
+                local: false,
+            })
+        });
+        match old {
+            Ok(v) => Ok(IndexDef {
+                name: v.name,
+                table: v.table,
+                columns: v.columns,
+                covered: v.covered,
+                unique: v.unique,
+                sparse: v.sparse,
+                salt_buckets: v.salt_buckets,
+                state: v.state,
+                local: v.local,
+                row_prefix: None,
+            }),
+            Err(_) => Err(Error::bad_argument(format!("index definition: {e}"))),
         }
     }
 }
@@ -274,13 +350,19 @@ mod tests {
         assert!(IndexDef::from_arg("zz").is_err());
         let l = IndexDef::new("i", "t").column("f", "a").local();
         assert_eq!(IndexDef::from_arg(&l.to_arg().unwrap()).unwrap(), l);
-        // A definition written before local indexes (no `local` field) reads as global.
+        let p = l.clone().row_prefix(300).unique();
+        assert_eq!(IndexDef::from_arg(&p.to_arg().unwrap()).unwrap(), p);
+        let hex = |bytes: &[u8]| bytes.iter().map(|b| format!("{b:02x}")).collect::<String>();
+        // A definition written before row prefixes (no `row_prefix` field) reads without
+        // one, and one written before local indexes (no `local` either) as global.
+        let mut bytes = postcard::to_allocvec(&l).unwrap();
+        assert_eq!(bytes.pop(), Some(0));
+        assert_eq!(IndexDef::from_arg(&hex(&bytes)).unwrap(), l);
         let mut old = d.clone();
         old.state = IndexState::Active;
         let mut bytes = postcard::to_allocvec(&old).unwrap();
-        bytes.pop();
-        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(IndexDef::from_arg(&hex).unwrap(), old);
+        bytes.truncate(bytes.len() - 2);
+        assert_eq!(IndexDef::from_arg(&hex(&bytes)).unwrap(), old);
         assert!(IndexDef::from_arg("abc").is_err());
     }
 
@@ -308,6 +390,11 @@ mod tests {
             .unique()
             .validate()
             .is_err());
+        let prefixed = |n| IndexDef::new("i", "t").column("f", "q").row_prefix(n);
+        assert!(prefixed(4).local().unique().validate().is_ok());
+        assert!(prefixed(4).unique().validate().is_err(), "global");
+        assert!(prefixed(0).local().validate().is_err());
+        assert!(prefixed(40_000).local().validate().is_err());
         assert!(IndexDef::new("i", "t")
             .column("f", "q")
             .local()

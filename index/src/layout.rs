@@ -21,6 +21,15 @@
 //! ([`basalt_core::keys::local`]), so one region holds each index's rows in logical key
 //! order, and a split or merge moves each to the region of its data row.
 //!
+//! A row prefix ([`IndexDef::row_prefix`]) is the first value of every entry: the data
+//! row's first `n` bytes (all of them when shorter), encoded as an ascending bytes component
+//! before the indexed columns (it has no timestamp in `m`). A unique local index keys its
+//! local rows on the values alone and appends the row's group (that prefix) as the owner:
+//! `start ‖ 0x00 ‖ name ‖ logical key ‖ group ‖ group length`. The group's rows share a
+//! region (the table's split restriction), so the owner always lies in the data row's
+//! region, and one key names each value in that region: the uniqueness check reads one
+//! row.
+//!
 //! Which rows are indexed: a data row with no visible cell has no index row; a row that
 //! lacks an indexed column is indexed with that value null, except in a sparse index (left
 //! out) and in a unique index (left out: nulls never collide, as in SQL).
@@ -52,18 +61,20 @@ pub fn covered_qualifier(family: &[u8], qualifier: &[u8]) -> Vec<u8> {
 /// An indexed value: bytes, or null when the data row lacks the column.
 pub type IndexValue = Option<Bytes>;
 
-/// The key schema of an index's values.
+/// The key schema of an index's values: the row prefix's first when the index has one
+/// ([`IndexDef::row_prefix`], ascending), then one per indexed column.
 pub fn key_schema(def: &IndexDef) -> KeySchema {
+    let prefix = def.row_prefix.map(|_| Field::new(Kind::Bytes).nullable());
     KeySchema::new(
-        def.columns
-            .iter()
-            .map(|(_, order)| {
+        prefix
+            .into_iter()
+            .chain(def.columns.iter().map(|(_, order)| {
                 let f = Field::new(Kind::Bytes).nullable();
                 match order {
                     basalt_core::keys::Order::Asc => f,
                     basalt_core::keys::Order::Desc => f.desc(),
                 }
-            })
+            }))
             .collect(),
     )
 }
@@ -131,23 +142,58 @@ impl Layout {
         &self.tag
     }
 
-    /// The local row key of logical key `logical` (which ends with the data row's key,
-    /// `data_row_len` bytes) in the region starting at `region_start`.
-    pub fn local_key(
-        &self,
-        region_start: &[u8],
-        logical: &[u8],
-        data_row_len: usize,
-    ) -> Result<Bytes> {
-        basalt_core::keys::local::local_row_of(region_start, &[&self.tag, logical], data_row_len)
-            .ok_or_else(|| Error::bad_argument("local index row key: data row too long"))
+    /// The group of rows `data_row` belongs to: its first [`IndexDef::row_prefix`] bytes
+    /// (the whole key when shorter, or without a row prefix).
+    pub fn row_group<'a>(&self, data_row: &'a [u8]) -> &'a [u8] {
+        match self.def.row_prefix {
+            Some(n) => data_row.get(..n as usize).unwrap_or(data_row),
+            None => data_row,
+        }
+    }
+
+    /// True when a local row's owner is the data row's group, not the data row: a unique
+    /// local index keys its rows on the values alone, and its owner (the group's first
+    /// possible row) follows them.
+    fn owned_by_group(&self) -> bool {
+        self.def.unique && self.def.row_prefix.is_some()
+    }
+
+    /// The local row key of logical key `logical` of `data_row` in the region starting at
+    /// `region_start`: owned by the data row (the end of a non-unique logical key), or for
+    /// a unique index by the row's group, appended after the logical key.
+    pub fn local_key(&self, region_start: &[u8], logical: &[u8], data_row: &[u8]) -> Result<Bytes> {
+        let too_long = || Error::bad_argument("local index row key: data row too long");
+        if self.owned_by_group() {
+            let group = self.row_group(data_row);
+            basalt_core::keys::local::local_row_of(
+                region_start,
+                &[&self.tag, logical, group],
+                group.len(),
+            )
+            .ok_or_else(too_long)
+        } else {
+            basalt_core::keys::local::local_row_of(
+                region_start,
+                &[&self.tag, logical],
+                data_row.len(),
+            )
+            .ok_or_else(too_long)
+        }
     }
 
     /// The logical key of a local row of this index in the region starting at
     /// `region_start`; `None` when the row is not one of this index's rows there.
     pub fn local_logical<'a>(&self, physical: &'a [u8], region_start: &[u8]) -> Option<&'a [u8]> {
-        let payload = basalt_core::keys::local::payload(physical, region_start)?;
-        payload.strip_prefix(self.tag.as_slice())
+        let (start, payload, owner) = basalt_core::keys::local::parts(physical)?;
+        if start != region_start {
+            return None;
+        }
+        let body = payload.strip_prefix(self.tag.as_slice())?;
+        if self.owned_by_group() {
+            body.get(..body.len().checked_sub(owner.len())?)
+        } else {
+            Some(body)
+        }
     }
 
     /// The salt of the index table, if salted.
@@ -247,7 +293,7 @@ impl Layout {
                 .iter()
                 .find(|x| x.family.as_ref() == c.family && x.qualifier.as_ref() == c.qualifier)
         };
-        let n = self.def.columns.len();
+        let n = self.schema.fields.len();
         let mut times =
             Vec::with_capacity(n * 8 + if self.def.unique { data_row.len() } else { 0 });
         let mut value_len = 0;
@@ -264,7 +310,13 @@ impl Layout {
         // The values escaped (a zero byte takes two) and framed (a null flag before, two
         // bytes after each), then the data row: one buffer, written once.
         let mut logical = Vec::with_capacity(value_len + value_len / 8 + 3 * n + data_row.len());
-        for ((c, _), field) in self.def.columns.iter().zip(&self.schema.fields) {
+        let mut fields = self.schema.fields.iter();
+        if self.def.row_prefix.is_some() {
+            if let Some(field) = fields.next() {
+                encode_bytes_value(&mut logical, field, Some(self.row_group(data_row)))?;
+            }
+        }
+        for ((c, _), field) in self.def.columns.iter().zip(fields) {
             encode_bytes_value(&mut logical, field, find(c).map(|x| x.value.as_ref()))?;
         }
         if !self.def.unique {
@@ -459,6 +511,57 @@ mod tests {
                 .collect();
             if unique { times.extend_from_slice(&data_row); }
             proptest::prop_assert_eq!(got.cells.get(META).map(|b| b.to_vec()), Some(times));
+        }
+
+        /// A local row led by the row prefix: its logical key is the values' key with the
+        /// data row's group first; its local key reads back that logical key in its region
+        /// only; its owner is the group (unique) or the data row; and two local rows of one
+        /// region sort like their logical keys.
+        #[test]
+        fn local_keys_lead_with_the_row_group(
+            value in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..6),
+            other in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..6),
+            n in 1u32..5,
+            unique in proptest::prelude::any::<bool>(),
+            data_row in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..8),
+            other_row in proptest::collection::vec(proptest::prelude::any::<u8>(), 1..8),
+            start in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..4),
+        ) {
+            let mut def = IndexDef::new("i", "t").column("f", "c").local().row_prefix(n);
+            if unique { def = def.unique(); }
+            let layout = Layout::new(def);
+            let key = |row: &[u8], v: &[u8]| {
+                let cell = Cell {
+                    row: Bytes::copy_from_slice(row),
+                    family: Bytes::from_static(b"f"),
+                    qualifier: Bytes::from_static(b"c"),
+                    timestamp: 3,
+                    kind: CellType::Put,
+                    value: Bytes::copy_from_slice(v),
+                };
+                let r = RowResult { row: Bytes::copy_from_slice(row), cells: vec![cell] };
+                let e = layout.entry(row, &r).unwrap().unwrap();
+                let group = row.get(..n as usize).unwrap_or(row);
+                let vals = [Some(Bytes::copy_from_slice(group)), Some(Bytes::copy_from_slice(v))];
+                proptest::prop_assert_eq!(&e.row[..], &layout.logical_key(&vals, row).unwrap()[..]);
+                let (decoded, _) = layout.split_key(&e.row).unwrap();
+                proptest::prop_assert_eq!(decoded, vals.to_vec());
+                let local = layout.local_key(&start, &e.row, row).unwrap();
+                proptest::prop_assert_eq!(layout.local_logical(&local, &start), Some(&e.row[..]));
+                let mut elsewhere = start.clone();
+                elsewhere.push(1);
+                proptest::prop_assert_eq!(layout.local_logical(&local, &elsewhere), None);
+                let owner = basalt_core::keys::local::owner(&local).unwrap();
+                proptest::prop_assert_eq!(owner, if unique { group } else { row });
+                Ok((e.row, local))
+            };
+            let (a, la) = key(&data_row, &value)?;
+            let (b, lb) = key(&other_row, &other)?;
+            // A unique index's logical keys are prefix-free (values alone); a non-unique
+            // one's end with the data row, and one may be a prefix of another.
+            if unique || !(a.starts_with(&b) || b.starts_with(&a)) {
+                proptest::prop_assert_eq!(a.cmp(&b), la.cmp(&lb));
+            }
         }
     }
 }

@@ -204,3 +204,24 @@ pub(crate) async fn check_regions(data: &Table) -> Result<()> {
     }
     Ok(())
 }
+
+/// Refuses a unique local index on a table that does not keep each of its values in one
+/// region: the table needs a split restriction whose groups (the rows sharing their first
+/// `m` bytes) hold every row of one index row prefix (the first `n >= m` bytes).
+pub(crate) fn check_unique(
+    def: &crate::IndexDef,
+    data: &basalt_core::TableDescriptor,
+) -> Result<()> {
+    let (true, Some(n)) = (def.unique, def.row_prefix) else {
+        return Ok(());
+    };
+    match data.split_restriction {
+        Some(basalt_core::SplitRestriction::KeyPrefix(m)) if m <= n => Ok(()),
+        other => Err(Error::bad_argument(format!(
+            "unique local index {}: table {} must keep the rows sharing their first {n} bytes \
+             in one region (a split restriction KeyPrefix(m) with m <= {n}), but its split \
+             restriction is {other:?}",
+            def.name, data.name
+        ))),
+    }
+}

@@ -34,7 +34,10 @@
 //!
 //! A local index ([`IndexDef::local`]) writes its rows into the data table's reserved
 //! family, keyed with the start of the region the hook runs in; the commit re-keys them if a
-//! split or merge replaced that region meanwhile. Its deletes name the family (a whole-row
+//! split or merge replaced that region meanwhile. A unique local index (led by the data
+//! row's key prefix, on a table whose split restriction keeps that prefix in one region)
+//! requires its new row absent with [`MiniBatch::require_local_absent`]: the commit checks
+//! it in the region that then holds the row's group, under a lock every racer takes. Its deletes name the family (a whole-row
 //! delete skips it). A local index being dropped (`IndexState::Dropping`) adds no row and
 //! deletes the one each write finds.
 //!
@@ -213,6 +216,9 @@ impl RegionObserver for Maintainer {
                     for (t, r) in plan.absent {
                         batch.require_absent_in(t, r);
                     }
+                    for r in plan.local_absent {
+                        batch.require_local_absent(r);
+                    }
                 }
                 Err(violation) => {
                     // A veto carries the typed error as it is (a hook error would be
@@ -237,6 +243,9 @@ struct RowPlan {
     /// alone and any data row may race for it.
     writes: Vec<(TableName, Mutation, bool)>,
     absent: Vec<(TableName, Bytes)>,
+    /// Local rows of a unique local index that must be absent (checked where their owner's
+    /// region is at commit).
+    local_absent: Vec<Bytes>,
 }
 
 fn copy(e: &Error) -> Error {
@@ -330,7 +339,9 @@ impl Maintainer {
                         row: String::from_utf8_lossy(&n.row).into_owned(),
                     }));
                 }
-                if !same_row {
+                if !same_row && layout.def.local {
+                    plan.local_absent.push(n.row.clone());
+                } else if !same_row {
                     plan.absent.push((itable.clone(), n.row.clone()));
                 }
             }
@@ -369,7 +380,7 @@ fn entry_in(
         return Ok(None);
     };
     if layout.def.local {
-        e.row = layout.local_key(region_start, &e.row, row.len())?;
+        e.row = layout.local_key(region_start, &e.row, row)?;
     }
     Ok(Some(e))
 }

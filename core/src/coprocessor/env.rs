@@ -135,6 +135,7 @@ pub struct MiniBatch<'a> {
     extra: Vec<Mutation>,
     elsewhere: Vec<(TableName, AddedOp)>,
     absent: Vec<(TableName, Bytes)>,
+    local_absent: Vec<Bytes>,
     now: crate::cell::Timestamp,
     pending: &'a [PreparedCell],
 }
@@ -176,6 +177,7 @@ impl<'a> MiniBatch<'a> {
             extra: Vec::new(),
             elsewhere: Vec::new(),
             absent: Vec::new(),
+            local_absent: Vec::new(),
             now,
             pending,
         }
@@ -203,6 +205,22 @@ impl<'a> MiniBatch<'a> {
     /// The rows required absent so far ([`MiniBatch::require_absent_in`]).
     pub fn required_absent(&self) -> &[(TableName, Bytes)] {
         &self.absent
+    }
+
+    /// Requires local row `row` of this table ([`crate::keys::local`], keyed with the start
+    /// of the region the hook runs in) to be absent when the batch commits, as
+    /// [`MiniBatch::require_absent_in`] does for a row of its own (what a region-local
+    /// unique index checks). A split or merge may move the row meanwhile, so the check
+    /// reads it, re-keyed, in the region that holds its owner at commit, under a lock on its
+    /// key without a region start: every writer racing for it, before or after a split,
+    /// takes that same lock.
+    pub fn require_local_absent(&mut self, row: Bytes) {
+        self.local_absent.push(row);
+    }
+
+    /// The local rows required absent so far ([`MiniBatch::require_local_absent`]).
+    pub fn required_local_absent(&self) -> &[Bytes] {
+        &self.local_absent
     }
 
     /// How many operations the batch holds.
@@ -315,6 +333,7 @@ impl<'a> MiniBatch<'a> {
             added: self.extra.len(),
             elsewhere: self.elsewhere.len(),
             absent: self.absent.len(),
+            local_absent: self.local_absent.len(),
             vetoed: self.vetoes.iter().map(Option::is_some).collect(),
         }
     }
@@ -324,6 +343,7 @@ impl<'a> MiniBatch<'a> {
         self.extra.truncate(sp.added);
         self.elsewhere.truncate(sp.elsewhere);
         self.absent.truncate(sp.absent);
+        self.local_absent.truncate(sp.local_absent);
         for (slot, was) in self.vetoes.iter_mut().zip(sp.vetoed) {
             if !was {
                 *slot = None;
@@ -332,17 +352,24 @@ impl<'a> MiniBatch<'a> {
     }
 
     pub(crate) fn into_parts(self) -> MiniBatchParts {
-        (self.vetoes, self.extra, self.elsewhere, self.absent)
+        (
+            self.vetoes,
+            self.extra,
+            self.elsewhere,
+            self.absent,
+            self.local_absent,
+        )
     }
 }
 
 /// What a [`MiniBatch`] ends with: vetoes, writes added to its table, writes added by name,
-/// rows required absent.
+/// rows required absent, local rows required absent.
 pub(crate) type MiniBatchParts = (
     Vec<Option<Error>>,
     Vec<Mutation>,
     Vec<(TableName, AddedOp)>,
     Vec<(TableName, Bytes)>,
+    Vec<Bytes>,
 );
 
 /// A mark in a [`MiniBatch`]'s history (see [`MiniBatch::savepoint`]).
@@ -351,5 +378,6 @@ pub struct Savepoint {
     added: usize,
     elsewhere: usize,
     absent: usize,
+    local_absent: usize,
     vetoed: Vec<bool>,
 }

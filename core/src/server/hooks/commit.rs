@@ -26,12 +26,14 @@ impl<'a> HookCalls<'a> {
     ) -> Result<PreBatch> {
         let mut added: Vec<AddedWrite> = Vec::new();
         let mut absent: Vec<(Option<Arc<TableState>>, Bytes)> = Vec::new();
+        let mut local_absent: Vec<Bytes> = Vec::new();
         if self.hooks.skips(MutationHook::PreBatchMutate) {
             // No veto: an empty list (vetoes past its end are none).
             return Ok(PreBatch {
                 vetoes: Vec::new(),
                 added,
                 absent,
+                local_absent,
             });
         }
         let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
@@ -41,7 +43,8 @@ impl<'a> HookCalls<'a> {
             let env = HookEnv::new(self.reads, &t.name, region);
             let mut mb = MiniBatch::new(&ops, now, pending);
             self.hooks.pre_batch_mutate(&env, &mut mb).await?;
-            let (v, same, elsewhere, required) = mb.into_parts();
+            let (v, same, elsewhere, required, local) = mb.into_parts();
+            local_absent.extend(local);
             for (name, row) in required {
                 if name == t.name {
                     absent.push((None, row));
@@ -87,6 +90,7 @@ impl<'a> HookCalls<'a> {
             vetoes,
             added,
             absent,
+            local_absent,
         })
     }
 

@@ -48,6 +48,9 @@ pub(crate) struct PreBatch {
     pub(crate) added: Vec<AddedWrite>,
     /// Rows that must be absent for the batch to commit (unique index entries).
     pub(crate) absent: Vec<(Option<Arc<TableState>>, Bytes)>,
+    /// Local rows of the batch's table that must be absent (region-local unique index
+    /// entries, [`crate::coprocessor::MiniBatch::require_local_absent`]).
+    pub(crate) local_absent: Vec<Bytes>,
 }
 
 /// How many times a write gives up its locks and retakes them in order (when a row a hook

@@ -237,11 +237,11 @@ impl WritePipeline {
                     .find(|t| t.name == c.region.table)
                     .ok_or_else(|| Error::TableNotFound(c.region.table.to_string()))?;
                 let region = if local {
-                    let lost = || Error::bad_argument("a local row lost its owner");
-                    let owner = crate::keys::local::owner(&c.cell.key.row).ok_or_else(lost)?;
+                    let row = &c.cell.key.row;
+                    let owner = crate::keys::local::owner(row).ok_or_else(lost_owner)?;
                     let region = t.online_region(owner)?;
-                    c.cell.key.row = crate::keys::local::rekey_to(&c.cell.key.row, &region.start)
-                        .ok_or_else(lost)?;
+                    c.cell.key.row =
+                        crate::keys::local::rekey_to(row, &region.start).ok_or_else(lost_owner)?;
                     region
                 } else {
                     t.online_region(&c.cell.key.row)?
@@ -274,10 +274,21 @@ impl WritePipeline {
     ) -> Result<Option<Error>> {
         let t = calls.table();
         let post = calls.post_apply(written);
-        let PreBatch { added, absent, .. } = pre;
-        if added.is_empty() && absent.is_empty() {
+        let PreBatch {
+            added,
+            absent,
+            local_absent,
+            ..
+        } = pre;
+        if added.is_empty() && absent.is_empty() && local_absent.is_empty() {
             return self.commit(&[t], cells, durability, Some(post)).await;
         }
+        // A local row's lock is taken on its key without a region start: writers racing for
+        // it lock one key whichever region their hooks ran in.
+        let unplaced = local_absent
+            .iter()
+            .map(|r| crate::keys::local::rekey_to(r, b"").ok_or_else(lost_owner))
+            .collect::<Result<Vec<Bytes>>>()?;
         let names: Vec<&str> = added
             .iter()
             .map(|(target, _)| target_of(t, target).key.as_str())
@@ -293,6 +304,7 @@ impl WritePipeline {
                     .iter()
                     .map(|(target, row)| (target_of(t, target).key.as_str(), row.as_ref())),
             )
+            .chain(unplaced.iter().map(|r| (t.key.as_str(), r.as_ref())))
             .collect();
         let bounded = plan.attempts >= RELOCK_ATTEMPTS;
         let wait = Duration::from_millis(self.shared.config.row_lock_wait_ms);
@@ -338,6 +350,24 @@ impl WritePipeline {
                 })
             }
         };
+        for row in &local_absent {
+            // Read where the row is now: in the region holding its owner, with its start.
+            let owner = crate::keys::local::owner(row).ok_or_else(lost_owner)?;
+            let region = t.online_region(owner)?;
+            let key = crate::keys::local::rekey_to(row, &region.start).ok_or_else(lost_owner)?;
+            let get = Get::new(&key).add_family(crate::keys::local::LOCAL_FAMILY);
+            let read_point = self.shared.mvcc.read_point();
+            if !self
+                .reads
+                .read_row_in(&region, &get, read_point)?
+                .is_empty()
+            {
+                return Err(Error::UniqueViolation {
+                    table: t.name.to_string(),
+                    row: String::from_utf8_lossy(&key).into_owned(),
+                });
+            }
+        }
         for (target, row) in &absent {
             let target: &TableState = target.as_deref().unwrap_or(t);
             let region = target.online_region(row)?;
@@ -512,6 +542,11 @@ fn runs_by_region(cells: &[PreparedCell]) -> usize {
         .windows(2)
         .filter(|w| matches!(w, [a, b] if !Arc::ptr_eq(&a.region, &b.region)))
         .count()
+}
+
+/// The error of a local row whose key does not parse (its owner is lost).
+fn lost_owner() -> Error {
+    Error::bad_argument("a local row lost its owner")
 }
 
 /// True for a cell of the reserved family of local rows.
