@@ -147,6 +147,33 @@ async fn computed_split_points_are_cut_to_their_group_and_given_rows_inside_one_
     conn.close().await.unwrap();
 }
 
+/// A computed point in a region's first group would cut at the region's start: the split
+/// takes the first key after that group instead, and splits the other groups off.
+#[tokio::test]
+async fn a_point_in_the_first_group_splits_after_that_group() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = Config::new(dir.path()).split_policy(SplitPolicy::Disabled);
+    let conn = Connection::open_with(config).await.unwrap();
+    let admin = conn.admin();
+    let keys = PreSplit::Keys(vec![b"g000|".to_vec()]);
+    admin.create_table_with_splits(desc(), keys).await.unwrap();
+    fill(&conn, 0..1, 1000).await;
+    fill(&conn, 1..3, 10).await;
+    admin.flush("t").await.unwrap();
+    let second = regions(&conn).await[1].clone();
+    admin.compact_region("t", second.id).await.unwrap();
+    let (_, hi) = admin
+        .split_region("t", second.id, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let rs = regions(&conn).await;
+    let upper = rs.iter().find(|r| r.id == hi).unwrap();
+    assert_eq!(upper.start_key.as_ref(), b"g000}");
+    assert_groups_whole(&conn).await;
+    conn.close().await.unwrap();
+}
+
 #[tokio::test]
 async fn pre_split_keys_inside_a_group_and_salts_wider_than_the_prefix_are_refused() {
     let dir = tempfile::tempdir().unwrap();

@@ -25,10 +25,10 @@
 //! row's first `n` bytes (all of them when shorter), encoded as an ascending bytes component
 //! before the indexed columns (it has no timestamp in `m`). A unique local index keys its
 //! local rows on the values alone and appends the row's group (that prefix) as the owner:
-//! `start ‖ 0x00 ‖ name ‖ logical key ‖ group ‖ group length`. The group's rows share a
-//! region (the table's split restriction), so the owner always lies in the data row's
-//! region, and one key names each value in that region: the uniqueness check reads one
-//! row.
+//! `start ‖ 0x00 ‖ name ‖ logical key ‖ group ‖ group length ‖ start length`. The group's
+//! rows share a region (the table's split restriction), so the owner always lies in the data
+//! row's region, and one key names each value in that region: the uniqueness check reads
+//! one row.
 //!
 //! Which rows are indexed: a data row with no visible cell has no index row; a row that
 //! lacks an indexed column is indexed with that value null, except in a sparse index (left

@@ -13,7 +13,9 @@
 //! 3. Flush the parent, then hold its flush lock: its MemStores are empty, so its store
 //!    files hold every write it took, and its `flushed_seq` covers them.
 //! 4. Choose the split row (given, or the first row of the middle block of the largest
-//!    file of the largest store; none when that row is the file's first or last row).
+//!    file of the largest store; none when that row is the file's first or last row). Under
+//!    a split restriction a given row must be a group boundary, and a computed one is cut
+//!    to its group (`guard.rs`).
 //! 5. One atomic catalog update replaces the parent's entry by two daughters
 //!    `[start, row)` and `[row, end)` with fresh ids, the parent's `flushed_seq`, and, per
 //!    family, the parent's files whose key range overlaps the daughter. A file that reaches
@@ -84,8 +86,9 @@ pub use policy::{choose_split_row, SplitPolicy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-/// The computed split row of a region: from the largest file of its largest store.
-pub fn split_point(region: &Region) -> Option<Bytes> {
+/// The computed split row of a region (from the largest file of its largest store), with
+/// the first and last rows of that file.
+fn split_point_in_file(region: &Region) -> Option<(Bytes, (Bytes, Bytes))> {
     let store = region.user_stores().into_iter().max_by_key(|s| {
         s.state
             .read()
@@ -105,13 +108,14 @@ pub fn split_point(region: &Region) -> Option<Bytes> {
     let middle = file.middle_key()?;
     let first = info.first_key.as_ref()?;
     let last = info.last_key.as_ref()?;
-    choose_split_row(
+    let row = choose_split_row(
         &middle.row,
         &first.row,
         &last.row,
         &region.start,
         &region.end,
-    )
+    )?;
+    Some((row, (first.row.clone(), last.row.clone())))
 }
 
 fn region_not_found(name: &TableName, id: u64) -> Error {
@@ -178,7 +182,7 @@ impl Maintenance {
         let given = split_row.is_some();
         let row = match split_row {
             Some(r) => r,
-            None => match split_point(parent).and_then(|r| guard::restrict(t, parent, r)) {
+            None => match guard::restricted_split_point(t, parent) {
                 Some(r) => r,
                 None => return Ok(None),
             },
@@ -567,6 +571,8 @@ impl Maintenance {
             flush_size,
             n,
         );
-        limit.is_some_and(|l| region.largest_store_size() >= l) && !region.has_references()
+        limit.is_some_and(|l| region.largest_store_size() >= l)
+            && !region.has_references()
+            && guard::has_split_point(t, region)
     }
 }

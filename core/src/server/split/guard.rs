@@ -47,13 +47,29 @@ pub(super) fn check_given(t: &TableState, parent: &Region, row: &[u8]) -> Result
     t.descriptor.read().check_split_keys(&[row])
 }
 
-/// The split row for the computed split point `row`: cut to its group under the table's
-/// split restriction (HBase's restricted split point); `None` when the cut row is not
-/// strictly inside `parent` (the region is one group: no split).
-pub(super) fn restrict(t: &TableState, parent: &Region, row: Bytes) -> Option<Bytes> {
-    let cut = match t.descriptor.read().split_restriction {
-        Some(r) => row.slice(..r.group(&row).len()),
-        None => row,
+/// The region's computed split point (`split_point_in_file`) cut to its group under the
+/// table's split restriction (HBase's restricted split point), or when that leaves a
+/// daughter without rows of the file the point came from (the point fell in its first
+/// group), the first key after that group: no longer than the group, so a boundary too.
+/// `None` when neither splits the file's rows strictly inside the region (the region holds
+/// one group: no split).
+pub(super) fn restricted_split_point(t: &TableState, parent: &Region) -> Option<Bytes> {
+    let (row, (first, last)) = super::split_point_in_file(parent)?;
+    let Some(r) = t.descriptor.read().split_restriction else {
+        return Some(row);
     };
-    strictly_inside(parent, &cut).then_some(cut)
+    let splits = |x: &Bytes| strictly_inside(parent, x) && first < x && x <= &last;
+    let cut = row.slice(..r.group(&row).len());
+    if splits(&cut) {
+        return Some(cut);
+    }
+    crate::keys::prefix_successor(&cut).filter(splits)
+}
+
+/// False when a region of a table with a split restriction has no split point (it holds one
+/// group): the split policy then does not ask for a split it would only give up after
+/// taking the region's locks and flushing it. True for every other table (its split point
+/// is looked for under the locks).
+pub(super) fn has_split_point(t: &TableState, region: &Region) -> bool {
+    t.descriptor.read().split_restriction.is_none() || restricted_split_point(t, region).is_some()
 }

@@ -293,12 +293,15 @@ impl WritePipeline {
             .iter()
             .map(|(target, _)| target_of(t, target).key.as_str())
             .collect();
+        // The keys whose locks and clock turns order the added writes.
+        let orders: Vec<Bytes> = added.iter().map(|(_, op)| order_key(op)).collect();
         // Owned rows take no lock of their own: their owner's lock is held.
         let more: Vec<(&str, &[u8])> = names
             .iter()
             .zip(&added)
-            .filter(|(_, (_, op))| !matches!(op, AddedOp::Owned(_)))
-            .map(|(n, (_, op))| (*n, op.row().as_ref()))
+            .zip(&orders)
+            .filter(|((_, (_, op)), _)| !matches!(op, AddedOp::Owned(_)))
+            .map(|((n, _), key)| (*n, key.as_ref()))
             .chain(
                 absent
                     .iter()
@@ -387,8 +390,9 @@ impl WritePipeline {
         // and the caller runs the batch again past that time.
         let added_rows: Vec<(&TableState, &Bytes)> = added
             .iter()
-            .filter_map(|(target, op)| match op {
-                AddedOp::Mutation(m) => Some((target.as_deref().unwrap_or(t), m.row())),
+            .zip(&orders)
+            .filter_map(|((target, op), key)| match op {
+                AddedOp::Mutation(_) => Some((target.as_deref().unwrap_or(t), key)),
                 // An owned row's writes are ordered by its owner's clock turn.
                 AddedOp::Increment(_) | AddedOp::Owned(_) => None,
             })
@@ -542,6 +546,25 @@ fn runs_by_region(cells: &[PreparedCell]) -> usize {
         .windows(2)
         .filter(|w| matches!(w, [a, b] if !Arc::ptr_eq(&a.region, &b.region)))
         .count()
+}
+
+/// The key whose lock and clock turn order the writes of an added op's row: for a write of
+/// local rows ([`crate::keys::local`]) the row's key without its region start, since a
+/// split or merge re-keys the row under its writers and they must all take one lock and
+/// one clock turn; any other row's key as it is.
+fn order_key(op: &AddedOp) -> Bytes {
+    let local = |f: &[u8]| crate::schema::is_local_family(f);
+    let writes_local = match op {
+        AddedOp::Mutation(Mutation::Put(p)) => p.cells().len() > 0 && p.cells().all(|c| local(c.0)),
+        AddedOp::Mutation(Mutation::Delete(d)) => {
+            !d.kinds().is_empty() && d.kinds().iter().all(|k| local(k.family()))
+        }
+        _ => false,
+    };
+    writes_local
+        .then(|| crate::keys::local::rekey_to(op.row(), b""))
+        .flatten()
+        .unwrap_or_else(|| op.row().clone())
 }
 
 /// The error of a local row whose key does not parse (its owner is lost).
