@@ -55,10 +55,11 @@ fn cell(x: u64) -> String {
     format!("{:016x}", x.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
-/// Put `i` of round `round`: a new row with three 16-byte cells and a 100-byte payload.
+/// Put `i` of round `round`: a new row with three 16-byte cells and a 100-byte payload; its
+/// `f:a` is new in every round too (the unique indexes' value).
 fn indexed_put(round: u64, i: u64) -> Put {
     Put::new(format!("p{round}-{i:010}"))
-        .add_column("f", "a", cell(i))
+        .add_column("f", "a", cell(round << 40 | i))
         .add_column("f", "b", cell(i + 1))
         .add_column("f", "c", cell(i + 2))
         .add_column("f", "p", [b'x'; 100])
