@@ -29,6 +29,13 @@ fn conformance(fs: &dyn FileSystem, root: &Path) {
     // A read past the end is UnexpectedEof.
     let e = r.read_exact_at(&mut buf, 8).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
+    // `read_vec_at` reads exactly the same bytes (StdFs into unzeroed memory), and fails the
+    // same way past the end.
+    assert_eq!(r.read_vec_at(5, 6).unwrap(), b"world");
+    assert_eq!(r.read_vec_at(11, 0).unwrap(), b"hello world");
+    assert!(r.read_vec_at(0, 11).unwrap().is_empty());
+    let e = r.read_vec_at(5, 8).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::UnexpectedEof);
     w.sync_data().unwrap();
     w.sync_all().unwrap();
     // A read handle sees later writes too.

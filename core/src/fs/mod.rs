@@ -65,12 +65,20 @@ pub trait ReadFile: Send + Sync + Debug {
     /// The file's length in bytes.
     fn size(&self) -> io::Result<u64>;
 
+    /// Reads exactly `len` bytes at `offset` into a new vector, as
+    /// [`ReadFile::read_exact_at`] does (a file that ends first is an `UnexpectedEof`
+    /// error). An implementation may read straight into the vector's spare capacity instead
+    /// of zeroing it first, as [`StdFs`]'s files do: a block-cache miss reads a whole block.
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0; len];
+        self.read_exact_at(&mut buf, offset)?;
+        Ok(buf)
+    }
+
     /// Reads the whole file.
     fn read_all(&self) -> io::Result<Vec<u8>> {
         let len = usize::try_from(self.size()?).map_err(io::Error::other)?;
-        let mut buf = vec![0; len];
-        self.read_exact_at(&mut buf, 0)?;
-        Ok(buf)
+        self.read_vec_at(len, 0)
     }
 }
 
@@ -141,6 +149,27 @@ struct StdFile(File);
 impl ReadFile for StdFile {
     fn read_exact_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         FileExt::read_exact_at(&self.0, buf, offset)
+    }
+    fn read_vec_at(&self, len: usize, offset: u64) -> io::Result<Vec<u8>> {
+        // `pread` into the spare capacity: the kernel writes the bytes, nothing zeroes them
+        // first (rustix's `spare_capacity` grows the length by what was read).
+        let mut buf = Vec::with_capacity(len);
+        while buf.len() < len {
+            let at = offset + buf.len() as u64;
+            let spare = rustix::buffer::spare_capacity(&mut buf);
+            match rustix::io::pread(&self.0, spare, at) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "failed to fill whole buffer",
+                    ))
+                }
+                Ok(_) => {}
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(buf)
     }
     fn size(&self) -> io::Result<u64> {
         Ok(self.0.metadata()?.len())

@@ -17,7 +17,9 @@ use crate::cell::{same_bytes, Cell, RowResult, StoreCell, StoreKey};
 use crate::error::Result;
 use crate::filter::{FilterExec, RowStart};
 use crate::region::Store;
-use crate::storage::matcher::{match_row_from, match_row_into, FamilyRules, ReadSpec, RowSource};
+use crate::storage::matcher::{
+    match_row_from, match_row_into, FamilyRules, PlainRow, ReadSpec, RowSource,
+};
 use crate::storage::merge::MergeIter;
 use bytes::Bytes;
 use std::collections::BTreeSet;
@@ -348,6 +350,7 @@ impl RegionScanner {
                 break;
             }
             let in_range = self.range.contains(&row);
+            let plain_rows = in_range && !self.reverse && self.filter.is_none();
             let row_key_first = self.filter.as_ref().is_some_and(|f| f.row_key_first());
             if in_range && row_key_first {
                 if let Some(filter) = self.filter.as_deref_mut() {
@@ -386,6 +389,16 @@ impl RegionScanner {
                     columns,
                     iter,
                 } = f;
+                // A row one file holds whole, with plain rules and cells, and no filter to
+                // see it: read straight off the file's block (see `MergeIter::plain_row`).
+                if plain_rows {
+                    if let Some(mut plain) = PlainRow::new(rules, &self.spec, columns.as_ref()) {
+                        if iter.plain_row(&row, &mut plain, family, &mut cells)? {
+                            skip_row(iter, &row)?;
+                            continue;
+                        }
+                    }
+                }
                 let column_seek = std::cell::Cell::new(None);
                 let emit = |c: StoreCell| {
                     let cell = Cell {

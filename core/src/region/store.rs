@@ -4,10 +4,10 @@
 //! in one step under the state lock, so a reader sees every cell exactly once (in the
 //! snapshot or in the file, possibly both for an instant, which the merge deduplicates).
 
-use crate::cell::{StoreCell, StoreKey};
+use crate::cell::{Cell, CellType, StoreCell, StoreKey};
 use crate::schema::{BloomType, ColumnFamilyDescriptor};
-use crate::storage::matcher::FamilyRules;
-use crate::storage::memstore::MemStore;
+use crate::storage::matcher::{FamilyRules, PlainRow, ReadSpec, Verdict};
+use crate::storage::memstore::{MemRow, MemStore};
 use crate::storage::merge::{CellSource, MergeIter};
 use crate::storage::storefile::{CacheMode, StoreFileReader};
 use bytes::Bytes;
@@ -200,6 +200,116 @@ impl Store {
         true
     }
 
+    /// Reads the cells of `row` this store shows a point read (`columns` and `spec` as the
+    /// get gives them) into `out`, in key order, without a merge or a scanner, when the
+    /// row is simple enough: at most one source (a MemStore or a file the bloom filter does
+    /// not rule out) may hold it, and [`PlainRow`] can match it (no TTL, no delete marker or
+    /// cell TTL in the row). Returns false, with `out` as it was, when the row needs the
+    /// general path ([`Store::merged`] and the matcher); the answers agree (a property
+    /// test checks it). Files the bloom filters rule out are counted as skipped only when
+    /// this read answers.
+    pub fn read_row_plain(
+        &self,
+        row: &Bytes,
+        columns: Option<&BTreeSet<Bytes>>,
+        spec: &ReadSpec,
+        cache_blocks: bool,
+        out: &mut Vec<Cell>,
+    ) -> crate::error::Result<bool> {
+        let (rules, mode) = {
+            let d = self.descriptor.read();
+            let rules = FamilyRules {
+                max_versions: d.max_versions,
+                min_versions: d.min_versions,
+                ttl_ms: d.ttl_secs.map(|s| s.saturating_mul(1000)),
+                keep_deleted_cells: d.keep_deleted_cells,
+            };
+            let mode = match (cache_blocks && d.block_cache, d.in_memory) {
+                (false, _) => CacheMode::Bypass,
+                (true, true) => CacheMode::InMemory,
+                (true, false) => CacheMode::Normal,
+            };
+            (rules, mode)
+        };
+        let Some(mut plain) = PlainRow::new(&rules, spec, columns) else {
+            return Ok(false);
+        };
+        /// The one source that may hold the row.
+        enum Source {
+            Mem(MemRow),
+            File(Arc<StoreFileReader>),
+        }
+        let source = {
+            let s = self.state.read();
+            let mut source = None;
+            for m in std::iter::once(&s.active).chain(s.snapshot.iter()) {
+                if let Some(r) = m.find_row(row) {
+                    if source.is_some() {
+                        return Ok(false);
+                    }
+                    source = Some(Source::Mem(r));
+                }
+            }
+            let (mut skipped, mut hash) = (0, None);
+            for f in &s.files {
+                if !may_contain_hashed(f, row, columns, &mut hash) {
+                    skipped += 1;
+                } else if source.is_some() {
+                    return Ok(false);
+                } else {
+                    source = Some(Source::File(f.clone()));
+                }
+            }
+            if skipped > 0 {
+                self.bloom_skips.fetch_add(skipped, AtomicOrdering::Relaxed);
+            }
+            source
+        };
+        let family = &self.family;
+        let before = out.len();
+        let mut aborted = false;
+        match source {
+            None => {}
+            Some(Source::Mem(r)) => r.for_each_cell_while(|c| {
+                match plain.offer(&c.key.qualifier, c.key.ts, c.key.kind, c.key.seq) {
+                    Verdict::Skip => {}
+                    Verdict::Emit => out.push(Cell {
+                        row: c.key.row,
+                        family: family.clone(),
+                        qualifier: c.key.qualifier,
+                        timestamp: c.key.ts,
+                        kind: CellType::Put,
+                        value: c.value,
+                    }),
+                    Verdict::Abort => aborted = true,
+                }
+                !aborted
+            }),
+            Some(Source::File(f)) => f.walk_row(row, mode, |block, k, value| {
+                let buf = block.payload();
+                let qualifier = buf.get(k.qualifier.clone()).unwrap_or_default();
+                match plain.offer(qualifier, k.ts, k.kind, k.seq) {
+                    Verdict::Skip => {}
+                    Verdict::Emit => out.push(Cell {
+                        row: buf.slice(k.row.clone()),
+                        family: family.clone(),
+                        qualifier: buf.slice(k.qualifier.clone()),
+                        timestamp: k.ts,
+                        kind: CellType::Put,
+                        value: buf.slice(value),
+                    }),
+                    Verdict::Abort => aborted = true,
+                }
+                !aborted
+            })?,
+        }
+        if aborted {
+            out.truncate(before);
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
     /// A merged, sorted view of every cell from `start` on (or down from it when `reverse`).
     /// `start = None` means from the first cell (forward) or the last (reverse). A point
     /// read of one row passes `point`: the row and, optionally, the only qualifiers wanted;
@@ -223,6 +333,11 @@ impl Store {
             sources.push(CellSource::Mem(match (reverse, point, start) {
                 (true, _, _) => m.scan_rev_from(start.cloned()),
                 (false, Some((row, _)), Some(k)) if k.row.as_ref() == row => {
+                    // A point read asks the MemStore's row filter first: a row it rules out
+                    // costs no search of the skiplist.
+                    if !m.may_contain_row(&k.row) {
+                        continue;
+                    }
                     m.scan_row_from(k.clone())
                 }
                 (false, _, _) => m.scan_from(start.cloned()),
@@ -257,3 +372,6 @@ impl Store {
         MergeIter::new(sources, reverse)
     }
 }
+
+#[cfg(test)]
+mod tests;

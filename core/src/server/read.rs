@@ -78,6 +78,18 @@ pub(crate) fn resolve(region: &Region, sel: &ColumnSelection) -> Result<Vec<Stor
         .collect()
 }
 
+/// What a get of `g` reads at `read_point`.
+fn read_spec(g: &Get, read_point: u64) -> ReadSpec {
+    ReadSpec {
+        read_point,
+        min_ts: g.time_range.min,
+        max_ts: g.time_range.max,
+        max_versions: g.max_versions,
+        now_ms: now_ms(),
+        raw: false,
+    }
+}
+
 pub(crate) fn validate_versions(n: u32) -> Result<()> {
     if n == 0 {
         return Err(Error::bad_argument("max versions must be at least 1"));
@@ -221,17 +233,48 @@ impl ReadPath {
             .ok_or_else(|| Error::TableNotFound(t.name.to_string()))?;
         region.read_requests.fetch_add(1, Ordering::Relaxed);
         let stores = resolve(region.as_ref(), &g.columns)?;
-        // A row no store can hold (no MemStore has it, every file's bloom filter rules it
-        // out) is absent at the read point: no scanner is built. A filter is compiled (and
-        // its errors reported) on the full path only.
-        if g.filter.is_none()
-            && stores
-                .iter()
-                .all(|(s, columns)| s.rules_out_row(&g.row, columns.as_ref()))
-        {
-            return Ok(RowResult::default());
+        if g.filter.is_some() {
+            // A filter is compiled (and its errors reported) on the full path only.
+            return self.read_stores_row(stores, g, point.point());
         }
-        self.read_stores_row(stores, g, point.point())
+        self.read_row_by_store(stores, g, point.point())
+    }
+
+    /// Reads `g`'s row (`g` has no filter) one store at a time, in family order: a store
+    /// that holds the row in one source, with rules [`Store::read_row_plain`] can apply,
+    /// is read straight from that source; any other through a scanner of its own. Without
+    /// a filter a row's families are matched independently, so this is what one scanner
+    /// over every store returns (the property tests of `tests/read_paths.rs` check it).
+    fn read_row_by_store(
+        &self,
+        mut stores: Vec<StoreSelection>,
+        g: &Get,
+        read_point: u64,
+    ) -> Result<RowResult> {
+        let spec = read_spec(g, read_point);
+        stores.sort_by(|a, b| a.0.family.cmp(&b.0.family));
+        let mut cells = Vec::new();
+        for (store, columns) in stores {
+            if store.read_row_plain(&g.row, columns.as_ref(), &spec, true, &mut cells)? {
+                continue;
+            }
+            let range = RowRange {
+                lo: Bound::Included(g.row.clone()),
+                hi: Bound::Included(g.row.clone()),
+            };
+            let mut scanner =
+                RegionScanner::new(vec![(store, columns)], range, false, spec.clone(), true)?;
+            if let Some(r) = scanner.next_row()? {
+                cells.extend(r.cells);
+            }
+        }
+        Ok(match cells.first() {
+            Some(c) => RowResult {
+                row: c.row.clone(),
+                cells,
+            },
+            None => RowResult::default(),
+        })
     }
 
     /// Reads one row of `region` at `read_point`.
@@ -251,14 +294,7 @@ impl ReadPath {
         g: &Get,
         read_point: u64,
     ) -> Result<RowResult> {
-        let spec = ReadSpec {
-            read_point,
-            min_ts: g.time_range.min,
-            max_ts: g.time_range.max,
-            max_versions: g.max_versions,
-            now_ms: now_ms(),
-            raw: false,
-        };
+        let spec = read_spec(g, read_point);
         let range = RowRange {
             lo: Bound::Included(g.row.clone()),
             hi: Bound::Included(g.row.clone()),

@@ -137,6 +137,20 @@ impl Arena {
 /// searching the skiplist again.
 type RowCells = Arc<RwLock<RowMap>>;
 
+/// One row of a MemStore, found by [`MemStore::find_row`]: its cells stay readable (and
+/// may still grow) while this is held.
+pub struct MemRow {
+    row: Bytes,
+    cells: RowCells,
+}
+
+impl MemRow {
+    /// Calls `f` on every cell of the row in key order until it returns false.
+    pub fn for_each_cell_while(&self, f: impl FnMut(StoreCell) -> bool) {
+        self.cells.read().for_each_cell_while(&self.row, f);
+    }
+}
+
 /// One store's in-memory sorted cells.
 #[derive(Debug)]
 pub struct MemStore {
@@ -249,6 +263,25 @@ impl MemStore {
     /// True when some cell of `row` was inserted.
     pub fn contains_row(&self, row: &Bytes) -> bool {
         self.filter.may_contain(row) && self.rows.contains_key(&RowKey::new(row.clone()))
+    }
+
+    /// False when no cell of `row` was ever inserted, for sure (the row filter alone: no
+    /// search of the skiplist; true may be a false positive).
+    pub fn may_contain_row(&self, row: &[u8]) -> bool {
+        self.filter.may_contain(row)
+    }
+
+    /// The row `row` when some cell of it was inserted: the row filter answers most absent
+    /// rows without a search of the skiplist.
+    pub fn find_row(&self, row: &Bytes) -> Option<MemRow> {
+        if !self.filter.may_contain(row) {
+            return None;
+        }
+        let entry = self.rows.get(&RowKey::new(row.clone()))?;
+        Some(MemRow {
+            row: entry.key().row.clone(),
+            cells: entry.value().clone(),
+        })
     }
 
     /// Approximate bytes held.

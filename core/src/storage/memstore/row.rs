@@ -353,6 +353,26 @@ impl RowMap {
         }
     }
 
+    /// Calls `f` on every cell in order until it returns false.
+    pub(super) fn for_each_cell_while(&self, row: &Bytes, mut f: impl FnMut(StoreCell) -> bool) {
+        match self {
+            RowMap::Narrow(n) => {
+                for s in &n.slots {
+                    if !f(n.cell(row, s)) {
+                        return;
+                    }
+                }
+            }
+            RowMap::Wide(m) => {
+                for (k, v) in m {
+                    if !f(k.cell(row, v)) {
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
     /// Appends to `out` up to `room` cells of `row` from `col` on (forward: keys in `col..`;
     /// reverse: keys in `..col` descending); returns how many and the last key taken.
     pub(super) fn take_range(

@@ -306,6 +306,12 @@ impl DataBlock {
         self.partition(key, |o| o != Ordering::Greater)
     }
 
+    /// Entry `i` in place: its key and its value's range in [`DataBlock::payload`].
+    #[inline(always)]
+    pub(crate) fn raw_entry(&self, i: usize) -> Dec<(RawKey, std::ops::Range<usize>)> {
+        self.entry(i)
+    }
+
     /// Entry `i` as a cell (zero-copy).
     #[inline(always)]
     pub(crate) fn cell(&self, i: usize) -> Dec<StoreCell> {

@@ -10,13 +10,13 @@
 use super::block::{unframe, unframe_shared, FRAME_OVERHEAD};
 use super::bloom::{self, Bloom};
 use super::cache::{BlockCache, CacheMode};
-use super::codec::{parse_entry, Dec};
+use super::codec::{parse_entry, Dec, RawKey};
 use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
 use super::scanner::{StoreFileRevScanner, StoreFileScanner};
 use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
-use crate::cell::{CellType, StoreKey};
+use crate::cell::{same_bytes, CellType, StoreKey};
 use crate::error::{Error, Result};
 use crate::fs::ReadFile;
 use crate::keys::RowRange;
@@ -319,6 +319,49 @@ impl StoreFileReader {
         Ok(())
     }
 
+    /// Walks the entries of `row` in key order, in place: `f` sees each entry's block, key
+    /// and value range in the block's payload, and returns false to stop. Blocks come from
+    /// the cache or are read as `mode` says; a point read of a row inside one block reads
+    /// that block alone. Entries of every sequence id and type are passed: deciding what is
+    /// visible is the caller's job.
+    pub(crate) fn walk_row(
+        &self,
+        row: &Bytes,
+        mode: CacheMode,
+        mut f: impl FnMut(&DataBlock, &RawKey, std::ops::Range<usize>) -> bool,
+    ) -> Result<()> {
+        let key = StoreKey::first_on_row(row.clone());
+        let mut idx = self.seek_block(&key);
+        if idx >= self.block_count() {
+            return Ok(());
+        }
+        let mut block = self.block(idx, mode)?;
+        let mut pos = block
+            .lower_bound(&key)
+            .map_err(|e| self.block_corruption(idx, e))?;
+        loop {
+            while pos < block.len() {
+                let (k, value) = block
+                    .raw_entry(pos)
+                    .map_err(|e| self.block_corruption(idx, e))?;
+                let same_row = block
+                    .payload()
+                    .get(k.row.clone())
+                    .is_some_and(|r| same_bytes(r, row));
+                if !same_row || !f(&block, &k, value) {
+                    return Ok(());
+                }
+                pos += 1;
+            }
+            idx += 1;
+            if idx >= self.block_count() || self.block_starts_past_row(idx, row) {
+                return Ok(());
+            }
+            block = self.block(idx, mode)?;
+            pos = 0;
+        }
+    }
+
     /// Data block `i`, from the cache or read, checked and decoded from the file; a block read
     /// from the file is cached as `mode` says.
     pub(crate) fn block(&self, i: usize, mode: CacheMode) -> Result<Arc<DataBlock>> {
@@ -497,8 +540,13 @@ fn read_block(file: &dyn ReadFile, path: &Path, offset: u64, len: u32) -> Result
             format!("absurd block length {len}"),
         ));
     }
-    let mut raw = vec![0u8; len];
-    read_exact(file, path, &mut raw, offset)?;
+    let raw = file.read_vec_at(len, offset).map_err(|e| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            Error::corruption(path, offset, "file ends inside a block")
+        } else {
+            Error::Io(e)
+        }
+    })?;
     unframe(raw).map_err(|r| Error::corruption(path, offset, r))
 }
 

@@ -7,9 +7,10 @@
 //! scanner yields `None` forever.
 
 use super::cache::CacheMode;
+use super::codec::RawKey;
 use super::data::DataBlock;
 use super::reader::{ReadAhead, StoreFileReader};
-use crate::cell::{StoreCell, StoreKey};
+use crate::cell::{same_bytes, StoreCell, StoreKey};
 use crate::error::Result;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -107,6 +108,62 @@ impl StoreFileScanner {
         self.seek = Some(key.clone());
     }
 
+    /// Walks the entries of `row` from the scanner's position on, in place: `f` sees each
+    /// one's block, key and value range and returns false to stop. Returns true when the
+    /// walk passed the row's last entry: the scanner then stands on the first entry after
+    /// the row (or at its end). When `f` stopped it, returns false and puts the scanner
+    /// back where it stood before the walk. The scanner must be positioned (a cell taken
+    /// since the last seek).
+    pub(crate) fn walk_row(
+        &mut self,
+        row: &[u8],
+        mut f: impl FnMut(&DataBlock, &RawKey, std::ops::Range<usize>) -> bool,
+    ) -> Result<bool> {
+        if self.seek.is_some() {
+            return Ok(false);
+        }
+        let saved = (self.block.clone(), self.idx, self.pos);
+        loop {
+            let Some(b) = &self.block else {
+                return Ok(true);
+            };
+            while self.pos < b.len() {
+                let (k, value) = b
+                    .raw_entry(self.pos)
+                    .map_err(|e| self.reader.block_corruption(self.idx, e))?;
+                let same_row = b
+                    .payload()
+                    .get(k.row.clone())
+                    .is_some_and(|r| same_bytes(r, row));
+                if !same_row {
+                    return Ok(true);
+                }
+                if !f(b, &k, value) {
+                    (self.block, self.idx, self.pos) = saved;
+                    return Ok(false);
+                }
+                self.pos += 1;
+            }
+            self.next_block()?;
+        }
+    }
+
+    /// Moves to the start of the next block, or to the end (`block` `None`).
+    fn next_block(&mut self) -> Result<()> {
+        let next = self.idx + 1;
+        self.block = None;
+        let past_end = self
+            .end_row
+            .as_ref()
+            .is_some_and(|row| self.reader.block_starts_past_row(next, row));
+        if next < self.reader.block_count() && !past_end {
+            self.block = Some(self.reader.next_block(next, self.mode, &mut self.ahead)?);
+            self.idx = next;
+            self.pos = 0;
+        }
+        Ok(())
+    }
+
     /// Positions the scanner: the first key >= the seek key is in the last block starting at
     /// or before it, or else at the start of the next block.
     fn seek(&mut self, key: &StoreKey) -> Result<()> {
@@ -131,17 +188,7 @@ impl StoreFileScanner {
         if let Some(key) = self.seek.take() {
             self.seek(&key)?;
         } else if self.block.is_some() {
-            let next = self.idx + 1;
-            self.block = None;
-            let past_end = self
-                .end_row
-                .as_ref()
-                .is_some_and(|row| self.reader.block_starts_past_row(next, row));
-            if next < self.reader.block_count() && !past_end {
-                self.block = Some(self.reader.next_block(next, self.mode, &mut self.ahead)?);
-                self.idx = next;
-                self.pos = 0;
-            }
+            self.next_block()?;
         }
         match &self.block {
             Some(b) if self.pos < b.len() => {
