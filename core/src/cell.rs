@@ -248,6 +248,62 @@ impl PartialOrd for StoreKey {
     }
 }
 
+/// A cell of one store borrowed from wherever it lives (a MemStore row, a decoded block):
+/// what a store-file writer appends without building a [`StoreCell`] and its reference
+/// counts. Ordered as [`StoreKey`] is ([`CellRef::cmp_key`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CellRef<'a> {
+    /// The row key.
+    pub row: &'a [u8],
+    /// The column qualifier.
+    pub qualifier: &'a [u8],
+    /// The timestamp.
+    pub ts: Timestamp,
+    /// The cell type.
+    pub kind: CellType,
+    /// The sequence id.
+    pub seq: u64,
+    /// The value.
+    pub value: &'a [u8],
+}
+
+impl<'a> CellRef<'a> {
+    /// A view of `c`.
+    pub fn of(c: &'a StoreCell) -> Self {
+        CellRef {
+            row: &c.key.row,
+            qualifier: &c.key.qualifier,
+            ts: c.key.ts,
+            kind: c.key.kind,
+            seq: c.key.seq,
+            value: &c.value,
+        }
+    }
+
+    /// Compares the keys of two cells in [`StoreKey`] order.
+    #[inline]
+    pub fn cmp_key(&self, other: &CellRef<'_>) -> Ordering {
+        self.row
+            .cmp(other.row)
+            .then_with(|| self.qualifier.cmp(other.qualifier))
+            .then_with(|| other.ts.cmp(&self.ts))
+            .then_with(|| other.kind.rank().cmp(&self.kind.rank()))
+            .then_with(|| other.seq.cmp(&self.seq))
+            .then_with(|| other.kind.code().cmp(&self.kind.code()))
+    }
+
+    /// The key, its bytes copied.
+    pub fn to_key(&self) -> StoreKey {
+        StoreKey {
+            row: Bytes::copy_from_slice(self.row),
+            qualifier: Bytes::copy_from_slice(self.qualifier),
+            ts: self.ts,
+            kind: self.kind,
+            seq: self.seq,
+        }
+    }
+}
+
 /// A cell inside one store: its internal key and its value (empty for delete markers).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoreCell {

@@ -164,20 +164,22 @@ impl Put {
             .map(move |(f, q, ts, v)| (get(f), get(q), *ts, get(v)))
     }
 
-    /// The cells as `Bytes` sharing one copy of the put's data.
-    pub(crate) fn shared_cells(&self) -> Vec<(Bytes, Bytes, Timestamp, Bytes)> {
+    /// The cells sharing one copy of the put's data: (family, qualifier, timestamp,
+    /// value), the family borrowed (a writer compares it with the last one), qualifier and
+    /// value as `Bytes` views of the copy.
+    pub(crate) fn shared_cells(&self) -> impl Iterator<Item = (&[u8], Bytes, Timestamp, Bytes)> {
         let d = Bytes::copy_from_slice(&self.data);
-        let get = |r: &Range<usize>| {
-            if r.end <= d.len() && r.start <= r.end {
-                d.slice(r.clone())
-            } else {
-                Bytes::new()
-            }
-        };
-        self.spans
-            .iter()
-            .map(|(f, q, ts, v)| (get(f), get(q), *ts, get(v)))
-            .collect()
+        let data = &self.data[..];
+        self.spans.iter().map(move |(f, q, ts, v)| {
+            let get = |r: &Range<usize>| {
+                if r.end <= d.len() && r.start < r.end {
+                    d.slice(r.clone())
+                } else {
+                    Bytes::new()
+                }
+            };
+            (data.get(f.clone()).unwrap_or_default(), get(q), *ts, get(v))
+        })
     }
 
     /// True when no column was added.

@@ -255,9 +255,7 @@ impl Maintenance {
                 } else {
                     // Nothing the rules could drop (puts only, one cell per column, no TTL):
                     // written as they are.
-                    for cell in snap.iter() {
-                        w.append(&cell)?;
-                    }
+                    snap.for_each_ref(|cell| w.append_ref(&cell))?;
                 }
                 let info = w.finish()?;
                 // Every cell of the snapshot may be one the filter drops (a put and the

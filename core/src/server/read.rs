@@ -33,6 +33,9 @@ pub type ResultStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
 /// A store to read and, optionally, the only qualifiers wanted from it.
 pub(crate) type StoreSelection = (Arc<Store>, Option<BTreeSet<Bytes>>);
 
+/// The cells a get makes room for before reading.
+const ROW_CELLS_HINT: usize = 16;
+
 /// Rows a scan reads ahead per refill.
 const SCAN_CHUNK: usize = 256;
 
@@ -253,7 +256,8 @@ impl ReadPath {
     ) -> Result<RowResult> {
         let spec = read_spec(g, read_point);
         stores.sort_by(|a, b| a.0.family.cmp(&b.0.family));
-        let mut cells = Vec::new();
+        // Room for a typical row up front: growing the vector cell by cell moved it twice.
+        let mut cells = Vec::with_capacity(ROW_CELLS_HINT);
         for (store, columns) in stores {
             if store.read_row_plain(&g.row, columns.as_ref(), &spec, true, &mut cells)? {
                 continue;

@@ -24,7 +24,7 @@ mod scanner;
 
 pub use scanner::MemStoreScanner;
 
-use crate::cell::{StoreCell, StoreKey};
+use crate::cell::{CellRef, StoreCell, StoreKey};
 use crate::storage::row_filter::RowFilter;
 use bytes::{Bytes, BytesMut};
 use crossbeam_skiplist::SkipMap;
@@ -319,6 +319,18 @@ impl MemStore {
             e.value().read().for_each_cell(&row, |c| cells.push(c));
             cells
         })
+    }
+
+    /// Calls `f` on every cell in order, borrowed from the rows (for a flush: no cell is
+    /// built), until it fails. Cells inserted during the walk may or may not appear.
+    pub fn for_each_ref<E>(
+        &self,
+        mut f: impl FnMut(CellRef<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for e in self.rows.iter() {
+            e.value().read().for_each_ref(&e.key().row, &mut f)?;
+        }
+        Ok(())
     }
 
     /// Forward scanner over keys >= `start` (every key when `None`).

@@ -109,8 +109,13 @@ pub(crate) fn validate_mutation_in(
                 return Err(Error::bad_argument("a put needs at least one column"));
             }
             validate_ttl(p.ttl_ms)?;
+            // Columns of one family usually come together: the family is checked once per run.
+            let mut last_family: Option<&[u8]> = None;
             for (f, _, _, v) in p.cells() {
-                store_of(t, &region, f)?;
+                if last_family != Some(f) {
+                    store_of(t, &region, f)?;
+                    last_family = Some(f);
+                }
                 check_value(config, v)?;
             }
         }
@@ -193,7 +198,7 @@ pub(crate) fn prepare_in(
                 None => (CellType::Put, 0),
             };
             // Columns of one family usually come together: look the store up once per run.
-            let mut last: Option<(Bytes, Arc<Store>)> = None;
+            let mut last: Option<(&[u8], Arc<Store>)> = None;
             for (f, q, ts, v) in p.shared_cells() {
                 let ts = if ts == LATEST_TIMESTAMP {
                     default_ts
@@ -203,7 +208,7 @@ pub(crate) fn prepare_in(
                 let store = match &last {
                     Some((lf, s)) if *lf == f => s.clone(),
                     _ => {
-                        let s = store_of(t, &region, &f)?;
+                        let s = store_of(t, &region, f)?;
                         last = Some((f, s.clone()));
                         s
                     }

@@ -7,7 +7,7 @@
 //! duplicates; an insert of an existing key overwrites its value; a slot's offsets always
 //! lie inside the buffer it names; a row turns wide at most once and never back.
 
-use crate::cell::{same_bytes, CellType, StoreCell, StoreKey, Timestamp};
+use crate::cell::{same_bytes, CellRef, CellType, StoreCell, StoreKey, Timestamp};
 use bytes::Bytes;
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -351,6 +351,42 @@ impl RowMap {
             RowMap::Narrow(n) => n.slots.iter().for_each(|s| f(n.cell(row, s))),
             RowMap::Wide(m) => m.iter().for_each(|(k, v)| f(k.cell(row, v))),
         }
+    }
+
+    /// Calls `f` on every cell in order, borrowed (no reference count taken), until it
+    /// fails.
+    pub(super) fn for_each_ref<E>(
+        &self,
+        row: &[u8],
+        mut f: impl FnMut(CellRef<'_>) -> Result<(), E>,
+    ) -> Result<(), E> {
+        match self {
+            RowMap::Narrow(n) => {
+                for s in &n.slots {
+                    f(CellRef {
+                        row,
+                        qualifier: n.bytes(s.buf, s.q_at, s.q_len),
+                        ts: s.ts,
+                        kind: s.kind,
+                        seq: s.seq,
+                        value: n.bytes(s.buf, s.v_at, s.v_len),
+                    })?;
+                }
+            }
+            RowMap::Wide(m) => {
+                for (k, v) in m {
+                    f(CellRef {
+                        row,
+                        qualifier: &k.qualifier,
+                        ts: k.ts,
+                        kind: k.kind,
+                        seq: k.seq,
+                        value: v,
+                    })?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Calls `f` on every cell in order until it returns false.

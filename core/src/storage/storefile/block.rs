@@ -89,6 +89,28 @@ impl Framer {
     }
 }
 
+/// Writes `payload` to `out` framed as an uncompressed block: the bytes
+/// [`Framer::frame`] gives with [`Compression::None`], without first copying the payload
+/// into a framing buffer (the CRC runs over header and payload as they are). Returns the
+/// framed length.
+pub(crate) fn write_plain(payload: &[u8], out: &mut impl std::io::Write) -> Result<usize> {
+    if payload.len() > MAX_BLOCK_LEN {
+        return Err(Error::bad_argument(format!(
+            "block payload of {} bytes exceeds the limit of {MAX_BLOCK_LEN}",
+            payload.len()
+        )));
+    }
+    let mut header = [CODE_NONE, 0, 0, 0, 0];
+    header[1..].copy_from_slice(&(payload.len() as u32).to_be_bytes());
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&header);
+    crc.update(payload);
+    out.write_all(&header)?;
+    out.write_all(payload)?;
+    out.write_all(&crc.finalize().to_be_bytes())?;
+    Ok(payload.len() + FRAME_OVERHEAD)
+}
+
 /// Checks a framed block (exactly the bytes of one block) and returns its payload.
 ///
 /// An uncompressed payload is a zero-copy slice of `raw`.
@@ -232,6 +254,21 @@ mod tests {
                 assert!(unframe(bad).is_err(), "{c:?}: flip at {i} not detected");
             }
             assert!(unframe(out[..out.len() - 1].to_vec()).is_err());
+        }
+    }
+
+    proptest::proptest! {
+        /// An uncompressed block written in place has exactly the bytes the framer gives.
+        #[test]
+        fn plain_blocks_written_in_place_equal_framed_ones(
+            payload in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..3000),
+        ) {
+            let mut framed = Vec::new();
+            Framer::new(Compression::None).unwrap().frame(&payload, Compression::None, &mut framed).unwrap();
+            let mut written = Vec::new();
+            let len = write_plain(&payload, &mut written).unwrap();
+            proptest::prop_assert_eq!(&written, &framed);
+            proptest::prop_assert_eq!(len, framed.len());
         }
     }
 

@@ -5,7 +5,7 @@
 //! bytes that remain before it is used. Failures are reported as a short reason ([`Dec`]);
 //! the caller turns it into a corruption error naming the file and the block offset.
 
-use crate::cell::{CellType, StoreCell, StoreKey};
+use crate::cell::{CellRef, CellType, StoreKey};
 use std::borrow::Cow;
 use std::cmp::Ordering;
 use std::ops::Range;
@@ -27,23 +27,29 @@ pub(crate) fn put_key(out: &mut Vec<u8>, key: &StoreKey) {
 }
 
 /// The encoded length of `cell` as a data-block entry.
-pub(crate) fn entry_len(cell: &StoreCell) -> usize {
-    let k = &cell.key;
-    varint_len(k.row.len() as u64)
-        + k.row.len()
-        + varint_len(k.qualifier.len() as u64)
-        + k.qualifier.len()
+pub(crate) fn entry_len(cell: &CellRef<'_>) -> usize {
+    varint_len(cell.row.len() as u64)
+        + cell.row.len()
+        + varint_len(cell.qualifier.len() as u64)
+        + cell.qualifier.len()
         + 9
-        + varint_len(k.seq)
+        + varint_len(cell.seq)
         + varint_len(cell.value.len() as u64)
         + cell.value.len()
 }
 
-/// Appends `cell` as a data-block entry: its key, then the length-prefixed value.
-pub(crate) fn put_entry(out: &mut Vec<u8>, cell: &StoreCell) {
-    put_key(out, &cell.key);
+/// Appends `cell` as a data-block entry: its key (as [`put_key`] writes one), then the
+/// length-prefixed value.
+pub(crate) fn put_entry(out: &mut Vec<u8>, cell: &CellRef<'_>) {
+    put_varint(out, cell.row.len() as u64);
+    out.extend_from_slice(cell.row);
+    put_varint(out, cell.qualifier.len() as u64);
+    out.extend_from_slice(cell.qualifier);
+    out.extend_from_slice(&cell.ts.to_be_bytes());
+    out.push(cell.kind.code());
+    put_varint(out, cell.seq);
     put_varint(out, cell.value.len() as u64);
-    out.extend_from_slice(&cell.value);
+    out.extend_from_slice(cell.value);
 }
 
 /// A key decoded in place: byte ranges into the buffer it was read from.
@@ -224,6 +230,7 @@ impl<'a> Cursor<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cell::StoreCell;
     use proptest::prelude::*;
 
     proptest! {
@@ -260,8 +267,8 @@ mod tests {
                 value: value.into(),
             };
             let mut buf = Vec::new();
-            put_entry(&mut buf, &cell);
-            prop_assert_eq!(buf.len(), entry_len(&cell));
+            put_entry(&mut buf, &CellRef::of(&cell));
+            prop_assert_eq!(buf.len(), entry_len(&CellRef::of(&cell)));
             let (key, v, end) = parse_entry(&buf, 0).unwrap();
             prop_assert_eq!(key.to_key(&bytes::Bytes::from(buf.clone())), cell.key.clone());
             prop_assert_eq!(&buf[v], &cell.value[..]);

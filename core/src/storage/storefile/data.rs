@@ -372,7 +372,7 @@ mod tests {
         let mut offsets = Vec::new();
         for c in cells {
             offsets.push(buf.len() as u32);
-            put_entry(&mut buf, c);
+            put_entry(&mut buf, &crate::cell::CellRef::of(c));
         }
         if stored {
             put_offsets(&mut buf, &offsets);
@@ -478,7 +478,7 @@ mod tests {
     #[test]
     fn malformed_payloads_are_rejected() {
         let mut buf = Vec::new();
-        put_entry(&mut buf, &cell("a", 5));
+        put_entry(&mut buf, &crate::cell::CellRef::of(&cell("a", 5)));
         assert!(DataBlock::decode(Bytes::new(), 0, false).is_err());
         for cut in 1..buf.len() {
             assert!(DataBlock::decode(Bytes::copy_from_slice(&buf[..cut]), 0, false).is_err());

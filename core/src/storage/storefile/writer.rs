@@ -6,16 +6,17 @@
 //! dropped unfinished leaves nothing. After any error (out-of-order cell, I/O failure) the
 //! writer is unusable: every later call fails and nothing is ever stored.
 
-use super::block::Framer;
+use super::block::{write_plain, Framer};
 use super::bloom;
 use super::codec::{entry_len, put_entry};
 use super::data::{offsets_len, put_offsets, OFFSETS_OVERHEAD};
 use super::meta::{encode_index, encode_info, IndexEntry, Trailer, VERSION};
 use super::{FileInfo, WriterOptions, MAX_BLOCK_LEN, ROW_SLACK};
-use crate::cell::{same_bytes, StoreCell, StoreKey};
+use crate::cell::{same_bytes, CellRef, CellType, StoreCell, StoreKey};
 use crate::error::{Error, Result};
 use crate::objects::{ObjectWriter, Objects, PutMode};
 use crate::schema::{BloomType, Compression};
+use std::cmp::Ordering;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,7 +58,45 @@ pub struct StoreFileWriter {
     info: FileInfo,
     /// One bloom hash per distinct row (or row + qualifier) so far; empty without a bloom.
     bloom_hashes: Vec<u64>,
+    /// The key of the last cell appended, its bytes copied into reused buffers (the file
+    /// info's last key is built from it at the end).
+    last: Option<LastKey>,
     failed: bool,
+}
+
+/// The last key a writer appended.
+#[derive(Debug)]
+struct LastKey {
+    row: Vec<u8>,
+    qualifier: Vec<u8>,
+    ts: u64,
+    kind: CellType,
+    seq: u64,
+}
+
+impl Default for LastKey {
+    fn default() -> Self {
+        LastKey {
+            row: Vec::new(),
+            qualifier: Vec::new(),
+            ts: 0,
+            kind: CellType::Put,
+            seq: 0,
+        }
+    }
+}
+
+impl LastKey {
+    fn as_ref(&self) -> CellRef<'_> {
+        CellRef {
+            row: &self.row,
+            qualifier: &self.qualifier,
+            ts: self.ts,
+            kind: self.kind,
+            seq: self.seq,
+            value: &[],
+        }
+    }
 }
 
 impl StoreFileWriter {
@@ -112,6 +151,7 @@ impl StoreFileWriter {
                 file_size: 0,
             },
             bloom_hashes: Vec::new(),
+            last: None,
             failed: false,
         })
     }
@@ -119,16 +159,27 @@ impl StoreFileWriter {
     /// Appends one cell. Cells must come in strictly ascending [`StoreKey`] order; otherwise
     /// this returns [`Error::BadArgument`] and the writer is unusable.
     pub fn append(&mut self, cell: &StoreCell) -> Result<()> {
+        self.append_ref(&CellRef::of(cell))
+    }
+
+    /// [`StoreFileWriter::append`] of a borrowed cell: a flush writes a MemStore's cells
+    /// straight from its rows, building no [`StoreCell`].
+    pub fn append_ref(&mut self, cell: &CellRef<'_>) -> Result<()> {
         self.check_usable()?;
-        if let Some(last) = &self.info.last_key {
-            if cell.key <= *last {
-                self.failed = true;
-                return Err(Error::bad_argument(format!(
-                    "store file cells out of order: {:?} after {:?}",
-                    cell.key, last
-                )));
+        let new_row = match &self.last {
+            Some(last) => {
+                if cell.cmp_key(&last.as_ref()) != Ordering::Greater {
+                    self.failed = true;
+                    return Err(Error::bad_argument(format!(
+                        "store file cells out of order: {:?} after {:?}",
+                        cell.to_key(),
+                        last.as_ref().to_key()
+                    )));
+                }
+                !same_bytes(&last.row, cell.row)
             }
-        }
+            None => true,
+        };
         let len = entry_len(cell);
         if len + OFFSETS_OVERHEAD > MAX_BLOCK_LEN {
             // Nothing was written: the writer stays usable.
@@ -138,11 +189,6 @@ impl StoreFileWriter {
         }
         let listed = offsets_len(self.block_offsets.len() + 1, self.block.len() + len);
         let size = self.opts.block_size;
-        let new_row = self
-            .info
-            .last_key
-            .as_ref()
-            .is_none_or(|l| !same_bytes(&l.row, &cell.key.row));
         // A full block closes at a row boundary, or inside a row past the slack.
         let full = self.block.len() >= size
             && (new_row || self.block.len() >= size.saturating_add(size / ROW_SLACK));
@@ -150,7 +196,7 @@ impl StoreFileWriter {
             self.guard(Self::flush_block)?;
         }
         if self.block.is_empty() {
-            self.block_first = Some(cell.key.clone());
+            self.block_first = Some(cell.to_key());
             self.block_starts_row = new_row;
         }
         // Blocks stay under MAX_BLOCK_LEN (checked above), so offsets fit in a u32.
@@ -159,30 +205,40 @@ impl StoreFileWriter {
         put_entry(&mut self.block, cell);
         // Keys are sorted, so a row (`new_row`, above) or a row + qualifier is new iff it
         // differs from the last.
-        let last = self.info.last_key.as_ref();
         match self.opts.bloom {
             BloomType::None => {}
             BloomType::Row => {
                 if new_row {
-                    self.bloom_hashes.push(bloom::row_hash(&cell.key.row));
+                    self.bloom_hashes.push(bloom::row_hash(cell.row));
                 }
             }
             BloomType::RowCol => {
-                if new_row || last.is_none_or(|l| !same_bytes(&l.qualifier, &cell.key.qualifier)) {
-                    let h = bloom::row_col_hash(&cell.key.row, &cell.key.qualifier);
+                let new_column = self
+                    .last
+                    .as_ref()
+                    .is_none_or(|l| !same_bytes(&l.qualifier, cell.qualifier));
+                if new_row || new_column {
+                    let h = bloom::row_col_hash(cell.row, cell.qualifier);
                     self.bloom_hashes.push(h);
                 }
             }
         }
         let info = &mut self.info;
         if info.first_key.is_none() {
-            info.first_key = Some(cell.key.clone());
+            info.first_key = Some(cell.to_key());
         }
-        info.last_key = Some(cell.key.clone());
-        info.max_seq = info.max_seq.max(cell.key.seq);
-        info.min_ts = info.min_ts.min(cell.key.ts);
-        info.max_ts = info.max_ts.max(cell.key.ts);
+        info.max_seq = info.max_seq.max(cell.seq);
+        info.min_ts = info.min_ts.min(cell.ts);
+        info.max_ts = info.max_ts.max(cell.ts);
         info.entry_count += 1;
+        let last = self.last.get_or_insert_with(LastKey::default);
+        if new_row {
+            last.row.clear();
+            last.row.extend_from_slice(cell.row);
+        }
+        last.qualifier.clear();
+        last.qualifier.extend_from_slice(cell.qualifier);
+        (last.ts, last.kind, last.seq) = (cell.ts, cell.kind, cell.seq);
         Ok(())
     }
 
@@ -195,6 +251,7 @@ impl StoreFileWriter {
 
     fn finish_inner(&mut self) -> Result<FileInfo> {
         self.flush_block()?;
+        self.info.last_key = self.last.as_ref().map(|l| l.as_ref().to_key());
         let index_offset = self.offset;
         let mut payload = Vec::new();
         encode_index(&self.index, true, &mut payload);
@@ -275,13 +332,17 @@ impl StoreFileWriter {
 
     /// Frames and writes one block; returns its framed length.
     fn write_block(&mut self, payload: &[u8], compression: Compression) -> Result<u32> {
-        self.framer.frame(payload, compression, &mut self.framed)?;
-        let len = u32::try_from(self.framed.len())
+        let out = self.out.as_mut().ok_or_else(finished)?;
+        let framed = if compression == Compression::None {
+            // Written in place: no copy into the framing buffer.
+            write_plain(payload, out)?
+        } else {
+            self.framer.frame(payload, compression, &mut self.framed)?;
+            out.write_all(&self.framed)?;
+            self.framed.len()
+        };
+        let len = u32::try_from(framed)
             .map_err(|_| Error::bad_argument("block too large for the format"))?;
-        self.out
-            .as_mut()
-            .ok_or_else(finished)?
-            .write_all(&self.framed)?;
         self.offset += u64::from(len);
         Ok(len)
     }

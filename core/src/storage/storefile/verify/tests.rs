@@ -82,7 +82,7 @@ fn write_crafted_as(
         let mut at = Vec::new();
         for c in b {
             at.push(payload.len() as u32);
-            put_entry(&mut payload, c);
+            put_entry(&mut payload, &crate::cell::CellRef::of(c));
             info.first_key.get_or_insert(c.key.clone());
             info.last_key = Some(c.key.clone());
             info.max_seq = info.max_seq.max(c.key.seq);
