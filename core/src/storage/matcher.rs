@@ -355,11 +355,44 @@ pub(crate) struct PlainRow<'a> {
     spec: &'a ReadSpec,
     columns: Option<&'a BTreeSet<Bytes>>,
     started: bool,
-    qualifier: Vec<u8>,
+    qualifier: ColumnName,
     last_put_ts: Timestamp,
     kept: u32,
     returned: u32,
     selected: bool,
+}
+
+/// The current column's qualifier, copied: inline while short (no allocation for a
+/// typical qualifier), in a vector past that.
+struct ColumnName {
+    inline: [u8; 32],
+    len: usize,
+    spilled: Vec<u8>,
+}
+
+impl ColumnName {
+    #[inline(always)]
+    fn get(&self) -> &[u8] {
+        match self.inline.get(..self.len) {
+            Some(q) => q,
+            None => &self.spilled,
+        }
+    }
+
+    #[inline(always)]
+    fn set(&mut self, q: &[u8]) {
+        match self.inline.get_mut(..q.len()) {
+            Some(dst) => {
+                dst.copy_from_slice(q);
+                self.len = q.len();
+            }
+            None => {
+                self.spilled.clear();
+                self.spilled.extend_from_slice(q);
+                self.len = usize::MAX;
+            }
+        }
+    }
 }
 
 impl<'a> PlainRow<'a> {
@@ -378,7 +411,11 @@ impl<'a> PlainRow<'a> {
             spec,
             columns,
             started: false,
-            qualifier: Vec::new(),
+            qualifier: ColumnName {
+                inline: [0; 32],
+                len: 0,
+                spilled: Vec::new(),
+            },
             last_put_ts: 0,
             kept: 0,
             returned: 0,
@@ -388,7 +425,7 @@ impl<'a> PlainRow<'a> {
 
     /// Judges the next cell of the row (cells come in [`StoreKey`](crate::cell::StoreKey)
     /// order).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn offer(
         &mut self,
         qualifier: &[u8],
@@ -402,10 +439,9 @@ impl<'a> PlainRow<'a> {
         if seq > self.spec.read_point {
             return Verdict::Skip;
         }
-        if !self.started || !same_bytes(&self.qualifier, qualifier) {
+        if !self.started || !same_bytes(self.qualifier.get(), qualifier) {
             self.started = true;
-            self.qualifier.clear();
-            self.qualifier.extend_from_slice(qualifier);
+            self.qualifier.set(qualifier);
             self.kept = 0;
             self.returned = 0;
             self.selected = self.columns.is_none_or(|cols| cols.contains(qualifier));
