@@ -133,7 +133,7 @@ fn read_part(w: &Workload, ks: &Keyspace, part: &[u32]) -> fjall::Result<(u64, u
 
 /// Waits until no flush or compaction has run for [`QUIET`], so reads measure fjall at rest
 /// (Basalt settles the same way with `Admin::compact`).
-fn settle(db: &Database) -> BenchResult<()> {
+pub(crate) fn settle(db: &Database) -> BenchResult<()> {
     let start = Instant::now();
     let mut idle_since = Instant::now();
     loop {

@@ -1,11 +1,14 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, gateway, ycsb, all (`all` runs all but gateway
-//! and ycsb). The
+//! filters, coprocessors, salting, index, gateway, ycsb, opcost, all (`all` runs all but
+//! gateway, ycsb and opcost). The
 //! `ycsb` suite runs YCSB's core workloads (load, then A, B, C, F, D, E) on Basalt, fjall and,
 //! with the `rocksdb` feature, RocksDB (`[--records N] [--operations N] [--threads N]
-//! [--chart FILE]`). The `index` suite compares
+//! [--chart FILE]`). The `opcost` suite runs put, cached get, missed get and scan phases
+//! on Basalt and fjall, each ended by a marker function, for `bench/callgrind.py`, which
+//! runs it under callgrind and prints instructions and mallocs per operation
+//! (`RESULT opcost/<phase> ... unit=instructions`). The `index` suite compares
 //! puts with 1 and 3 secondary indexes against none and an index lookup against a filtered
 //! full scan. The `gateway` suite compares happybase batch puts and scans through
 //! `basalt serve` with the same work through the Rust API (`rust_api`). The
@@ -27,6 +30,7 @@ mod filters;
 mod fjall_side;
 mod gateway;
 mod index;
+mod opcost;
 mod put_rounds;
 mod salting;
 mod storage;
@@ -42,7 +46,7 @@ use std::process::ExitCode;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Every suite the CLI knows, implemented or not.
-const SUITES: [&str; 9] = [
+const SUITES: [&str; 10] = [
     "core",
     "storage",
     "filters",
@@ -51,6 +55,7 @@ const SUITES: [&str; 9] = [
     "index",
     "gateway",
     "ycsb",
+    "opcost",
     "all",
 ];
 
@@ -176,9 +181,10 @@ fn print_report(figures: &[Figure]) {
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
-  suite     core | storage | filters | coprocessors | salting | index | gateway | ycsb | all
+  suite     core | storage | filters | coprocessors | salting | index | gateway | ycsb |
+            opcost | all
             (`all` runs all but gateway, which needs the `basalt` binary
-            (cargo build --release -p basalt-cli) and python3 with happybase, and ycsb)
+            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb and opcost)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
             gateway 200000)
@@ -198,9 +204,21 @@ with `--features rocksdb`):
   --chart FILE    also write an SVG bar chart of ops/s per workload and engine
   --engines LIST  comma-separated engines to run (default basalt,fjall and rocksdb when built)
   --workloads LIST  comma-separated workloads to run after the load (default a,b,c,f,d,e)
+opcost suite (instructions and mallocs per operation on Basalt and fjall; phases open, put
+with its flush, warm, get_cached, scan_row, reopen with an 8 MiB block cache, warm2,
+get_missed, each ended by opcost::phase_end, which prints `OPCOST <engine> <phase> <ops>`).
+Run alone it prints ops/s and block cache counters; for the figures run it under callgrind
+(after cargo build --release -p basalt-bench):
+    python3 bench/callgrind.py [--out DIR] --records 100000 --operations 50000
+  --records N     records loaded (default 100000; they must fit the 256 MiB block cache)
+  --operations N  gets per get phase, a tenth as many 100-row scans (default 50000)
+  --threads N     clients for the load, gets and scans (default 2)
+  --engines LIST  basalt,fjall (default both)
 profiling aids (core suite; no figures are published with them):
   BASALT_BENCH_ONLY_BASALT=1      run the Basalt side only (no fjall, no ratios)
   BASALT_BENCH_FLUSH_BYTES=N      Basalt's memstore flush size (small runs get the files of big ones)
+profiling aid (opcost suite):
+  BASALT_BENCH_MISS_CACHE_BYTES=N the block cache of the reopened engines (default 8 MiB)
 profiling aid (coprocessors and index suites):
   BASALT_BENCH_PUT_ONLY=NAME      run the put rounds of one table alone (a figure's name, or
                                   none), nothing else, no figures: for callgrind's
@@ -215,7 +233,7 @@ struct Args {
     compaction_compression: basalt_core::Compression,
     rounds: usize,
     records: Option<u64>,
-    operations: u64,
+    operations: Option<u64>,
     threads: usize,
     chart: Option<PathBuf>,
     engines: Vec<String>,
@@ -268,7 +286,7 @@ fn parse_args() -> Result<Args, String> {
     let mut compaction_compression = basalt_core::Compression::Lz4;
     let mut rounds = 3;
     let mut records = None;
-    let mut operations = ycsb::DEFAULT_OPERATIONS;
+    let mut operations = None;
     let mut threads = ycsb::DEFAULT_THREADS;
     let mut chart = None;
     let mut engines = ycsb::ENGINES.iter().map(|e| e.to_string()).collect();
@@ -300,7 +318,7 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or_else(|| format!("--rounds: not a positive number: {v}"))?;
             }
             "--records" => records = Some(count("--records", args.next())?),
-            "--operations" => operations = count("--operations", args.next())?,
+            "--operations" => operations = Some(count("--operations", args.next())?),
             "--threads" => {
                 threads = usize::try_from(count("--threads", args.next())?)
                     .ok()
@@ -376,6 +394,7 @@ fn main() -> ExitCode {
         "index" => &["index"],
         "gateway" => &["gateway"],
         "ycsb" => &["ycsb"],
+        "opcost" => &["opcost"],
         other => {
             eprintln!("unknown suite {other}");
             return ExitCode::from(3);
@@ -390,7 +409,7 @@ fn main() -> ExitCode {
             core.compaction_compression = args.compaction_compression;
             let settings = ycsb::Settings {
                 records,
-                operations: args.operations,
+                operations: args.operations.unwrap_or(ycsb::DEFAULT_OPERATIONS),
                 threads: args.threads,
                 core,
                 chart: args.chart.clone(),
@@ -399,6 +418,29 @@ fn main() -> ExitCode {
             };
             if let Err(e) = ycsb::run(&settings) {
                 eprintln!("error: suite ycsb failed: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!();
+            continue;
+        }
+        if suite == "opcost" {
+            let records = args
+                .records
+                .or(args.rows)
+                .unwrap_or(opcost::DEFAULT_RECORDS);
+            let mut core = core::Settings::new(records, args.dir.clone());
+            core.block_size = args.block_size;
+            core.compression = args.compression;
+            core.compaction_compression = args.compaction_compression;
+            let settings = opcost::Settings {
+                records,
+                operations: args.operations.unwrap_or(opcost::DEFAULT_OPERATIONS),
+                threads: args.threads,
+                core,
+                engines: args.engines.clone(),
+            };
+            if let Err(e) = opcost::run(&settings) {
+                eprintln!("error: suite opcost failed: {e}");
                 return ExitCode::FAILURE;
             }
             println!();

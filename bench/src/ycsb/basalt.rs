@@ -13,7 +13,7 @@
 
 use super::client::{merge, PhasePlan, Planned, ThreadStats};
 use super::{check_fields, Measured, Settings};
-use crate::workload::{split_keys, FIELD_NAMES};
+use crate::workload::{split_keys, FIELDS, FIELD_NAMES};
 use crate::BenchResult;
 use basalt_core::client::{Get, Put, Scan};
 use basalt_core::{
@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// The table's name (YCSB's default `table`).
-const TABLE: &str = "usertable";
+pub(crate) const TABLE: &str = "usertable";
 /// The one column family.
 const FAMILY: &str = "f";
 
 /// Reads every field of `key`; an error unless the row has its 10 fields.
-async fn read(table: &Table, key: &[u8]) -> BenchResult<()> {
+pub(crate) async fn read(table: &Table, key: &[u8]) -> BenchResult<()> {
     let row = table.get(Get::new(key)).await?;
     check_fields("basalt", key, row.cells.iter().map(|c| c.value.len()))
 }
@@ -39,12 +39,7 @@ async fn read(table: &Table, key: &[u8]) -> BenchResult<()> {
 async fn execute(table: &Table, p: &Planned<'_>) -> BenchResult<u64> {
     match p {
         Planned::Insert { key, fields, .. } => {
-            let mut put = Put::new(key).durability(Durability::SyncWal);
-            for (q, v) in FIELD_NAMES.iter().zip(fields) {
-                put = put.add_column(FAMILY, q, v);
-            }
-            table.put(put).await?;
-            Ok(0)
+            insert(table, key.as_bytes(), fields).await.map(|()| 0)
         }
         Planned::Read { key } => read(table, key.as_bytes()).await.map(|()| 0),
         Planned::Update {
@@ -62,21 +57,35 @@ async fn execute(table: &Table, p: &Planned<'_>) -> BenchResult<u64> {
             table.put(put).await?;
             Ok(0)
         }
-        Planned::Scan { key, len } => {
-            let scan = Scan::new().start_row(key).limit(*len).prefetch(false);
-            let mut stream = table.scan(scan)?;
-            let mut rows = 0;
-            while let Some(row) = stream.try_next().await? {
-                check_fields(
-                    "basalt scan",
-                    &row.row,
-                    row.cells.iter().map(|c| c.value.len()),
-                )?;
-                rows += 1;
-            }
-            Ok(rows)
-        }
+        Planned::Scan { key, len } => scan(table, key.as_bytes(), *len).await,
     }
+}
+
+/// Inserts a row with every field, `SyncWal`.
+pub(crate) async fn insert(table: &Table, key: &[u8], fields: &[&[u8]; FIELDS]) -> BenchResult<()> {
+    let mut put = Put::new(key).durability(Durability::SyncWal);
+    for (q, v) in FIELD_NAMES.iter().zip(fields) {
+        put = put.add_column(FAMILY, q, v);
+    }
+    table.put(put).await?;
+    Ok(())
+}
+
+/// Reads up to `len` rows from `start` on (no prefetch); returns how many, each checked to
+/// have its 10 fields.
+pub(crate) async fn scan(table: &Table, start: &[u8], len: usize) -> BenchResult<u64> {
+    let scan = Scan::new().start_row(start).limit(len).prefetch(false);
+    let mut stream = table.scan(scan)?;
+    let mut rows = 0;
+    while let Some(row) = stream.try_next().await? {
+        check_fields(
+            "basalt scan",
+            &row.row,
+            row.cells.iter().map(|c| c.value.len()),
+        )?;
+        rows += 1;
+    }
+    Ok(rows)
 }
 
 /// Runs `phase` on `table`, one tokio task per client.
@@ -105,10 +114,13 @@ async fn drive(table: Table, phase: Arc<PhasePlan>) -> BenchResult<Measured> {
     merge(phase.name, start.elapsed(), clients)
 }
 
-/// Opens Basalt in `dir` and creates the table as the core suite does.
-async fn open(dir: &Path, s: &Settings) -> BenchResult<(Connection, Table)> {
-    let conn = Connection::open_with(crate::basalt_side::config(dir, &s.core)).await?;
-    let splits = split_keys(s.core.regions)
+/// Opens Basalt in `dir` and creates the table as the core suite does (settings `core`).
+pub(crate) async fn open(
+    dir: &Path,
+    core: &crate::core::Settings,
+) -> BenchResult<(Connection, Table)> {
+    let conn = Connection::open_with(crate::basalt_side::config(dir, core)).await?;
+    let splits = split_keys(core.regions)
         .iter()
         .map(|k| k.to_vec())
         .collect();
@@ -116,9 +128,9 @@ async fn open(dir: &Path, s: &Settings) -> BenchResult<(Connection, Table)> {
         .create_table_with_splits(
             TableDescriptor::new(TableName::parse(TABLE)?).family(
                 ColumnFamilyDescriptor::new(FAMILY)
-                    .block_size(s.core.block_size)
-                    .compression(s.core.compression)
-                    .compaction_compression(s.core.compaction_compression),
+                    .block_size(core.block_size)
+                    .compression(core.compression)
+                    .compaction_compression(core.compaction_compression),
             ),
             PreSplit::Keys(splits),
         )
@@ -133,7 +145,7 @@ pub fn run(s: &Settings) -> BenchResult<Vec<Measured>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let (conn, table) = rt.block_on(open(tmp.path(), s))?;
+    let (conn, table) = rt.block_on(open(tmp.path(), &s.core))?;
     let out = super::run_phases("basalt", s, |phase| {
         rt.block_on(drive(table.clone(), phase))
     });

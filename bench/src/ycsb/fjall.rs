@@ -51,7 +51,18 @@ pub fn check_value(what: &str, key: &[u8], value: Option<&[u8]>) -> BenchResult<
 
 /// fjall as a [`Store`].
 pub struct FjallStore {
-    ks: Keyspace,
+    /// The keyspace every record is in.
+    pub(crate) ks: Keyspace,
+}
+
+/// Opens (or creates) fjall in `dir` with a block cache of `cache_bytes` and the suite's
+/// keyspace (created with the journal persisted on every insert, or reopened as it is).
+pub(crate) fn open(dir: &std::path::Path, cache_bytes: u64) -> BenchResult<(Database, FjallStore)> {
+    let db = Database::builder(dir).cache_size(cache_bytes).open()?;
+    let ks = db.keyspace(KEYSPACE, || {
+        KeyspaceCreateOptions::default().manual_journal_persist(false)
+    })?;
+    Ok((db, FjallStore { ks }))
 }
 
 impl Store for FjallStore {
@@ -92,13 +103,7 @@ impl Store for FjallStore {
 /// Runs the load and every workload on fjall in a fresh temporary directory.
 pub fn run(s: &Settings) -> BenchResult<Vec<super::Measured>> {
     let tmp = super::temp_dir(s, "fjall")?;
-    let db = Database::builder(tmp.path())
-        .cache_size(s.core.cache_bytes)
-        .open()?;
-    let ks = db.keyspace(KEYSPACE, || {
-        KeyspaceCreateOptions::default().manual_journal_persist(false)
-    })?;
-    let store = FjallStore { ks };
+    let (db, store) = open(tmp.path(), s.core.cache_bytes)?;
     let out = super::run_engine("fjall", &store, s);
     drop(store);
     drop(db);
