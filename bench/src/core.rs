@@ -52,7 +52,7 @@ impl Settings {
             readers: 8,
             regions: 8,
             cache_bytes: 256 << 20,
-            block_size: 16 * 1024,
+            block_size: 8 * 1024,
             compression: basalt_core::Compression::None,
             compaction_compression: basalt_core::Compression::Lz4,
             rounds: 3,

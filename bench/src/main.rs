@@ -189,7 +189,7 @@ const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--bloc
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
             gateway 200000)
   --dir P   where the temporary data directories go (default: the system temp dir)
-  --block-size B  Basalt's data block size for the bench family (default 16384)
+  --block-size B  Basalt's data block size for the bench family (default 8192)
   --compression C Basalt's block compression of flushed files in the core suite:
                   none | lz4 | zstd | snappy (default none, as fjall's level 0)
   --compaction-compression C  the same for compacted files (default lz4, as fjall's
@@ -281,7 +281,7 @@ fn parse_args() -> Result<Args, String> {
     let mut suite = None;
     let mut rows = None;
     let mut dir = std::env::temp_dir();
-    let mut block_size = 16 * 1024;
+    let mut block_size = 8 * 1024;
     let mut compression = basalt_core::Compression::None;
     let mut compaction_compression = basalt_core::Compression::Lz4;
     let mut rounds = 3;

@@ -62,7 +62,7 @@ pub const DEFAULT_OPERATIONS: u64 = 50_000;
 /// Rows per scan.
 pub const SCAN_ROWS: usize = 100;
 /// The block cache of the reopened engines (unless `BASALT_BENCH_MISS_CACHE_BYTES` says
-/// otherwise): 512 of Basalt's 16 KiB blocks, 2048 of fjall's 4 KiB ones, against the
+/// otherwise): 1024 of Basalt's 8 KiB blocks (the bench's default), 2048 of fjall's 4 KiB ones, against the
 /// ~110 MB of data blocks 100,000 records fill, so over 90% of the gets miss. Basalt keeps its
 /// block indexes and bloom filters outside the block cache, so they behave as in a normal
 /// run whatever the size. fjall pins the index of its first two levels and the filter of

@@ -72,6 +72,12 @@ fn may_contain_hashed(
     }
 }
 
+/// A source a plain point read reads a row from.
+enum Source {
+    Mem(MemRow),
+    File(Arc<StoreFileReader>),
+}
+
 /// Returns the family name as a `Bytes` over a process-wide interned copy, so that the
 /// family of every cell read shares it without reference counting (a static `Bytes` clones
 /// for free). The interned set only grows by distinct family names ever opened, a few bytes
@@ -234,37 +240,39 @@ impl Store {
         let Some(mut plain) = PlainRow::new(&rules, spec, columns) else {
             return Ok(false);
         };
-        /// The one source that may hold the row.
-        enum Source {
-            Mem(MemRow),
-            File(Arc<StoreFileReader>),
-        }
-        let source = {
+        // Every source that may hold the row, newest first; files the bloom filters rule out
+        // are counted as skipped once the read is answered here.
+        let (sources, skipped) = {
             let s = self.state.read();
-            let mut source = None;
+            let mut sources: Vec<Source> = Vec::new();
             for m in std::iter::once(&s.active).chain(s.snapshot.iter()) {
                 if let Some(r) = m.find_row(row) {
-                    if source.is_some() {
-                        return Ok(false);
-                    }
-                    source = Some(Source::Mem(r));
+                    sources.push(Source::Mem(r));
                 }
             }
             let (mut skipped, mut hash) = (0, None);
             for f in &s.files {
-                if !may_contain_hashed(f, row, columns, &mut hash) {
-                    skipped += 1;
-                } else if source.is_some() {
-                    return Ok(false);
+                if may_contain_hashed(f, row, columns, &mut hash) {
+                    sources.push(Source::File(f.clone()));
                 } else {
-                    source = Some(Source::File(f.clone()));
+                    skipped += 1;
                 }
             }
-            if skipped > 0 {
-                self.bloom_skips.fetch_add(skipped, AtomicOrdering::Relaxed);
-            }
-            source
+            (sources, skipped)
         };
+        let source = match sources.len() {
+            0 | 1 => sources.into_iter().next(),
+            _ => {
+                let answered = self.read_row_merged(row, sources, &mut plain, mode, out)?;
+                if answered && skipped > 0 {
+                    self.bloom_skips.fetch_add(skipped, AtomicOrdering::Relaxed);
+                }
+                return Ok(answered);
+            }
+        };
+        if skipped > 0 {
+            self.bloom_skips.fetch_add(skipped, AtomicOrdering::Relaxed);
+        }
         let family = &self.family;
         let before = out.len();
         let mut aborted = false;
@@ -306,6 +314,73 @@ impl Store {
         if aborted {
             out.truncate(before);
             return Ok(false);
+        }
+        Ok(true)
+    }
+
+    /// [`Store::read_row_plain`] of a row several sources may hold (a row updated since it
+    /// was flushed): every source's cells of the row are gathered (each source holds them
+    /// sorted), put in key order with one copy of each key, and matched by `plain`. Returns
+    /// false, with `out` as it was, at the first cell `plain` cannot match (a delete marker
+    /// or a cell TTL, in any source).
+    fn read_row_merged(
+        &self,
+        row: &Bytes,
+        sources: Vec<Source>,
+        plain: &mut PlainRow<'_>,
+        mode: CacheMode,
+        out: &mut Vec<Cell>,
+    ) -> crate::error::Result<bool> {
+        let mut cells: Vec<StoreCell> = Vec::with_capacity(32);
+        let mut plain_only = true;
+        for source in &sources {
+            match source {
+                Source::Mem(r) => r.for_each_cell_while(|c| {
+                    plain_only = c.key.kind == CellType::Put;
+                    if plain_only {
+                        cells.push(c);
+                    }
+                    plain_only
+                }),
+                Source::File(f) => f.walk_row(row, mode, |block, k, value| {
+                    plain_only = k.kind == CellType::Put;
+                    if plain_only {
+                        let buf = block.payload();
+                        cells.push(StoreCell {
+                            key: k.to_key(buf),
+                            value: buf.slice(value),
+                        });
+                    }
+                    plain_only
+                })?,
+            }
+            if !plain_only {
+                return Ok(false);
+            }
+        }
+        // Each source's cells are sorted: a stable sort of their concatenation is a merge,
+        // and the copies of one key (a write flushed while still in a MemStore) are equal.
+        cells.sort_by(|a, b| a.key.cmp(&b.key));
+        cells.dedup_by(|a, b| a.key == b.key);
+        let family = &self.family;
+        let before = out.len();
+        for c in cells {
+            match plain.offer(&c.key.qualifier, c.key.ts, c.key.kind, c.key.seq) {
+                Verdict::Skip => {}
+                Verdict::Emit => out.push(Cell {
+                    row: c.key.row,
+                    family: family.clone(),
+                    qualifier: c.key.qualifier,
+                    timestamp: c.key.ts,
+                    kind: CellType::Put,
+                    value: c.value,
+                }),
+                // Every cell is a plain put (checked above).
+                Verdict::Abort => {
+                    out.truncate(before);
+                    return Ok(false);
+                }
+            }
         }
         Ok(true)
     }

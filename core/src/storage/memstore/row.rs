@@ -192,9 +192,32 @@ impl Narrow {
         u8::try_from(self.more.len()).ok()
     }
 
-    /// Inserts `c`, whose qualifier sits at `at` in buffer `b` and whose value follows it;
-    /// `None` (nothing changed) when the row is full and the key is new.
-    fn insert(&mut self, b: u8, at: usize, c: &StoreCell) -> Option<Inserted> {
+    /// The slot of `c`, whose qualifier sits at `at` in buffer `b` and whose value follows it.
+    fn slot(b: u8, at: usize, c: &StoreCell) -> Slot {
+        // `register` checked the buffer's length, so the offsets fit.
+        let q_len = c.key.qualifier.len();
+        Slot {
+            q_at: at as u32,
+            q_len: q_len as u32,
+            v_at: (at + q_len) as u32,
+            v_len: c.value.len() as u32,
+            ts: c.key.ts,
+            seq: c.key.seq,
+            kind: c.key.kind,
+            buf: b,
+        }
+    }
+
+    /// Appends `c` (placed as [`Narrow::slot`] says) after the row's last cell: the caller
+    /// knows its key is greater than every key of the row and that the row has room.
+    fn push(&mut self, b: u8, at: usize, c: &StoreCell) {
+        self.slots.push(Self::slot(b, at, c));
+    }
+
+    /// Inserts `c`, whose qualifier sits at `at` in buffer `b` and whose value follows it,
+    /// and says whether its slot is now the row's last; `None` (nothing changed) when the
+    /// row is full and the key is new.
+    fn insert(&mut self, b: u8, at: usize, c: &StoreCell) -> Option<(Inserted, bool)> {
         let k = ColRef {
             qualifier: &c.key.qualifier,
             ts: c.key.ts,
@@ -207,24 +230,14 @@ impl Narrow {
             None => Err(0),
             _ => self.slots.binary_search_by(|s| self.key(s).cmp(&k)),
         };
-        // `register` checked the buffer's length, so the offsets fit.
-        let q_len = c.key.qualifier.len();
-        let slot = Slot {
-            q_at: at as u32,
-            q_len: q_len as u32,
-            v_at: (at + q_len) as u32,
-            v_len: c.value.len() as u32,
-            ts: c.key.ts,
-            seq: c.key.seq,
-            kind: c.key.kind,
-            buf: b,
-        };
+        let slot = Self::slot(b, at, c);
+        let len = self.slots.len();
         match pos {
             Ok(i) => {
                 if let Some(s) = self.slots.get_mut(i) {
                     *s = slot;
                 }
-                Some(Inserted::Overwrote)
+                Some((Inserted::Overwrote, i + 1 == len))
             }
             Err(i) => {
                 if self.slots.len() >= NARROW_MAX {
@@ -237,7 +250,7 @@ impl Narrow {
                 };
                 let stacked = same_col(i.checked_sub(1)) || same_col(Some(i));
                 self.slots.insert(i, slot);
-                Some(Inserted::New { stacked })
+                Some((Inserted::New { stacked }, i == len))
             }
         }
     }
@@ -298,11 +311,35 @@ impl RowMap {
             }
         }
         let (mut added, mut stacked) = (0, false);
+        // The cell this call put at the end of a narrow row last, if it did: a put's
+        // columns usually come in key order, and a cell after it goes to the end with one
+        // comparison of the two cells (no look at the row's slots).
+        let mut appended: Option<&StoreCell> = None;
         for (c, at) in cells {
-            let done = match (&mut *self, b) {
-                (RowMap::Narrow(n), Some(b)) => n.insert(b, at, c),
-                _ => None,
+            if let (RowMap::Narrow(n), Some(b), Some(prev)) = (&mut *self, b, appended) {
+                let key = |c: &'a StoreCell| ColRef {
+                    qualifier: &c.key.qualifier,
+                    ts: c.key.ts,
+                    kind: c.key.kind,
+                    seq: c.key.seq,
+                };
+                if n.slots.len() < NARROW_MAX && key(prev).cmp(&key(c)) == Ordering::Less {
+                    n.push(b, at, c);
+                    added += 1;
+                    stacked |= same_bytes(&prev.key.qualifier, &c.key.qualifier);
+                    appended = Some(c);
+                    continue;
+                }
+            }
+            let (done, last) = match (&mut *self, b) {
+                (RowMap::Narrow(n), Some(b)) => match n.insert(b, at, c) {
+                    Some((r, last)) => (Some(r), last),
+                    None => (None, false),
+                },
+                _ => (None, false),
             };
+            // Only a cell placed last may be compared with instead of the row's slots.
+            appended = last.then_some(c);
             let r = match done {
                 Some(r) => r,
                 None => {

@@ -205,6 +205,44 @@ proptest! {
         prop_assert_eq!(rev, want_rev);
     }
 
+    /// Cells inserted a row at a time in any order, with empty qualifiers and empty values
+    /// (cells that take no bytes of the insert's span, so several share an offset), read
+    /// back as one sorted map in which the last write of a key counts.
+    #[test]
+    fn unsorted_row_inserts_with_empty_cells_match_a_sorted_map(
+        batches in prop::collection::vec(
+            (0usize..3, prop::collection::vec((0usize..6, 0u64..3, 0usize..3), 1..40)),
+            1..20,
+        ),
+    ) {
+        let m = Arc::new(MemStore::new());
+        let mut model = std::collections::BTreeMap::new();
+        for (seq, (r, cols)) in batches.iter().enumerate() {
+            let row = Bytes::from(format!("row{r}"));
+            let cells: Vec<StoreCell> = cols
+                .iter()
+                .map(|(q, ts, vlen)| StoreCell {
+                    key: StoreKey {
+                        row: row.clone(),
+                        qualifier: if *q == 0 { Bytes::new() } else { Bytes::from(format!("q{q}")) },
+                        ts: *ts,
+                        kind: CellType::Put,
+                        seq: seq as u64,
+                    },
+                    value: Bytes::from(vec![b'a' + *q as u8; *vlen]),
+                })
+                .collect();
+            m.insert_row(&row, &cells);
+            for c in cells {
+                model.insert(c.key, c.value);
+            }
+        }
+        prop_assert_eq!(m.len(), model.len());
+        let all: Vec<_> = m.iter().map(|c| (c.key, c.value)).collect();
+        let want: Vec<_> = model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+        prop_assert_eq!(all, want);
+    }
+
     /// Row keys with their 16-byte heads order exactly as their bytes, around the
     /// 16th byte, with zero bytes and with one key a prefix of the other.
     #[test]
