@@ -242,27 +242,34 @@ impl Store {
         };
         // Every source that may hold the row, newest first; files the bloom filters rule out
         // are counted as skipped once the read is answered here.
-        let (sources, skipped) = {
+        // The first source apart, so that the usual read of one source allocates nothing.
+        let (first, more, skipped) = {
             let s = self.state.read();
-            let mut sources: Vec<Source> = Vec::new();
+            let mut first: Option<Source> = None;
+            let mut more: Vec<Source> = Vec::new();
+            let mut add = |source| match first {
+                None => first = Some(source),
+                Some(_) => more.push(source),
+            };
             for m in std::iter::once(&s.active).chain(s.snapshot.iter()) {
                 if let Some(r) = m.find_row(row) {
-                    sources.push(Source::Mem(r));
+                    add(Source::Mem(r));
                 }
             }
             let (mut skipped, mut hash) = (0, None);
             for f in &s.files {
                 if may_contain_hashed(f, row, columns, &mut hash) {
-                    sources.push(Source::File(f.clone()));
+                    add(Source::File(f.clone()));
                 } else {
                     skipped += 1;
                 }
             }
-            (sources, skipped)
+            (first, more, skipped)
         };
-        let source = match sources.len() {
-            0 | 1 => sources.into_iter().next(),
-            _ => {
+        let source = match (first, more.is_empty()) {
+            (first, true) => first,
+            (first, false) => {
+                let sources = first.into_iter().chain(more).collect();
                 let answered = self.read_row_merged(row, sources, &mut plain, mode, out)?;
                 if answered && skipped > 0 {
                     self.bloom_skips.fetch_add(skipped, AtomicOrdering::Relaxed);

@@ -166,7 +166,12 @@ impl ColumnFamilyDescriptor {
         self.bloom = v;
         self
     }
-    /// Sets the block size in bytes.
+    /// Sets the block size in bytes (HBase's `BLOCKSIZE`; default 64 KiB, HBase's). The
+    /// block is what a block-cache miss reads, checks and decodes whole, and what the index
+    /// has one entry for: large blocks suit families that are scanned, small ones families
+    /// read at random. For random point reads choose 8 KiB: in the bench's `opcost` suite a
+    /// miss costs 14.4k instructions at 16 KiB, 8.5k at 8 KiB and 5.7k at 4 KiB, while 4 KiB
+    /// doubles the index kept in memory (`docs/BENCHMARKS.md`, issue 43).
     pub fn block_size(mut self, v: u32) -> Self {
         self.block_size = v;
         self
