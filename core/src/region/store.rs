@@ -72,6 +72,10 @@ fn may_contain_hashed(
     }
 }
 
+/// The most cells a plain point read gathers from several sources before it leaves the row
+/// to the general path (a hot row's versions: see `PLAIN_ROW_MAX_SKIPPED`).
+const MERGED_ROW_MAX_CELLS: usize = 64;
+
 /// A source a plain point read reads a row from.
 enum Source {
     Mem(MemRow),
@@ -329,7 +333,7 @@ impl Store {
     /// was flushed): every source's cells of the row are gathered (each source holds them
     /// sorted), put in key order with one copy of each key, and matched by `plain`. Returns
     /// false, with `out` as it was, at the first cell `plain` cannot match (a delete marker
-    /// or a cell TTL, in any source).
+    /// or a cell TTL, in any source) or past [`MERGED_ROW_MAX_CELLS`] cells.
     fn read_row_merged(
         &self,
         row: &Bytes,
@@ -343,14 +347,14 @@ impl Store {
         for source in &sources {
             match source {
                 Source::Mem(r) => r.for_each_cell_while(|c| {
-                    plain_only = c.key.kind == CellType::Put;
+                    plain_only = c.key.kind == CellType::Put && cells.len() < MERGED_ROW_MAX_CELLS;
                     if plain_only {
                         cells.push(c);
                     }
                     plain_only
                 }),
                 Source::File(f) => f.walk_row(row, mode, |block, k, value| {
-                    plain_only = k.kind == CellType::Put;
+                    plain_only = k.kind == CellType::Put && cells.len() < MERGED_ROW_MAX_CELLS;
                     if plain_only {
                         let buf = block.payload();
                         cells.push(StoreCell {

@@ -360,7 +360,15 @@ pub(crate) struct PlainRow<'a> {
     kept: u32,
     returned: u32,
     selected: bool,
+    /// Cells skipped so far (see [`PLAIN_ROW_MAX_SKIPPED`]).
+    skipped: u32,
 }
+
+/// The most cells [`PlainRow`] skips in a row before it gives the row up
+/// ([`Verdict::Abort`]): a row with many hidden versions (a hot row's updates, not yet
+/// compacted away) is read faster by the general path, which seeks past a column's
+/// versions once the reader has what it wants instead of walking them.
+pub(crate) const PLAIN_ROW_MAX_SKIPPED: u32 = 32;
 
 /// The current column's qualifier, copied: inline while short (no allocation for a
 /// typical qualifier), in a vector past that.
@@ -420,7 +428,20 @@ impl<'a> PlainRow<'a> {
             kept: 0,
             returned: 0,
             selected: false,
+            skipped: 0,
         })
+    }
+
+    /// A cell the reader does not see; past [`PLAIN_ROW_MAX_SKIPPED`] of them, the row goes
+    /// to the general path.
+    #[inline(always)]
+    fn skip(&mut self) -> Verdict {
+        self.skipped += 1;
+        if self.skipped > PLAIN_ROW_MAX_SKIPPED {
+            Verdict::Abort
+        } else {
+            Verdict::Skip
+        }
     }
 
     /// Judges the next cell of the row (cells come in [`StoreKey`](crate::cell::StoreKey)
@@ -437,7 +458,7 @@ impl<'a> PlainRow<'a> {
             return Verdict::Abort;
         }
         if seq > self.spec.read_point {
-            return Verdict::Skip;
+            return self.skip();
         }
         if !self.started || !same_bytes(self.qualifier.get(), qualifier) {
             self.started = true;
@@ -446,7 +467,7 @@ impl<'a> PlainRow<'a> {
             self.returned = 0;
             self.selected = self.columns.is_none_or(|cols| cols.contains(qualifier));
         } else if self.last_put_ts == ts {
-            return Verdict::Skip; // an older write of the same version
+            return self.skip(); // an older write of the same version
         }
         self.last_put_ts = ts;
         let index = self.kept;
@@ -460,7 +481,7 @@ impl<'a> PlainRow<'a> {
             self.returned += 1;
             Verdict::Emit
         } else {
-            Verdict::Skip
+            self.skip()
         }
     }
 }

@@ -619,11 +619,39 @@ proptest::proptest! {
             }
         }
         let plain_row = cells.iter().all(|c| c.key.kind == CellType::Put);
+        // A plain row is given up only past the skip bound (these rows are shorter).
+        proptest::prop_assert!(cells.len() <= PLAIN_ROW_MAX_SKIPPED as usize);
         proptest::prop_assert_eq!(aborted, !plain_row);
         if !aborted {
             proptest::prop_assert_eq!(got, want);
         }
     }
+}
+
+/// A row of many versions the reader skips (a hot column's updates) is given up to the
+/// general path, which seeks past them; one with fewer is matched.
+#[test]
+fn the_plain_row_matcher_gives_up_rows_of_many_hidden_versions() {
+    let rules = plain_rules(1, false);
+    let spec = ReadSpec {
+        read_point: 1000,
+        min_ts: 0,
+        max_ts: u64::MAX,
+        max_versions: 1,
+        now_ms: 1000,
+        raw: false,
+    };
+    let verdicts = |versions: u64| {
+        let mut plain = PlainRow::new(&rules, &spec, None).unwrap();
+        (0..versions)
+            .map(|i| plain.offer(b"q", versions - i, CellType::Put, 1))
+            .collect::<Vec<_>>()
+    };
+    let few = verdicts(u64::from(PLAIN_ROW_MAX_SKIPPED) + 1);
+    assert_eq!(few[0], Verdict::Emit);
+    assert!(few[1..].iter().all(|v| *v == Verdict::Skip));
+    let many = verdicts(u64::from(PLAIN_ROW_MAX_SKIPPED) + 2);
+    assert_eq!(many.last(), Some(&Verdict::Abort));
 }
 
 #[test]
