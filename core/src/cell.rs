@@ -343,6 +343,19 @@ impl StoreCell {
         self
     }
 
+    /// The cell as a read returns it, in `family`, as a plain put (a reader's view of a
+    /// put the matcher let through: no cell TTL left to strip).
+    pub(crate) fn into_put_cell(self, family: &Bytes) -> Cell {
+        Cell {
+            row: self.key.row,
+            family: family.clone(),
+            qualifier: self.key.qualifier,
+            timestamp: self.key.ts,
+            kind: CellType::Put,
+            value: self.value,
+        }
+    }
+
     /// Approximate heap footprint, used for MemStore accounting.
     pub fn heap_size(&self) -> usize {
         self.key.row.len() + self.key.qualifier.len() + self.value.len() + 64

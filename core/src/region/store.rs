@@ -292,14 +292,7 @@ impl Store {
             Some(Source::Mem(r)) => r.for_each_cell_while(|c| {
                 match plain.offer(&c.key.qualifier, c.key.ts, c.key.kind, c.key.seq) {
                     Verdict::Skip => {}
-                    Verdict::Emit => out.push(Cell {
-                        row: c.key.row,
-                        family: family.clone(),
-                        qualifier: c.key.qualifier,
-                        timestamp: c.key.ts,
-                        kind: CellType::Put,
-                        value: c.value,
-                    }),
+                    Verdict::Emit => out.push(c.into_put_cell(family)),
                     Verdict::Abort => aborted = true,
                 }
                 !aborted
@@ -309,14 +302,7 @@ impl Store {
                 let qualifier = buf.get(k.qualifier.clone()).unwrap_or_default();
                 match plain.offer(qualifier, k.ts, k.kind, k.seq) {
                     Verdict::Skip => {}
-                    Verdict::Emit => out.push(Cell {
-                        row: buf.slice(k.row.clone()),
-                        family: family.clone(),
-                        qualifier: buf.slice(k.qualifier.clone()),
-                        timestamp: k.ts,
-                        kind: CellType::Put,
-                        value: buf.slice(value),
-                    }),
+                    Verdict::Emit => out.push(block.put_cell(k, value, family)),
                     Verdict::Abort => aborted = true,
                 }
                 !aborted
@@ -378,14 +364,7 @@ impl Store {
         for c in cells {
             match plain.offer(&c.key.qualifier, c.key.ts, c.key.kind, c.key.seq) {
                 Verdict::Skip => {}
-                Verdict::Emit => out.push(Cell {
-                    row: c.key.row,
-                    family: family.clone(),
-                    qualifier: c.key.qualifier,
-                    timestamp: c.key.ts,
-                    kind: CellType::Put,
-                    value: c.value,
-                }),
+                Verdict::Emit => out.push(c.into_put_cell(family)),
                 // Every cell is a plain put (checked above).
                 Verdict::Abort => {
                     out.truncate(before);

@@ -10,7 +10,7 @@
 //! while the scan's own thread matches versions and builds rows. The cells, their order and
 //! where an error falls are the same as inline (a proptest checks this).
 
-use crate::cell::{same_bytes, Cell, CellType, StoreCell, StoreKey};
+use crate::cell::{same_bytes, Cell, StoreCell, StoreKey};
 use crate::error::Result;
 use crate::storage::matcher::{PlainRow, Verdict};
 use crate::storage::memstore::MemStoreScanner;
@@ -327,14 +327,7 @@ impl MergeIter {
         match plain.offer(&k.qualifier, k.ts, k.kind, k.seq) {
             Verdict::Abort => return Ok(false),
             Verdict::Skip => {}
-            Verdict::Emit => out.push(Cell {
-                row: k.row.clone(),
-                family: family.clone(),
-                qualifier: k.qualifier.clone(),
-                timestamp: k.ts,
-                kind: CellType::Put,
-                value: cur.cell.value.clone(),
-            }),
+            Verdict::Emit => out.push(cur.cell.clone().into_put_cell(family)),
         }
         let walked = scanner.walk_row(row, |block, k, value| {
             let buf = block.payload();
@@ -342,14 +335,7 @@ impl MergeIter {
             match plain.offer(qualifier, k.ts, k.kind, k.seq) {
                 Verdict::Abort => return false,
                 Verdict::Skip => {}
-                Verdict::Emit => out.push(Cell {
-                    row: buf.slice(k.row.clone()),
-                    family: family.clone(),
-                    qualifier: buf.slice(k.qualifier.clone()),
-                    timestamp: k.ts,
-                    kind: CellType::Put,
-                    value: buf.slice(value),
-                }),
+                Verdict::Emit => out.push(block.put_cell(k, value, family)),
             }
             true
         });

@@ -312,6 +312,25 @@ impl DataBlock {
         self.entry(i)
     }
 
+    /// The entry whose key `k` and value range `value` [`DataBlock::raw_entry`] gave, as a
+    /// plain put a read returns in `family` (zero-copy views of the block).
+    #[inline(always)]
+    pub(crate) fn put_cell(
+        &self,
+        k: &RawKey,
+        value: std::ops::Range<usize>,
+        family: &Bytes,
+    ) -> crate::cell::Cell {
+        crate::cell::Cell {
+            row: self.buf.slice(k.row.clone()),
+            family: family.clone(),
+            qualifier: self.buf.slice(k.qualifier.clone()),
+            timestamp: k.ts,
+            kind: crate::cell::CellType::Put,
+            value: self.buf.slice(value),
+        }
+    }
+
     /// Entry `i` as a cell (zero-copy).
     #[inline(always)]
     pub(crate) fn cell(&self, i: usize) -> Dec<StoreCell> {
