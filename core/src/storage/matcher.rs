@@ -549,4 +549,6 @@ impl ColumnState {
 }
 
 #[cfg(test)]
+mod plain_tests;
+#[cfg(test)]
 mod tests;

@@ -10,22 +10,20 @@
 use super::block::{unframe, unframe_shared, FRAME_OVERHEAD};
 use super::bloom::{self, Bloom};
 use super::cache::{BlockCache, CacheMode};
-use super::codec::{parse_entry, Dec, RawKey};
+use super::codec::Dec;
 use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
 use super::scanner::{StoreFileRevScanner, StoreFileScanner};
 use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
-use crate::cell::{same_bytes, CellType, StoreKey};
+use crate::cell::{CellType, StoreKey};
 use crate::error::{Error, Result};
 use crate::fs::ReadFile;
-use crate::keys::RowRange;
 use crate::objects::Objects;
 use crate::schema::BloomType;
 use bytes::{Bytes, BytesMut};
 use std::cmp::Ordering;
 use std::convert::Infallible;
-use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering as AtomicOrdering};
 use std::sync::Arc;
@@ -266,100 +264,6 @@ impl StoreFileReader {
             o != Ordering::Greater
         });
         n.checked_sub(1)
-    }
-
-    /// Walks the entries of the rows inside `range`, in key order and in place: `f` sees
-    /// each entry's row, qualifier, type and value as slices of its block (no cell is
-    /// built) and returns false to stop the walk. Blocks come from the cache or are read as
-    /// `mode` says. Entries of every sequence id and type are passed: deciding what is
-    /// visible is the caller's job.
-    pub fn walk_range(
-        &self,
-        range: &RowRange,
-        mode: CacheMode,
-        mut f: impl FnMut(&RawEntry<'_>) -> bool,
-    ) -> Result<()> {
-        let first = match &range.lo {
-            Bound::Unbounded => 0,
-            Bound::Included(k) | Bound::Excluded(k) => self
-                .block_at_or_before(&StoreKey::first_on_row(k.clone()))
-                .unwrap_or(0),
-        };
-        for i in first..self.block_count() {
-            let block = self.block(i, mode)?;
-            let buf = block.payload().as_ref();
-            let mut at = 0;
-            while at < buf.len() {
-                let (key, value, end) = parse_entry(buf, at)
-                    .ok_or_else(|| self.block_corruption(i, "malformed entry".into()))?;
-                at = end;
-                let (Some(row), Some(qualifier), Some(value)) =
-                    (buf.get(key.row), buf.get(key.qualifier), buf.get(value))
-                else {
-                    return Err(self.block_corruption(i, "entry out of bounds".into()));
-                };
-                if range.past_hi(row) {
-                    return Ok(());
-                }
-                if !range.contains(row) {
-                    continue;
-                }
-                let entry = RawEntry {
-                    row,
-                    qualifier,
-                    kind: key.kind,
-                    seq: key.seq,
-                    value,
-                };
-                if !f(&entry) {
-                    return Ok(());
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Walks the entries of `row` in key order, in place: `f` sees each entry's block, key
-    /// and value range in the block's payload, and returns false to stop. Blocks come from
-    /// the cache or are read as `mode` says; a point read of a row inside one block reads
-    /// that block alone. Entries of every sequence id and type are passed: deciding what is
-    /// visible is the caller's job.
-    pub(crate) fn walk_row(
-        &self,
-        row: &Bytes,
-        mode: CacheMode,
-        mut f: impl FnMut(&DataBlock, &RawKey, std::ops::Range<usize>) -> bool,
-    ) -> Result<()> {
-        let key = StoreKey::first_on_row(row.clone());
-        let mut idx = self.seek_block(&key);
-        if idx >= self.block_count() {
-            return Ok(());
-        }
-        let mut block = self.block(idx, mode)?;
-        let mut pos = block
-            .lower_bound(&key)
-            .map_err(|e| self.block_corruption(idx, e))?;
-        loop {
-            while pos < block.len() {
-                let (k, value) = block
-                    .raw_entry(pos)
-                    .map_err(|e| self.block_corruption(idx, e))?;
-                let same_row = block
-                    .payload()
-                    .get(k.row.clone())
-                    .is_some_and(|r| same_bytes(r, row));
-                if !same_row || !f(&block, &k, value) {
-                    return Ok(());
-                }
-                pos += 1;
-            }
-            idx += 1;
-            if idx >= self.block_count() || self.block_starts_past_row(idx, row) {
-                return Ok(());
-            }
-            block = self.block(idx, mode)?;
-            pos = 0;
-        }
     }
 
     /// Data block `i`, from the cache or read, checked and decoded from the file; a block read
@@ -637,3 +541,5 @@ impl std::fmt::Debug for StoreFileReader {
             .finish()
     }
 }
+
+mod walk;
