@@ -72,6 +72,26 @@ fn may_contain_hashed(
     }
 }
 
+/// The matcher's view of a family's settings.
+fn rules_of(d: &ColumnFamilyDescriptor) -> FamilyRules {
+    FamilyRules {
+        max_versions: d.max_versions,
+        min_versions: d.min_versions,
+        ttl_ms: d.ttl_secs.map(|s| s.saturating_mul(1000)),
+        keep_deleted_cells: d.keep_deleted_cells,
+    }
+}
+
+/// How a read uses the block cache: the family's BLOCKCACHE and IN_MEMORY settings, and
+/// whether the reader wants its blocks cached at all.
+fn cache_mode_of(d: &ColumnFamilyDescriptor, cache_blocks: bool) -> CacheMode {
+    match (cache_blocks && d.block_cache, d.in_memory) {
+        (false, _) => CacheMode::Bypass,
+        (true, true) => CacheMode::InMemory,
+        (true, false) => CacheMode::Normal,
+    }
+}
+
 /// The most cells a plain point read gathers from several sources before it leaves the row
 /// to the general path (a hot row's versions: see `PLAIN_ROW_MAX_SKIPPED`).
 const MERGED_ROW_MAX_CELLS: usize = 64;
@@ -130,13 +150,7 @@ impl Store {
 
     /// The matcher's view of the settings.
     pub fn rules(&self) -> FamilyRules {
-        let d = self.descriptor.read();
-        FamilyRules {
-            max_versions: d.max_versions,
-            min_versions: d.min_versions,
-            ttl_ms: d.ttl_secs.map(|s| s.saturating_mul(1000)),
-            keep_deleted_cells: d.keep_deleted_cells,
-        }
+        rules_of(&self.descriptor.read())
     }
 
     /// Inserts a cell into the active MemStore.
@@ -167,12 +181,7 @@ impl Store {
     /// How a read of this store uses the block cache: the family's BLOCKCACHE and IN_MEMORY
     /// settings, and whether the reader wants its blocks cached at all.
     pub fn cache_mode(&self, cache_blocks: bool) -> CacheMode {
-        let d = self.descriptor.read();
-        match (cache_blocks && d.block_cache, d.in_memory) {
-            (false, _) => CacheMode::Bypass,
-            (true, true) => CacheMode::InMemory,
-            (true, false) => CacheMode::Normal,
-        }
+        cache_mode_of(&self.descriptor.read(), cache_blocks)
     }
 
     /// False when the store holds no cell of `row` for sure: no MemStore has the row and
@@ -187,34 +196,12 @@ impl Store {
             || s.files.iter().any(|f| may_contain(f, row, columns))
     }
 
-    /// True when the store holds no cell of `row` for sure, as [`Store::may_hold_row`]
-    /// answers; then every store file counts as skipped by its bloom filter. The get path
-    /// asks first, so a row no store holds costs no merge and no scanner.
-    pub fn rules_out_row(&self, row: &Bytes, columns: Option<&BTreeSet<Bytes>>) -> bool {
-        let s = self.state.read();
-        let in_mem = std::iter::once(&s.active)
-            .chain(s.snapshot.iter())
-            .any(|m| !m.is_empty() && m.contains_row(row));
-        let mut hash = None;
-        if in_mem
-            || s.files
-                .iter()
-                .any(|f| may_contain_hashed(f, row, columns, &mut hash))
-        {
-            return false;
-        }
-        if !s.files.is_empty() {
-            self.bloom_skips
-                .fetch_add(s.files.len() as u64, AtomicOrdering::Relaxed);
-        }
-        true
-    }
-
     /// Reads the cells of `row` this store shows a point read (`columns` and `spec` as the
-    /// get gives them) into `out`, in key order, without a merge or a scanner, when the
-    /// row is simple enough: at most one source (a MemStore or a file the bloom filter does
-    /// not rule out) may hold it, and [`PlainRow`] can match it (no TTL, no delete marker or
-    /// cell TTL in the row). Returns false, with `out` as it was, when the row needs the
+    /// get gives them) into `out`, in key order, without a merge or a scanner, when
+    /// [`PlainRow`] can match the row (no TTL, no delete marker or cell TTL in the row, few
+    /// hidden versions). A row one source holds (a MemStore or a file the bloom filter does
+    /// not rule out) is read straight from it; one several hold, from their cells gathered
+    /// and sorted ([`Store::read_row_merged`]). Returns false, with `out` as it was, when the row needs the
     /// general path ([`Store::merged`] and the matcher); the answers agree (a property
     /// test checks it). Files the bloom filters rule out are counted as skipped only when
     /// this read answers.
@@ -226,20 +213,10 @@ impl Store {
         cache_blocks: bool,
         out: &mut Vec<Cell>,
     ) -> crate::error::Result<bool> {
+        // One look at the settings for both.
         let (rules, mode) = {
             let d = self.descriptor.read();
-            let rules = FamilyRules {
-                max_versions: d.max_versions,
-                min_versions: d.min_versions,
-                ttl_ms: d.ttl_secs.map(|s| s.saturating_mul(1000)),
-                keep_deleted_cells: d.keep_deleted_cells,
-            };
-            let mode = match (cache_blocks && d.block_cache, d.in_memory) {
-                (false, _) => CacheMode::Bypass,
-                (true, true) => CacheMode::InMemory,
-                (true, false) => CacheMode::Normal,
-            };
-            (rules, mode)
+            (rules_of(&d), cache_mode_of(&d, cache_blocks))
         };
         let Some(mut plain) = PlainRow::new(&rules, spec, columns) else {
             return Ok(false);
