@@ -465,6 +465,8 @@ async fn wal_case(
     // The default mode either refuses, naming the segment and changing nothing, or gives
     // the same prefix point in time gives.
     let before = dir_bytes(b, dir);
+    // What each open reported: its warning must say the same.
+    let mut reports = Vec::new();
     match Connection::open_with(b.config(dir)).await {
         Err(Error::WalCorruption { segment: s, .. }) => {
             assert_eq!(
@@ -487,6 +489,7 @@ async fn wal_case(
         Err(e) => panic!("{what}: open after WAL damage failed: {e}"),
         Ok(conn) => {
             check_prefix(&conn, n, survivors, &[], &what).await;
+            reports.push(conn.recovery_report());
             conn.close().await.unwrap();
         }
     }
@@ -494,12 +497,31 @@ async fn wal_case(
         .await
         .unwrap_or_else(|e| panic!("{what}: point-in-time open after WAL damage failed: {e}"));
     check_prefix(&conn, n, survivors, &[], &what).await;
+    reports.push(conn.recovery_report());
+    // The first open that succeeded replayed the damaged WAL, which alone held the rows:
+    // every survivor was replayed (it flushed them at close, so the next replays none).
+    let first = &reports[0];
+    assert!(
+        first.cells_replayed >= survivors,
+        "{what}: the report says {} cells replayed for {survivors} surviving rows",
+        first.cells_replayed
+    );
+    let named = b.segment_named(dir, &segment);
+    let warnings = warnings_about(&named);
     if expect_warning {
-        let named = b.segment_named(dir, &segment);
         assert!(
-            !warnings_about(&named).is_empty(),
+            !warnings.is_empty(),
             "{what}: no warning names {}",
             named.display()
+        );
+    }
+    // The summary is written after the replay, with the figures of the report of its open:
+    // an open that found damage says exactly what its report says.
+    for r in reports.iter().filter(|r| !r.damage.is_empty()) {
+        let summary = format!("WAL recovery found damage: {r}");
+        assert!(
+            warnings.iter().any(|w| w.contains(&summary)),
+            "{what}: no warning says {summary:?}; the warnings: {warnings:?}"
         );
     }
     // Segments after a damaged one were moved aside, never deleted or replayed.

@@ -8,8 +8,8 @@
 //! or sparse; answers sort by the indexed values, each in its direction, then by data row.
 
 use basalt::client::{
-    Append, BatchOp, CheckAndMutate, CompareOp, Delete, Increment, Put, RowMutations, RowResult,
-    Scan,
+    Append, BatchOp, CheckAndMutate, CompareOp, Delete, Get, Increment, Put, RowMutations,
+    RowResult, Scan,
 };
 use basalt::coprocessors::Registry;
 use basalt::fs::{CrashKind, FaultFs};
@@ -1084,5 +1084,140 @@ async fn a_failed_unique_build_is_undone() {
         u.keys(&Query::eq(vec![val("same")])).await.unwrap().len(),
         3
     );
+    conn.close().await.unwrap();
+}
+
+/// A unique index never goes ACTIVE over duplicates (issue 44): two rows holding one value
+/// in different build batches (256 rows apart) fail the build, which is undone; so do
+/// duplicates a writer creates while the build runs, and a racing writer cannot take a
+/// value the build has indexed for another row.
+#[tokio::test]
+async fn a_unique_build_over_duplicates_in_different_batches_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reg, rt) = registry();
+    let conn = Connection::open_with(Config::new(dir.path()).coprocessor_loader(reg))
+        .await
+        .unwrap();
+    data_table(&conn).await;
+    let admin = IndexAdmin::new(&conn, rt);
+    let t = conn.table("t").unwrap();
+    // "a" and "z" hold one value; 600 rows between them hold their own.
+    let mut ops = vec![BatchOp::Put(Put::new("a").add_column("f", "a", "same"))];
+    for i in 0..600 {
+        let put = Put::new(format!("m{i:04}")).add_column("f", "a", format!("v{i}"));
+        ops.push(BatchOp::Put(put));
+    }
+    ops.push(BatchOp::Put(Put::new("z").add_column("f", "a", "same")));
+    for r in t.batch(ops).await.unwrap() {
+        r.unwrap();
+    }
+    let err = admin
+        .create(IndexDef::new("u", "t").column("f", "a").unique())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::UniqueViolation { .. }), "{err:?}");
+    assert!(admin.list("t").await.unwrap().is_empty());
+    assert!(!conn.admin().table_exists("t.idx.u").await.unwrap());
+
+    // Without the duplicate the build succeeds; then a writer racing the build of a second
+    // unique index: whatever interleaving, the index never ends ACTIVE over duplicates.
+    t.delete(Delete::new("z")).await.unwrap();
+    admin
+        .create(IndexDef::new("u", "t").column("f", "a").unique())
+        .await
+        .unwrap();
+    let writer = {
+        let t = conn.table("t").unwrap();
+        tokio::spawn(async move {
+            // Each value goes to two rows, one from each end: before the index exists both
+            // writes pass; once its maintainer runs, the second is refused.
+            for i in 0..300 {
+                for row in [i, 599 - i] {
+                    let put = Put::new(format!("m{row:04}")).add_column("f", "b", format!("v{i}"));
+                    let _ = t.put(put).await;
+                }
+                tokio::task::yield_now().await;
+            }
+        })
+    };
+    let built = admin
+        .create(IndexDef::new("ub", "t").column("f", "b").unique())
+        .await;
+    writer.await.unwrap();
+    let rows: Vec<_> = t.scan(Scan::new()).unwrap().try_collect().await.unwrap();
+    let mut seen = std::collections::BTreeMap::new();
+    let mut dup = false;
+    for r in &rows {
+        if let Some(v) = r.value("f", "b") {
+            dup |= seen.insert(v.clone(), r.row.clone()).is_some();
+        }
+    }
+    match built {
+        Ok(()) => {
+            assert!(!dup, "the index went ACTIVE over duplicate values of f:b");
+            let report = admin.verify("t", "ub").await.unwrap();
+            assert!(report.is_consistent(), "{report:?}");
+        }
+        Err(Error::UniqueViolation { .. }) => {
+            assert!(admin
+                .list("t")
+                .await
+                .unwrap()
+                .iter()
+                .all(|d| d.name != "ub"));
+        }
+        Err(e) => panic!("the build failed otherwise: {e}"),
+    }
+    let report = admin.verify("t", "u").await.unwrap();
+    assert!(report.is_consistent(), "{report:?}");
+    conn.close().await.unwrap();
+}
+
+/// Index rows carry the data cell's TTL (issue 44): a put with `ttl_ms` leaves no index row
+/// once its data expired; a put without one keeps its index row.
+#[tokio::test]
+async fn index_rows_expire_with_their_data_cells() {
+    let dir = tempfile::tempdir().unwrap();
+    let (reg, rt) = registry();
+    let conn = Connection::open_with(Config::new(dir.path()).coprocessor_loader(reg))
+        .await
+        .unwrap();
+    data_table(&conn).await;
+    let admin = IndexAdmin::new(&conn, rt);
+    admin
+        .create(IndexDef::new("i", "t").column("f", "a"))
+        .await
+        .unwrap();
+    let t = conn.table("t").unwrap();
+    t.put(Put::new("short").add_column("f", "a", "x").ttl_ms(300))
+        .await
+        .unwrap();
+    t.put(Put::new("kept").add_column("f", "a", "y"))
+        .await
+        .unwrap();
+    let index_rows = || async {
+        let rows: Vec<RowResult> = conn
+            .table("t.idx.i")
+            .unwrap()
+            .scan(Scan::new())
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        rows.len()
+    };
+    assert_eq!(index_rows().await, 2);
+    tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+    assert!(t.get(Get::new("short")).await.unwrap().is_empty());
+    assert_eq!(
+        index_rows().await,
+        1,
+        "the expired row's index row outlived it"
+    );
+    let i = admin.index("t", "i").await.unwrap();
+    assert_eq!(i.keys(&Query::eq(vec![val("y")])).await.unwrap().len(), 1);
+    assert!(i.keys(&Query::eq(vec![val("x")])).await.unwrap().is_empty());
+    let report = admin.verify("t", "i").await.unwrap();
+    assert!(report.is_consistent(), "{report:?}");
     conn.close().await.unwrap();
 }

@@ -374,3 +374,31 @@ async fn splits_and_merges_under_racing_writers_keep_one_row_per_value() {
     check(&conn, &admin).await;
     conn.close().await.unwrap();
 }
+
+/// A unique local index never goes ACTIVE over duplicates (issue 44): two messages of one
+/// conversation holding one client id, 600 rows apart (different build batches of 256),
+/// fail the build, which is undone; without them it builds.
+#[tokio::test]
+async fn a_unique_local_build_over_duplicates_in_different_batches_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, admin) = open(dir.path()).await;
+    messages(&conn, &["c002"]).await;
+    let t = conn.table("msgs").unwrap();
+    let mut ops = vec![basalt::client::BatchOp::Put(message("c001|0000", "same"))];
+    for i in 1..600 {
+        let m = message(&format!("c001|{i:04}"), &format!("id{i}"));
+        ops.push(basalt::client::BatchOp::Put(m));
+    }
+    ops.push(basalt::client::BatchOp::Put(message("c001|9999", "same")));
+    for r in t.batch(ops).await.unwrap() {
+        r.unwrap();
+    }
+    violation(admin.create(dedup()).await);
+    assert!(admin.list("msgs").await.unwrap().is_empty());
+    t.delete(basalt::client::Delete::new("c001|9999"))
+        .await
+        .unwrap();
+    admin.create(dedup()).await.unwrap();
+    check(&conn, &admin).await;
+    conn.close().await.unwrap();
+}

@@ -34,7 +34,8 @@
 //! server-time deletes, whose outcomes do not depend on the exact clock (see the model's
 //! module doc). Increments and appends are written at the server's time: the model checks
 //! the timestamp each returns (between the wall clock before and after the call, or the
-//! version read plus one when later) and records it. The TTL has long expired the small timestamps and never expires the huge one,
+//! version read plus one when later, or up to the largest timestamp the server stamped
+//! before: server timestamps never go backwards) and records it. The TTL has long expired the small timestamps and never expires the huge one,
 //! so family `c` is deterministic too.
 //!
 //! A reopen closes the engine (or drops it without closing, so the WAL is replayed) and opens
@@ -321,6 +322,7 @@ async fn run_async(storage: Storage, splits: &[&str], ops: &[Op]) -> Result<(), 
         .map_err(|e| format!("create table: {e}"))?;
     let mut table = conn.table(TABLE).map_err(|e| e.to_string())?;
     let mut model = Model::new(&descriptor());
+    let mut server_clock = 0u64;
 
     for (i, op) in ops.iter().enumerate() {
         let step = format!("op #{i} {op:?}");
@@ -393,11 +395,17 @@ async fn run_async(storage: Storage, splits: &[&str], ops: &[Op]) -> Result<(), 
                 range,
                 ttl,
             } => {
-                read_modify_write(
-                    &table, &mut model, row, columns, *append, *amount, suffix, *range, *ttl,
-                )
-                .await
-                .map_err(|e| format!("{step}: {e}"))?;
+                let rmw = Rmw {
+                    columns,
+                    append: *append,
+                    amount: *amount,
+                    suffix,
+                    range: *range,
+                    ttl: *ttl,
+                };
+                read_modify_write(&table, &mut model, &mut server_clock, row, rmw)
+                    .await
+                    .map_err(|e| format!("{step}: {e}"))?;
             }
             Op::Get(g) => {
                 let got = table
@@ -528,18 +536,27 @@ fn qualifier() -> impl Strategy<Value = &'static str> {
 /// it returns, the timestamps it wrote them at (the wall clock during the call, or the
 /// version it read plus one when that is later), or its failure when a column it increments
 /// holds a value that is not 8 bytes long; then applies it to the model.
-#[allow(clippy::too_many_arguments)]
+///
+/// Server timestamps never go backwards within a region (issue 44): a burst of increments
+/// runs the region's clock ahead of the wall clock, and later server-time writes are
+/// stamped no earlier. `server_clock` is the largest timestamp the engine stamped a write
+/// with so far (of any region: an upper bound of each region's clock), never more than
+/// `MAX_CLOCK_LEAD_MS` past the wall clock.
 async fn read_modify_write(
     table: &Table,
     model: &mut Model,
+    server_clock: &mut u64,
     row: &[u8],
-    columns: &[(&str, &str)],
-    append: bool,
-    amount: i64,
-    suffix: &str,
-    range: TimeRange,
-    ttl: Option<u64>,
+    rmw: Rmw<'_>,
 ) -> Result<(), String> {
+    let Rmw {
+        columns,
+        append,
+        amount,
+        suffix,
+        range,
+        ttl,
+    } = rmw;
     // What the model expects per column: the new value and the oldest timestamp allowed.
     let mut expected = Vec::new();
     let mut not_a_counter = false;
@@ -615,17 +632,31 @@ async fn read_modify_write(
     let mut put = PutSpec::new(row);
     put.ttl = ttl;
     for ((f, q, value, ts), (wf, wq, want, floor)) in written.into_iter().zip(&expected) {
-        let (lo, hi) = (before.max(*floor), after.max(*floor));
+        let (lo, hi) = (before.max(*floor), after.max(*floor).max(*server_clock));
         if (&f, &q, &value) != (wf, wq, want) || ts < lo || ts > hi {
             return Err(format!(
                 "engine wrote {f:?}:{q:?} = {value:?} at {ts}, model expects {want:?} at \
                  {lo}..={hi} for {wf:?}:{wq:?}"
             ));
         }
+        if ts <= after.saturating_add(basalt::MAX_CLOCK_LEAD_MS) {
+            *server_clock = (*server_clock).max(ts);
+        }
         put = put.cell(f, q, ts, value);
     }
     model.put(&put);
     Ok(())
+}
+
+/// One read-modify-write: the columns, whether it appends (else increments), the amount or
+/// suffix, the time range it reads in and the cells' TTL.
+struct Rmw<'a> {
+    columns: &'a [(&'a str, &'a str)],
+    append: bool,
+    amount: i64,
+    suffix: &'a str,
+    range: TimeRange,
+    ttl: Option<u64>,
 }
 
 fn row() -> impl Strategy<Value = &'static [u8]> {

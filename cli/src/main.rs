@@ -123,7 +123,11 @@ struct ServeArgs {
     /// Seconds a connection may wait for a request's bytes before it is closed.
     #[arg(long, default_value_t = 60)]
     read_timeout: u64,
-    /// Connections served at once (more are closed when accepted).
+    /// Seconds a new connection has to send its first complete request.
+    #[arg(long, default_value_t = 10)]
+    first_request_timeout: u64,
+    /// Connections served at once (past it, a connection still waiting for its first
+    /// request makes room, or the new one is closed).
     #[arg(long, default_value_t = 64)]
     max_connections: usize,
     /// Scanners open at once.
@@ -155,6 +159,7 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_message_bytes: a.max_message_bytes,
         max_container_len: a.max_container_len,
         read_timeout: Duration::from_secs(a.read_timeout.max(1)),
+        first_request_timeout: Duration::from_secs(a.first_request_timeout.max(1)),
         max_connections: a.max_connections.max(1),
         max_scanners: a.max_scanners,
         scanner_lease: Duration::from_secs(a.scanner_lease),

@@ -18,6 +18,8 @@ use thrift::transport::{TBufferedReadTransport, TBufferedWriteTransport};
 struct Server {
     child: Child,
     addr: String,
+    /// The info port's address.
+    info: String,
     /// The server's log, read as it comes (a full pipe would block the server).
     log: Option<std::thread::JoinHandle<String>>,
     _dir: tempfile::TempDir,
@@ -43,9 +45,16 @@ impl Server {
             .spawn()
             .unwrap();
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        let mut info = String::new();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        out.read_line(&mut line).unwrap();
+        out.read_line(&mut info).unwrap();
+        let info = info
+            .trim()
+            .strip_prefix("status page on http://")
+            .and_then(|a| a.strip_suffix('/'))
+            .unwrap_or_else(|| panic!("unexpected second line {info:?}"))
+            .to_string();
         let mut stderr = child.stderr.take().unwrap();
         let log = std::thread::spawn(move || {
             let mut log = String::new();
@@ -60,9 +69,43 @@ impl Server {
         Server {
             child,
             addr,
+            info,
             log: Some(log),
             _dir: dir,
         }
+    }
+
+    /// The descriptors the server holds open.
+    fn open_fds(&self) -> usize {
+        std::fs::read_dir(format!("/proc/{}/fd", self.child.id()))
+            .unwrap()
+            .count()
+    }
+
+    /// A GET of `path` on the info port: the status line and the body.
+    fn info_get(&self, path: &str) -> Result<(String, String), String> {
+        let mut s = TcpStream::connect(&self.info).map_err(|e| e.to_string())?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .map_err(|e| e.to_string())?;
+        let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+        s.write_all(req.as_bytes()).map_err(|e| e.to_string())?;
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).map_err(|e| e.to_string())?;
+        let status = answer.lines().next().unwrap_or_default().to_string();
+        let body = answer
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    /// The value of metric `name` (with its labels) in `/metrics`.
+    fn metric(&self, name: &str) -> f64 {
+        let (status, body) = self.info_get("/metrics").unwrap();
+        assert!(status.contains("200"), "{status}");
+        body.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {body}"))
     }
 
     fn peak_rss_kib(&self) -> u64 {
@@ -403,4 +446,239 @@ fn hostile_input_closes_only_its_own_connection() {
     let log = server.stop();
     assert!(log.contains("40 connections already open"), "{log}");
     assert!(log.contains("malformed request"), "{log}");
+}
+
+/// `mutateRows` of 20 row batches of 100,000 empty mutations each: 2,000,249 bytes that
+/// decode to tens of megabytes (a 1-byte struct on the wire is a 56-byte `Mutation`).
+fn amplifying_mutate_rows() -> Vec<u8> {
+    let mut m = header("mutateRows");
+    m.extend_from_slice(&[11, 0, 1, 0, 0, 0, 1, b't']); // field 1: table "t"
+    m.extend_from_slice(&[15, 0, 2, 12]); // field 2: list<BatchMutation>
+    m.extend_from_slice(&20i32.to_be_bytes());
+    for _ in 0..20 {
+        m.extend_from_slice(&[11, 0, 1, 0, 0, 0, 1, b'r']); // row "r"
+        m.extend_from_slice(&[15, 0, 2, 12]); // mutations: list<Mutation>
+        m.extend_from_slice(&100_000i32.to_be_bytes());
+        m.extend(std::iter::repeat_n(0u8, 100_000)); // each an empty struct
+        m.push(0); // the BatchMutation's stop
+    }
+    m.push(0); // the arguments' stop
+    m
+}
+
+/// Memory amplification (issue 44): 32 connections each send a 2 MB request that would
+/// decode to about 58 MB, and stall. Each request is refused once it asks for more than
+/// `ALLOC_FACTOR` times its bytes, its connection closes, and the server's peak RSS grows by
+/// far less than the 1.8 GB the requests would take; the good client is served throughout.
+#[test]
+fn requests_cannot_make_the_server_allocate_more_than_a_multiple_of_their_size() {
+    let server = Server::start(&["--max-connections", "40", "--read-timeout", "30"]);
+    let addr = server.addr.clone();
+    let mut good = client(&addr);
+    let family = basalt_thrift::hbase::ColumnDescriptor {
+        name: Some(b"cf:".to_vec()),
+        max_versions: Some(3),
+        ..Default::default()
+    };
+    good.create_table(b"t".to_vec(), vec![family]).unwrap();
+    let put = basalt_thrift::hbase::Mutation {
+        column: Some(b"cf:a".to_vec()),
+        value: Some(b"1".to_vec()),
+        ..Default::default()
+    };
+    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
+        .unwrap();
+    let good = Pinger::start(good);
+    good.still_serving("setup");
+    let before = server.peak_rss_kib();
+    let message = amplifying_mutate_rows();
+    assert!(message.len() < 2 * 1024 * 1024, "{} bytes", message.len());
+    for (what, bytes) in [("buffered", message.clone()), ("framed", framed(&message))] {
+        let stalled: Vec<TcpStream> = (0..32)
+            .map(|_| {
+                let mut s = TcpStream::connect(&addr).unwrap();
+                // The server closes the connection part way: the rest may not be taken.
+                let _ = s.write_all(&bytes);
+                s
+            })
+            .collect();
+        good.still_serving(&format!("32 amplifying requests ({what})"));
+        for mut s in stalled {
+            // An exception may come first (the generated code answers a decoding error),
+            // then the server closes the connection.
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut buf = [0u8; 4096];
+            let mut answered = 0usize;
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) if answered + n < 4096 => answered += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => break,
+                    other => panic!("{what}: an amplifying request was not refused: {other:?}"),
+                }
+            }
+        }
+    }
+    let grown = server.peak_rss_kib().saturating_sub(before);
+    println!("peak RSS grew by {} MiB", grown / 1024);
+    assert!(grown < 256 * 1024, "peak RSS grew by {grown} KiB");
+    good.finish();
+    let log = server.stop();
+    assert!(log.contains("bytes of memory for the"), "{log}");
+}
+
+/// A new Thrift connection sends nothing: the server closes it within `within`.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
+}
+
+/// Idle connections cannot lock everyone out (issue 44): the server full of connections
+/// that sent nothing still serves a new client at once (the silent connection that waited
+/// longest makes room), a silent or trickling connection is closed at the first-request
+/// deadline, and the metrics count refused and timed-out connections.
+#[test]
+fn silent_connections_cannot_lock_out_new_clients() {
+    let server = Server::start(&[
+        "--max-connections",
+        "16",
+        "--first-request-timeout",
+        "3",
+        "--read-timeout",
+        "60",
+    ]);
+    let addr = server.addr.clone();
+    let mut good = client(&addr);
+    let family = basalt_thrift::hbase::ColumnDescriptor {
+        name: Some(b"cf:".to_vec()),
+        max_versions: Some(3),
+        ..Default::default()
+    };
+    good.create_table(b"t".to_vec(), vec![family]).unwrap();
+    let put = basalt_thrift::hbase::Mutation {
+        column: Some(b"cf:a".to_vec()),
+        value: Some(b"1".to_vec()),
+        ..Default::default()
+    };
+    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
+        .unwrap();
+    // 15 silent connections fill the bound with the good one; a 16th and 17th arrive at once.
+    let mut silent: Vec<TcpStream> = (0..17)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(700));
+    // A new client is served at once: a silent connection gives it its place.
+    let started = Instant::now();
+    let mut fresh = client(&addr);
+    good_calls(&mut fresh).expect("a new client is served while silent ones fill the server");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    good_calls(&mut good).expect("the established client is still served");
+    // A client trickling a request (one byte every 400 ms) is closed at the deadline too.
+    let mut trickle = TcpStream::connect(&addr).unwrap();
+    let request = [header("getTableNames"), vec![0]].concat();
+    let trickled = Instant::now();
+    let mut sent = 0;
+    for b in &request {
+        if trickle.write_all(&[*b]).is_err() {
+            break;
+        }
+        sent += 1;
+        std::thread::sleep(Duration::from_millis(400));
+        if trickled.elapsed() > Duration::from_secs(6) {
+            break;
+        }
+    }
+    assert!(sent < request.len(), "the trickled request was read whole");
+    assert!(
+        closed_within(&mut trickle, Duration::from_secs(5)),
+        "the trickler kept its connection"
+    );
+    // Every silent connection is closed by the deadline (3 s) or to make room.
+    for (i, s) in silent.iter_mut().enumerate() {
+        assert!(
+            closed_within(s, Duration::from_secs(5)),
+            "silent connection {i} still open"
+        );
+    }
+    good_calls(&mut good).expect("the established client is served after the deadline");
+    good_calls(&mut fresh).expect("the new client is served after the deadline");
+    // 15 silent ones accepted (2 refused: none had waited long enough to give its place),
+    // and the trickler: each made room or reached the deadline.
+    let timed_out = server.metric("basalt_thrift_connections_timed_out_total");
+    assert!(
+        timed_out >= 16.0,
+        "{timed_out} connections counted as timed out"
+    );
+    let refused = server.metric("basalt_connections_refused_total{port=\"thrift\"}");
+    assert!(refused >= 2.0, "{refused} connections counted as refused");
+    let page = server.info_get("/").unwrap().1;
+    assert!(page.contains("Connections refused (timed out)"), "{page}");
+    drop((good, fresh));
+    server.stop();
+}
+
+/// The info port is bounded (issue 44): 1,000 half-sent requests hold at most its bound
+/// of descriptors and are closed at the header-read timeout; extra connections are closed
+/// when accepted and counted; the Thrift client is served throughout and the info port
+/// answers again once the half-sent requests are gone.
+#[test]
+fn half_sent_requests_on_the_info_port_are_bounded() {
+    let server = Server::start(&["--read-timeout", "60"]);
+    let addr = server.addr.clone();
+    let mut good = client(&addr);
+    let family = basalt_thrift::hbase::ColumnDescriptor {
+        name: Some(b"cf:".to_vec()),
+        max_versions: Some(3),
+        ..Default::default()
+    };
+    good.create_table(b"t".to_vec(), vec![family]).unwrap();
+    let put = basalt_thrift::hbase::Mutation {
+        column: Some(b"cf:a".to_vec()),
+        value: Some(b"1".to_vec()),
+        ..Default::default()
+    };
+    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
+        .unwrap();
+    let good = Pinger::start(good);
+    let before = server.open_fds();
+    let half: Vec<TcpStream> = (0..1000)
+        .filter_map(|_| {
+            let mut s = TcpStream::connect(&server.info).ok()?;
+            let _ = s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ");
+            Some(s)
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let held = server.open_fds().saturating_sub(before);
+    println!(
+        "{} half-sent requests, {held} more descriptors held",
+        half.len()
+    );
+    assert!(held <= 64, "the server holds {held} more descriptors");
+    good.still_serving("1,000 half-sent info requests");
+    // The header-read timeout (5 s) closes the ones it kept.
+    std::thread::sleep(Duration::from_secs(7));
+    let (status, body) = server
+        .info_get("/status.json")
+        .expect("the info port answers again");
+    assert!(status.contains("200"), "{status}");
+    assert!(body.contains("refused_connections"), "{body}");
+    let refused = server.metric("basalt_connections_refused_total{port=\"info\"}");
+    assert!(
+        refused >= 900.0,
+        "{refused} refused info connections counted"
+    );
+    drop(half);
+    good.still_serving("the half-sent requests timed out");
+    good.finish();
+    server.stop();
 }

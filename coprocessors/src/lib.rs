@@ -55,7 +55,7 @@ pub mod service;
 pub use aggregate::{AggregationClient, Column, Interpreter, Number};
 pub use basalt_core::coprocessor::{
     AddedOp, CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch,
-    StoreFileSummary,
+    RowOwner, StoreFileSummary,
 };
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
 pub use counter::StripedCounter;

@@ -461,7 +461,7 @@ impl HookSlot {
 // What a hook sees of the engine and of a write: its environment and a region's share of a
 // batch.
 pub(crate) use env::HookReads;
-pub use env::{AddedOp, HookEnv, MiniBatch, Savepoint};
+pub use env::{AddedOp, HookEnv, MiniBatch, RowOwner, Savepoint};
 mod env;
 
 // Types of the lifecycle hooks: compaction selection and cell transforms, and the engine

@@ -70,7 +70,7 @@ pub use client::{Admin, Backend, Config, Connection, PreSplit, RegionReport, Sal
 pub use coprocessor::CompactionOutcome;
 pub use error::{Error, Result};
 pub use filter::{Comparator, Filter};
-pub use region::RegionInfo;
+pub use region::{RegionInfo, MAX_CLOCK_LEAD_MS};
 pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};
 pub use schema::split::SplitAlgorithm;
 pub use schema::{

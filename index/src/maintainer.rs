@@ -24,6 +24,10 @@
 //! row gives a value up and another takes it is refused too (the check reads the committed
 //! index).
 //!
+//! Cell TTLs: an index row written for a put with a cell TTL (`Put::ttl_ms`) that writes an
+//! indexed column takes what is left of that TTL, so it expires with the data it points to
+//! rather than outliving it until a repair.
+//!
 //! Durability: the index rows share the durability of the data write that caused them (the
 //! strongest of the row's operations in the batch, [`MiniBatch::durability`]), and the
 //! batch is one WAL record, so an `AsyncWal` write to an indexed table stays one, and a
@@ -46,9 +50,9 @@
 //! for a data row through [`Runtime`], deleted under the data row's lock.
 
 use crate::def::IndexDef;
-use crate::layout::{Entry, Layout};
+use crate::layout::{Entry, Layout, META};
 use async_trait::async_trait;
-use basalt_coprocessors::{MiniBatch, ObserverContext, RegionObserver};
+use basalt_coprocessors::{MiniBatch, ObserverContext, RegionObserver, RowOwner};
 use basalt_core::client::{Delete, Get, Mutation, Put};
 use basalt_core::{Durability, Error, Result, TableName};
 use bytes::Bytes;
@@ -130,12 +134,15 @@ impl Maintainer {
     }
 }
 
-fn put_of(e: &Entry, family: &[u8], durability: Durability) -> Mutation {
+fn put_of(e: &Entry, family: &[u8], durability: Durability, ttl: Option<u64>) -> Mutation {
     let mut p = Put::new(&e.row).durability(durability);
     for (q, v) in &e.cells {
         p = p.add_column(family, q, v);
     }
-    p.into()
+    match ttl {
+        Some(ttl) => p.ttl_ms(ttl).into(),
+        None => p.into(),
+    }
 }
 
 /// The strongest of `ds` (`SkipWal` < `AsyncWal` < `SyncWal` < `FsyncWal`), as the engine
@@ -196,6 +203,14 @@ impl RegionObserver for Maintainer {
             } else {
                 Vec::new()
             };
+            let puts: Vec<&Put> = mine
+                .iter()
+                .filter(|k| !batch.is_vetoed(**k))
+                .filter_map(|k| match batch.operations().nth(*k) {
+                    Some(Mutation::Put(p)) if !p.is_touch() => Some(p),
+                    _ => None,
+                })
+                .collect();
             let change = Change {
                 region_start: &region_start,
                 row: &row,
@@ -203,6 +218,8 @@ impl RegionObserver for Maintainer {
                 after: &after,
                 touch,
                 durability,
+                puts: &puts,
+                now: batch.now(),
             };
             match self.changes(&change, &repairs, &mut taken)? {
                 Ok(plan) => {
@@ -213,11 +230,11 @@ impl RegionObserver for Maintainer {
                             batch.add_mutation_to(t, m);
                         }
                     }
-                    for (t, r) in plan.absent {
-                        batch.require_absent_in(t, r);
+                    for (t, r, owner) in plan.absent {
+                        batch.require_absent_or_owned_in(t, r, owner);
                     }
-                    for r in plan.local_absent {
-                        batch.require_local_absent(r);
+                    for (r, owner) in plan.local_absent {
+                        batch.require_local_absent_or_owned(r, owner);
                     }
                 }
                 Err(violation) => {
@@ -242,10 +259,11 @@ struct RowPlan {
     /// ([`MiniBatch::add_owned_mutation_to`]). A unique index row is keyed by the values
     /// alone and any data row may race for it.
     writes: Vec<(TableName, Mutation, bool)>,
-    absent: Vec<(TableName, Bytes)>,
-    /// Local rows of a unique local index that must be absent (checked where their owner's
-    /// region is at commit).
-    local_absent: Vec<Bytes>,
+    /// Unique index rows that must be absent or already the data row's.
+    absent: Vec<(TableName, Bytes, RowOwner)>,
+    /// Local rows of a unique local index that must be absent or already the data row's
+    /// (checked where their owner's region is at commit).
+    local_absent: Vec<(Bytes, RowOwner)>,
 }
 
 fn copy(e: &Error) -> Error {
@@ -271,6 +289,37 @@ struct Change<'a> {
     touch: bool,
     /// The durability of the row's writes, which its index writes take.
     durability: Durability,
+    /// The row's puts in the batch (their cell TTLs pass to the index rows).
+    puts: &'a [&'a Put],
+    /// The batch's timestamp (the index rows').
+    now: u64,
+}
+
+/// The time to live an index row written by the batch takes (issue 44: index rows do not
+/// outlive their data): when the row's puts of the batch that write an indexed column all
+/// carry a cell TTL, what is left of the shortest of them at `now` (a put with its own
+/// timestamp expires from it), at least a millisecond; otherwise none (a put without a TTL
+/// keeps its value, and an index row rewritten for its covered columns alone keeps none).
+fn index_ttl(layout: &Layout, puts: &[&Put], now: u64) -> Option<u64> {
+    let writes_indexed = |p: &Put| {
+        p.cells().any(|(f, q, _, _)| {
+            layout
+                .def
+                .columns
+                .iter()
+                .any(|(c, _)| c.family == f && c.qualifier == q)
+        })
+    };
+    let mut ttl: Option<u64> = None;
+    for p in puts.iter().filter(|p| writes_indexed(p)) {
+        let own = p.get_ttl_ms()?;
+        let left = match p.get_timestamp() {
+            basalt_core::cell::LATEST_TIMESTAMP => own,
+            ts => ts.saturating_add(own).saturating_sub(now),
+        };
+        ttl = Some(ttl.map_or(left, |t| t.min(left)).max(1));
+    }
+    ttl
 }
 
 impl Maintainer {
@@ -290,6 +339,8 @@ impl Maintainer {
             after,
             touch,
             durability,
+            puts,
+            now,
         } = *c;
         let mut plan = RowPlan::default();
         for (i, (layout, itable)) in self.indexes.iter().enumerate() {
@@ -339,10 +390,19 @@ impl Maintainer {
                         row: String::from_utf8_lossy(&n.row).into_owned(),
                     }));
                 }
-                if !same_row && layout.def.local {
-                    plan.local_absent.push(n.row.clone());
-                } else if !same_row {
-                    plan.absent.push((itable.clone(), n.row.clone()));
+                // Checked at commit even when the data row's old values gave the same index
+                // row (a touch, a build): the row must be absent or this data row's, never
+                // another's (two rows holding one value in different build batches).
+                let owner = RowOwner {
+                    family: Bytes::from_static(family),
+                    qualifier: Bytes::from_static(META),
+                    skip: layout.def.columns.len() * 8,
+                    owner: row.clone(),
+                };
+                if layout.def.local {
+                    plan.local_absent.push((n.row.clone(), owner));
+                } else {
+                    plan.absent.push((itable.clone(), n.row.clone(), owner));
                 }
             }
             if let (true, Some(o)) = (same_row, &old) {
@@ -360,8 +420,9 @@ impl Maintainer {
                     plan.writes.push((itable.clone(), d.into(), owned));
                 }
             }
+            let ttl = index_ttl(layout, puts, now);
             plan.writes
-                .push((itable.clone(), put_of(n, family, durability), owned));
+                .push((itable.clone(), put_of(n, family, durability, ttl), owned));
         }
         Ok(Ok(plan))
     }

@@ -8,14 +8,15 @@
 //! configuration bounds strings, containers and nesting before allocating); whatever a
 //! client sends ends at worst its own connection, with one logged line saying why.
 
-use super::guard::Watched;
+use super::guard::{Budget, Watched};
 use super::metrics::GatewayMetrics;
 use super::{Options, Protocol, Transport};
 use basalt_thrift::hbase::{HbaseSyncHandler, HbaseSyncProcessor};
 use std::io::{BufReader, Cursor, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use thrift::protocol::{
     TBinaryInputProtocol, TBinaryOutputProtocol, TCompactInputProtocol, TCompactOutputProtocol,
     TInputProtocol, TOutputProtocol, TType,
@@ -94,8 +95,8 @@ const READ_BUFFER: usize = 16 * 1024;
 const WRITE_BUFFER: usize = 64 * 1024;
 
 /// The incoming bytes of a connection: the detected prefix, then the socket; frames are
-/// read whole after their length is checked; an unframed message's bytes are counted
-/// against the message limit (reset before each message through `used`). The socket is read
+/// read whole after their length is checked; a message's bytes are counted (through `used`,
+/// reset before each message) and an unframed one's held against the message limit. The socket is read
 /// through a buffer of [`READ_BUFFER`] bytes: the protocols read field by field, and an
 /// unbuffered socket would cost a system call for each (happybase batch puts: 0.11x of the Rust
 /// API unbuffered; see docs/BENCHMARKS.md, `gateway`).
@@ -105,11 +106,61 @@ struct Inbound {
     frame: Vec<u8>,
     at: usize,
     max: usize,
+    /// The bytes of the current message read so far (reset before each message).
     used: Arc<AtomicUsize>,
+    /// The most bytes the current message can have: its frame's length, or the message
+    /// limit unframed.
+    window: Arc<AtomicUsize>,
+    /// Until the first request is complete: its deadline.
+    first: Option<FirstRequest>,
+}
+
+/// The deadline of a connection's first complete request.
+struct FirstRequest {
+    deadline: Instant,
+    /// The connection's socket, whose read timeout follows the deadline.
+    socket: TcpStream,
+    /// Set by the connection once the first request is complete.
+    answered: Arc<AtomicBool>,
+    /// The read timeout once it is.
+    read_timeout: Duration,
+    /// The read timeout last set, to set it again only when it shrank by a tenth of a second.
+    set: Duration,
 }
 
 impl Inbound {
+    /// Fails once the first request's deadline passed; until then each read waits at most
+    /// until it.
+    fn check_deadline(&mut self) -> std::io::Result<()> {
+        let Some(f) = &mut self.first else {
+            return Ok(());
+        };
+        if f.answered.load(Ordering::SeqCst) {
+            f.socket.set_read_timeout(Some(f.read_timeout))?;
+            self.first = None;
+            return Ok(());
+        }
+        let left = f.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                NO_FIRST_REQUEST,
+            ));
+        }
+        if f.set.saturating_sub(left) >= Duration::from_millis(100) {
+            f.socket.set_read_timeout(Some(left))?;
+            f.set = left;
+        }
+        Ok(())
+    }
+}
+
+/// Why a connection that sent no complete first request in time was closed.
+const NO_FIRST_REQUEST: &str = "no complete first request within the first-request timeout";
+
+impl Inbound {
     fn next_frame(&mut self) -> std::io::Result<()> {
+        self.check_deadline()?;
         let mut len = [0u8; 4];
         self.source.read_exact(&mut len)?;
         let len = i32::from_be_bytes(len);
@@ -122,9 +173,19 @@ impl Inbound {
                     format!("frame length {len} outside 1..={}", self.max),
                 )
             })?;
+        // Read as the bytes come (the buffer grows with them): a client announcing a large
+        // frame and then stalling holds no more memory than it sent.
         self.frame.clear();
-        self.frame.resize(len, 0);
-        self.source.read_exact(&mut self.frame)?;
+        let got = (&mut self.source)
+            .take(len as u64)
+            .read_to_end(&mut self.frame)?;
+        if got < len {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("frame of {len} bytes cut after {got}"),
+            ));
+        }
+        self.window.store(len, Ordering::Relaxed);
         self.at = 0;
         if self.frame.capacity() > 64 * 1024 && len < 16 * 1024 {
             self.frame.shrink_to(64 * 1024); // keep an idle connection small
@@ -142,8 +203,10 @@ impl Read for Inbound {
             let n = buf.len().min(self.frame.len() - self.at);
             buf[..n].copy_from_slice(&self.frame[self.at..self.at + n]);
             self.at += n;
+            self.used.fetch_add(n, Ordering::Relaxed);
             return Ok(n);
         }
+        self.check_deadline()?;
         let used = self.used.load(Ordering::Relaxed);
         let left = self.max.saturating_sub(used);
         if left == 0 && !buf.is_empty() {
@@ -172,19 +235,53 @@ fn config(opts: &Options) -> thrift::Result<TConfiguration> {
 
 /// Serves one connection to its end; returns why it ended (for the log).
 pub(crate) fn serve<H: HbaseSyncHandler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    opts: &Options,
+    processor: &HbaseSyncProcessor<H>,
+    metrics: &GatewayMetrics,
+    answered: &Arc<AtomicBool>,
+) -> String {
+    let why = serve_requests(stream, peer, opts, processor, metrics, answered);
+    if why.starts_with(IDLE) || why.contains(NO_FIRST_REQUEST) {
+        metrics.timed_out.inc();
+    }
+    why
+}
+
+/// How the reason of a connection closed by its read timeout starts.
+const IDLE: &str = "idle past the read timeout";
+
+fn serve_requests<H: HbaseSyncHandler>(
     mut stream: TcpStream,
     peer: SocketAddr,
     opts: &Options,
     processor: &HbaseSyncProcessor<H>,
     metrics: &GatewayMetrics,
+    answered: &Arc<AtomicBool>,
 ) -> String {
-    if let Err(e) = stream.set_read_timeout(Some(opts.read_timeout)) {
+    let deadline = Instant::now() + opts.first_request_timeout;
+    let first_wait = opts.first_request_timeout.min(opts.read_timeout);
+    if let Err(e) = stream.set_read_timeout(Some(first_wait)) {
         return format!("cannot set read timeout: {e}");
     }
     let _ = stream.set_nodelay(true);
     let (wire, prefix) = match detect(&mut stream, opts) {
         Ok(x) => x,
+        Err(reason) if Instant::now() >= deadline => {
+            return format!("{reason}: {NO_FIRST_REQUEST}")
+        }
         Err(reason) => return reason,
+    };
+    let first = match stream.try_clone() {
+        Ok(socket) => FirstRequest {
+            deadline,
+            socket,
+            answered: answered.clone(),
+            read_timeout: opts.read_timeout,
+            set: first_wait,
+        },
+        Err(e) => return format!("cannot clone socket: {e}"),
     };
     tracing::debug!(%peer, ?wire, "connection");
     let write_half = match stream.try_clone() {
@@ -192,6 +289,7 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
         Err(e) => return format!("cannot clone socket: {e}"),
     };
     let used = Arc::new(AtomicUsize::new(0));
+    let window = Arc::new(AtomicUsize::new(opts.max_message_bytes));
     let inbound = Inbound {
         source: Cursor::new(prefix).chain(BufReader::with_capacity(READ_BUFFER, stream)),
         framed: wire.transport == Transport::Framed,
@@ -199,6 +297,8 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
         at: 0,
         max: opts.max_message_bytes,
         used: used.clone(),
+        window: window.clone(),
+        first: Some(first),
     };
     let cfg = match config(opts) {
         Ok(c) => c,
@@ -232,7 +332,8 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
             Ok(h) => h,
             Err(e) => return ended(&e, opts),
         };
-        let mut watched = Watched::new(&mut *i_prot, header);
+        let budget = Budget::new(&used, &window);
+        let mut watched = Watched::new(&mut *i_prot, header, budget);
         let result = processor.process(&mut watched, &mut *o_prot);
         let (args_read, failed) = (watched.args_read, watched.failed.take());
         let call = super::calls::take();
@@ -242,6 +343,7 @@ pub(crate) fn serve<H: HbaseSyncHandler>(
         if let Err(e) = result {
             return ended(&e, opts);
         }
+        answered.store(true, Ordering::SeqCst);
         match call {
             Some(call) => {
                 let elapsed = call.started.elapsed();
@@ -270,12 +372,15 @@ fn ended(e: &thrift::Error, opts: &Options) -> String {
         thrift::Error::Transport(t) if t.kind == thrift::TransportErrorKind::EndOfFile => {
             "closed by the client".to_string()
         }
+        thrift::Error::Transport(t) if t.message.contains(NO_FIRST_REQUEST) => {
+            format!("{NO_FIRST_REQUEST} ({:?})", opts.first_request_timeout)
+        }
         thrift::Error::Transport(t)
             if t.kind == thrift::TransportErrorKind::TimedOut
                 || t.message.contains("timed out")
                 || t.message.contains("Resource temporarily unavailable") =>
         {
-            format!("idle past the read timeout ({:?})", opts.read_timeout)
+            format!("{IDLE} ({:?})", opts.read_timeout)
         }
         e => format!("malformed request: {e}"),
     }

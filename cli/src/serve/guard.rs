@@ -2,20 +2,104 @@
 //! request: it hands the processor the message header the connection already read, records
 //! the first decoding error (the generated code answers such an error with an application
 //! exception and goes on, which would leave the stream mid-message: the connection closes
-//! instead), and tells whether the request's argument struct was read to its end (a request
+//! instead), tells whether the request's argument struct was read to its end (a request
 //! for an unknown method is answered without reading its arguments: they are then skipped,
-//! so the next request starts where it should).
+//! so the next request starts where it should), and holds what the request makes the
+//! server allocate against the bytes it sent ([`Budget`]).
 //!
-//! Invariant: every call is forwarded unchanged; the watch only observes.
+//! Invariants: every call within the budget is forwarded unchanged; a request whose decoding
+//! would allocate more than [`ALLOC_FACTOR`] times the bytes read so far plus
+//! [`ALLOC_SLACK`], or whose container announces more elements than the rest of its message
+//! can hold, fails before the generated code allocates for it, and its connection closes.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use thrift::protocol::{
     TFieldIdentifier, TInputProtocol, TListIdentifier, TMapIdentifier, TMessageIdentifier,
-    TSetIdentifier, TStructIdentifier,
+    TSetIdentifier, TStructIdentifier, TType,
 };
+
+/// How many bytes of decoded requests one byte on the wire may cost. A well-formed request
+/// costs at most about 6 (a compact-protocol `Mutation` with an empty value: 11 bytes on
+/// the wire, a 56-byte struct and its column); a message of empty structs costs 64.
+pub(crate) const ALLOC_FACTOR: usize = 8;
+/// What any request may allocate beyond [`ALLOC_FACTOR`] times its size, in bytes.
+pub(crate) const ALLOC_SLACK: usize = 256 * 1024;
+/// What one decoded struct is charged: the size of the generated `Mutation`, `TCell` and
+/// `BatchMutation` rounded up (their byte strings are charged apart).
+const STRUCT_COST: usize = 64;
+/// What one byte string costs besides its bytes when it is a container's element (a struct's
+/// strings live inside the struct's own size).
+const ELEMENT_COST: usize = 24;
+
+/// What one request has made the server allocate, against the bytes it has sent.
+pub(crate) struct Budget<'a> {
+    /// The bytes of the message read so far.
+    used: &'a AtomicUsize,
+    /// The most bytes the message can have (its frame, or the message limit).
+    window: &'a AtomicUsize,
+    charged: usize,
+    /// For each open struct (false) and container (true), innermost last.
+    open: Vec<bool>,
+}
+
+impl<'a> Budget<'a> {
+    /// The budget of the message whose bytes `used` counts, at most `window` long.
+    pub(crate) fn new(used: &'a AtomicUsize, window: &'a AtomicUsize) -> Self {
+        Budget {
+            used,
+            window,
+            charged: 0,
+            open: Vec::new(),
+        }
+    }
+
+    fn charge(&mut self, bytes: usize) -> thrift::Result<()> {
+        self.charged = self.charged.saturating_add(bytes);
+        let read = self.used.load(Ordering::Relaxed);
+        let allowed = read
+            .saturating_mul(ALLOC_FACTOR)
+            .saturating_add(ALLOC_SLACK);
+        if self.charged > allowed {
+            return Err(size_limit(format!(
+                "the request would take {} bytes of memory for the {read} bytes it sent",
+                self.charged
+            )));
+        }
+        Ok(())
+    }
+
+    /// A container of `count` elements, each at least `min_size` bytes on the wire, must
+    /// fit in what is left of the message.
+    fn fits(&self, count: i32, min_size: usize) -> thrift::Result<()> {
+        let count = usize::try_from(count).unwrap_or(0);
+        let left = self
+            .window
+            .load(Ordering::Relaxed)
+            .saturating_sub(self.used.load(Ordering::Relaxed));
+        if count.saturating_mul(min_size.max(1)) > left {
+            return Err(size_limit(format!(
+                "a container of {count} elements announced with {left} bytes of the message left"
+            )));
+        }
+        Ok(())
+    }
+
+    fn in_container(&self) -> bool {
+        self.open.last().copied().unwrap_or(false)
+    }
+}
+
+fn size_limit(message: String) -> thrift::Error {
+    thrift::Error::Protocol(thrift::ProtocolError::new(
+        thrift::ProtocolErrorKind::SizeLimit,
+        message,
+    ))
+}
 
 /// The watch over one request.
 pub(crate) struct Watched<'a> {
     inner: &'a mut dyn TInputProtocol,
+    budget: Budget<'a>,
     header: Option<TMessageIdentifier>,
     depth: usize,
     /// Whether the top-level (argument) struct was read to its end.
@@ -25,10 +109,15 @@ pub(crate) struct Watched<'a> {
 }
 
 impl<'a> Watched<'a> {
-    /// Watches `inner` for the request whose header is `header`.
-    pub(crate) fn new(inner: &'a mut dyn TInputProtocol, header: TMessageIdentifier) -> Self {
+    /// Watches `inner` for the request whose header is `header`, within `budget`.
+    pub(crate) fn new(
+        inner: &'a mut dyn TInputProtocol,
+        header: TMessageIdentifier,
+        budget: Budget<'a>,
+    ) -> Self {
         Watched {
             inner,
+            budget,
             header: Some(header),
             depth: 0,
             args_read: false,
@@ -36,13 +125,44 @@ impl<'a> Watched<'a> {
         }
     }
 
+    /// A string or byte array of `len` bytes was read.
+    fn charge_bytes(&mut self, len: usize) -> thrift::Result<()> {
+        let extra = if self.budget.in_container() {
+            ELEMENT_COST
+        } else {
+            0
+        };
+        self.budget.charge(len.saturating_add(extra))
+    }
+
+    /// A container of `count` elements of `kinds` (one type per element part) opened.
+    fn open_container(&mut self, count: i32, kinds: &[TType]) -> thrift::Result<()> {
+        let min: usize = kinds
+            .iter()
+            .map(|t| self.inner.min_serialized_size(*t))
+            .sum();
+        self.budget.fits(count, min)?;
+        self.budget.open.push(true);
+        Ok(())
+    }
+
     fn note<T>(&mut self, r: thrift::Result<T>) -> thrift::Result<T> {
         if let Err(e) = &r {
             if self.failed.is_none() {
-                self.failed = Some(e.to_string());
+                self.failed = Some(describe(e));
             }
         }
         r
+    }
+}
+
+/// An error with its message: the `thrift` crate's own display gives only the kind
+/// ("message too long").
+fn describe(e: &thrift::Error) -> String {
+    match e {
+        thrift::Error::Protocol(p) if !p.message.is_empty() => format!("{p}: {}", p.message),
+        thrift::Error::Transport(t) if !t.message.is_empty() => format!("{t}: {}", t.message),
+        other => other.to_string(),
     }
 }
 
@@ -62,11 +182,16 @@ impl TInputProtocol for Watched<'_> {
     }
     fn read_struct_begin(&mut self) -> thrift::Result<Option<TStructIdentifier>> {
         self.depth += 1;
-        let r = self.inner.read_struct_begin();
+        let r = self
+            .budget
+            .charge(STRUCT_COST)
+            .and_then(|()| self.inner.read_struct_begin());
+        self.budget.open.push(false);
         self.note(r)
     }
     fn read_struct_end(&mut self) -> thrift::Result<()> {
         self.depth = self.depth.saturating_sub(1);
+        self.budget.open.pop();
         let r = self.inner.read_struct_end();
         if self.depth == 0 && r.is_ok() {
             self.args_read = true;
@@ -87,6 +212,7 @@ impl TInputProtocol for Watched<'_> {
     }
     fn read_bytes(&mut self) -> thrift::Result<Vec<u8>> {
         let r = self.inner.read_bytes();
+        let r = r.and_then(|b| self.charge_bytes(b.len()).map(|()| b));
         self.note(r)
     }
     fn read_i8(&mut self) -> thrift::Result<i8> {
@@ -115,29 +241,39 @@ impl TInputProtocol for Watched<'_> {
     }
     fn read_string(&mut self) -> thrift::Result<String> {
         let r = self.inner.read_string();
+        let r = r.and_then(|s| self.charge_bytes(s.len()).map(|()| s));
         self.note(r)
     }
     fn read_list_begin(&mut self) -> thrift::Result<TListIdentifier> {
         let r = self.inner.read_list_begin();
+        let r = r.and_then(|l| self.open_container(l.size, &[l.element_type]).map(|()| l));
         self.note(r)
     }
     fn read_list_end(&mut self) -> thrift::Result<()> {
+        self.budget.open.pop();
         let r = self.inner.read_list_end();
         self.note(r)
     }
     fn read_set_begin(&mut self) -> thrift::Result<TSetIdentifier> {
         let r = self.inner.read_set_begin();
+        let r = r.and_then(|l| self.open_container(l.size, &[l.element_type]).map(|()| l));
         self.note(r)
     }
     fn read_set_end(&mut self) -> thrift::Result<()> {
+        self.budget.open.pop();
         let r = self.inner.read_set_end();
         self.note(r)
     }
     fn read_map_begin(&mut self) -> thrift::Result<TMapIdentifier> {
         let r = self.inner.read_map_begin();
+        let r = r.and_then(|m| {
+            let kinds: Vec<TType> = [m.key_type, m.value_type].into_iter().flatten().collect();
+            self.open_container(m.size, &kinds).map(|()| m)
+        });
         self.note(r)
     }
     fn read_map_end(&mut self) -> thrift::Result<()> {
+        self.budget.open.pop();
         let r = self.inner.read_map_end();
         self.note(r)
     }

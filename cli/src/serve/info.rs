@@ -5,7 +5,11 @@
 //!
 //! Invariants: only `GET` (and `HEAD`) of these three paths answer 200; anything else is a
 //! 404 or 405 without touching the engine; every answer is gathered fresh (no cache), and a
-//! failure to gather is a 500 with its reason, never a panic.
+//! failure to gather is a 500 with its reason, never a panic. The port holds at most
+//! [`INFO_MAX_CONNECTIONS`] connections (more are closed when accepted and counted), a
+//! request's head must arrive within [`INFO_HEADER_TIMEOUT`] and fit in
+//! [`INFO_MAX_HEAD_BYTES`], a connection lives at most [`INFO_CONNECTION_LIFETIME`], and a
+//! failed accept (out of descriptors) backs off and is logged at most once a second.
 
 use super::handler::State;
 use super::{metrics, page, status};
@@ -15,6 +19,73 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// The most connections the info port holds at once.
+pub const INFO_MAX_CONNECTIONS: usize = 32;
+/// How long a client has to send a request's head.
+pub const INFO_HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The most bytes of a request's head (request line and headers).
+pub const INFO_MAX_HEAD_BYTES: usize = 64 * 1024;
+/// How long one connection may stay open, requests and keep-alive included.
+pub const INFO_CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
+/// Serves the info routes on `listener` until `stop` turns true.
+pub(crate) async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let app = router(state.clone());
+    let permits = Arc::new(tokio::sync::Semaphore::new(INFO_MAX_CONNECTIONS));
+    let mut refusals = super::RateLimitedLog::new();
+    let mut accept_errors = super::RateLimitedLog::new();
+    let mut failures = 0u32;
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|stopped| *stopped) => return,
+        };
+        let (stream, peer) = match accepted {
+            Ok(x) => {
+                failures = 0;
+                x
+            }
+            Err(e) => {
+                if let Some(n) = accept_errors.tick() {
+                    tracing::warn!(
+                        "info port: accept failed ({n} time(s) since the last line): {e}"
+                    );
+                }
+                tokio::time::sleep(super::accept_backoff(failures)).await;
+                failures = failures.saturating_add(1);
+                continue;
+            }
+        };
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            drop(stream);
+            state.metrics.refuse("info");
+            if let Some(n) = refusals.tick() {
+                tracing::warn!(%peer, "info port: refused {n} connection(s): {INFO_MAX_CONNECTIONS} already open");
+            }
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        tokio::spawn(async move {
+            let connection = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(INFO_HEADER_TIMEOUT)
+                .max_buf_size(INFO_MAX_HEAD_BYTES)
+                .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+            match tokio::time::timeout(INFO_CONNECTION_LIFETIME, connection).await {
+                Ok(Err(e)) => tracing::debug!(%peer, "info connection ended: {e}"),
+                Err(_) => tracing::debug!(%peer, "info connection closed past its lifetime"),
+                Ok(Ok(())) => {}
+            }
+            drop(permit);
+        });
+    }
+}
 
 /// The routes of the info server over `state`.
 pub(crate) fn router(state: Arc<State>) -> Router {

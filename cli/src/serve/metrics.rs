@@ -39,6 +39,13 @@ pub(crate) struct GatewayMetrics {
     latency: HistogramVec,
     /// Connections being served.
     pub(crate) connections: IntGauge,
+    /// Connections closed when accepted: the bound was reached and no connection could
+    /// make room (Thrift and info port).
+    pub(crate) refused: IntCounterVec,
+    /// Connections closed for sending no complete request in time: no first request
+    /// within the first-request deadline, idle past the read timeout, or made to give
+    /// their place to a new connection while they waited for their first request.
+    pub(crate) timed_out: IntCounter,
     /// Requests for a method the service lacks.
     unknown: IntCounter,
     /// Requests counted in `requests`, over every label set.
@@ -81,6 +88,17 @@ impl GatewayMetrics {
             "basalt_thrift_connections",
             "Thrift connections being served",
         )?;
+        let refused = IntCounterVec::new(
+            Opts::new(
+                "basalt_connections_refused_total",
+                "Connections closed when accepted because the port's bound was reached, by port",
+            ),
+            &["port"],
+        )?;
+        let timed_out = IntCounter::new(
+            "basalt_thrift_connections_timed_out_total",
+            "Thrift connections closed for sending no complete request in time",
+        )?;
         let unknown = IntCounter::new(
             "basalt_thrift_unknown_method_requests_total",
             "Requests for a method the service does not have",
@@ -90,12 +108,16 @@ impl GatewayMetrics {
         registry.register(Box::new(latency.clone()))?;
         registry.register(Box::new(connections.clone()))?;
         registry.register(Box::new(unknown.clone()))?;
+        registry.register(Box::new(refused.clone()))?;
+        registry.register(Box::new(timed_out.clone()))?;
         Ok(GatewayMetrics {
             registry,
             requests,
             errors,
             latency,
             connections,
+            refused,
+            timed_out,
             unknown,
             served: AtomicU64::new(0),
             failed: AtomicU64::new(0),
@@ -151,6 +173,19 @@ impl GatewayMetrics {
     /// Requests answered with an exception since start.
     pub(crate) fn errors_answered(&self) -> u64 {
         self.failed.load(Ordering::Relaxed) + self.unknown.get()
+    }
+
+    /// A connection to `port` ("thrift" or "info") closed when accepted.
+    pub(crate) fn refuse(&self, port: &str) {
+        self.refused.with_label_values(&[port]).inc();
+    }
+
+    /// Connections closed when accepted since start, on both ports.
+    pub(crate) fn refused_connections(&self) -> u64 {
+        ["thrift", "info"]
+            .iter()
+            .map(|p| self.refused.with_label_values(&[*p]).get())
+            .sum()
     }
 }
 

@@ -78,7 +78,12 @@ pub struct Options {
     /// How long a connection may wait for a request's bytes before it is closed
     /// (default 60 s, HBase's).
     pub read_timeout: Duration,
-    /// Connections served at once (default 64); more are closed when accepted.
+    /// How long a new connection has to send its first complete request (default 10 s):
+    /// a client that connects and stays silent, or trickles, is closed then.
+    pub first_request_timeout: Duration,
+    /// Connections served at once (default 64). Past it, a new connection takes the place
+    /// of the connection that has waited longest for its first request (at least
+    /// [`MIN_WAIT_BEFORE_EVICTION`]); when none has, the new one is closed.
     pub max_connections: usize,
     /// Scanners open at once (default 1,000).
     pub max_scanners: usize,
@@ -98,6 +103,7 @@ impl Default for Options {
             max_container_len: 100_000,
             max_depth: 64,
             read_timeout: Duration::from_secs(60),
+            first_request_timeout: Duration::from_secs(10),
             max_connections: 64,
             max_scanners: 1000,
             scanner_lease: Duration::from_secs(60),
@@ -125,14 +131,51 @@ pub struct Listening {
     pub info: Option<SocketAddr>,
 }
 
+/// How long a connection waiting for its first request keeps its place when the server is
+/// full: a newer connection takes it only past this.
+pub const MIN_WAIT_BEFORE_EVICTION: Duration = Duration::from_millis(500);
+
+/// A live connection, as the accept loop sees it.
+struct Live {
+    /// Its socket, to shut it down (at exit, or to make room).
+    socket: TcpStream,
+    /// When it was accepted.
+    accepted: Instant,
+    /// Set once its first request is complete.
+    answered: Arc<AtomicBool>,
+}
+
 /// The server's shared machinery: what the accept loop and the connections see.
 struct Server {
     opts: Options,
     state: Arc<State>,
     stop: AtomicBool,
     active: AtomicUsize,
-    /// The sockets of the live connections, to shut them down at exit.
-    sockets: Mutex<HashMap<u64, TcpStream>>,
+    /// The live connections, by id.
+    sockets: Mutex<HashMap<u64, Live>>,
+}
+
+impl Server {
+    /// Makes room for a new connection when the server is full: shuts down the connection
+    /// that has waited longest for its first request, if it waited at least
+    /// [`MIN_WAIT_BEFORE_EVICTION`]. Returns whether it did.
+    fn evict_a_silent_connection(&self) -> bool {
+        let mut live = lock(&self.sockets);
+        let victim = live
+            .iter()
+            .filter(|(_, l)| !l.answered.load(Ordering::SeqCst))
+            .filter(|(_, l)| l.accepted.elapsed() >= MIN_WAIT_BEFORE_EVICTION)
+            .min_by_key(|(_, l)| l.accepted)
+            .map(|(id, _)| *id);
+        match victim.and_then(|id| live.remove(&id)) {
+            Some(l) => {
+                let _ = l.socket.shutdown(std::net::Shutdown::Both);
+                self.state.metrics.timed_out.inc();
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// Opens `dir` and serves HBase's Thrift1 service until SIGTERM or Ctrl-C; then closes the
@@ -168,22 +211,12 @@ pub fn serve(
         host: addr.ip().to_string(),
         port: addr.port(),
     });
-    let (stop_info, mut info_stopped) = tokio::sync::watch::channel(false);
+    let (stop_info, info_stopped) = tokio::sync::watch::channel(false);
     let info_addr = match info_listener {
         Some(ref l) => Some(l.local_addr()?),
         None => None,
     };
-    let info_task = info_listener.map(|l| {
-        let app = info::router(state.clone());
-        rt.spawn(async move {
-            let stop = async move {
-                let _ = info_stopped.wait_for(|stopped| *stopped).await;
-            };
-            if let Err(e) = axum::serve(l, app).with_graceful_shutdown(stop).await {
-                tracing::warn!("info server stopped: {e}");
-            }
-        })
-    });
+    let info_task = info_listener.map(|l| rt.spawn(info::serve(l, state.clone(), info_stopped)));
     let server = Arc::new(Server {
         opts,
         state,
@@ -213,8 +246,8 @@ pub fn serve(
     }
     // Stop: no new connections; wake every connection thread and wait for them.
     drop(listener);
-    for s in lock(&server.sockets).values() {
-        let _ = s.shutdown(std::net::Shutdown::Both);
+    for l in lock(&server.sockets).values() {
+        let _ = l.socket.shutdown(std::net::Shutdown::Both);
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while server.active.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
@@ -246,38 +279,83 @@ async fn wait_for_signal() {
     let _ = tokio::signal::ctrl_c().await;
 }
 
+/// Counts an event and logs it at most once a second with the count since the last line:
+/// a flood must not flood the log too.
+pub(crate) struct RateLimitedLog {
+    count: u64,
+    last: Option<Instant>,
+}
+
+impl RateLimitedLog {
+    /// Nothing counted yet.
+    pub(crate) fn new() -> Self {
+        RateLimitedLog {
+            count: 0,
+            last: None,
+        }
+    }
+
+    /// Counts one event; returns the count to log when a line is due.
+    pub(crate) fn tick(&mut self) -> Option<u64> {
+        self.count += 1;
+        if self
+            .last
+            .is_none_or(|t| t.elapsed() >= Duration::from_secs(1))
+        {
+            self.last = Some(Instant::now());
+            return Some(std::mem::take(&mut self.count));
+        }
+        None
+    }
+}
+
+/// The wait after a failed accept (out of descriptors, say): doubled after each failure in
+/// a row from 10 ms up to one second, so a process at its descriptor limit keeps serving
+/// its connections rather than spinning.
+pub(crate) fn accept_backoff(failures: u32) -> Duration {
+    Duration::from_millis(10u64 << failures.min(7)).min(Duration::from_secs(1))
+}
+
 fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
     let mut next_id = 0u64;
     let mut last_sweep = Instant::now();
-    // Refusals are logged at most once a second (a flood must not flood the log too).
-    let (mut refused, mut last_refusal_log) = (0u64, None::<Instant>);
+    let mut refusals = RateLimitedLog::new();
+    let mut accept_errors = RateLimitedLog::new();
+    let mut failures = 0u32;
     while !server.stop.load(Ordering::SeqCst) {
         if last_sweep.elapsed() > Duration::from_secs(1) {
             server.state.scanners.expire();
             last_sweep = Instant::now();
         }
         let (stream, peer) = match listener.accept() {
-            Ok(x) => x,
+            Ok(x) => {
+                failures = 0;
+                x
+            }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                 std::thread::sleep(Duration::from_millis(10));
                 continue;
             }
             Err(e) => {
-                tracing::warn!("accept failed: {e}");
-                std::thread::sleep(Duration::from_millis(10));
+                if let Some(n) = accept_errors.tick() {
+                    tracing::warn!("accept failed ({n} time(s) since the last line): {e}");
+                }
+                std::thread::sleep(accept_backoff(failures));
+                failures = failures.saturating_add(1);
                 continue;
             }
         };
-        if server.active.load(Ordering::SeqCst) >= server.opts.max_connections {
+        if server.active.load(Ordering::SeqCst) >= server.opts.max_connections
+            && !server.evict_a_silent_connection()
+        {
             let _ = stream.shutdown(std::net::Shutdown::Both);
-            refused += 1;
-            if last_refusal_log.is_none_or(|t: Instant| t.elapsed() >= Duration::from_secs(1)) {
+            server.state.metrics.refuse("thrift");
+            if let Some(n) = refusals.tick() {
                 tracing::warn!(
                     %peer,
-                    "refused {refused} connection(s): {} connections already open",
+                    "refused {n} connection(s): {} connections already open",
                     server.opts.max_connections
                 );
-                (refused, last_refusal_log) = (0, Some(Instant::now()));
             }
             continue;
         }
@@ -286,8 +364,14 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
         }
         next_id += 1;
         let id = next_id;
-        if let Ok(clone) = stream.try_clone() {
-            lock(&server.sockets).insert(id, clone);
+        let answered = Arc::new(AtomicBool::new(false));
+        if let Ok(socket) = stream.try_clone() {
+            let live = Live {
+                socket,
+                accepted: Instant::now(),
+                answered: answered.clone(),
+            };
+            lock(&server.sockets).insert(id, live);
         }
         server.active.fetch_add(1, Ordering::SeqCst);
         server.state.metrics.connections.inc();
@@ -299,7 +383,14 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
                 let processor = HbaseSyncProcessor::new(Handler {
                     state: srv.state.clone(),
                 });
-                let why = conn::serve(stream, peer, &srv.opts, &processor, &srv.state.metrics);
+                let why = conn::serve(
+                    stream,
+                    peer,
+                    &srv.opts,
+                    &processor,
+                    &srv.state.metrics,
+                    &answered,
+                );
                 if why.starts_with("malformed")
                     || why.starts_with("unrecognized")
                     || why.starts_with("truncated")

@@ -119,6 +119,10 @@ fn server_section(h: &mut String, s: &Status) {
     };
     let rows = [
         ("Thrift connections", g.connections.to_string()),
+        (
+            "Connections refused (timed out)",
+            format!("{} ({})", g.refused_connections, g.timed_out_connections),
+        ),
         ("Open scanners", g.open_scanners.to_string()),
         (
             "Requests (errors)",

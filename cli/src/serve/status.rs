@@ -90,6 +90,10 @@ pub struct GatewayCounters {
     pub requests: u64,
     /// Of those, requests answered with an exception.
     pub errors: u64,
+    /// Connections closed when accepted, the bound reached (Thrift and info port).
+    pub refused_connections: u64,
+    /// Thrift connections closed for sending no complete request in time.
+    pub timed_out_connections: u64,
 }
 
 /// One table.
@@ -225,6 +229,8 @@ pub(crate) async fn gather(state: &State) -> Result<Status, ToolError> {
             open_scanners: state.scanners.len() as u64,
             requests: metrics.requests_served(),
             errors: metrics.errors_answered(),
+            refused_connections: metrics.refused_connections(),
+            timed_out_connections: metrics.timed_out.get(),
         },
         tables,
     })

@@ -134,8 +134,8 @@ pub struct MiniBatch<'a> {
     vetoes: Vec<Option<Error>>,
     extra: Vec<Mutation>,
     elsewhere: Vec<(TableName, AddedOp)>,
-    absent: Vec<(TableName, Bytes)>,
-    local_absent: Vec<Bytes>,
+    absent: Vec<(TableName, Bytes, Option<RowOwner>)>,
+    local_absent: Vec<(Bytes, Option<RowOwner>)>,
     now: crate::cell::Timestamp,
     pending: &'a [PreparedCell],
 }
@@ -199,11 +199,19 @@ impl<'a> MiniBatch<'a> {
     /// unique index checks before it writes its row). Writes of the same batch to that row
     /// do not count.
     pub fn require_absent_in(&mut self, table: TableName, row: Bytes) {
-        self.absent.push((table, row));
+        self.absent.push((table, row, None));
     }
 
-    /// The rows required absent so far ([`MiniBatch::require_absent_in`]).
-    pub fn required_absent(&self) -> &[(TableName, Bytes)] {
+    /// [`MiniBatch::require_absent_in`] that also passes when the row is `owner`'s: what
+    /// a unique index checks when a data row (re)writes its index row, which must be absent
+    /// or already that data row's, never another's.
+    pub fn require_absent_or_owned_in(&mut self, table: TableName, row: Bytes, owner: RowOwner) {
+        self.absent.push((table, row, Some(owner)));
+    }
+
+    /// The rows required absent so far ([`MiniBatch::require_absent_in`]), with the owner
+    /// each may already have.
+    pub fn required_absent(&self) -> &[(TableName, Bytes, Option<RowOwner>)] {
         &self.absent
     }
 
@@ -215,11 +223,18 @@ impl<'a> MiniBatch<'a> {
     /// key without a region start: every writer racing for it, before or after a split,
     /// takes that same lock.
     pub fn require_local_absent(&mut self, row: Bytes) {
-        self.local_absent.push(row);
+        self.local_absent.push((row, None));
     }
 
-    /// The local rows required absent so far ([`MiniBatch::require_local_absent`]).
-    pub fn required_local_absent(&self) -> &[Bytes] {
+    /// [`MiniBatch::require_local_absent`] that also passes when the row is `owner`'s (see
+    /// [`MiniBatch::require_absent_or_owned_in`]).
+    pub fn require_local_absent_or_owned(&mut self, row: Bytes, owner: RowOwner) {
+        self.local_absent.push((row, Some(owner)));
+    }
+
+    /// The local rows required absent so far ([`MiniBatch::require_local_absent`]), with
+    /// the owner each may already have.
+    pub fn required_local_absent(&self) -> &[(Bytes, Option<RowOwner>)] {
         &self.local_absent
     }
 
@@ -368,9 +383,35 @@ pub(crate) type MiniBatchParts = (
     Vec<Option<Error>>,
     Vec<Mutation>,
     Vec<(TableName, AddedOp)>,
-    Vec<(TableName, Bytes)>,
-    Vec<Bytes>,
+    Vec<(TableName, Bytes, Option<RowOwner>)>,
+    Vec<(Bytes, Option<RowOwner>)>,
 );
+
+/// Whose a row required absent may already be: the row passes the check when its visible
+/// cell `family:qualifier` holds, from byte `skip` of its value on, exactly `owner` (a
+/// unique index row naming the data row that writes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowOwner {
+    /// The family of the cell naming the owner.
+    pub family: Bytes,
+    /// Its qualifier.
+    pub qualifier: Bytes,
+    /// Where the owner starts in its value.
+    pub skip: usize,
+    /// The owner.
+    pub owner: Bytes,
+}
+
+impl RowOwner {
+    /// True when `found`, the row as the check reads it, is the owner's.
+    pub fn owns(&self, found: &crate::cell::RowResult) -> bool {
+        found.cells.iter().any(|c| {
+            c.family == self.family
+                && c.qualifier == self.qualifier
+                && c.value.get(self.skip..) == Some(self.owner.as_ref())
+        })
+    }
+}
 
 /// A mark in a [`MiniBatch`]'s history (see [`MiniBatch::savepoint`]).
 #[derive(Debug, Clone)]

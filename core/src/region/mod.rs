@@ -23,7 +23,7 @@ pub mod store;
 
 pub use store::Store;
 
-use crate::cell::StoreCell;
+use crate::cell::{StoreCell, Timestamp};
 use crate::error::{Error, Result};
 use crate::schema::TableName;
 use crate::storage::storefile::StoreFileReader;
@@ -78,6 +78,9 @@ pub struct Region {
     /// compacted, split or merged) until an offline repair sets the file aside. WAL edits
     /// are still replayed into it and flushed, so nothing acknowledged is dropped.
     pub offline: std::sync::OnceLock<RegionFault>,
+    /// The largest timestamp the server stamped a write of this region with (see
+    /// [`Region::stamp`]).
+    server_clock: AtomicU64,
 }
 
 /// Why a region is offline.
@@ -92,6 +95,10 @@ pub struct RegionFault {
     /// [`Error::RegionNotServed`], and no file of it is open here.
     pub elsewhere: bool,
 }
+
+/// How far ahead of the wall clock a region's server clock may be moved by its own stamps
+/// (a burst of increments of one cell moves it a millisecond per increment): a minute.
+pub const MAX_CLOCK_LEAD_MS: u64 = 60_000;
 
 impl Region {
     /// A region with the given stores.
@@ -123,7 +130,34 @@ impl Region {
             write_gate: Arc::new(tokio::sync::RwLock::new(())),
             retired: AtomicBool::new(false),
             offline: std::sync::OnceLock::new(),
+            server_clock: AtomicU64::new(0),
         }
+    }
+
+    /// The timestamp of a write the server stamps with `ts` at wall-clock time `now` (`ts`
+    /// is `now`, or for an increment the version it must exceed, `max(now, old + 1)`): `ts`,
+    /// or the largest timestamp the region stamped before when that is later. Server
+    /// timestamps never go backwards within a region, so a write a client issued later is
+    /// never hidden by one the server stamped earlier (a burst of increments runs ahead of
+    /// the wall clock). A `ts` more than [`MAX_CLOCK_LEAD_MS`] past `now` (an increment
+    /// over a version a client dated far ahead) is used but not recorded: the region's
+    /// clock follows its own stamps, not clients' dates. One atomic max per write.
+    pub fn stamp(&self, ts: Timestamp, now: Timestamp) -> Timestamp {
+        if ts > now.saturating_add(MAX_CLOCK_LEAD_MS) {
+            return ts.max(self.server_clock());
+        }
+        self.server_clock.fetch_max(ts, Ordering::AcqRel).max(ts)
+    }
+
+    /// The largest timestamp [`Region::stamp`] handed out (0 before the first).
+    pub fn server_clock(&self) -> Timestamp {
+        self.server_clock.load(Ordering::Acquire)
+    }
+
+    /// Carries the clocks of the regions a split or merge replaces into this one.
+    pub fn inherit_clock(&self, from: &Region) {
+        self.server_clock
+            .fetch_max(from.server_clock(), Ordering::AcqRel);
     }
 
     /// Fails with [`Error::RegionOffline`] when the region is offline.

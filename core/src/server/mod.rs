@@ -287,6 +287,16 @@ impl Engine {
             let mut report = engine.recovery.write();
             report.cells_replayed = replayed;
             report.offline_regions = offline;
+            // Logged once the replay is done: the figures are the report's own.
+            if let Some(damage) = report.damage.first() {
+                tracing::warn!(
+                    mode = ?report.mode,
+                    damaged = report.damage.len(),
+                    first = %damage.segment.display(),
+                    offset = damage.offset,
+                    "WAL recovery found damage: {report}"
+                );
+            }
         }
         Ok(engine)
     }

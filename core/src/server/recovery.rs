@@ -246,15 +246,6 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     // Its writer folder exists now: an engine that claims the store after this check lists
     // it and fences it. One that claimed before it may have missed it: then this open fails.
     catalog.check_claim()?;
-    if let Some(damage) = report.damage.first() {
-        tracing::warn!(
-            mode = ?mode,
-            damaged = report.damage.len(),
-            first = %damage.segment.display(),
-            offset = damage.offset,
-            "WAL recovery found damage: {report}"
-        );
-    }
     if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
         wal.on_roll(Box::new(move |closed, opened| {
             o.post_wal_roll(closed, opened)

@@ -444,18 +444,18 @@ impl Maintenance {
                 .flushed_seq
                 .load(Ordering::Acquire)
                 .max(second.flushed_seq.load(Ordering::Acquire));
-            let merged = Arc::new(local_store(
-                Region::new(
-                    merged_id,
-                    t.name.clone(),
-                    first.start.clone(),
-                    second.end.clone(),
-                    flushed,
-                    first.generation.max(second.generation),
-                    stores,
-                ),
-                local_file,
-            ));
+            let region = Region::new(
+                merged_id,
+                t.name.clone(),
+                first.start.clone(),
+                second.end.clone(),
+                flushed,
+                first.generation.max(second.generation),
+                stores,
+            );
+            region.inherit_clock(&first);
+            region.inherit_clock(&second);
+            let merged = Arc::new(local_store(region, local_file));
             if let Some(pos) = regions.iter().position(|r| Arc::ptr_eq(r, &first)) {
                 regions.splice(pos..=pos + 1, [merged.clone()]);
             }

@@ -3,15 +3,14 @@
 //! region between the MemStore inserts and visibility, and `post_batch` per region with the
 //! outcome.
 
-use super::{by_region, invalid_added, AddedWrite, HookCalls, PostApply, PreBatch};
-use crate::coprocessor::{AddedOp, HookEnv, MiniBatch, MutationHook};
+use super::{by_region, invalid_added, Absent, AddedWrite, HookCalls, PostApply, PreBatch};
+use crate::coprocessor::{AddedOp, HookEnv, MiniBatch, MutationHook, RowOwner};
 use crate::error::{Error, Result};
 use crate::ops::Mutation;
 use crate::server::write::prepare::{validate_increment, validate_mutation};
 use crate::server::write::PreparedCell;
 use crate::server::TableState;
 use bytes::Bytes;
-use std::sync::Arc;
 
 impl<'a> HookCalls<'a> {
     /// Runs `pre_batch_mutate` once per region of `muts` (the caller holds their row locks).
@@ -25,8 +24,8 @@ impl<'a> HookCalls<'a> {
         pending: &[PreparedCell],
     ) -> Result<PreBatch> {
         let mut added: Vec<AddedWrite> = Vec::new();
-        let mut absent: Vec<(Option<Arc<TableState>>, Bytes)> = Vec::new();
-        let mut local_absent: Vec<Bytes> = Vec::new();
+        let mut absent: Vec<Absent> = Vec::new();
+        let mut local_absent: Vec<(Bytes, Option<RowOwner>)> = Vec::new();
         if self.hooks.skips(MutationHook::PreBatchMutate) {
             // No veto: an empty list (vetoes past its end are none).
             return Ok(PreBatch {
@@ -45,16 +44,16 @@ impl<'a> HookCalls<'a> {
             self.hooks.pre_batch_mutate(&env, &mut mb).await?;
             let (v, same, elsewhere, required, local) = mb.into_parts();
             local_absent.extend(local);
-            for (name, row) in required {
+            for (name, row, owner) in required {
                 if name == t.name {
-                    absent.push((None, row));
+                    absent.push((None, row, owner));
                 } else {
                     let target = self
                         .reads
                         .shared
                         .table(&name)
                         .map_err(|e| invalid_added(&name, e))?;
-                    absent.push((Some(target), row));
+                    absent.push((Some(target), row, owner));
                 }
             }
             for (j, veto) in v.into_iter().enumerate() {

@@ -23,7 +23,7 @@
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
 use super::{Config, ReadPath, TableState};
-use crate::coprocessor::{AddedOp, Flow, HookEnv, MutationHook, RegionHooks};
+use crate::coprocessor::{AddedOp, Flow, HookEnv, MutationHook, RegionHooks, RowOwner};
 use crate::error::{Error, Result};
 use crate::ops::{BatchOutcome, Mutation};
 use crate::region::Region;
@@ -31,6 +31,10 @@ use crate::schema::{TableDescriptor, TableName};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// A row a batch requires absent: its table (`None`: the batch's own), the row, and the
+/// owner it may already have.
+pub(crate) type Absent = (Option<Arc<TableState>>, Bytes, Option<RowOwner>);
 
 mod commit;
 
@@ -46,11 +50,12 @@ pub(crate) struct PreBatch {
     pub(crate) vetoes: Vec<Option<Error>>,
     /// The writes the hooks added, checked against their tables.
     pub(crate) added: Vec<AddedWrite>,
-    /// Rows that must be absent for the batch to commit (unique index entries).
-    pub(crate) absent: Vec<(Option<Arc<TableState>>, Bytes)>,
-    /// Local rows of the batch's table that must be absent (region-local unique index
-    /// entries, [`crate::coprocessor::MiniBatch::require_local_absent`]).
-    pub(crate) local_absent: Vec<Bytes>,
+    /// Rows that must be absent (or their owner's) for the batch to commit (unique index
+    /// entries).
+    pub(crate) absent: Vec<Absent>,
+    /// Local rows of the batch's table that must be absent (or their owner's): region-local
+    /// unique index entries, [`crate::coprocessor::MiniBatch::require_local_absent`].
+    pub(crate) local_absent: Vec<(Bytes, Option<RowOwner>)>,
 }
 
 /// How many times a write gives up its locks and retakes them in order (when a row a hook

@@ -72,7 +72,7 @@ pub(super) fn daughter(parent: &Region, id: u64, lo: Bytes, hi: Bytes) -> Region
             )
         })
         .collect();
-    Region::new(
+    let daughter = Region::new(
         id,
         parent.table.clone(),
         lo,
@@ -80,5 +80,7 @@ pub(super) fn daughter(parent: &Region, id: u64, lo: Bytes, hi: Bytes) -> Region
         parent.flushed_seq.load(Ordering::Acquire),
         parent.generation,
         stores,
-    )
+    );
+    daughter.inherit_clock(parent);
+    daughter
 }

@@ -287,7 +287,7 @@ impl WritePipeline {
         // it lock one key whichever region their hooks ran in.
         let unplaced = local_absent
             .iter()
-            .map(|r| crate::keys::local::rekey_to(r, b"").ok_or_else(lost_owner))
+            .map(|(r, _)| crate::keys::local::rekey_to(r, b"").ok_or_else(lost_owner))
             .collect::<Result<Vec<Bytes>>>()?;
         let names: Vec<&str> = added
             .iter()
@@ -305,7 +305,7 @@ impl WritePipeline {
             .chain(
                 absent
                     .iter()
-                    .map(|(target, row)| (target_of(t, target).key.as_str(), row.as_ref())),
+                    .map(|(target, row, _)| (target_of(t, target).key.as_str(), row.as_ref())),
             )
             .chain(unplaced.iter().map(|r| (t.key.as_str(), r.as_ref())))
             .collect();
@@ -353,31 +353,28 @@ impl WritePipeline {
                 })
             }
         };
-        for row in &local_absent {
+        for (row, may_hold) in &local_absent {
             // Read where the row is now: in the region holding its owner, with its start.
             let owner = crate::keys::local::owner(row).ok_or_else(lost_owner)?;
             let region = t.online_region(owner)?;
             let key = crate::keys::local::rekey_to(row, &region.start).ok_or_else(lost_owner)?;
             let get = Get::new(&key).add_family(crate::keys::local::LOCAL_FAMILY);
             let read_point = self.shared.mvcc.read_point();
-            if !self
-                .reads
-                .read_row_in(&region, &get, read_point)?
-                .is_empty()
-            {
+            let found = self.reads.read_row_in(&region, &get, read_point)?;
+            if !found.is_empty() && !may_hold.as_ref().is_some_and(|o| o.owns(&found)) {
                 return Err(Error::UniqueViolation {
                     table: t.name.to_string(),
                     row: String::from_utf8_lossy(&key).into_owned(),
                 });
             }
         }
-        for (target, row) in &absent {
+        for (target, row, may_hold) in &absent {
             let target: &TableState = target.as_deref().unwrap_or(t);
             let region = target.online_region(row)?;
             let found =
                 self.reads
                     .read_row_in(&region, &Get::new(row), self.shared.mvcc.read_point())?;
-            if !found.is_empty() {
+            if !found.is_empty() && !may_hold.as_ref().is_some_and(|o| o.owns(&found)) {
                 return Err(Error::UniqueViolation {
                     table: target.name.to_string(),
                     row: String::from_utf8_lossy(row).into_owned(),

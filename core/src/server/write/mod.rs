@@ -26,6 +26,7 @@
 
 use super::hooks::{copy_error, set, under_row_locks, HookCalls, LockPlan, Slot};
 use super::{now_ms, EngineShared, Maintenance, ReadPath, TableState};
+use crate::cell::Timestamp;
 use crate::coprocessor::{Flow, MutationHook, RegionHooks};
 use crate::error::{Error, Result};
 use crate::ops::{BatchOp, BatchOutcome, Delete, Mutation, Put, RowMutations};
@@ -287,6 +288,7 @@ impl WritePipeline {
         };
         let calls = HookCalls::new(&self.reads, t, hooks);
         let refs: Vec<&Mutation> = muts.iter().collect();
+        let stamped = stamped_at(now, clock, &cells);
         let run = async {
             let mut pre = calls.pre_batch(&refs, now, &cells).await?;
             if let Some(e) = std::mem::take(&mut pre.vetoes).into_iter().flatten().next() {
@@ -303,7 +305,7 @@ impl WritePipeline {
         // Only a write that committed moves its rows' clock: a vetoed or failed one wrote
         // nothing that a later write of the same millisecond could be hidden by.
         if clock && outcome.is_ok() && !plan.relock_pending() {
-            self.record_hooked(t, refs.iter().map(|m| m.row()), now);
+            self.record_hooked(t, refs.iter().map(|m| m.row()), stamped);
         }
         if plan.relock_pending() {
             return outcome;
@@ -521,11 +523,12 @@ impl WritePipeline {
             // Nothing of the batch is written: neither are the writes its hooks added.
             return (ok, Ok(()));
         }
+        let stamped = stamped_at(now, clock, &cells);
         let run = self
             .commit_with_added(&calls, &held, &written, cells, durability, pre, plan, now)
             .await;
         if clock && run.is_ok() && !plan.relock_pending() {
-            self.record_hooked(t, written.iter().map(|m| m.row()), now);
+            self.record_hooked(t, written.iter().map(|m| m.row()), stamped);
         }
         if plan.relock_pending() {
             return (Vec::new(), Ok(()));
@@ -560,4 +563,17 @@ impl WritePipeline {
             )
             .await
     }
+}
+
+/// The timestamp a clocked hooked write stamped at `now` took: its regions may have stamped
+/// it later than `now` ([`crate::region::Region::stamp`]), and the rows' clocks must record
+/// that, or the rows' next hooked write could take the same timestamp.
+fn stamped_at(now: Timestamp, clock: bool, cells: &[PreparedCell]) -> Timestamp {
+    if !clock {
+        return now;
+    }
+    cells
+        .iter()
+        .map(|c| c.region.server_clock())
+        .fold(now, Timestamp::max)
 }

@@ -192,7 +192,11 @@ pub(crate) fn prepare_in(
         };
     match m {
         Mutation::Put(p) => {
-            let default_ts = if p.ts == LATEST_TIMESTAMP { now } else { p.ts };
+            let default_ts = if p.ts == LATEST_TIMESTAMP {
+                region.stamp(now, now)
+            } else {
+                p.ts
+            };
             let (kind, ttl) = match p.ttl_ms {
                 Some(ttl) => (CellType::ExpiringPut, ttl),
                 None => (CellType::Put, 0),
@@ -222,7 +226,11 @@ pub(crate) fn prepare_in(
             }
         }
         Mutation::Delete(d) => {
-            let dts = if d.ts == LATEST_TIMESTAMP { now } else { d.ts };
+            let dts = if d.ts == LATEST_TIMESTAMP {
+                region.stamp(now, now)
+            } else {
+                d.ts
+            };
             // As in HBase's prepareDeleteTimestamps, the n-th "latest version" marker of
             // one column in one delete takes the n-th newest visible version.
             let mut latest_seen: BTreeMap<(&Bytes, &Bytes), usize> = BTreeMap::new();
@@ -386,6 +394,9 @@ pub(crate) fn resolve_deltas(
         let ts = old.as_ref().map_or(now, |(ts, _)| {
             now.max(ts.saturating_add(1).min(crate::cell::LATEST_TIMESTAMP - 1))
         });
+        // Never below a timestamp the region stamped before (a put at server time after
+        // a burst of increments must not land under them).
+        let ts = region.stamp(ts, now);
         let value = match delta {
             Delta::Add(amount) => {
                 let base = match &old {
