@@ -34,8 +34,24 @@ impl Drop for Server {
 
 impl Server {
     fn start(flags: &[&str]) -> Server {
+        Server::start_limited(flags, None)
+    }
+
+    /// The server, with at most `max_fds` descriptors (`ulimit -n` in a shell that then
+    /// runs it) when given.
+    fn start_limited(flags: &[&str], max_fds: Option<u32>) -> Server {
         let dir = tempfile::tempdir().unwrap();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+        let mut command = match max_fds {
+            None => Command::new(env!("CARGO_BIN_EXE_basalt")),
+            Some(n) => {
+                let mut c = Command::new("sh");
+                c.arg("-c")
+                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                    .arg(env!("CARGO_BIN_EXE_basalt"));
+                c
+            }
+        };
+        let mut child = command
             .arg("serve")
             .arg(dir.path())
             .args(["--port", "0", "--info-port", "0"])
@@ -681,4 +697,99 @@ fn half_sent_requests_on_the_info_port_are_bounded() {
     good.still_serving("the half-sent requests timed out");
     good.finish();
     server.stop();
+}
+
+/// A process at its descriptor limit (issue 44): `ulimit -n 128` and more silent
+/// connections than that. Failed accepts back off and are logged at most once a second;
+/// the connected client keeps writing; a flush and a major compaction either work or fail
+/// with a clear error, and work once descriptors are free again; nothing written is lost.
+#[test]
+fn at_the_descriptor_limit_the_engine_keeps_working() {
+    let started = Instant::now();
+    let server = Server::start_limited(
+        &["--max-connections", "1000", "--first-request-timeout", "3"],
+        Some(128),
+    );
+    let addr = server.addr.clone();
+    let mut good = client(&addr);
+    let family = basalt_thrift::hbase::ColumnDescriptor {
+        name: Some(b"cf:".to_vec()),
+        max_versions: Some(3),
+        ..Default::default()
+    };
+    good.create_table(b"t".to_vec(), vec![family]).unwrap();
+    let put = |good: &mut Client, i: usize| {
+        let m = basalt_thrift::hbase::Mutation {
+            column: Some(b"cf:a".to_vec()),
+            value: Some(format!("v{i}").into_bytes()),
+            ..Default::default()
+        };
+        good.mutate_row(
+            b"t".to_vec(),
+            format!("r{i:05}").into_bytes(),
+            vec![m],
+            Default::default(),
+        )
+    };
+    for i in 0..100 {
+        put(&mut good, i).unwrap();
+    }
+    // Exhaust the descriptors: connections the server cannot all accept.
+    let flood: Vec<TcpStream> = (0..300)
+        .filter_map(|_| TcpStream::connect(&addr).ok())
+        .collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let fds = server.open_fds();
+    println!(
+        "{} connections, the server holds {fds} descriptors",
+        flood.len()
+    );
+    // The connected client keeps writing.
+    for i in 100..200 {
+        put(&mut good, i).expect("a write at the descriptor limit");
+    }
+    // A flush and a compaction need new files: they work, or fail with a clear error.
+    let under_limit = good.major_compact(b"t".to_vec());
+    if let Err(e) = &under_limit {
+        let e = e.to_string();
+        assert!(
+            e.contains("Too many open files") || e.contains("descriptor"),
+            "{e}"
+        );
+    }
+    for i in 200..300 {
+        put(&mut good, i).expect("a write after a failed flush");
+    }
+    drop(flood);
+    // Descriptors free again: the silent connections the server took are closed by the
+    // first-request deadline (10 s) at the latest.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match good.major_compact(b"t".to_vec()) {
+            Ok(()) => break,
+            Err(e) if Instant::now() < deadline => {
+                println!("major compaction still failing: {e}");
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(e) => panic!("major compaction never worked again: {e}"),
+        }
+    }
+    let mut fresh = client(&addr);
+    let rows = fresh
+        .get_rows(
+            b"t".to_vec(),
+            (0..300).map(|i| format!("r{i:05}").into_bytes()).collect(),
+            Default::default(),
+        )
+        .unwrap();
+    assert_eq!(rows.len(), 300, "rows written at the limit were lost");
+    let log = server.stop();
+    // At most a line a second (each with its count), where unthrottled it was one per 10 ms.
+    let secs = started.elapsed().as_secs() as usize;
+    let accept_lines = log.lines().filter(|l| l.contains("accept failed")).count();
+    println!("{accept_lines} accept-failure lines in {secs} s; under the limit: {under_limit:?}");
+    assert!(
+        accept_lines <= secs + 2,
+        "{accept_lines} lines of accept failures in {secs} s"
+    );
 }
