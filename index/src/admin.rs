@@ -271,6 +271,7 @@ impl IndexAdmin {
             }
         } else {
             let itable = def.index_table()?;
+            self.drop_orphaned_index_table(&itable).await?;
             let mut desc = TableDescriptor::new(itable.clone())
                 .family(ColumnFamilyDescriptor::new(FAMILY))
                 .coprocessor(CoprocessorDescriptor::new(GUARD));
@@ -295,6 +296,27 @@ impl IndexAdmin {
         }
         def.state = IndexState::Active;
         self.store(&data, &def.name, Some(&def)).await
+    }
+
+    /// Drops `itable` when it is an index table (it carries [`GUARD`]) that no index
+    /// definition names: what a crash leaves between creating an index table and recording
+    /// its definition, or between forgetting the definition and dropping the table. The
+    /// caller checked that no index of that name is defined. A table without the guard is
+    /// left alone (creating the index then fails with `TableExists`).
+    async fn drop_orphaned_index_table(&self, itable: &TableName) -> Result<()> {
+        let admin = self.conn.admin();
+        if !admin.table_exists(itable).await? {
+            return Ok(());
+        }
+        let desc = admin.describe_table(itable).await?;
+        if !desc.coprocessors.iter().any(|c| c.name == GUARD) {
+            return Ok(());
+        }
+        tracing::warn!(table = %itable, "dropping an index table no index names (left by a crash)");
+        if admin.is_table_enabled(itable).await? {
+            admin.disable_table(itable).await?;
+        }
+        admin.delete_table(itable).await
     }
 
     /// Touches every row of `data`, reporting progress.
