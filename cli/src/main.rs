@@ -124,7 +124,7 @@ struct ServeArgs {
     #[arg(long, default_value_t = 60)]
     read_timeout: u64,
     /// Seconds a new connection has to send its first complete request.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = 60)]
     first_request_timeout: u64,
     /// Connections served at once (past it, a connection still waiting for its first
     /// request makes room, or the new one is closed).

@@ -762,7 +762,7 @@ fn at_the_descriptor_limit_the_engine_keeps_working() {
     }
     drop(flood);
     // Descriptors free again: the silent connections the server took are closed by the
-    // first-request deadline (10 s) at the latest.
+    // first-request deadline (3 s here) at the latest.
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         match good.major_compact(b"t".to_vec()) {

@@ -300,6 +300,9 @@ struct Change<'a> {
 /// carry a cell TTL, what is left of the shortest of them at `now` (a put with its own
 /// timestamp expires from it), at least a millisecond; otherwise none (a put without a TTL
 /// keeps its value, and an index row rewritten for its covered columns alone keeps none).
+/// Plus [`basalt_core::MAX_CLOCK_LEAD_MS`]: the data and index regions may stamp the two
+/// apart by up to that, and an index row must never expire first (a unique value would be
+/// free while its row still holds it); it outlives its data by at most that.
 fn index_ttl(layout: &Layout, puts: &[&Put], now: u64) -> Option<u64> {
     let writes_indexed = |p: &Put| {
         p.cells().any(|(f, q, _, _)| {
@@ -319,7 +322,7 @@ fn index_ttl(layout: &Layout, puts: &[&Put], now: u64) -> Option<u64> {
         };
         ttl = Some(ttl.map_or(left, |t| t.min(left)).max(1));
     }
-    ttl
+    ttl.map(|t| t.saturating_add(basalt_core::MAX_CLOCK_LEAD_MS))
 }
 
 impl Maintainer {

@@ -174,16 +174,21 @@ impl Inbound {
                 )
             })?;
         // Read as the bytes come (the buffer grows with them): a client announcing a large
-        // frame and then stalling holds no more memory than it sent.
+        // frame and then stalling holds no more memory than it sent; the first request's
+        // deadline is checked between reads, so trickling a frame does not outlast it.
         self.frame.clear();
-        let got = (&mut self.source)
-            .take(len as u64)
-            .read_to_end(&mut self.frame)?;
-        if got < len {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::UnexpectedEof,
-                format!("frame of {len} bytes cut after {got}"),
-            ));
+        let mut chunk = [0u8; 16 * 1024];
+        while self.frame.len() < len {
+            self.check_deadline()?;
+            let want = chunk.len().min(len - self.frame.len());
+            let n = self.source.read(&mut chunk[..want])?;
+            if n == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    format!("frame of {len} bytes cut after {}", self.frame.len()),
+                ));
+            }
+            self.frame.extend_from_slice(&chunk[..n]);
         }
         self.window.store(len, Ordering::Relaxed);
         self.at = 0;
@@ -333,7 +338,7 @@ fn serve_requests<H: HbaseSyncHandler>(
             Err(e) => return ended(&e, opts),
         };
         let budget = Budget::new(&used, &window);
-        let mut watched = Watched::new(&mut *i_prot, header, budget);
+        let mut watched = Watched::new(&mut *i_prot, header, budget, answered);
         let result = processor.process(&mut watched, &mut *o_prot);
         let (args_read, failed) = (watched.args_read, watched.failed.take());
         let call = super::calls::take();
@@ -343,7 +348,6 @@ fn serve_requests<H: HbaseSyncHandler>(
         if let Err(e) = result {
             return ended(&e, opts);
         }
-        answered.store(true, Ordering::SeqCst);
         match call {
             Some(call) => {
                 let elapsed = call.started.elapsed();
@@ -362,6 +366,7 @@ fn serve_requests<H: HbaseSyncHandler>(
             if let Err(e) = i_prot.skip(TType::Struct) {
                 return format!("malformed request: {e}");
             }
+            answered.store(true, Ordering::SeqCst);
         }
     }
 }

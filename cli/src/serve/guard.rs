@@ -8,9 +8,11 @@
 //! server allocate against the bytes it sent ([`Budget`]).
 //!
 //! Invariants: every call within the budget is forwarded unchanged; a request whose decoding
-//! would allocate more than [`ALLOC_FACTOR`] times the bytes read so far plus
-//! [`ALLOC_SLACK`], or whose container announces more elements than the rest of its message
-//! can hold, fails before the generated code allocates for it, and its connection closes.
+//! takes more than [`ALLOC_FACTOR`] times the bytes read so far plus [`ALLOC_SLACK`] fails at
+//! the first struct or string past it, and one whose container announces more elements than
+//! the rest of its message can hold fails before the generated code reserves room for them
+//! (a reservation within that is address space until elements fill it, each charged); its
+//! connection closes. Skipped strings are discarded, not allocated.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use thrift::protocol::{
@@ -18,15 +20,16 @@ use thrift::protocol::{
     TSetIdentifier, TStructIdentifier, TType,
 };
 
-/// How many bytes of decoded requests one byte on the wire may cost. A well-formed request
-/// costs at most about 6 (a compact-protocol `Mutation` with an empty value: 11 bytes on
-/// the wire, a 56-byte struct and its column); a message of empty structs costs 64.
-pub(crate) const ALLOC_FACTOR: usize = 8;
+/// How many bytes of decoded requests one byte on the wire may cost. Binary-protocol
+/// requests cost at most about 4; compact ones with tiny fields up to about 13 (a `getRows`
+/// of one-byte row keys, a batch of deletes of a short column); a message of empty structs
+/// costs 96.
+pub(crate) const ALLOC_FACTOR: usize = 16;
 /// What any request may allocate beyond [`ALLOC_FACTOR`] times its size, in bytes.
 pub(crate) const ALLOC_SLACK: usize = 256 * 1024;
-/// What one decoded struct is charged: the size of the generated `Mutation`, `TCell` and
-/// `BatchMutation` rounded up (their byte strings are charged apart).
-const STRUCT_COST: usize = 64;
+/// What one decoded struct is charged: the size of the generated `TIncrement`, the largest
+/// struct a request carries in numbers, rounded up (byte strings are charged apart).
+const STRUCT_COST: usize = 96;
 /// What one byte string costs besides its bytes when it is a container's element (a struct's
 /// strings live inside the struct's own size).
 const ELEMENT_COST: usize = 24;
@@ -104,6 +107,8 @@ pub(crate) struct Watched<'a> {
     depth: usize,
     /// Whether the top-level (argument) struct was read to its end.
     pub(crate) args_read: bool,
+    /// Set too once the arguments are read (the connection's first request was received).
+    received: &'a std::sync::atomic::AtomicBool,
     /// The first decoding error, if any.
     pub(crate) failed: Option<String>,
 }
@@ -114,10 +119,12 @@ impl<'a> Watched<'a> {
         inner: &'a mut dyn TInputProtocol,
         header: TMessageIdentifier,
         budget: Budget<'a>,
+        received: &'a std::sync::atomic::AtomicBool,
     ) -> Self {
         Watched {
             inner,
             budget,
+            received,
             header: Some(header),
             depth: 0,
             args_read: false,
@@ -195,6 +202,7 @@ impl TInputProtocol for Watched<'_> {
         let r = self.inner.read_struct_end();
         if self.depth == 0 && r.is_ok() {
             self.args_read = true;
+            self.received.store(true, Ordering::SeqCst);
         }
         self.note(r)
     }
@@ -279,6 +287,10 @@ impl TInputProtocol for Watched<'_> {
     }
     fn read_byte(&mut self) -> thrift::Result<u8> {
         let r = self.inner.read_byte();
+        self.note(r)
+    }
+    fn skip_binary(&mut self) -> thrift::Result<()> {
+        let r = self.inner.skip_binary();
         self.note(r)
     }
     fn min_serialized_size(&self, field_type: thrift::protocol::TType) -> usize {

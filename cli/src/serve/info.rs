@@ -41,10 +41,17 @@ pub(crate) async fn serve(
     let mut refusals = super::RateLimitedLog::new();
     let mut accept_errors = super::RateLimitedLog::new();
     let mut failures = 0u32;
+    // The connections' tasks: aborted at stop, so none reads the engine while it closes.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
+        while connections.try_join_next().is_some() {}
         let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = stop.wait_for(|stopped| *stopped) => return,
+            a = listener.accept() => Some(a),
+            _ = stop.wait_for(|stopped| *stopped) => None,
+        };
+        let Some(accepted) = accepted else {
+            connections.shutdown().await;
+            return;
         };
         let (stream, peer) = match accepted {
             Ok(x) => {
@@ -71,7 +78,7 @@ pub(crate) async fn serve(
             continue;
         };
         let service = hyper_util::service::TowerToHyperService::new(app.clone());
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let connection = hyper::server::conn::http1::Builder::new()
                 .timer(hyper_util::rt::TokioTimer::new())
                 .header_read_timeout(INFO_HEADER_TIMEOUT)

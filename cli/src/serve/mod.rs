@@ -78,8 +78,11 @@ pub struct Options {
     /// How long a connection may wait for a request's bytes before it is closed
     /// (default 60 s, HBase's).
     pub read_timeout: Duration,
-    /// How long a new connection has to send its first complete request (default 10 s):
-    /// a client that connects and stays silent, or trickles, is closed then.
+    /// How long a new connection has to send its first complete request (default 60 s,
+    /// HBase's read timeout: happybase connects when a `Connection` is made, maybe well
+    /// before its first call): a client that stays silent, or trickles, is closed then.
+    /// Silent clients cannot lock others out meanwhile: a full server makes room by
+    /// closing the one that waited longest.
     pub first_request_timeout: Duration,
     /// Connections served at once (default 64). Past it, a new connection takes the place
     /// of the connection that has waited longest for its first request (at least
@@ -103,7 +106,7 @@ impl Default for Options {
             max_container_len: 100_000,
             max_depth: 64,
             read_timeout: Duration::from_secs(60),
-            first_request_timeout: Duration::from_secs(10),
+            first_request_timeout: Duration::from_secs(60),
             max_connections: 64,
             max_scanners: 1000,
             scanner_lease: Duration::from_secs(60),
@@ -141,7 +144,7 @@ struct Live {
     socket: TcpStream,
     /// When it was accepted.
     accepted: Instant,
-    /// Set once its first request is complete.
+    /// Set once its first request was received whole (then it is not evicted).
     answered: Arc<AtomicBool>,
 }
 

@@ -97,8 +97,11 @@ pub struct RegionFault {
 }
 
 /// How far ahead of the wall clock a region's server clock may be moved by its own stamps
-/// (a burst of increments of one cell moves it a millisecond per increment): a minute.
-pub const MAX_CLOCK_LEAD_MS: u64 = 60_000;
+/// (a burst of increments of one cell moves it a millisecond per increment): a second. A
+/// stamp further ahead (an increment over a version a client dated later, or a burst of
+/// more than a thousand increments of one cell within a second) is used but not recorded.
+/// A restart takes longer than that, so a reopened region's clock starts at the wall clock.
+pub const MAX_CLOCK_LEAD_MS: u64 = 1_000;
 
 impl Region {
     /// A region with the given stores.

@@ -269,7 +269,16 @@ impl Engine {
         });
         // After the stages exist: the WAL-restore and open hooks of tables with
         // coprocessors read through them.
-        let replayed = lifecycle::replay_wal(&engine.reads, records)?;
+        let replayed = match lifecycle::replay_wal(&engine.reads, records) {
+            Ok(n) => n,
+            Err(e) => {
+                let report = engine.recovery.read();
+                if !report.damage.is_empty() {
+                    tracing::warn!(error = %e, "WAL recovery found damage, then replay failed: {report}");
+                }
+                return Err(e);
+            }
+        };
         if replayed > 0 {
             tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
         }

@@ -566,14 +566,18 @@ impl WritePipeline {
 }
 
 /// The timestamp a clocked hooked write stamped at `now` took: its regions may have stamped
-/// it later than `now` ([`crate::region::Region::stamp`]), and the rows' clocks must record
-/// that, or the rows' next hooked write could take the same timestamp.
+/// its cells later than `now` ([`crate::region::Region::stamp`]), and the rows' clocks must
+/// record that, or the rows' next hooked write could take the same timestamp. The cells'
+/// own timestamps count, within [`crate::region::MAX_CLOCK_LEAD_MS`] of `now` (one a
+/// client dated further ahead is its own, not the server's).
 fn stamped_at(now: Timestamp, clock: bool, cells: &[PreparedCell]) -> Timestamp {
     if !clock {
         return now;
     }
+    let lead = now.saturating_add(crate::region::MAX_CLOCK_LEAD_MS);
     cells
         .iter()
-        .map(|c| c.region.server_clock())
+        .map(|c| c.cell.key.ts)
+        .filter(|ts| *ts <= lead)
         .fold(now, Timestamp::max)
 }
