@@ -130,6 +130,9 @@ struct ServeArgs {
     /// request makes room, or the new one is closed).
     #[arg(long, default_value_t = 64)]
     max_connections: usize,
+    /// Connections one client address may hold at once (0: no limit).
+    #[arg(long, default_value_t = 0)]
+    max_connections_per_peer: usize,
     /// Scanners open at once.
     #[arg(long, default_value_t = 1000)]
     max_scanners: usize,
@@ -161,6 +164,7 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         read_timeout: Duration::from_secs(a.read_timeout.max(1)),
         first_request_timeout: Duration::from_secs(a.first_request_timeout.max(1)),
         max_connections: a.max_connections.max(1),
+        max_connections_per_peer: a.max_connections_per_peer,
         max_scanners: a.max_scanners,
         scanner_lease: Duration::from_secs(a.scanner_lease),
         ..Options::default()

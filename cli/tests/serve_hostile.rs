@@ -793,3 +793,25 @@ fn at_the_descriptor_limit_the_engine_keeps_working() {
         "{accept_lines} lines of accept failures in {secs} s"
     );
 }
+
+/// A per-address bound (`--max-connections-per-peer`): a client address past it has its new
+/// connections closed when accepted and counted; its first connections are served.
+#[test]
+fn a_peer_past_its_bound_is_refused() {
+    let server = Server::start(&["--max-connections-per-peer", "2"]);
+    let addr = server.addr.clone();
+    let mut first = client(&addr);
+    let mut second = client(&addr);
+    first.get_table_names().unwrap();
+    second.get_table_names().unwrap();
+    let mut third = TcpStream::connect(&addr).unwrap();
+    assert!(
+        closed_within(&mut third, Duration::from_secs(5)),
+        "a third connection from one address was kept"
+    );
+    first.get_table_names().unwrap();
+    let refused = server.metric("basalt_connections_refused_total{port=\"thrift\"}");
+    assert!(refused >= 1.0, "{refused}");
+    drop((first, second));
+    server.stop();
+}

@@ -88,6 +88,9 @@ pub struct Options {
     /// of the connection that has waited longest for its first request (at least
     /// [`MIN_WAIT_BEFORE_EVICTION`]); when none has, the new one is closed.
     pub max_connections: usize,
+    /// Connections one client address may hold at once (0, the default: no limit beyond
+    /// `max_connections`; HBase's has none). More are closed when accepted.
+    pub max_connections_per_peer: usize,
     /// Scanners open at once (default 1,000).
     pub max_scanners: usize,
     /// How long an unused scanner lives (default 60 s, HBase's lease).
@@ -108,6 +111,7 @@ impl Default for Options {
             read_timeout: Duration::from_secs(60),
             first_request_timeout: Duration::from_secs(60),
             max_connections: 64,
+            max_connections_per_peer: 0,
             max_scanners: 1000,
             scanner_lease: Duration::from_secs(60),
         }
@@ -142,6 +146,8 @@ pub const MIN_WAIT_BEFORE_EVICTION: Duration = Duration::from_millis(500);
 struct Live {
     /// Its socket, to shut it down (at exit, or to make room).
     socket: TcpStream,
+    /// The client's address.
+    peer: IpAddr,
     /// When it was accepted.
     accepted: Instant,
     /// Set once its first request was received whole (then it is not evicted).
@@ -162,6 +168,16 @@ impl Server {
     /// Makes room for a new connection when the server is full: shuts down the connection
     /// that has waited longest for its first request, if it waited at least
     /// [`MIN_WAIT_BEFORE_EVICTION`]. Returns whether it did.
+    fn peer_is_full(&self, peer: IpAddr) -> bool {
+        let limit = self.opts.max_connections_per_peer;
+        limit > 0
+            && lock(&self.sockets)
+                .values()
+                .filter(|l| l.peer == peer)
+                .count()
+                >= limit
+    }
+
     fn evict_a_silent_connection(&self) -> bool {
         let mut live = lock(&self.sockets);
         let victim = live
@@ -348,6 +364,18 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
                 continue;
             }
         };
+        if server.peer_is_full(peer.ip()) {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+            server.state.metrics.refuse("thrift");
+            if let Some(n) = refusals.tick() {
+                tracing::warn!(
+                    %peer,
+                    "refused {n} connection(s): {} connections already open from one address",
+                    server.opts.max_connections_per_peer
+                );
+            }
+            continue;
+        }
         if server.active.load(Ordering::SeqCst) >= server.opts.max_connections
             && !server.evict_a_silent_connection()
         {
@@ -371,6 +399,7 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
         if let Ok(socket) = stream.try_clone() {
             let live = Live {
                 socket,
+                peer: peer.ip(),
                 accepted: Instant::now(),
                 answered: answered.clone(),
             };
