@@ -638,6 +638,9 @@ fn silent_connections_cannot_lock_out_new_clients() {
     assert!(refused >= 2.0, "{refused} connections counted as refused");
     let page = server.info_get("/").unwrap().1;
     assert!(page.contains("Connections refused (timed out)"), "{page}");
+    let rss = server.peak_rss_kib();
+    println!("server peak RSS (VmHWM): {} MiB", rss / 1024);
+    assert!(rss < 256 * 1024, "peak RSS {rss} KiB");
     drop((good, fresh));
     server.stop();
 }
@@ -693,6 +696,9 @@ fn half_sent_requests_on_the_info_port_are_bounded() {
         refused >= 900.0,
         "{refused} refused info connections counted"
     );
+    let rss = server.peak_rss_kib();
+    println!("server peak RSS (VmHWM): {} MiB", rss / 1024);
+    assert!(rss < 256 * 1024, "peak RSS {rss} KiB");
     drop(half);
     good.still_serving("the half-sent requests timed out");
     good.finish();
