@@ -38,7 +38,7 @@ pub enum ToolError {
     Plot(String),
     /// The import's column specification is malformed.
     #[error("bad --columns (importtsv.columns): {0}")]
-    Columns(#[from] crate::import::ColumnSpecError),
+    Columns(#[from] ColumnSpecError),
 }
 
 impl ToolError {
@@ -68,4 +68,41 @@ pub fn require_data_dir(dir: &Path) -> Result<(), ToolError> {
         });
     }
     Ok(())
+}
+
+/// Why a column specification is refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ColumnSpecError {
+    /// `HBASE_ROW_KEY` appears `found` times instead of once.
+    #[error("must specify exactly one column as HBASE_ROW_KEY (found {found})")]
+    RowKeyCount {
+        /// How many times it appears.
+        found: usize,
+    },
+    /// `HBASE_TS_KEY` appears more than once.
+    #[error("must specify at most one column as HBASE_TS_KEY (found {found})")]
+    TimestampCount {
+        /// How many times it appears.
+        found: usize,
+    },
+    /// No `family:qualifier` entry.
+    #[error("one or more columns in addition to the row key and timestamp are required")]
+    NoCellColumn,
+    /// Entry `position` (1-based) is empty.
+    #[error("entry {position} is empty")]
+    EmptyEntry {
+        /// The entry's position, from 1.
+        position: usize,
+    },
+    /// Entry `position` (1-based) has an empty family.
+    #[error("entry {position} ({entry:?}) has an empty column family")]
+    EmptyFamily {
+        /// The entry's position, from 1.
+        position: usize,
+        /// The entry.
+        entry: String,
+    },
+    /// An ImportTsv special column Basalt does not support.
+    #[error("{0} is not supported by Basalt's import (no operation attributes, visibility labels or per-cell TTL columns)")]
+    Unsupported(String),
 }

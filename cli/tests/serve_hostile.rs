@@ -583,6 +583,8 @@ fn silent_connections_cannot_lock_out_new_clients() {
     };
     good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
         .unwrap();
+    // The good client calls every 50 ms throughout.
+    let good = Pinger::start(good);
     // 15 silent connections fill the bound with the good one; a 16th and 17th arrive at once.
     let mut silent: Vec<TcpStream> = (0..17)
         .map(|_| TcpStream::connect(&addr).unwrap())
@@ -597,7 +599,7 @@ fn silent_connections_cannot_lock_out_new_clients() {
         "{:?}",
         started.elapsed()
     );
-    good_calls(&mut good).expect("the established client is still served");
+    good.still_serving("silent connections filled the server");
     // A client trickling a request (one byte every 400 ms) is closed at the deadline too.
     let mut trickle = TcpStream::connect(&addr).unwrap();
     let request = [header("getTableNames"), vec![0]].concat();
@@ -625,7 +627,7 @@ fn silent_connections_cannot_lock_out_new_clients() {
             "silent connection {i} still open"
         );
     }
-    good_calls(&mut good).expect("the established client is served after the deadline");
+    good.still_serving("the deadline closed the silent connections");
     good_calls(&mut fresh).expect("the new client is served after the deadline");
     // 15 silent ones accepted (2 refused: none had waited long enough to give its place),
     // and the trickler: each made room or reached the deadline.
@@ -641,7 +643,8 @@ fn silent_connections_cannot_lock_out_new_clients() {
     let rss = server.peak_rss_kib();
     println!("server peak RSS (VmHWM): {} MiB", rss / 1024);
     assert!(rss < 256 * 1024, "peak RSS {rss} KiB");
-    drop((good, fresh));
+    good.finish();
+    drop(fresh);
     server.stop();
 }
 

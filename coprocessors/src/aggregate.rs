@@ -45,6 +45,17 @@ const MEDIAN_BUCKETS: u32 = 1024;
 /// A region ships its values inside the narrowed range once there are at most this many.
 const MEDIAN_SHIP_LIMIT: u32 = 4096;
 
+impl EndpointRegistry {
+    /// A registry holding the built-in endpoints ([`AGGREGATE`], [`ROW_COUNT`])
+    /// system-wide. (Defined here, with the endpoints, so that the registry's module does
+    /// not depend on them.)
+    pub fn with_builtins() -> Self {
+        let r = Self::new();
+        register_builtins(&r);
+        r
+    }
+}
+
 /// Registers [`AGGREGATE`] and [`ROW_COUNT`] system-wide.
 pub fn register_builtins(r: &EndpointRegistry) {
     // A fresh registry has neither name: registering cannot fail there.

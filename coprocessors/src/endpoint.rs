@@ -140,13 +140,6 @@ impl EndpointRegistry {
         Self::default()
     }
 
-    /// A registry holding the built-in endpoints ([`crate::aggregate`]) system-wide.
-    pub fn with_builtins() -> Self {
-        let r = Self::new();
-        crate::aggregate::register_builtins(&r);
-        r
-    }
-
     /// Registers `endpoint` for every table under `name`; fails if the name is taken.
     pub fn register_system<E: Endpoint>(&self, name: impl Into<String>, endpoint: E) -> Result<()> {
         let name = name.into();

@@ -20,8 +20,9 @@
 use crate::def::{IndexDef, IndexState};
 use crate::layout::{Entry, Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
-use crate::query::{now_ms, Index, IndexTable};
+use crate::query::{Index, IndexTable};
 use basalt_core::client::{BatchOp, Put, RowResult, Scan};
+use basalt_core::now_ms;
 use basalt_core::Engine;
 use basalt_core::IntoTableName;
 use basalt_core::RecoveryRepair;

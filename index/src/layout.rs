@@ -42,6 +42,14 @@ use basalt_core::{Error, Result};
 use bytes::Bytes;
 use std::collections::BTreeMap;
 
+/// A query's answers as logical index keys: at or after `lo`, before `hi` (`None`:
+/// unbounded).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Bounds {
+    pub(crate) lo: Option<Vec<u8>>,
+    pub(crate) hi: Option<Vec<u8>>,
+}
+
 /// The index table's one family.
 pub const FAMILY: &[u8] = b"i";
 /// The qualifier of the indexed cells' timestamps (and, in a unique index, the data row

@@ -10,10 +10,11 @@
 //! split or merge changed it meanwhile (the local rows moved to the new regions), the
 //! query runs again, at most [`ATTEMPTS`] times, then fails with a clear error.
 
+use crate::layout::Bounds;
 use crate::layout::Layout;
-use crate::query::{now_ms, Bounds, Query};
 use basalt_core::client::{Scan, Snapshot};
 use basalt_core::keys::{local, prefix_successor};
+use basalt_core::now_ms;
 use basalt_core::{Error, Result, Table};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -25,15 +26,34 @@ pub const ATTEMPTS: usize = 8;
 /// One local index row: its logical key and its cells.
 pub(crate) type LocalRow = (Bytes, BTreeMap<Bytes, Bytes>);
 
+/// What a query asks of a local index's rows besides their bounds.
+pub(crate) struct LocalQuery<'a> {
+    /// The snapshot to read at (`None`: a fresh one).
+    pub(crate) snapshot: Option<&'a Snapshot>,
+    /// Highest index order first.
+    pub(crate) reverse: bool,
+    /// The most rows wanted.
+    pub(crate) limit: Option<usize>,
+}
+
+impl LocalQuery<'_> {
+    fn is_reverse(&self) -> bool {
+        self.reverse
+    }
+    fn get_limit(&self) -> Option<usize> {
+        self.limit
+    }
+}
+
 /// The index rows answering `q` within `bounds` (logical keys), in index order.
 pub(crate) async fn rows(
     layout: &Layout,
     data: &Table,
     ttls: &HashMap<Bytes, u64>,
-    q: &Query,
+    q: &LocalQuery<'_>,
     bounds: &Bounds,
 ) -> Result<Vec<LocalRow>> {
-    let snapshot = match q.snapshot() {
+    let snapshot = match q.snapshot {
         Some(s) => s.clone(),
         None => data.snapshot()?,
     };
@@ -72,7 +92,7 @@ async fn region_rows(
     layout: &Layout,
     data: &Table,
     ttls: &HashMap<Bytes, u64>,
-    q: &Query,
+    q: &LocalQuery<'_>,
     bounds: &Bounds,
     start: &Bytes,
     snapshot: &Snapshot,

@@ -145,17 +145,10 @@ fn put_of(e: &Entry, family: &[u8], durability: Durability, ttl: Option<u64>) ->
     }
 }
 
-/// The strongest of `ds` (`SkipWal` < `AsyncWal` < `SyncWal` < `FsyncWal`), as the engine
-/// folds a batch's durability; the default when there is none.
+/// The strongest of `ds` ([`Durability`] is ordered weakest first), as the engine folds a
+/// batch's durability; the default when there is none.
 fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability {
-    ds.into_iter()
-        .max_by_key(|d| match d {
-            Durability::SkipWal => 0,
-            Durability::AsyncWal => 1,
-            Durability::SyncWal => 2,
-            Durability::FsyncWal => 3,
-        })
-        .unwrap_or_default()
+    ds.into_iter().max().unwrap_or_default()
 }
 
 #[async_trait]

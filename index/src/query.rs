@@ -13,8 +13,9 @@
 //! in it, see [`crate::layout`]). An index still being built refuses queries
 //! ([`basalt_core::Error::IndexNotReady`], when the handle is made).
 
-use crate::layout::{covered_qualifier, IndexValue, Layout, FAMILY};
+use crate::layout::{covered_qualifier, Bounds, IndexValue, Layout, FAMILY};
 use basalt_core::client::{BatchOp, BatchOutcome, Get, RowResult, Scan, Snapshot};
+use basalt_core::now_ms;
 use basalt_core::{Result, SaltedTable, Table};
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
@@ -113,14 +114,6 @@ impl Query {
     }
 }
 
-/// A query's answers as logical index keys: at or after `lo`, before `hi` (`None`:
-/// unbounded).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Bounds {
-    pub(crate) lo: Option<Vec<u8>>,
-    pub(crate) hi: Option<Vec<u8>>,
-}
-
 /// One index row, read without the data table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Hit {
@@ -178,7 +171,12 @@ impl Index {
         let l = &self.layout;
         if let IndexTable::Local = self.table {
             let bounds = q.bounds(l)?;
-            let rows = crate::local::rows(l, &self.data, &self.ttls, q, &bounds).await?;
+            let local = crate::local::LocalQuery {
+                snapshot: q.snapshot(),
+                reverse: q.is_reverse(),
+                limit: q.get_limit(),
+            };
+            let rows = crate::local::rows(l, &self.data, &self.ttls, &local, &bounds).await?;
             return rows.iter().map(|(k, cells)| self.hit(k, cells)).collect();
         }
         let (scan, lo, hi) = match &q.kind {
@@ -295,10 +293,4 @@ impl Index {
         }
         Ok(out)
     }
-}
-
-pub(crate) fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as u64)
 }

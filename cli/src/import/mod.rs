@@ -22,9 +22,10 @@ pub mod line;
 mod run;
 pub mod spec;
 
+pub use crate::error::ColumnSpecError;
 pub use line::BadLineKind;
 pub use run::{command, run};
-pub use spec::{ColumnSpec, ColumnSpecError};
+pub use spec::ColumnSpec;
 
 use crate::error::ToolError;
 use std::path::PathBuf;

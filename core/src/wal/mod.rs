@@ -42,8 +42,21 @@ use crate::cell::StoreCell;
 use bytes::Bytes;
 use std::path::PathBuf;
 
-/// How durable a write must be before it is acknowledged (HBase's `Durability`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+/// How durable a write must be before it is acknowledged (HBase's `Durability`). Ordered
+/// weakest first (`SkipWal` < `AsyncWal` < `SyncWal` < `FsyncWal`): the strongest of a
+/// batch's durabilities is their maximum.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Default,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub enum Durability {
     /// Not written to the WAL at all: lost if the process dies before a flush. A write
     /// whose coprocessor hooks add writes (index rows, counters) is logged as `AsyncWal`

@@ -66,20 +66,9 @@ pub(crate) struct WritePipeline {
     row_clock: Box<[AtomicU64]>,
 }
 
-fn rank(d: Durability) -> u8 {
-    match d {
-        Durability::SkipWal => 0,
-        Durability::AsyncWal => 1,
-        Durability::SyncWal => 2,
-        Durability::FsyncWal => 3,
-    }
-}
-
-/// The strongest of several durabilities.
+/// The strongest of several durabilities (their maximum: [`Durability`] is ordered).
 pub(crate) fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability {
-    ds.into_iter()
-        .max_by_key(|d| rank(*d))
-        .unwrap_or(Durability::SyncWal)
+    ds.into_iter().max().unwrap_or(Durability::SyncWal)
 }
 
 /// A table's hooks as a write looked them up, with the slot's version then

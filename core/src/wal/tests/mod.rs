@@ -97,3 +97,15 @@ fn copy_dir(from: &Path, to: &Path) {
         std::fs::copy(&p, to.join(p.file_name().unwrap())).unwrap();
     }
 }
+
+/// `Durability` is ordered weakest first: the strongest of a batch is the maximum.
+#[test]
+fn durabilities_order_weakest_first() {
+    use super::Durability::{AsyncWal, FsyncWal, SkipWal, SyncWal};
+    assert!(SkipWal < AsyncWal && AsyncWal < SyncWal && SyncWal < FsyncWal);
+    assert_eq!([AsyncWal, SkipWal].into_iter().max(), Some(AsyncWal));
+    assert_eq!(
+        [SyncWal, FsyncWal, SkipWal].into_iter().max(),
+        Some(FsyncWal)
+    );
+}
