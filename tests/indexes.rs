@@ -1087,6 +1087,20 @@ async fn a_failed_unique_build_is_undone() {
     conn.close().await.unwrap();
 }
 
+/// Rows `a` and `z` holding one value of `f:a`, 600 rows holding their own between them:
+/// the two fall in different build batches (of 256 rows).
+async fn write_duplicates_far_apart(t: &basalt::Table) {
+    let mut ops = vec![BatchOp::Put(Put::new("a").add_column("f", "a", "same"))];
+    for i in 0..600 {
+        let put = Put::new(format!("m{i:04}")).add_column("f", "a", format!("v{i}"));
+        ops.push(BatchOp::Put(put));
+    }
+    ops.push(BatchOp::Put(Put::new("z").add_column("f", "a", "same")));
+    for r in t.batch(ops).await.unwrap() {
+        r.unwrap();
+    }
+}
+
 /// A unique index never goes ACTIVE over duplicates (issue 44): two rows holding one value
 /// in different build batches (256 rows apart) fail the build, which is undone; so do
 /// duplicates a writer creates while the build runs, and a racing writer cannot take a
@@ -1102,15 +1116,7 @@ async fn a_unique_build_over_duplicates_in_different_batches_fails() {
     let admin = IndexAdmin::new(&conn, rt);
     let t = conn.table("t").unwrap();
     // "a" and "z" hold one value; 600 rows between them hold their own.
-    let mut ops = vec![BatchOp::Put(Put::new("a").add_column("f", "a", "same"))];
-    for i in 0..600 {
-        let put = Put::new(format!("m{i:04}")).add_column("f", "a", format!("v{i}"));
-        ops.push(BatchOp::Put(put));
-    }
-    ops.push(BatchOp::Put(Put::new("z").add_column("f", "a", "same")));
-    for r in t.batch(ops).await.unwrap() {
-        r.unwrap();
-    }
+    write_duplicates_far_apart(&t).await;
     let err = admin
         .create(IndexDef::new("u", "t").column("f", "a").unique())
         .await
@@ -1250,15 +1256,7 @@ async fn a_crash_during_a_unique_build_never_leaves_it_active() {
         let conn = Connection::open_with(config(&fs, reg)).await.unwrap();
         data_table(&conn).await;
         let t = conn.table("t").unwrap();
-        let mut ops = vec![BatchOp::Put(Put::new("a").add_column("f", "a", "same"))];
-        for i in 0..600 {
-            let put = Put::new(format!("m{i:04}")).add_column("f", "a", format!("v{i}"));
-            ops.push(BatchOp::Put(put));
-        }
-        ops.push(BatchOp::Put(Put::new("z").add_column("f", "a", "same")));
-        for r in t.batch(ops).await.unwrap() {
-            r.unwrap();
-        }
+        write_duplicates_far_apart(&t).await;
         // The data is durable before the crash point is armed (a machine crash keeps only
         // synced bytes).
         conn.admin().flush("t").await.unwrap();

@@ -167,6 +167,26 @@ fn client(addr: &str) -> Client {
     HbaseSyncClient::new(i, o)
 }
 
+/// A well-behaved client that created table `t` (family `cf`, 3 versions) and wrote row
+/// `r` (what `good_calls` reads).
+fn client_with_table(addr: &str) -> Client {
+    let mut good = client(addr);
+    let family = basalt_thrift::hbase::ColumnDescriptor {
+        name: Some(b"cf:".to_vec()),
+        max_versions: Some(3),
+        ..Default::default()
+    };
+    good.create_table(b"t".to_vec(), vec![family]).unwrap();
+    let put = basalt_thrift::hbase::Mutation {
+        column: Some(b"cf:a".to_vec()),
+        value: Some(b"1".to_vec()),
+        ..Default::default()
+    };
+    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
+        .unwrap();
+    good
+}
+
 /// One round of the good client's calls.
 fn good_calls(good: &mut Client) -> Result<(), String> {
     let names = good.get_table_names().map_err(|e| e.to_string())?;
@@ -287,20 +307,7 @@ fn expect_closed(addr: &str, bytes: &[u8], within: Duration, what: &str) {
 fn hostile_input_closes_only_its_own_connection() {
     let server = Server::start(&["--max-connections", "40", "--read-timeout", "3"]);
     let addr = server.addr.clone();
-    let mut good = client(&addr);
-    let family = basalt_thrift::hbase::ColumnDescriptor {
-        name: Some(b"cf:".to_vec()),
-        max_versions: Some(3),
-        ..Default::default()
-    };
-    good.create_table(b"t".to_vec(), vec![family]).unwrap();
-    let put = basalt_thrift::hbase::Mutation {
-        column: Some(b"cf:a".to_vec()),
-        value: Some(b"1".to_vec()),
-        ..Default::default()
-    };
-    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
-        .unwrap();
+    let good = client_with_table(&addr);
     let good = Pinger::start(good);
     good.still_serving("setup");
     let quick = Duration::from_secs(10);
@@ -490,20 +497,7 @@ fn amplifying_mutate_rows() -> Vec<u8> {
 fn requests_cannot_make_the_server_allocate_more_than_a_multiple_of_their_size() {
     let server = Server::start(&["--max-connections", "40", "--read-timeout", "30"]);
     let addr = server.addr.clone();
-    let mut good = client(&addr);
-    let family = basalt_thrift::hbase::ColumnDescriptor {
-        name: Some(b"cf:".to_vec()),
-        max_versions: Some(3),
-        ..Default::default()
-    };
-    good.create_table(b"t".to_vec(), vec![family]).unwrap();
-    let put = basalt_thrift::hbase::Mutation {
-        column: Some(b"cf:a".to_vec()),
-        value: Some(b"1".to_vec()),
-        ..Default::default()
-    };
-    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
-        .unwrap();
+    let good = client_with_table(&addr);
     let good = Pinger::start(good);
     good.still_serving("setup");
     let before = server.peak_rss_kib();
@@ -569,20 +563,7 @@ fn silent_connections_cannot_lock_out_new_clients() {
         "60",
     ]);
     let addr = server.addr.clone();
-    let mut good = client(&addr);
-    let family = basalt_thrift::hbase::ColumnDescriptor {
-        name: Some(b"cf:".to_vec()),
-        max_versions: Some(3),
-        ..Default::default()
-    };
-    good.create_table(b"t".to_vec(), vec![family]).unwrap();
-    let put = basalt_thrift::hbase::Mutation {
-        column: Some(b"cf:a".to_vec()),
-        value: Some(b"1".to_vec()),
-        ..Default::default()
-    };
-    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
-        .unwrap();
+    let good = client_with_table(&addr);
     // The good client calls every 50 ms throughout.
     let good = Pinger::start(good);
     // 15 silent connections fill the bound with the good one; a 16th and 17th arrive at once.
@@ -656,20 +637,7 @@ fn silent_connections_cannot_lock_out_new_clients() {
 fn half_sent_requests_on_the_info_port_are_bounded() {
     let server = Server::start(&["--read-timeout", "60"]);
     let addr = server.addr.clone();
-    let mut good = client(&addr);
-    let family = basalt_thrift::hbase::ColumnDescriptor {
-        name: Some(b"cf:".to_vec()),
-        max_versions: Some(3),
-        ..Default::default()
-    };
-    good.create_table(b"t".to_vec(), vec![family]).unwrap();
-    let put = basalt_thrift::hbase::Mutation {
-        column: Some(b"cf:a".to_vec()),
-        value: Some(b"1".to_vec()),
-        ..Default::default()
-    };
-    good.mutate_row(b"t".to_vec(), b"r".to_vec(), vec![put], Default::default())
-        .unwrap();
+    let good = client_with_table(&addr);
     let good = Pinger::start(good);
     let before = server.open_fds();
     let half: Vec<TcpStream> = (0..1000)
@@ -720,13 +688,7 @@ fn at_the_descriptor_limit_the_engine_keeps_working() {
         Some(128),
     );
     let addr = server.addr.clone();
-    let mut good = client(&addr);
-    let family = basalt_thrift::hbase::ColumnDescriptor {
-        name: Some(b"cf:".to_vec()),
-        max_versions: Some(3),
-        ..Default::default()
-    };
-    good.create_table(b"t".to_vec(), vec![family]).unwrap();
+    let mut good = client_with_table(&addr);
     let put = |good: &mut Client, i: usize| {
         let m = basalt_thrift::hbase::Mutation {
             column: Some(b"cf:a".to_vec()),

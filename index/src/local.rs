@@ -36,15 +36,6 @@ pub(crate) struct LocalQuery<'a> {
     pub(crate) limit: Option<usize>,
 }
 
-impl LocalQuery<'_> {
-    fn is_reverse(&self) -> bool {
-        self.reverse
-    }
-    fn get_limit(&self) -> Option<usize> {
-        self.limit
-    }
-}
-
 /// The index rows answering `q` within `bounds` (logical keys), in index order.
 pub(crate) async fn rows(
     layout: &Layout,
@@ -71,10 +62,10 @@ pub(crate) async fn rows(
         }
         let mut all: Vec<LocalRow> = answers.into_iter().flatten().collect();
         all.sort_by(|a, b| a.0.cmp(&b.0));
-        if q.is_reverse() {
+        if q.reverse {
             all.reverse();
         }
-        if let Some(n) = q.get_limit() {
+        if let Some(n) = q.limit {
             all.truncate(n);
         }
         return Ok(all);
@@ -109,7 +100,7 @@ async fn region_rows(
         None => end_of_tag(start, tag),
     };
     let scan = Scan::new().add_family(local::LOCAL_FAMILY);
-    let scan = if q.is_reverse() {
+    let scan = if q.reverse {
         // From the high end down; rows at or past it are dropped below.
         scan.start_row(&stop).reversed(true)
     } else {
@@ -119,12 +110,12 @@ async fn region_rows(
     let now = now_ms();
     let ttl = |f: &[u8]| ttls.get(f).copied();
     let mut out = Vec::new();
-    if q.get_limit() == Some(0) {
+    if q.limit == Some(0) {
         return Ok(out);
     }
     while let Some(r) = stream.try_next().await? {
         let Some(logical) = layout.local_logical(&r.row, start) else {
-            if q.is_reverse() && r.row < first {
+            if q.reverse && r.row < first {
                 break; // below this index's rows of this region
             }
             continue;
@@ -133,7 +124,7 @@ async fn region_rows(
             continue;
         }
         if bounds.lo.as_ref().is_some_and(|x| logical < x.as_slice()) {
-            if q.is_reverse() {
+            if q.reverse {
                 break;
             }
             continue;
@@ -148,7 +139,7 @@ async fn region_rows(
             continue;
         }
         out.push((Bytes::copy_from_slice(logical), cells));
-        if q.get_limit().is_some_and(|n| out.len() >= n) {
+        if q.limit.is_some_and(|n| out.len() >= n) {
             break;
         }
     }
