@@ -6,7 +6,7 @@
 //! Run with `cargo run --release --example custom_endpoint`.
 
 use basalt::client::{Put, Scan};
-use basalt::coprocessors::service::{collect_ordered, fold};
+use basalt::coprocessors::{collect_ordered, fold};
 use basalt::coprocessors::{CallOptions, Endpoint, EndpointRegistry, Endpoints, KeyRange};
 use basalt::endpoint::RegionView;
 use basalt::{

@@ -25,7 +25,7 @@
 use async_trait::async_trait;
 use basalt::client::{BatchOp, Delete, Get, Increment, Put, RowResult, Scan};
 use basalt::coprocessors::{MiniBatch, ObserverContext, RegionObserver, Registry};
-use basalt::index::query::val;
+use basalt::index::val;
 use basalt::index::{IndexAdmin, IndexDef, Query};
 use basalt::keys::hash::md5;
 use basalt::{

@@ -18,7 +18,7 @@
 //! Run with `cargo run --release --example sms_records`.
 
 use basalt::client::{Put, RowResult, Scan};
-use basalt::index::query::val;
+use basalt::index::val;
 use basalt::index::{IndexAdmin, IndexDef, Query};
 use basalt::keys::{reverse_decimal, reverse_str};
 use basalt::{ColumnFamilyDescriptor, Config, Connection, PreSplit, TableDescriptor, TableName};

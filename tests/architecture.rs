@@ -1,92 +1,148 @@
-//! The layering of `basalt-core`: the order `core/src/lib.rs` declares ("Layers, bottom to
-//! top: ..."), checked against the sources. Every `crate::<module>` path in a top-level
-//! module's code (comments and `#[cfg(test)]` modules left out) must name a module declared
-//! before it; every top-level module must be declared. A reference to a later module is an
-//! upward import, and with it an import cycle becomes possible: the test fails and names the
-//! file and the line.
+//! The workspace's architecture, checked against the sources.
+//!
+//! Rooms: a crate's root and every module with child modules is a room, and its children
+//! are its modules. A room whose root file (`lib.rs`, `main.rs` or `mod.rs`) declares an
+//! order in its doc ("..., bottom to top: `a`, `b`, ...") is checked against it: every
+//! `crate::`, `super::` or `self::` path in a child's code (comments and `#[cfg(test)]`
+//! modules left out, the rest of the file read to its end) may name only children declared
+//! before it, and every child must be declared. Every room of every library crate, declared
+//! or not, has no import cycle among its children. A reference to a later child is an
+//! upward import: the test fails and names the file and the line.
+//!
+//! The rest: each library crate makes public exactly the modules its doc lists (listed here
+//! too), `coprocessors` and `index` use only core's public API, one module-file convention
+//! (`x/mod.rs`, never `x.rs` beside a directory `x/`), no library file over 600 lines and no
+//! type with impl blocks in more than three files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn core_src() -> PathBuf {
+fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("core")
-        .join("src")
 }
 
-/// The backquoted names after `heading` in `core/src/lib.rs`'s doc, up to the period that
-/// ends the sentence, in the order written.
-fn declared_list(lib: &str, heading: &str) -> Vec<String> {
-    let doc: String = lib
-        .lines()
-        .filter_map(|l| l.strip_prefix("//!"))
+/// The source directories of the library crates (the facade is `src`). `bench` (a binary of
+/// measurements) and `thrift` (generated code) are outside these rules.
+const LIBRARY_CRATES: [&str; 5] = [
+    "core/src",
+    "coprocessors/src",
+    "index/src",
+    "cli/src",
+    "src",
+];
+
+/// The rooms that must declare their order.
+const DECLARED_ROOMS: [(&str, &str); 6] = [
+    ("core/src", ""),
+    ("core/src", "server"),
+    ("core/src", "server/open"),
+    ("coprocessors/src", ""),
+    ("index/src", ""),
+    ("cli/src", ""),
+];
+
+/// Each library crate's public modules, as its doc lists them (sorted).
+const PUBLIC_MODULES: [(&str, &[&str]); 4] = [
+    (
+        "core/src",
+        &[
+            "cell",
+            "client",
+            "coord",
+            "coprocessor",
+            "endpoint",
+            "filter",
+            "fs",
+            "keys",
+            "objects",
+            "repair",
+        ],
+    ),
+    ("coprocessors/src", &["relations"]),
+    ("index/src", &[]),
+    ("cli/src", &[]),
+];
+
+/// The doc comment (`//!`) of a file, as one line.
+fn doc_of(text: &str) -> String {
+    text.lines()
+        .filter_map(|l| l.trim_start().strip_prefix("//!"))
         .collect::<Vec<_>>()
-        .join(" ");
-    let start = doc
-        .find(heading)
-        .unwrap_or_else(|| panic!("core/src/lib.rs's doc has no {heading:?}"));
+        .join(" ")
+}
+
+/// The backquoted names after `heading` in `doc`, up to the period that ends the
+/// sentence, in the order written; `None` when the doc has no such sentence.
+fn declared_list(doc: &str, heading: &str) -> Option<Vec<String>> {
+    let start = doc.find(heading)? + heading.len();
     let sentence = &doc[start..];
-    let end = sentence.find('.').expect("the list ends with a period");
-    sentence[..end]
-        .split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_string)
-        .collect()
+    let end = sentence.find('.').unwrap_or(sentence.len());
+    Some(
+        sentence[..end]
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .map(str::to_string)
+            .collect(),
+    )
 }
 
-/// The declared order, bottom to top.
-fn declared_layers(lib: &str) -> Vec<String> {
-    declared_list(lib, "Layers, bottom to top:")
+/// A room's declared order, bottom to top, if its root file declares one.
+fn declared_order(root_text: &str) -> Option<Vec<String>> {
+    declared_list(&doc_of(root_text), "bottom to top:")
 }
 
-/// The code of a file without comments and without its `#[cfg(test)] mod` block.
-fn code_of(text: &str) -> Vec<(usize, String)> {
-    let cut = text
-        .find("#[cfg(test)]\nmod ")
-        .or_else(|| text.find("#[cfg(test)]\npub mod "))
-        .unwrap_or(text.len());
-    text[..cut]
-        .lines()
-        .enumerate()
-        .map(|(i, l)| {
-            let code = match l.find("//") {
-                Some(at) => &l[..at],
-                None => l,
-            };
-            (i + 1, code.to_string())
-        })
-        .collect()
-}
-
-/// The top-level modules each `crate::X` path in `code` names.
-fn named_modules(line: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = line;
-    while let Some(at) = rest.find("crate::") {
-        let after = &rest[at + "crate::".len()..];
-        if let Some(group) = after.strip_prefix('{') {
-            // `use crate::{a, b::c}`: the first segment of each item.
-            let inner = group.split('}').next().unwrap_or("");
-            for item in inner.split(',') {
-                let name: String = item
-                    .trim()
-                    .chars()
-                    .take_while(|c| c.is_alphanumeric() || *c == '_')
-                    .collect();
-                if !name.is_empty() {
-                    out.push(name);
-                }
-            }
+/// The root file of the room `room` (a `/`-separated module path, empty for the crate).
+fn room_root(src: &Path, room: &str) -> PathBuf {
+    if room.is_empty() {
+        let lib = src.join("lib.rs");
+        return if lib.exists() {
+            lib
         } else {
-            let name: String = after
-                .chars()
-                .take_while(|c| c.is_alphanumeric() || *c == '_')
-                .collect();
-            out.push(name);
-        }
-        rest = after;
+            src.join("main.rs")
+        };
     }
+    src.join(room).join("mod.rs")
+}
+
+/// The child modules of a room: its `.rs` files and its directories (tests left out).
+fn children(src: &Path, room: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for e in std::fs::read_dir(src.join(room)).expect("readable room") {
+        let p = e.expect("directory entry").path();
+        let name = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        if p.is_dir() {
+            if name != "tests" {
+                out.insert(name);
+            }
+        } else if let Some(stem) = name.strip_suffix(".rs") {
+            if !["lib", "main", "mod", "tests"].contains(&stem) {
+                out.insert(stem.to_string());
+            }
+        }
+    }
+    out
+}
+
+/// Every room of a crate: its root and each directory of modules (tests left out).
+fn rooms(src: &Path) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        for e in std::fs::read_dir(src.join(&rel)).expect("readable source directory") {
+            let p = e.expect("directory entry").path();
+            if p.is_dir() && p.file_name().is_some_and(|n| n != "tests") {
+                let r = rel.join(p.file_name().expect("a name"));
+                out.push(r.to_string_lossy().replace('\\', "/"));
+                stack.push(r);
+            }
+        }
+    }
+    out.sort();
     out
 }
 
@@ -104,73 +160,426 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// The upward references in `src`, as "file:line: module -> later module".
-fn violations(src: &Path) -> (Vec<String>, Vec<String>) {
-    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("core/src/lib.rs");
-    let layers = declared_layers(&lib);
-    let rank: BTreeMap<&str, usize> = layers
-        .iter()
-        .enumerate()
-        .map(|(i, m)| (m.as_str(), i))
+/// The module path of a source file of the crate at `src`.
+fn module_path(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("inside src");
+    let mut parts: Vec<String> = rel
+        .components()
+        .filter_map(|c| c.as_os_str().to_str().map(str::to_string))
         .collect();
-    let mut files = Vec::new();
-    rust_files(src, &mut files);
-    files.sort();
-    let mut upward = Vec::new();
-    let mut undeclared = Vec::new();
-    for file in files {
-        let rel = file.strip_prefix(src).expect("inside src");
-        let top = rel
-            .components()
-            .next()
-            .and_then(|c| c.as_os_str().to_str())
-            .unwrap_or("");
-        let me = top.strip_suffix(".rs").unwrap_or(top);
-        if me == "lib" || rel.file_name().is_some_and(|n| n == "tests.rs") {
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !["mod", "lib", "main"].contains(&stem) {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The code of a file, line by line: comments left out, and the lines of every
+/// `#[cfg(test)]` module (inline or a `mod tests;` line) blanked; the rest of the file is
+/// read to its end.
+fn code_of(text: &str) -> Vec<(usize, String)> {
+    let mut lines: Vec<String> = text
+        .lines()
+        .map(|l| match l.find("//") {
+            Some(at) => l[..at].to_string(),
+            None => l.to_string(),
+        })
+        .collect();
+    let mut i = 0;
+    while i < lines.len() {
+        if lines[i].trim() != "#[cfg(test)]" {
+            i += 1;
             continue;
         }
-        let Some(&my_rank) = rank.get(me) else {
-            undeclared.push(me.to_string());
+        let Some(next) = lines.get(i + 1) else { break };
+        let item = next.trim_start();
+        let is_mod = item.starts_with("mod ") || item.starts_with("pub mod ");
+        if !is_mod {
+            i += 1;
             continue;
-        };
-        let text = std::fs::read_to_string(&file).expect("readable source");
-        for (line, code) in code_of(&text) {
-            for target in named_modules(&code) {
-                if target == me {
-                    continue;
+        }
+        if item.trim_end().ends_with(';') {
+            lines[i + 1].clear();
+            i += 2;
+            continue;
+        }
+        // Blank the module's block, counting braces outside string and char literals.
+        let mut depth = 0i32;
+        let mut opened = false;
+        let mut j = i + 1;
+        while j < lines.len() {
+            let mut in_str = false;
+            let mut prev = ' ';
+            let chars: Vec<char> = lines[j].chars().collect();
+            let mut k = 0;
+            while k < chars.len() {
+                let c = chars[k];
+                if in_str {
+                    if c == '"' && prev != '\\' {
+                        in_str = false;
+                    }
+                } else if c == '"' {
+                    in_str = true;
+                } else if c == '\'' && chars.get(k + 2) == Some(&'\'') {
+                    k += 2; // a char literal such as '{'
+                } else if c == '{' {
+                    depth += 1;
+                    opened = true;
+                } else if c == '}' {
+                    depth -= 1;
                 }
-                match rank.get(target.as_str()) {
-                    Some(&r) if r < my_rank => {}
-                    Some(_) => upward.push(format!(
-                        "{}:{line}: {me} -> {target} ({target} is declared above {me})",
-                        rel.display()
-                    )),
-                    None => undeclared.push(target),
+                prev = if prev == '\\' && c == '\\' { ' ' } else { c };
+                k += 1;
+            }
+            lines[j].clear();
+            j += 1;
+            if opened && depth <= 0 {
+                break;
+            }
+        }
+        i = j;
+    }
+    lines
+        .into_iter()
+        .enumerate()
+        .map(|(n, l)| (n + 1, l))
+        .collect()
+}
+
+/// The paths a `crate::`/`super::`/`self::` path starting at `s` names (a group names one
+/// per item, nested groups included), relative to its head.
+fn parse_paths(s: &str) -> Vec<Vec<String>> {
+    fn ident(s: &str) -> (&str, &str) {
+        let end = s
+            .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .unwrap_or(s.len());
+        (&s[..end], &s[end..])
+    }
+    fn walk(mut s: &str, prefix: Vec<String>, out: &mut Vec<Vec<String>>) -> usize {
+        let start_len = s.len();
+        let mut path = prefix;
+        loop {
+            s = s.trim_start();
+            if let Some(group) = s.strip_prefix('{') {
+                let mut rest = group;
+                loop {
+                    rest = rest.trim_start();
+                    if let Some(r) = rest.strip_prefix('}') {
+                        rest = r;
+                        break;
+                    }
+                    if rest.is_empty() {
+                        break;
+                    }
+                    let used = walk(rest, path.clone(), out);
+                    rest = &rest[used..];
+                    rest = rest.trim_start();
+                    if let Some(r) = rest.strip_prefix(',') {
+                        rest = r;
+                    } else if !rest.starts_with('}') {
+                        // Not a group we understand (`as` renames end the item here).
+                        let skip = rest.find([',', '}']).unwrap_or(rest.len());
+                        rest = &rest[skip..];
+                        if let Some(r) = rest.strip_prefix(',') {
+                            rest = r;
+                        }
+                    }
+                }
+                s = rest;
+                return start_len - s.len();
+            }
+            let (name, rest) = ident(s);
+            if name.is_empty() {
+                break;
+            }
+            path.push(name.to_string());
+            s = rest;
+            match s.strip_prefix("::") {
+                Some(r) => s = r,
+                None => break,
+            }
+        }
+        out.push(path);
+        start_len - s.len()
+    }
+    let mut out = Vec::new();
+    walk(s, Vec::new(), &mut out);
+    out
+}
+
+/// The module paths (from the crate root) a line of `me`'s code names.
+fn references(me: &[String], line: &str) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    let bytes = line.as_bytes();
+    for head in ["crate::", "super::", "self::"] {
+        let mut from = 0;
+        while let Some(at) = line[from..].find(head) {
+            let at = from + at;
+            from = at + head.len();
+            let boundary = at == 0 || {
+                let c = bytes[at - 1] as char;
+                !(c.is_alphanumeric() || c == '_' || c == ':')
+            };
+            if !boundary {
+                continue;
+            }
+            let mut base: Vec<String> = match head {
+                "crate::" => Vec::new(),
+                "self::" => me.to_vec(),
+                _ => me[..me.len().saturating_sub(1)].to_vec(),
+            };
+            for mut path in parse_paths(&line[from..]) {
+                if head == "super::" {
+                    while path.first().is_some_and(|p| p == "super") {
+                        path.remove(0);
+                        base.pop();
+                    }
+                }
+                let mut full = base.clone();
+                full.extend(path);
+                out.push(full);
+            }
+        }
+    }
+    out
+}
+
+/// For each child of `room`, the children of `room` its code names, with where.
+fn room_references(src: &Path, room: &str) -> Vec<(String, String, String)> {
+    let prefix: Vec<String> = room
+        .split('/')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .collect();
+    let kids = children(src, room);
+    let mut files = Vec::new();
+    rust_files(&src.join(room), &mut files);
+    files.sort();
+    let mut out = Vec::new();
+    for file in files {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let me_path = module_path(src, &file);
+        if me_path.len() <= prefix.len() || me_path[..prefix.len()] != prefix[..] {
+            continue; // the room's own root file
+        }
+        let me = me_path[prefix.len()].clone();
+        let text = std::fs::read_to_string(&file).expect("readable source");
+        let rel = file
+            .strip_prefix(src)
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        for (line, code) in code_of(&text) {
+            for target in references(&me_path, &code) {
+                if target.len() > prefix.len() && target[..prefix.len()] == prefix[..] {
+                    let t = &target[prefix.len()];
+                    if *t != me && kids.contains(t) {
+                        out.push((me.clone(), t.clone(), format!("{rel}:{line}")));
+                    }
                 }
             }
         }
     }
-    undeclared.sort();
-    undeclared.dedup();
+    out
+}
+
+/// The upward references of a room with a declared order (as "file:line: a -> b"), and
+/// the children missing from its order (or declared and absent).
+fn violations(src: &Path, room: &str) -> (Vec<String>, Vec<String>) {
+    let text = std::fs::read_to_string(room_root(src, room)).expect("the room's root file");
+    let order = declared_order(&text).unwrap_or_default();
+    let rank: BTreeMap<&str, usize> = order
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.as_str(), i))
+        .collect();
+    let kids = children(src, room);
+    let mut undeclared: Vec<String> = kids
+        .iter()
+        .filter(|k| !rank.contains_key(k.as_str()))
+        .cloned()
+        .collect();
+    undeclared.extend(
+        order
+            .iter()
+            .filter(|m| !kids.contains(*m))
+            .map(|m| format!("{m} (declared, no such module)")),
+    );
+    let mut upward = Vec::new();
+    for (me, target, at) in room_references(src, room) {
+        if let (Some(a), Some(b)) = (rank.get(me.as_str()), rank.get(target.as_str())) {
+            if b > a {
+                upward.push(format!(
+                    "{at}: {me} -> {target} ({target} is declared above {me})"
+                ));
+            }
+        }
+    }
     (upward, undeclared)
 }
 
+/// The import cycles among a room's children (strongly connected parts of more than one).
+fn cycles(src: &Path, room: &str) -> Vec<Vec<String>> {
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (me, target, _) in room_references(src, room) {
+        edges.entry(me).or_default().insert(target);
+    }
+    let nodes: BTreeSet<String> = edges
+        .iter()
+        .flat_map(|(a, bs)| std::iter::once(a.clone()).chain(bs.iter().cloned()))
+        .collect();
+    let reach = |from: &String| {
+        let mut seen = BTreeSet::new();
+        let mut stack = vec![from.clone()];
+        while let Some(n) = stack.pop() {
+            for m in edges.get(&n).into_iter().flatten() {
+                if seen.insert(m.clone()) {
+                    stack.push(m.clone());
+                }
+            }
+        }
+        seen
+    };
+    let reaches: BTreeMap<&String, BTreeSet<String>> =
+        nodes.iter().map(|n| (n, reach(n))).collect();
+    let mut out: Vec<Vec<String>> = Vec::new();
+    for n in &nodes {
+        let part: Vec<String> = nodes
+            .iter()
+            .filter(|m| *m == n || (reaches[n].contains(*m) && reaches[*m].contains(n)))
+            .cloned()
+            .collect();
+        if part.len() > 1 && !out.contains(&part) {
+            out.push(part);
+        }
+    }
+    out
+}
+
 #[test]
-fn core_modules_use_only_the_layers_below_them() {
-    let (upward, undeclared) = violations(&core_src());
+fn declared_rooms_use_only_the_children_below_them() {
+    let mut failures = Vec::new();
+    for krate in LIBRARY_CRATES {
+        let src = root().join(krate);
+        for room in rooms(&src) {
+            let Ok(text) = std::fs::read_to_string(room_root(&src, &room)) else {
+                continue;
+            };
+            let declared = declared_order(&text);
+            if declared.is_none() {
+                if DECLARED_ROOMS.contains(&(krate, room.as_str())) {
+                    failures.push(format!("{krate} {room}: no declared order"));
+                }
+                continue;
+            }
+            let (upward, undeclared) = violations(&src, &room);
+            for u in upward {
+                failures.push(format!("{krate}/{u}"));
+            }
+            for u in undeclared {
+                failures.push(format!("{krate} {room}: not in the declared order: {u}"));
+            }
+        }
+    }
     assert!(
-        undeclared.is_empty(),
-        "modules missing from the declared layers in core/src/lib.rs: {undeclared:?}"
-    );
-    assert!(
-        upward.is_empty(),
-        "upward references (a module may use only the modules declared before it):\n{}",
-        upward.join("\n")
+        failures.is_empty(),
+        "upward references or undeclared modules (a module may use only the modules declared \
+         before it in its room):\n{}",
+        failures.join("\n")
     );
 }
 
-/// The checker itself: it finds an upward import, a grouped one, and ignores comments and
-/// test modules.
+#[test]
+fn no_room_has_an_import_cycle() {
+    let mut found = Vec::new();
+    for krate in LIBRARY_CRATES {
+        let src = root().join(krate);
+        for room in rooms(&src) {
+            for c in cycles(&src, &room) {
+                found.push(format!("{krate} {room}: {}", c.join(", ")));
+            }
+        }
+    }
+    assert!(found.is_empty(), "import cycles:\n{}", found.join("\n"));
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create");
+    for e in std::fs::read_dir(from).expect("readable") {
+        let p = e.expect("entry").path();
+        let dest = to.join(p.file_name().expect("a name"));
+        if p.is_dir() {
+            copy_dir(&p, &dest);
+        } else {
+            std::fs::copy(&p, &dest).expect("copy");
+        }
+    }
+}
+
+/// The fixtures: in a copy of each declared room, the bottom child gets a reference to the
+/// top one (a `use` line, a path in code, a grouped import, and a `super::` path after a
+/// test module); the checker reports each, and nothing else.
+#[test]
+fn a_planted_upward_reference_fails_each_room() {
+    for (krate, room) in DECLARED_ROOMS {
+        let src = root().join(krate);
+        let text = std::fs::read_to_string(room_root(&src, room)).expect("root file");
+        let order = declared_order(&text).expect("a declared order");
+        let (bottom, top) = (order[0].clone(), order[order.len() - 1].clone());
+        let dir = tempfile::tempdir().expect("temporary directory");
+        copy_dir(&src, dir.path());
+        let room_dir = dir.path().join(room);
+        let file = if room_dir.join(&bottom).is_dir() {
+            room_dir.join(&bottom).join("mod.rs")
+        } else {
+            room_dir.join(format!("{bottom}.rs"))
+        };
+        let path = room
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .chain([top.as_str()])
+            .collect::<Vec<_>>()
+            .join("::");
+        let parent = room
+            .split('/')
+            .filter(|p| !p.is_empty())
+            .collect::<Vec<_>>();
+        let grouped = match parent.split_last() {
+            Some((last, rest)) if rest.is_empty() => {
+                format!("use crate::{{{last}::{{{top}::Planted}}}};")
+            }
+            Some((last, rest)) => format!(
+                "use crate::{}::{{{last}::{top}::Planted}};",
+                rest.join("::")
+            ),
+            None => format!("use crate::{{{top}::Planted}};"),
+        };
+        let mut planted = std::fs::read_to_string(&file).expect("bottom file");
+        planted.push_str(&format!(
+            "\n#[cfg(test)]\nmod planted_tests;\nuse crate::{path}::Planted;\nfn planted() {{ crate::{path}::f(); }}\n{grouped}\n"
+        ));
+        std::fs::write(&file, planted).expect("plant");
+        let (upward, undeclared) = violations(dir.path(), room);
+        assert!(undeclared.is_empty(), "{krate} {room}: {undeclared:?}");
+        assert_eq!(
+            upward.len(),
+            3,
+            "{krate} {room}: the three planted references, no other: {upward:#?}"
+        );
+        assert!(
+            upward
+                .iter()
+                .all(|u| u.contains(&format!("{bottom} -> {top}"))),
+            "{upward:?}"
+        );
+    }
+}
+
+/// The checker itself, on a small crate: it finds an upward import, a grouped one, a
+/// `super::` one and one after a test module, and ignores comments and test modules.
 #[test]
 fn the_checker_finds_upward_references() {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -187,7 +596,7 @@ fn the_checker_finds_upward_references() {
     .expect("write");
     std::fs::write(
         src.join("mid.rs"),
-        "use crate::{low, high::Thing};\n#[cfg(test)]\nmod tests { use crate::high; }\n",
+        "use crate::{low, high::Thing};\n#[cfg(test)]\nmod tests {\n    use crate::high;\n    fn f() { let _ = \"}\"; }\n}\nfn g() { super::high::h(); }\n#[cfg(test)]\nmod more;\nuse self::super::low::X;\n",
     )
     .expect("write");
     std::fs::write(
@@ -195,22 +604,72 @@ fn the_checker_finds_upward_references() {
         "use crate::mid::X;\nfn f() { crate::low::g(); }\n",
     )
     .expect("write");
-    let (upward, undeclared) = violations(src);
+    let (upward, undeclared) = violations(src, "");
     assert_eq!(
         upward,
-        ["mid.rs:1: mid -> high (high is declared above mid)"]
+        [
+            "mid.rs:1: mid -> high (high is declared above mid)",
+            "mid.rs:7: mid -> high (high is declared above mid)"
+        ]
     );
-    assert_eq!(undeclared, ["error"]);
+    assert!(undeclared.is_empty(), "{undeclared:?}");
+    assert_eq!(cycles(src, ""), [["high", "mid"]]);
+    std::fs::write(src.join("low.rs"), "use crate::mid::Y;\n").expect("write");
+    assert_eq!(cycles(src, ""), [["high", "low", "mid"]]);
+    std::fs::write(src.join("extra.rs"), "").expect("write");
+    assert_eq!(violations(src, "").1, ["extra"]);
 }
 
-/// The public modules `core/src/lib.rs`'s doc lists, sorted.
-fn declared_public_modules(lib: &str) -> Vec<String> {
-    let mut names = declared_list(lib, "Public modules:");
-    names.sort();
-    names
+#[test]
+fn paths_are_read_with_their_groups() {
+    let me = vec![
+        "server".to_string(),
+        "write".to_string(),
+        "atomic".to_string(),
+    ];
+    let r = references(
+        &me,
+        "use crate::server::{config::Config, hooks::{rows, lifecycle}}; super::super::read::x; self::y",
+    );
+    let names: Vec<String> = r.iter().map(|p| p.join("::")).collect();
+    assert_eq!(
+        names,
+        [
+            "server::config::Config",
+            "server::hooks::rows",
+            "server::hooks::lifecycle",
+            "server::read::x",
+            "server::write::atomic::y"
+        ]
+    );
 }
 
-/// The modules `core/src/lib.rs` makes public (`pub mod x;` or `pub mod x {`).
+#[test]
+fn one_module_file_convention() {
+    let mut both = Vec::new();
+    for krate in LIBRARY_CRATES
+        .iter()
+        .chain(["bench/src", "thrift/src"].iter())
+    {
+        let src = root().join(krate);
+        for room in rooms(&src) {
+            if room.is_empty() {
+                continue;
+            }
+            let dir = src.join(&room);
+            if dir.with_extension("rs").exists() {
+                both.push(format!("{krate}/{room}.rs beside {krate}/{room}/"));
+            }
+        }
+    }
+    assert!(
+        both.is_empty(),
+        "a module is `x/mod.rs` when it has a directory:\n{}",
+        both.join("\n")
+    );
+}
+
+/// The modules a crate's `lib.rs` makes public (`pub mod x;` or `pub mod x {`).
 fn public_modules(lib: &str) -> Vec<String> {
     let mut names: Vec<String> = lib
         .lines()
@@ -221,26 +680,39 @@ fn public_modules(lib: &str) -> Vec<String> {
     names
 }
 
-/// Core's public API is the modules its doc lists and the root's re-exports; `coprocessors`
-/// and `index` name nothing else of `basalt_core` (the compiler refuses private modules;
-/// this keeps the list honest when a module is made public again).
+/// Every library crate's public API is the modules its doc lists (and this test lists) and
+/// its root's re-exports; `coprocessors` and `index` name nothing else of `basalt_core`
+/// (the compiler refuses private modules; this keeps the list honest when a module is made
+/// public again).
 #[test]
-fn coprocessors_and_index_use_only_cores_public_api() {
-    let lib = std::fs::read_to_string(core_src().join("lib.rs")).expect("core/src/lib.rs");
-    let public = declared_public_modules(&lib);
-    assert_eq!(
-        public_modules(&lib),
-        public,
-        "core/src/lib.rs makes public exactly the modules its doc lists"
-    );
-    let layers = declared_layers(&lib);
-    let private: Vec<&String> = layers.iter().filter(|m| !public.contains(m)).collect();
-    assert!(private.contains(&&"server".to_string()), "{private:?}");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+fn public_apis_are_curated() {
+    for (krate, expected) in PUBLIC_MODULES {
+        let lib = std::fs::read_to_string(root().join(krate).join("lib.rs")).expect("lib.rs");
+        let mut declared = declared_list(&doc_of(&lib), "Public modules:")
+            .unwrap_or_else(|| panic!("{krate}/lib.rs's doc lists no \"Public modules:\""));
+        declared.sort();
+        assert_eq!(
+            declared, expected,
+            "{krate}: the doc's list and this test's"
+        );
+        assert_eq!(
+            public_modules(&lib),
+            expected,
+            "{krate}/lib.rs makes public exactly the modules its doc lists"
+        );
+    }
+    let core_lib = std::fs::read_to_string(root().join("core/src/lib.rs")).expect("lib.rs");
+    let public = PUBLIC_MODULES[0].1;
+    let private: Vec<String> = declared_order(&core_lib)
+        .expect("core's layers")
+        .into_iter()
+        .filter(|m| !public.contains(&m.as_str()))
+        .collect();
+    assert!(private.contains(&"server".to_string()), "{private:?}");
     let mut found = Vec::new();
     for krate in ["coprocessors", "index"] {
         let mut files = Vec::new();
-        rust_files(&root.join(krate).join("src"), &mut files);
+        rust_files(&root().join(krate).join("src"), &mut files);
         for file in files {
             let text = std::fs::read_to_string(&file).expect("source file");
             for (n, line) in text.lines().enumerate() {
@@ -265,11 +737,7 @@ fn coprocessors_and_index_use_only_cores_public_api() {
 
 /// The library crates whose sources the size rules below cover.
 fn library_sources() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    ["core/src", "coprocessors/src", "index/src", "src"]
-        .iter()
-        .map(|d| root.join(d))
-        .collect()
+    LIBRARY_CRATES.iter().map(|d| root().join(d)).collect()
 }
 
 /// The type an `impl` line implements (`impl<T> Trait for Type<T> {` -> `Type`), if the

@@ -9,8 +9,8 @@
 //! call's error mode.
 
 use basalt::client::{Delete, Put, Scan};
-use basalt::coprocessors::aggregate::AGGREGATE;
-use basalt::coprocessors::service::{collect_ordered, fold, fold_partial, merge_sorted};
+use basalt::coprocessors::AGGREGATE;
+use basalt::coprocessors::{collect_ordered, fold, fold_partial, merge_sorted};
 use basalt::coprocessors::{
     AggregationClient, CallOptions, Column, Endpoint, EndpointRegistry, Endpoints, ErrorMode,
     Interpreter, KeyRange, Number,

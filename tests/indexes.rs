@@ -13,7 +13,7 @@ use basalt::client::{
 };
 use basalt::coprocessors::Registry;
 use basalt::fs::{CrashKind, FaultFs};
-use basalt::index::query::val;
+use basalt::index::val;
 use basalt::index::{IndexAdmin, IndexDef, IndexState, Query, Runtime};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Durability, Error, SplitRestriction,

@@ -7,7 +7,7 @@
 
 use basalt::client::{Delete, Get, Put, RowResult, Scan};
 use basalt::coprocessors::Registry;
-use basalt::index::query::val;
+use basalt::index::val;
 use basalt::index::{Index, IndexAdmin, IndexDef, Query};
 use basalt::keys::local::LOCAL_FAMILY;
 use basalt::{

@@ -7,8 +7,8 @@
 //! seen half-applied); fail-fast and partial results.
 
 use basalt::client::{BatchOp, Put, Scan};
-use basalt::coprocessors::salted::merge_logical;
-use basalt::coprocessors::service::{fold, fold_partial};
+use basalt::coprocessors::merge_logical;
+use basalt::coprocessors::{fold, fold_partial};
 use basalt::coprocessors::{
     CallOptions, Column, Endpoint, EndpointRegistry, Endpoints, ErrorMode, Interpreter, KeyRange,
     Number, SaltedAggregationClient, SaltedEndpoints,
@@ -446,8 +446,8 @@ async fn a_salted_call_reads_one_snapshot_across_buckets() {
     let snap = se.snapshot().unwrap();
     let count = |snap: &basalt::coprocessors::SaltedSnapshot| {
         let s = snap
-            .coprocessor_service::<basalt::coprocessors::aggregate::RowCount>(
-                basalt::coprocessors::aggregate::ROW_COUNT,
+            .coprocessor_service::<basalt::coprocessors::RowCount>(
+                basalt::coprocessors::ROW_COUNT,
                 KeyRange::all(),
                 &(),
             )

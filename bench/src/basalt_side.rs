@@ -1,7 +1,7 @@
 //! The core suite on Basalt: a pre-split table with one family, loaded by tokio tasks with
 //! one 10-column Put per row, read back with Gets, then scanned with one scanner.
 
-use crate::core::{Measured, Phase, Settings};
+use crate::measure::{Measured, Phase, Settings};
 use crate::workload::{split_keys, touch, Workload, FIELD_NAMES};
 use crate::BenchResult;
 use basalt_core::client::{Get, Put, Scan};
@@ -76,7 +76,7 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
         t.await??;
     }
     let load = Phase::new(w.rows, start.elapsed());
-    crate::core::progress("basalt", "load", &load);
+    crate::measure::progress("basalt", "load", &load);
 
     let start = Instant::now();
     admin.flush(&name).await?;
@@ -123,11 +123,11 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
             wrong += x;
         }
         let read = Phase::new(w.read_order.len() as u64, start.elapsed());
-        crate::core::progress("basalt", "read", &read);
+        crate::measure::progress("basalt", "read", &read);
         reads.push(read);
-        crate::core::check_reads("basalt", misses, wrong)?;
+        crate::measure::check_reads("basalt", misses, wrong)?;
     }
-    let read = crate::core::median(reads).ok_or("no read round")?;
+    let read = crate::measure::median(reads).ok_or("no read round")?;
 
     let mut scans = Vec::new();
     for _ in 0..s.rounds.max(1) {
@@ -147,11 +147,11 @@ async fn run_async(w: &Arc<Workload>, dir: &Path, s: &Settings) -> BenchResult<M
             }
         }
         let scan = Phase::new(rows, start.elapsed());
-        crate::core::progress("basalt", "scan", &scan);
+        crate::measure::progress("basalt", "scan", &scan);
         scans.push(scan);
-        crate::core::check_scan("basalt", w.rows, rows, cells, value_bytes, acc)?;
+        crate::measure::check_scan("basalt", w.rows, rows, cells, value_bytes, acc)?;
     }
-    let scan = crate::core::median(scans).ok_or("no scan round")?;
+    let scan = crate::measure::median(scans).ok_or("no scan round")?;
 
     conn.close().await?;
     Ok(Measured {

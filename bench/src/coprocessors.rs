@@ -34,8 +34,8 @@
 //! figure is the best of 3 runs, given as rows per second of the table (higher is better,
 //! ratio = Basalt / baseline, as for the put figure); both sides must give the same answer.
 
-use crate::core::Settings;
 use crate::figures::Figure;
+use crate::measure::Settings;
 use crate::put_rounds::{self, WRITERS};
 use crate::BenchResult;
 use basalt_coprocessors::{

@@ -13,7 +13,7 @@
 //!
 //! Each scan runs 3 times; the best time counts. Both sides must return the same rows.
 
-use crate::core::Settings;
+use crate::measure::Settings;
 use crate::BenchResult;
 use basalt_core::client::{BatchOp, Put, Scan, Table};
 use basalt_core::filter::Filter;

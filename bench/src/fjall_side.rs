@@ -5,7 +5,7 @@
 //! (fjall's default), so every `insert` persists the journal with `PersistMode::Buffer`
 //! (written to the OS) before it returns.
 
-use crate::core::{Measured, Phase, Settings};
+use crate::measure::{Measured, Phase, Settings};
 use crate::workload::{decode_row, touch, Workload};
 use crate::BenchResult;
 use fjall::{Database, Keyspace, KeyspaceCreateOptions};
@@ -47,7 +47,7 @@ pub fn run(w: &Workload, dir: &Path, s: &Settings) -> BenchResult<Measured> {
         join_all(handles)
     })?;
     let load = Phase::new(w.rows, start.elapsed());
-    crate::core::progress("fjall", "load", &load);
+    crate::measure::progress("fjall", "load", &load);
 
     let start = Instant::now();
     ks.rotate_memtable_and_wait()?;
@@ -75,13 +75,13 @@ pub fn run(w: &Workload, dir: &Path, s: &Settings) -> BenchResult<Measured> {
             join_all(handles)
         })?;
         let read = Phase::new(w.read_order.len() as u64, start.elapsed());
-        crate::core::progress("fjall", "read", &read);
+        crate::measure::progress("fjall", "read", &read);
         reads.push(read);
         let misses = counts.iter().map(|c| c.0).sum();
         let wrong = counts.iter().map(|c| c.1).sum();
-        crate::core::check_reads("fjall", misses, wrong)?;
+        crate::measure::check_reads("fjall", misses, wrong)?;
     }
-    let read = crate::core::median(reads).ok_or("no read round")?;
+    let read = crate::measure::median(reads).ok_or("no read round")?;
 
     let mut scans = Vec::new();
     for _ in 0..s.rounds.max(1) {
@@ -97,11 +97,11 @@ pub fn run(w: &Workload, dir: &Path, s: &Settings) -> BenchResult<Measured> {
             }
         }
         let scan = Phase::new(rows, start.elapsed());
-        crate::core::progress("fjall", "scan", &scan);
+        crate::measure::progress("fjall", "scan", &scan);
         scans.push(scan);
-        crate::core::check_scan("fjall", w.rows, rows, cells, value_bytes, acc)?;
+        crate::measure::check_scan("fjall", w.rows, rows, cells, value_bytes, acc)?;
     }
-    let scan = crate::core::median(scans).ok_or("no scan round")?;
+    let scan = crate::measure::median(scans).ok_or("no scan round")?;
 
     drop(ks);
     drop(db);

@@ -8,8 +8,8 @@
 //! Needs the `basalt` binary beside this one (`cargo build --release -p basalt-cli`) or at
 //! `$BASALT_BIN`, and `python3` with happybase (`pip install happybase==1.3.0`).
 
-use crate::core::Settings;
 use crate::figures::{print, Figure};
+use crate::measure::Settings;
 use crate::BenchResult;
 use basalt_core::client::{BatchOp, Put, Scan};
 use basalt_core::{ColumnFamilyDescriptor, Connection, TableDescriptor, TableName};

@@ -25,8 +25,8 @@
 //! - `lookup_100_local`: the same lookup through a region-local index on `f:v` of the same
 //!   table (one scan per region of the table, merged), against the same filtered scan.
 
-use crate::core::Settings;
 use crate::figures::Figure;
+use crate::measure::Settings;
 use crate::put_rounds::{self, ROUNDS, WRITERS};
 use crate::BenchResult;
 use basalt_coprocessors::Registry;
@@ -36,7 +36,7 @@ use basalt_core::{
     ColumnFamilyDescriptor, Config, Connection, Durability, Filter, SplitRestriction,
     TableDescriptor, TableName,
 };
-use basalt_index::query::val;
+use basalt_index::val;
 use basalt_index::{IndexAdmin, IndexDef, Query};
 use futures::TryStreamExt;
 use std::sync::Arc;

@@ -30,11 +30,13 @@ mod filters;
 mod fjall_side;
 mod gateway;
 mod index;
+mod measure;
 mod opcost;
 mod put_rounds;
 mod salting;
 mod storage;
 mod storage_basalt;
+mod storage_dataset;
 mod storage_fjall;
 mod workload;
 mod ycsb;
@@ -74,14 +76,14 @@ pub struct Figure {
     pub fjall: f64,
     /// Basalt's operations and seconds, for the table (`None` for a figure that is not a
     /// rate).
-    pub basalt_phase: Option<core::Phase>,
+    pub basalt_phase: Option<measure::Phase>,
     /// fjall's operations and seconds, for the table.
-    pub fjall_phase: Option<core::Phase>,
+    pub fjall_phase: Option<measure::Phase>,
 }
 
 impl Figure {
     /// A throughput figure in ops/s (higher is better).
-    pub fn ops(name: &'static str, basalt: core::Phase, fjall: core::Phase) -> Self {
+    pub fn ops(name: &'static str, basalt: measure::Phase, fjall: measure::Phase) -> Self {
         Figure {
             name,
             unit: "ops/s",
@@ -138,7 +140,7 @@ fn print_report(figures: &[Figure]) {
         "{:<width$} {:>10} {:>10} {:>14} {:>10} {:>14} {:>13}",
         "figure", "ops", "basalt s", "basalt", "fjall s", "fjall", "basalt/fjall"
     );
-    let secs = |p: Option<core::Phase>| {
+    let secs = |p: Option<measure::Phase>| {
         p.map_or("-".into(), |p| format!("{:.3}", p.elapsed.as_secs_f64()))
     };
     for f in figures {
@@ -403,7 +405,7 @@ fn main() -> ExitCode {
     for &suite in suites {
         if suite == "ycsb" {
             let records = args.records.or(args.rows).unwrap_or(ycsb::DEFAULT_RECORDS);
-            let mut core = core::Settings::new(records, args.dir.clone());
+            let mut core = measure::Settings::new(records, args.dir.clone());
             core.block_size = args.block_size;
             core.compression = args.compression;
             core.compaction_compression = args.compaction_compression;
@@ -428,7 +430,7 @@ fn main() -> ExitCode {
                 .records
                 .or(args.rows)
                 .unwrap_or(opcost::DEFAULT_RECORDS);
-            let mut core = core::Settings::new(records, args.dir.clone());
+            let mut core = measure::Settings::new(records, args.dir.clone());
             core.block_size = args.block_size;
             core.compression = args.compression;
             core.compaction_compression = args.compaction_compression;
@@ -453,9 +455,10 @@ fn main() -> ExitCode {
             "salting" => salting::DEFAULT_ROWS,
             "index" => index::DEFAULT_ROWS,
             "gateway" => gateway::DEFAULT_ROWS,
-            _ => storage::DEFAULT_ROWS,
+            _ => storage_dataset::DEFAULT_ROWS,
         };
-        let mut settings = core::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
+        let mut settings =
+            measure::Settings::new(args.rows.unwrap_or(default_rows), args.dir.clone());
         settings.block_size = args.block_size;
         settings.compression = args.compression;
         settings.compaction_compression = args.compaction_compression;

@@ -16,7 +16,7 @@
 //!
 //! A failed check is printed as `CHECK ... FAILED` and makes the suite fail.
 
-use crate::core::Settings;
+use crate::measure::Settings;
 use crate::BenchResult;
 use basalt_core::client::{Put, RowResult, Scan, Table};
 use basalt_core::keys::{Field, KeySchema, Kind, Value};

@@ -4,8 +4,8 @@
 //! Block counts come from the engine's block cache counters (hits + misses), file counts from
 //! each region's store-file count and its `bloom_skipped_files` (both in `RegionInfo`).
 
-use crate::core::{Phase, Settings};
-use crate::storage::{self, Codec, Dataset, Keys, Lookups, Variant, FLUSHES};
+use crate::measure::{Phase, Settings};
+use crate::storage_dataset::{self, Codec, Dataset, Keys, Lookups, Variant, FLUSHES};
 use crate::workload::{split_keys, touch, Key, FIELD_NAMES};
 use crate::BenchResult;
 use basalt_core::client::{Get, Put, Scan};
@@ -91,7 +91,7 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
         admin.flush(&name).await?;
     }
     let load = Phase::new(w.rows, start.elapsed());
-    storage::progress("basalt", "load+flushes", &load);
+    storage_dataset::progress("basalt", "load+flushes", &load);
     let regions = admin.regions(&name).await?;
     let files: Vec<usize> = regions.iter().map(|r| r.store_files).collect();
     let disk_bytes: u64 = regions.iter().map(|r| r.store_file_size).sum();
@@ -116,12 +116,12 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
             }
         }
         let scan = Phase::new(rows, start.elapsed());
-        storage::progress("basalt", "scan", &scan);
-        storage::check_scan("basalt", w, rows, value_bytes)?;
+        storage_dataset::progress("basalt", "scan", &scan);
+        storage_dataset::check_scan("basalt", w, rows, value_bytes)?;
         std::hint::black_box(acc);
         scans.push(scan);
     }
-    let scan = crate::core::median(scans).ok_or("no scan round")?;
+    let scan = crate::measure::median(scans).ok_or("no scan round")?;
 
     // Files a lookup of `key` could consult: those of its region.
     let files_of = |key: &Key| files[splits.partition_point(|s| s <= key)] as u64;
@@ -131,10 +131,10 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
         let mut rounds = Vec::new();
         for _ in 0..s.rounds.max(1) {
             let l = lookups(&conn, &table, &name, s.readers, &keys, candidates, None).await?;
-            storage::progress("basalt", "absent reads", &l.phase);
+            storage_dataset::progress("basalt", "absent reads", &l.phase);
             rounds.push(l);
         }
-        Some(storage::median(rounds)?)
+        Some(storage_dataset::median(rounds)?)
     } else {
         None
     };
@@ -145,10 +145,10 @@ async fn run_async(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResul
         let mut rounds = Vec::new();
         for _ in 0..s.rounds.max(1) {
             let l = lookups(&conn, &table, &name, s.readers, &keys, candidates, Some(k)).await?;
-            storage::progress("basalt", "present reads", &l.phase);
+            storage_dataset::progress("basalt", "present reads", &l.phase);
             rounds.push(l);
         }
-        Some(storage::median(rounds)?)
+        Some(storage_dataset::median(rounds)?)
     } else {
         None
     };
@@ -219,7 +219,7 @@ async fn lookups(
     } else {
         ("absent", 0)
     };
-    storage::check_lookups("basalt", what, found, expected)?;
+    storage_dataset::check_lookups("basalt", what, found, expected)?;
     if wrong > 0 {
         return Err(format!("basalt: {wrong} present reads returned wrong contents").into());
     }

@@ -4,8 +4,8 @@
 //! Block counts come from the keyspace's metrics (`metrics` feature): data blocks loaded,
 //! from the cache or from disk.
 
-use crate::core::{Phase, Settings};
-use crate::storage::{self, Codec, Dataset, Keys, Lookups, Variant, FLUSHES};
+use crate::measure::{Phase, Settings};
+use crate::storage_dataset::{self, Codec, Dataset, Keys, Lookups, Variant, FLUSHES};
 use crate::workload::{decode_row, touch, Key};
 use crate::BenchResult;
 use fjall::config::{CompressionPolicy, FilterPolicy};
@@ -63,8 +63,8 @@ pub fn run(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResult<Datase
         ks.rotate_memtable_and_wait()?;
     }
     let load = Phase::new(w.rows, start.elapsed());
-    storage::progress("fjall", "load+flushes", &load);
-    storage::settle(
+    storage_dataset::progress("fjall", "load+flushes", &load);
+    storage_dataset::settle(
         || db.active_compactions() > 0 || db.outstanding_flushes() > 0,
         Duration::from_secs(1),
         Duration::from_secs(300),
@@ -91,21 +91,21 @@ pub fn run(k: &Keys, dir: &Path, s: &Settings, v: Variant) -> BenchResult<Datase
             }
         }
         let scan = Phase::new(rows, start.elapsed());
-        storage::progress("fjall", "scan", &scan);
-        storage::check_scan("fjall", w, rows, value_bytes)?;
+        storage_dataset::progress("fjall", "scan", &scan);
+        storage_dataset::check_scan("fjall", w, rows, value_bytes)?;
         std::hint::black_box(acc);
         scans.push(scan);
     }
-    let scan = crate::core::median(scans).ok_or("no scan round")?;
+    let scan = crate::measure::median(scans).ok_or("no scan round")?;
 
     let rounds = |what: &str, keys: &[Key], present: Option<&Keys>| {
         let mut rounds = Vec::new();
         for _ in 0..s.rounds.max(1) {
             let l = lookups(&ks, s.readers, keys, present)?;
-            storage::progress("fjall", what, &l.phase);
+            storage_dataset::progress("fjall", what, &l.phase);
             rounds.push(l);
         }
-        storage::median(rounds)
+        storage_dataset::median(rounds)
     };
     let absent = if v.absent_reads {
         Some(rounds("absent reads", &k.absent, None)?)
@@ -173,7 +173,7 @@ fn lookups(
     } else {
         ("absent", 0)
     };
-    storage::check_lookups("fjall", what, found, expected)?;
+    storage_dataset::check_lookups("fjall", what, found, expected)?;
     if wrong > 0 {
         return Err(format!("fjall: {wrong} present reads returned wrong contents").into());
     }

@@ -29,7 +29,7 @@ use std::sync::Arc;
 /// meanwhile (the earlier answer is discarded), so it should have no side effects.
 ///
 /// ```
-/// use basalt_coprocessors::endpoint::Endpoint;
+/// use basalt_coprocessors::Endpoint;
 /// use basalt_core::client::Scan;
 /// use basalt_core::endpoint::RegionView;
 ///

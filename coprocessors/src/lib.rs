@@ -17,18 +17,22 @@
 //! engine's dispatch interface is `basalt_core::coprocessor::RegionHooks`, which this crate
 //! implements and core calls, so core never names a coprocessor.
 //!
-//! - Endpoints ([`endpoint`], [`service`]): typed services registered per table in an
+//! - Endpoints ([`Endpoint`], [`Endpoints`]): typed services registered per table in an
 //!   [`EndpointRegistry`], called with [`Endpoints::coprocessor_service`] once per region of a
 //!   key range, in parallel, all regions at one read point; answers stream per region, with
-//!   helpers to fold or merge them in key order. [`aggregate`] holds the built-ins
-//!   (aggregation over a column, fast row count) and [`AggregationClient`].
-//! - Salted tables ([`salted`]): [`SaltedEndpoints`] calls an endpoint over a *logical* key
+//!   helpers to fold or merge them in key order ([`fold`], [`collect_ordered`]). The built-ins
+//!   are aggregation over a column ([`AGGREGATE`]) and a fast row count ([`ROW_COUNT`],
+//!   [`RowCount`]), with [`AggregationClient`].
+//! - Salted tables: [`SaltedEndpoints`] calls an endpoint over a *logical* key
 //!   range, one call per bucket range and region, all at one read point, folded or merged
-//!   in logical key order; [`SaltedAggregationClient`] aggregates over logical ranges.
+//!   in logical key order ([`merge_logical`]); [`SaltedAggregationClient`] aggregates over
+//!   logical ranges.
+//! - [`relations`]: the built-in relation coprocessors (inverse relations, tree links, a
+//!   guard of references), the crate's one public module.
 //!
 //! - Lifecycle hooks of [`RegionObserver`]: region open and close, scanners, flush,
 //!   compaction (selection and a [`CellTransform`] over the cells written), split (with
-//!   veto) and WAL replay; `core/src/server/lifecycle.rs` says where each is called.
+//!   veto) and WAL replay; `core/src/server/hooks/lifecycle.rs` says where each is called.
 //! - System-wide region coprocessors: `Config::system_coprocessor` lists registered names
 //!   that every user table loads ahead of its own list (system first on equal priorities).
 //! - [`StripedCounter`]: a counter for hooks that count, striped by thread so writers on
@@ -36,23 +40,31 @@
 //! - [`EngineObserverHost`]: engine-wide [`TableObserver`]s (create, delete, enable, disable,
 //!   modify table, with veto) and [`WalObserver`]s (append and roll), set with
 //!   `Config::observer`, isolated and counted like region observers.
+//!
+//! Layers, bottom to top: `counter`, `observer`, `read_only`, `endpoint`, `service`,
+//! `aggregate`, `salted`, `host`, `engine`, `registry`, `relations`.
+//!
+//! Public modules: `relations`. Every other module is private; what users name is
+//! re-exported here.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod aggregate;
-pub mod counter;
-pub mod endpoint;
-pub mod engine;
-pub mod host;
-pub mod observer;
-pub mod read_only;
-pub mod registry;
+mod aggregate;
+mod counter;
+mod endpoint;
+mod engine;
+mod host;
+mod observer;
+mod read_only;
+mod registry;
 pub mod relations;
-pub mod salted;
-pub mod service;
+mod salted;
+mod service;
 
-pub use aggregate::{AggregationClient, Column, Interpreter, Number};
+pub use aggregate::{
+    AggregationClient, Column, Interpreter, Number, RowCount, AGGREGATE, ROW_COUNT,
+};
 pub use basalt_core::coprocessor::{
     AddedOp, CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch,
     RowOwner, StoreFileSummary,
@@ -65,7 +77,8 @@ pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
 pub use read_only::ReadOnlyHooks;
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
-pub use salted::{SaltedAggregationClient, SaltedEndpoints, SaltedSnapshot};
+pub use salted::{merge_logical, SaltedAggregationClient, SaltedEndpoints, SaltedSnapshot};
 pub use service::{
-    CallOptions, Endpoints, ErrorMode, KeyRange, Partial, RegionResponse, ResponseStream, Snapshot,
+    collect_ordered, fold, fold_partial, merge_sorted, CallOptions, Endpoints, ErrorMode, KeyRange,
+    Partial, RegionResponse, ResponseStream, Snapshot,
 };

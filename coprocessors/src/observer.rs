@@ -377,7 +377,7 @@ pub trait RegionObserver: Send + Sync {
     }
 
     // Region lifecycle, scanner, flush, compaction, split and WAL-replay hooks. Where the
-    // engine calls each: `core/src/server/lifecycle.rs`. Not bypassable unless said so.
+    // engine calls each: `core/src/server/hooks/lifecycle.rs`. Not bypassable unless said so.
     // The engine logs the errors of notifications (open, close, flush and `post_*` hooks)
     // and goes on: an error returned is counted as a refusal and unloads nothing; a panic
     // or timeout is a fault, counted and handled under the failure policy (`Unload`

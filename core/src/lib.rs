@@ -60,7 +60,7 @@ pub mod endpoint {
 /// Checking and repairing a closed data directory without opening an engine (see
 /// `docs/recovery.md`).
 pub mod repair {
-    pub use crate::server::repair::{
+    pub use crate::server::open::repair::{
         check_dir, repair_dir, DirectoryCheck, RepairReport, SetAsideFile,
     };
 }
@@ -72,17 +72,17 @@ pub use error::{Error, Result};
 pub use filter::{Comparator, Filter};
 pub use region::{RegionInfo, MAX_CLOCK_LEAD_MS};
 pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};
-pub use schema::split::SplitAlgorithm;
+pub use schema::split::{SplitAlgorithm, SplitPolicy};
 pub use schema::{
     validate_family_name, validate_namespace, BloomType, ColumnFamilyDescriptor,
     CompactionSettings, Compression, CoprocessorDescriptor, FailurePolicy, IntoTableName,
     KeepDeletedCells, SplitRestriction, TableDescriptor, TableName, DEFAULT_NAMESPACE,
     SYSTEM_NAMESPACE,
 };
-pub use server::check::{IntegrityReport, StoreFileReport};
-pub use server::recovery::{OfflineRegion, RecoveryRepair, RecoveryRepairOutcome, RecoveryReport};
-pub use server::split::SplitPolicy;
-pub use server::{Engine, EngineStats, HooksLoader};
+pub use server::config::{HooksLoader, RecoveryRepair, RecoveryRepairOutcome};
+pub use server::open::check::{IntegrityReport, StoreFileReport};
+pub use server::open::recovery::{OfflineRegion, RecoveryReport};
+pub use server::{Engine, EngineStats};
 pub use storage::compaction::CompactionKind;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};
 pub use wal::{DamageAction, Durability, WalCut, WalDamage, WalEdit, WalRecord, WalRecoveryMode};

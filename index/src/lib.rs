@@ -2,13 +2,15 @@
 //! atomic engine batch: a reader never sees a data row without its index rows or an index
 //! row without its data row, after any crash.
 //!
-//! - [`def`]: index definitions ([`IndexDef`]).
-//! - [`layout`]: the index row key and cells of a data row.
-//! - [`maintainer`]: the observer that maintains the indexes, and the guard that keeps users
-//!   from writing index tables.
-//! - [`admin`]: create (online build with progress), drop, list, describe, verify, repair.
-//! - [`query`]: queries by equal values, prefix and range, as keys, covered hits or rows.
-//! - [`local`]: queries of region-local indexes, one scan per region merged in index order.
+//! - `def`: index definitions ([`IndexDef`]).
+//! - `layout`: the index row key and cells of a data row.
+//! - `maintainer`: the observer that maintains the indexes ([`Maintainer`]), and the guard
+//!   that keeps users from writing index tables ([`Guard`]).
+//! - `admin`: create (online build with progress), drop, list, describe, verify, repair
+//!   ([`IndexAdmin`]).
+//! - `query`: queries by equal values ([`val`]), prefix and range, as keys, covered hits or
+//!   rows ([`Index`], [`Query`]).
+//! - `local`: queries of region-local indexes, one scan per region merged in index order.
 //!
 //! Setup: register the coprocessors in the engine's registry ([`register`]) before opening
 //! the connection, then use an [`IndexAdmin`]:
@@ -16,7 +18,7 @@
 //! ```
 //! use basalt_core::{ColumnFamilyDescriptor, Config, Connection, TableDescriptor, TableName};
 //! use basalt_core::client::Put;
-//! use basalt_index::{query::val, IndexAdmin, IndexDef, Query};
+//! use basalt_index::{val, IndexAdmin, IndexDef, Query};
 //! use std::sync::Arc;
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> basalt_core::Result<()> {
@@ -34,21 +36,25 @@
 //! # conn.close().await?;
 //! # Ok(()) }
 //! ```
+//!
+//! Layers, bottom to top: `def`, `layout`, `local`, `query`, `maintainer`, `admin`.
+//!
+//! Public modules: none. Every module is private; what users name is re-exported here.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod admin;
-pub mod def;
-pub mod layout;
-pub mod local;
-pub mod maintainer;
-pub mod query;
+mod admin;
+mod def;
+mod layout;
+mod local;
+mod maintainer;
+mod query;
 
 pub use admin::{IndexAdmin, VerifyReport};
 pub use def::{ColumnRef, IndexDef, IndexState};
 pub use maintainer::{Guard, Maintainer, Runtime};
-pub use query::{Hit, Index, Query};
+pub use query::{val, Hit, Index, Query};
 
 use std::sync::Arc;
 

@@ -1,6 +1,6 @@
 //! The reference model of one Basalt table: every cell and delete marker ever written, read
 //! back by applying HBase's rules literally, the way the module doc of
-//! `core/src/storage/matcher.rs` states them. That doc is the specification; the rule numbers
+//! `core/src/storage/matcher/mod.rs` states them. That doc is the specification; the rule numbers
 //! below are its numbers.
 //!
 //! 1. Read points: the model has none. Operations are applied one at a time and every read

@@ -117,7 +117,7 @@ async fn drive(table: Table, phase: Arc<PhasePlan>) -> BenchResult<Measured> {
 /// Opens Basalt in `dir` and creates the table as the core suite does (settings `core`).
 pub(crate) async fn open(
     dir: &Path,
-    core: &crate::core::Settings,
+    core: &crate::measure::Settings,
 ) -> BenchResult<(Connection, Table)> {
     let conn = Connection::open_with(crate::basalt_side::config(dir, core)).await?;
     let splits = split_keys(core.regions)

@@ -60,7 +60,7 @@ pub struct Settings {
     pub threads: usize,
     /// Basalt's table settings (block size, compression), the block cache size of every
     /// engine, the region count and the data directory, as the core suite has them.
-    pub core: crate::core::Settings,
+    pub core: crate::measure::Settings,
     /// Where `--chart` writes the SVG chart, if asked.
     pub chart: Option<PathBuf>,
     /// The engines to run, each one of [`ENGINES`], in that order.
@@ -474,7 +474,7 @@ mod tests {
 
     #[test]
     fn every_phase_runs_on_a_model_store() {
-        let mut core = crate::core::Settings::new(500, std::env::temp_dir());
+        let mut core = crate::measure::Settings::new(500, std::env::temp_dir());
         core.rounds = 1;
         let s = Settings {
             records: 500,

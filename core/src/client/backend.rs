@@ -66,8 +66,8 @@ use crate::ops::{
 use crate::region::RegionInfo;
 use crate::schema::{ColumnFamilyDescriptor, CoprocessorDescriptor, TableDescriptor, TableName};
 use crate::server::admin::PreSplit;
-use crate::server::check::IntegrityReport;
-use crate::server::recovery::OfflineRegion;
+use crate::server::open::check::IntegrityReport;
+use crate::server::open::recovery::OfflineRegion;
 use crate::storage::compaction::CompactionKind;
 use futures::Stream;
 use std::fmt;

@@ -20,12 +20,13 @@ use crate::schema::{
     ColumnFamilyDescriptor, CoprocessorDescriptor, IntoTableName, TableDescriptor, TableName,
 };
 use crate::server::admin::PreSplit;
-use crate::server::check::IntegrityReport;
+use crate::server::config::Config;
 use crate::server::endpoint::EndpointCall;
-use crate::server::read::ResultStream;
-use crate::server::read::ScanPoint;
-use crate::server::recovery::{OfflineRegion, RecoveryReport};
-use crate::server::{Config, Engine};
+use crate::server::hooks;
+use crate::server::open::check::IntegrityReport;
+use crate::server::open::recovery::{OfflineRegion, RecoveryReport};
+use crate::server::read::{ResultStream, ScanPoint};
+use crate::server::Engine;
 use crate::storage::compaction::CompactionKind;
 use std::path::Path;
 use std::sync::Arc;
@@ -64,11 +65,11 @@ impl Backend for Engine {
     }
 
     async fn get(self: &Arc<Self>, table: &TableName, get: Get) -> Result<RowResult> {
-        self.reads.get_hooked(&*self.table(table)?, get).await
+        hooks::rows::get(&self.reads, &*self.table(table)?, get).await
     }
 
     async fn exists(self: &Arc<Self>, table: &TableName, get: Get) -> Result<bool> {
-        self.reads.exists_hooked(&*self.table(table)?, get).await
+        hooks::rows::exists(&self.reads, &*self.table(table)?, get).await
     }
 
     async fn increment(
@@ -118,10 +119,7 @@ impl Backend for Engine {
         at: Option<&EngineReadPoint>,
     ) -> Result<ResultStream> {
         let t = self.table(table)?;
-        match at {
-            Some(point) => self.reads.scan_at(t, scan, Some(point.scan.clone())),
-            None => self.reads.scan(t, scan),
-        }
+        hooks::scan::scan(&self.reads, t, scan, at.map(|p| p.scan.clone()))
     }
 
     fn pin_read_point(self: &Arc<Self>) -> Result<EngineReadPoint> {
@@ -328,7 +326,7 @@ impl Connection<Engine> {
 
     /// Opens an engine with explicit settings.
     pub async fn open_with(config: Config) -> Result<Self> {
-        crate::server::check_unowned(&config).await?;
+        crate::server::ownership::check_unowned(&config).await?;
         let engine = tokio::task::spawn_blocking(move || Engine::open(config))
             .await
             .map_err(|e| Error::Io(std::io::Error::other(format!("open task failed: {e}"))))??;
@@ -338,7 +336,7 @@ impl Connection<Engine> {
             }
             return Err(e);
         }
-        if let Err(e) = crate::server::takeover::flush_replayed(&engine).await {
+        if let Err(e) = crate::server::open::takeover::flush_replayed(&engine).await {
             if let Err(close) = engine.close().await {
                 tracing::warn!(error = %close, "closing after the replayed edits could not be flushed");
             }
@@ -357,7 +355,7 @@ impl Connection<Engine> {
     }
 
     /// Runs the loader's recovery repairs
-    /// ([`RecoveryRepair`](crate::server::recovery::RecoveryRepair)) on every enabled table the
+    /// ([`RecoveryRepair`](crate::server::open::recovery::RecoveryRepair)) on every enabled table the
     /// recovery report names, then clears the directory's record of them (a disabled table
     /// stays recorded for a later open).
     async fn run_recovery_repairs(&self) -> Result<()> {

@@ -34,8 +34,8 @@ pub mod snapshot;
 
 pub use crate::ops::*;
 pub use crate::server::admin::PreSplit;
+pub use crate::server::config::Config;
 pub use crate::server::read::ResultStream;
-pub use crate::server::Config;
 pub use backend::{Backend, ReadPointHandle};
 pub use embedded::EngineReadPoint;
 pub use report::{RegionLoad, RegionReport};
@@ -47,8 +47,8 @@ use crate::region::RegionInfo;
 use crate::schema::{
     ColumnFamilyDescriptor, CoprocessorDescriptor, IntoTableName, TableDescriptor, TableName,
 };
-use crate::server::check::IntegrityReport;
-use crate::server::recovery::OfflineRegion;
+use crate::server::open::check::IntegrityReport;
+use crate::server::open::recovery::OfflineRegion;
 use crate::server::Engine;
 use crate::storage::compaction::CompactionKind;
 use std::sync::Arc;

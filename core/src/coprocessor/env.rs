@@ -77,20 +77,7 @@ impl<'a> HookEnv<'a> {
         self.table
     }
 
-    /// The id of the region the operation falls in.
-    pub fn region_id(&self) -> u64 {
-        self.region.id
-    }
-
-    /// The region's start key (inclusive, empty for the first region).
-    pub fn region_start(&self) -> &Bytes {
-        &self.region.start
-    }
-
-    /// The region's end key (exclusive, empty for the last region).
-    pub fn region_end(&self) -> &Bytes {
-        &self.region.end
-    }
+    region_accessors!();
 
     /// Facts about the region (counts and sizes: not free, it walks the region's stores).
     pub fn region_info(&self) -> RegionInfo {

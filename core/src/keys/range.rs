@@ -24,6 +24,22 @@ impl RowRange {
         }
     }
 
+    /// True when some row of the region `[start, end)` (an empty `end`: no upper bound) is
+    /// inside.
+    pub fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
+        let ends_before = !end.is_empty()
+            && match &self.lo {
+                Bound::Included(l) | Bound::Excluded(l) => end <= l.as_ref(),
+                Bound::Unbounded => false,
+            };
+        let starts_after = match &self.hi {
+            Bound::Included(h) => start > h.as_ref(),
+            Bound::Excluded(h) => start >= h.as_ref(),
+            Bound::Unbounded => false,
+        };
+        !ends_before && !starts_after
+    }
+
     /// True when `row` is inside.
     pub fn contains(&self, row: &[u8]) -> bool {
         let above = match &self.lo {

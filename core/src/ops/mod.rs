@@ -4,6 +4,8 @@
 //! These are plain builders; validation (row length, families, value size) happens in the
 //! engine before anything is written, so a bad operation never leaves partial state.
 
+use crate::cell::MAX_ROW_LENGTH;
+
 mod atomic;
 mod batch;
 mod mutate;
@@ -19,4 +21,19 @@ use bytes::Bytes;
 /// Copies caller bytes into an owned `Bytes`.
 pub(crate) fn b(x: impl AsRef<[u8]>) -> Bytes {
     Bytes::copy_from_slice(x.as_ref())
+}
+
+/// Checks a row key's length: not empty, at most [`MAX_ROW_LENGTH`] bytes.
+pub fn validate_row(row: &[u8]) -> crate::error::Result<()> {
+    use crate::error::Error;
+    if row.is_empty() {
+        return Err(Error::InvalidRow("row key is empty".into()));
+    }
+    if row.len() > MAX_ROW_LENGTH {
+        return Err(Error::InvalidRow(format!(
+            "row key of {} bytes exceeds {MAX_ROW_LENGTH}",
+            row.len()
+        )));
+    }
+    Ok(())
 }

@@ -5,7 +5,9 @@ pub use crate::cell::RowResult;
 use super::b;
 use crate::cell::Timestamp;
 use crate::error::{Error, Result};
+use crate::keys::{prefix_successor, RowRange};
 use bytes::Bytes;
+use std::ops::Bound;
 
 /// A time range `[min, max)` of cell timestamps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,6 +166,35 @@ impl Default for Scan {
 }
 
 impl Scan {
+    /// The scan's rows as a range, following HBase's reverse-scan convention (a reverse
+    /// scan starts at `start_row`, inclusive, and stops above `stop_row`, exclusive).
+    pub fn row_range(&self) -> RowRange {
+        if let Some(p) = &self.prefix {
+            let hi = match prefix_successor(p) {
+                Some(s) => Bound::Excluded(s),
+                None => Bound::Unbounded,
+            };
+            let lo = if p.is_empty() {
+                Bound::Unbounded
+            } else {
+                Bound::Included(p.clone())
+            };
+            return RowRange { lo, hi };
+        }
+        let nonempty = |b: &Option<Bytes>| b.clone().filter(|r| !r.is_empty());
+        if self.reverse {
+            RowRange {
+                hi: nonempty(&self.start_row).map_or(Bound::Unbounded, Bound::Included),
+                lo: nonempty(&self.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
+            }
+        } else {
+            RowRange {
+                lo: nonempty(&self.start_row).map_or(Bound::Unbounded, Bound::Included),
+                hi: nonempty(&self.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
+            }
+        }
+    }
+
     /// A scan of the whole table.
     pub fn new() -> Self {
         Scan {
@@ -190,7 +221,7 @@ impl Scan {
     /// answer depends on when those ran; versions beyond the family's max versions show
     /// until a major compaction. `max_versions` counts puts only, and the first put past it
     /// ends its column (older markers included); the family markers' qualifier is empty.
-    /// Rules R1 to R6 of the matcher (`core/src/storage/matcher.rs`).
+    /// Rules R1 to R6 of the matcher (`core/src/storage/matcher/mod.rs`).
     ///
     /// ```
     /// use basalt_core::client::Scan;

@@ -250,6 +250,12 @@ impl Region {
         row >= self.start.as_ref() && (self.end.is_empty() || row < self.end.as_ref())
     }
 
+    /// True while this region serves `row`: not retired by a split or merge, online, and
+    /// holding the row.
+    pub fn serves(&self, row: &[u8]) -> bool {
+        !self.is_retired() && self.check_online().is_ok() && self.contains(row)
+    }
+
     /// The store of `family`.
     pub fn store(&self, family: &[u8]) -> Option<Arc<Store>> {
         self.stores.read().get(family).cloned()

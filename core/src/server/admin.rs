@@ -12,9 +12,12 @@
 //! (`pre_*` before anything changes, able to veto; `post_*` after); table modifications go
 //! through [`Engine::observed_modify`] (the `Admin` calls do).
 
-use super::hooks::load_hooks;
-use super::recovery::{open_region, OfflineRegion, RecoveryRepairOutcome};
-use super::{lifecycle, Engine, TableState};
+use crate::server::config::RecoveryRepairOutcome;
+use crate::server::hooks::lifecycle::{self, load_hooks};
+use crate::server::hooks::tables::{self, TableChange};
+use crate::server::open::recovery::OfflineRegion;
+use crate::server::open::regions::open_region;
+
 use crate::catalog::RegionEntry;
 use crate::error::{Error, Result};
 use crate::region::{Region, RegionInfo, Store};
@@ -22,6 +25,8 @@ use crate::schema::split::{validate_split_keys, SplitAlgorithm};
 use crate::schema::CoprocessorDescriptor;
 use crate::schema::{validate_namespace, ColumnFamilyDescriptor, TableDescriptor, TableName};
 use crate::schema::{DEFAULT_NAMESPACE, SYSTEM_NAMESPACE};
+use crate::server::shared::TableState;
+use crate::server::Engine;
 use bytes::Bytes;
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashSet};
@@ -98,10 +103,8 @@ impl Engine {
     ) -> Result<()> {
         self.shared.check_open()?;
         desc.validate()?;
-        let observer = self.shared.config.observer.clone();
-        if let Some(o) = &observer {
-            o.pre_create_table(&desc).await?;
-        }
+        let config = &self.shared.config;
+        tables::before(config, TableChange::Create(&desc)).await?;
         self.create_table_unobserved(desc.clone(), split)?;
         if let Ok(t) = self.shared.table(&desc.name) {
             let ids: Vec<u64> = t.regions.read().iter().map(|r| r.id).collect();
@@ -111,10 +114,7 @@ impl Engine {
                 lifecycle::hooks_post_open(&self.reads, &t, &hooks, &regions).await;
             }
         }
-        match &observer {
-            Some(o) => o.post_create_table(&desc).await,
-            None => Ok(()),
-        }
+        tables::after(config, TableChange::Create(&desc)).await
     }
 
     fn create_table_unobserved(&self, desc: TableDescriptor, split: PreSplit) -> Result<()> {
@@ -235,9 +235,7 @@ impl Engine {
     pub(crate) async fn disable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.shared.whole_table(name)?;
         require_enabled(&t, true)?;
-        if let Some(o) = &self.shared.config.observer {
-            o.pre_disable_table(name).await?;
-        }
+        tables::before(&self.shared.config, TableChange::Disable(name)).await?;
         let hooks = t.hooks();
         let regions: Vec<_> = t.regions.read().clone();
         if let Some(h) = &hooks {
@@ -248,28 +246,20 @@ impl Engine {
         if let Some(h) = &hooks {
             lifecycle::hooks_close(&self.reads, &t, h, &regions, true).await;
         }
-        match &self.shared.config.observer {
-            Some(o) => o.post_disable_table(name).await,
-            None => Ok(()),
-        }
+        tables::after(&self.shared.config, TableChange::Disable(name)).await
     }
 
     /// Enables a disabled table; its regions' `post_open` follows.
     pub(crate) async fn enable_table(self: &Arc<Self>, name: &TableName) -> Result<()> {
         let t = self.shared.whole_table(name)?;
         require_enabled(&t, false)?;
-        if let Some(o) = &self.shared.config.observer {
-            o.pre_enable_table(name).await?;
-        }
+        tables::before(&self.shared.config, TableChange::Enable(name)).await?;
         self.set_enabled(&t, true)?;
         if let Some(h) = t.hooks() {
             let regions: Vec<_> = t.regions.read().clone();
             lifecycle::hooks_post_open(&self.reads, &t, &h, &regions).await;
         }
-        match &self.shared.config.observer {
-            Some(o) => o.post_enable_table(name).await,
-            None => Ok(()),
-        }
+        tables::after(&self.shared.config, TableChange::Enable(name)).await
     }
 
     fn set_enabled(&self, t: &TableState, enabled: bool) -> Result<()> {
@@ -287,16 +277,11 @@ impl Engine {
     pub(crate) async fn delete_table(&self, name: &TableName) -> Result<()> {
         let t = self.shared.whole_table(name)?;
         require_enabled(&t, false)?;
-        if let Some(o) = &self.shared.config.observer {
-            o.pre_delete_table(name).await?;
-        }
+        tables::before(&self.shared.config, TableChange::Delete(name)).await?;
         let ids: Vec<u64> = t.regions.read().iter().map(|r| r.id).collect();
         self.delete_table_unobserved(name)?;
         self.shared.hand_over(name, &ids, &[]).await?;
-        match &self.shared.config.observer {
-            Some(o) => o.post_delete_table(name).await,
-            None => Ok(()),
-        }
+        tables::after(&self.shared.config, TableChange::Delete(name)).await
     }
 
     fn delete_table_unobserved(&self, name: &TableName) -> Result<()> {
@@ -533,15 +518,16 @@ impl Engine {
         change: impl Future<Output = Result<()>>,
     ) -> Result<()> {
         self.shared.whole_table(name)?;
-        let Some(o) = self.shared.config.observer.clone() else {
+        let config = &self.shared.config;
+        if config.observer.is_none() {
             return change.await;
-        };
+        }
         let old = self.describe(name)?;
         let new = proposed(&old);
-        o.pre_modify_table(&old, &new).await?;
+        tables::before(config, TableChange::Modify(&old, &new)).await?;
         change.await?;
         let now = self.describe(name)?;
-        o.post_modify_table(&old, &now).await
+        tables::after(config, TableChange::Modify(&old, &now)).await
     }
 
     /// Records what the recovery repairs found ([`RecoveryReport::repairs`]) and makes the
@@ -552,7 +538,7 @@ impl Engine {
         repairs: Vec<RecoveryRepairOutcome>,
         still_pending: Vec<TableName>,
     ) -> Result<()> {
-        super::verify_pending::replace(
+        crate::server::open::pending::replace(
             &*self.shared.config.fs,
             &self.shared.config.dir,
             still_pending,

@@ -47,11 +47,13 @@
 //! finished. A major compaction does not flush first (as HBase): cells in the MemStore are
 //! not part of it.
 
-use super::{now_ms, Maintenance};
 use crate::catalog::FileEntry;
+use crate::cell::now_ms;
 use crate::error::{Error, Result};
 use crate::region::{Region, Store};
 use crate::schema::{CompactionSettings, TableName};
+use crate::server::flush::Maintenance;
+use crate::server::hooks::lifecycle;
 use crate::storage::compaction::policy::{self, PolicyConfig};
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::merge::{CellSource, MergeIter};
@@ -146,11 +148,10 @@ impl Maintenance {
         if inputs.is_empty() {
             return Ok(None);
         }
-        let (kind, inputs, transforms) = match super::lifecycle::region_hooks(&self.shared, region)
-        {
+        let (kind, inputs, transforms) = match lifecycle::region_hooks(&self.shared, region) {
             None => (kind, inputs, Vec::new()),
             Some((t, hooks)) => {
-                match super::lifecycle::hooks_pre_compact(
+                match lifecycle::hooks_pre_compact(
                     &self.reads,
                     &t,
                     &hooks,
@@ -247,7 +248,7 @@ impl Maintenance {
             .await;
         tracing::debug!(region = %region.name(), family = %String::from_utf8_lossy(&store.family),
             ?kind, files = outcome.files_in, dropped = outcome.cells_dropped, "compacted");
-        super::lifecycle::hooks_post_compact(&self.reads, region, &store.family, &outcome).await;
+        lifecycle::hooks_post_compact(&self.reads, region, &store.family, &outcome).await;
         self.maybe_split(region);
         Ok(Some(outcome))
     }

@@ -1,16 +1,17 @@
-//! The engine's settings ([`Config`]) and the loader of coprocessor hooks a table lists.
+//! The engine's settings ([`Config`]) and the plug-ins it is given: the loader of the coprocessor
+//! hooks a table lists ([`HooksLoader`]) and the repairs of derived data run after a salvage
+//! ([`RecoveryRepair`]).
 //!
 //! Invariant: every setting has a default that is safe for a small embedded engine; the
 //! engine checks the values at open ([`super::Engine::open`]), not here.
 
-use super::recovery;
-use super::split::SplitPolicy;
 use crate::coord::Coordination;
 use crate::coprocessor::{EngineHooks, RegionHooks};
 use crate::error::Result;
 use crate::fs::{FileSystem, StdFs};
 use crate::objects::Objects;
-use crate::schema::{CoprocessorDescriptor, TableDescriptor};
+use crate::schema::split::SplitPolicy;
+use crate::schema::{CoprocessorDescriptor, TableDescriptor, TableName};
 use crate::wal::WalRecoveryMode;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,8 +25,8 @@ pub trait HooksLoader: Send + Sync + std::fmt::Debug {
 
     /// The verifications and repairs of derived data (indexes) that
     /// `Connection::open_with` runs after a salvage or an offline repair
-    /// ([`recovery::RecoveryRepair`]); none by default.
-    fn recovery_repairs(&self) -> Vec<Arc<dyn recovery::RecoveryRepair>> {
+    /// ([`RecoveryRepair`]); none by default.
+    fn recovery_repairs(&self) -> Vec<Arc<dyn RecoveryRepair>> {
         Vec::new()
     }
 }
@@ -276,4 +277,36 @@ impl Config {
         self.block_cache_size = bytes;
         self
     }
+}
+
+/// Verification and repair of what a coprocessor library derives from a table (an
+/// index's rows, an observer's counters), run by `Connection::open_with` before it returns
+/// when the directory's derived data may disagree with its tables: after an open that
+/// salvaged a damaged WAL ([`crate::wal::WalRecoveryMode::Salvage`]), or after the offline
+/// repair set store files aside. The configured [`HooksLoader`]
+/// supplies them ([`HooksLoader::recovery_repairs`]);
+/// `basalt::index::register` registers the indexes' one. A repair that needs the client API
+/// opens `Connection::from_engine` on the engine it is given.
+#[async_trait::async_trait]
+pub trait RecoveryRepair: Send + Sync + std::fmt::Debug {
+    /// Verifies and repairs what this library derives from `table`, returning one outcome
+    /// per derived structure (none when it derives nothing from it). An error fails the
+    /// open; the directory keeps the table recorded for the next one.
+    async fn repair(
+        &self,
+        engine: &Arc<super::Engine>,
+        table: &TableName,
+    ) -> Result<Vec<RecoveryRepairOutcome>>;
+}
+
+/// What one recovery repair found in one derived structure of a table (see
+/// [`RecoveryReport::repairs`](super::open::recovery::RecoveryReport::repairs)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryRepairOutcome {
+    /// The data table.
+    pub table: TableName,
+    /// What was verified, as its library names it (`index by_user`).
+    pub what: String,
+    /// Differences found between the table and what derives from it, all repaired.
+    pub differences: usize,
 }

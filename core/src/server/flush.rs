@@ -43,11 +43,14 @@
 //! Coprocessors: `pre_flush` runs per store with cells to flush before the snapshot is
 //! taken, `post_flush` after the flush committed ([`super::lifecycle`]); neither can stop it.
 
-use super::{EngineShared, ReadPath};
 use crate::catalog::FileEntry;
+use crate::cell::now_ms;
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::schema::TableName;
+use crate::server::hooks::lifecycle;
+use crate::server::read::ReadPath;
+use crate::server::shared::EngineShared;
 use crate::storage::compaction::{CompactionIter, CompactionKind, CompactionRules};
 use crate::storage::memstore::MemStore;
 use crate::storage::storefile::{StoreFileReader, StoreFileWriter};
@@ -130,18 +133,17 @@ impl Maintenance {
         let stores = region.all_stores();
         // Flush hooks run for the stores with cells to flush (writes meanwhile may add one
         // whose MemStore was empty: it is flushed without them).
-        let hooked: Vec<bytes::Bytes> =
-            if super::lifecycle::region_hooks(&self.shared, region).is_some() {
-                let fams: Vec<_> = stores
-                    .iter()
-                    .filter(|s| !s.state.read().active.is_empty())
-                    .map(|s| s.family.clone())
-                    .collect();
-                super::lifecycle::hooks_flush(&self.reads, region, &fams, false).await;
-                fams
-            } else {
-                Vec::new()
-            };
+        let hooked: Vec<bytes::Bytes> = if lifecycle::region_hooks(&self.shared, region).is_some() {
+            let fams: Vec<_> = stores
+                .iter()
+                .filter(|s| !s.state.read().active.is_empty())
+                .map(|s| s.family.clone())
+                .collect();
+            lifecycle::hooks_flush(&self.reads, region, &fams, false).await;
+            fams
+        } else {
+            Vec::new()
+        };
         // The next MemStores, built before the locks (a row filter planned for twice the
         // rows of the one it replaces is zeroed on allocation).
         let fresh: Vec<Arc<MemStore>> = stores
@@ -196,7 +198,7 @@ impl Maintenance {
         result?;
         self.flushes.fetch_add(1, Ordering::Relaxed);
         if !hooked.is_empty() {
-            super::lifecycle::hooks_flush(&self.reads, region, &hooked, true).await;
+            lifecycle::hooks_flush(&self.reads, region, &hooked, true).await;
         }
         self.purge_wal();
         self.maybe_compact(region);
@@ -223,7 +225,7 @@ impl Maintenance {
         self.shared.wal.sync_marker(marker).await?;
         let mut jobs = Vec::new();
         let smallest_read_point = self.reads.smallest_read_point();
-        let now = super::now_ms();
+        let now = now_ms();
         for (store, snap) in snapshots {
             let d = store.descriptor();
             let rules = CompactionRules {

@@ -1,225 +1,58 @@
 //! The engine: one process-wide host of regions, like an HBase region server with its master
 //! folded in.
 //!
-//! [`Engine`] is the state every stage shares ([`EngineShared`]: settings, catalog, open
-//! tables, WAL, MVCC, block cache, the directory lock) and three stages built on it, each a
-//! type owning its own state and using only the stages before it: the read path
-//! ([`ReadPath`], [`read`] and [`endpoint`]: gets, scans, region-local endpoint reads, the
-//! registry of open read points), maintenance ([`Maintenance`], [`flush`], [`compact`],
-//! [`split`]: flushes and the global MemStore budget, compactions and write throttling,
-//! splits and merges) and the write pipeline ([`WritePipeline`], [`write`](mod@write): row
-//! locks, one pipeline for every write kind, the hooked-write clock). Around them:
-//! [`admin`] (schema changes), [`hooks`] and [`lifecycle`] (coprocessor hook calls),
-//! [`recovery`] (what an open recovers), [`check`] and [`repair`] (integrity checks, offline
-//! repair of a closed data directory). Invariant: a table's regions are sorted by start key
-//! and cover the whole key space without gaps or overlaps.
+//! Stages of `server`, bottom to top: `config`, `ownership`, `shared`, `validate`,
+//! `read_points`, `read`, `endpoint`, `hooks`, `flush`, `compact`, `split`, `write`, `open`,
+//! `admin`.
+//!
+//! Each stage uses only the stages before it in that list (`tests/architecture.rs` checks
+//! it as it checks the crate's layers). At the bottom what the engine is given and shares:
+//! its settings and plug-ins ([`config`]), its lease and region ownership in the
+//! coordination store ([`ownership`]), and the state every stage shares ([`shared`]:
+//! [`EngineShared`], [`TableState`]); the checks of operations against a table
+//! ([`validate`]). Then three stages, each a type owning its own state: the read path
+//! ([`ReadPath`]: [`read_points`], [`read`], [`endpoint`]: gets, scans, region-local endpoint
+//! reads, the registry of open read points); every call of a coprocessor hook ([`hooks`]:
+//! reads, writes, scanners, region lifecycle, WAL replay, load); maintenance
+//! ([`Maintenance`]: [`flush`], [`compact`], [`split`]: flushes and the global MemStore
+//! budget, compactions and write throttling, splits and merges); and the write pipeline
+//! ([`WritePipeline`], [`write`](mod@write): row locks, one pipeline for every write kind,
+//! the hooked-write clock). Above them opening a data directory ([`open`]: recovery,
+//! takeover of another engine's regions, integrity checks, offline repair) and schema
+//! changes ([`admin`]). [`Engine`], here, owns one of each stage.
+//!
+//! Invariant: a table's regions are sorted by start key and cover the whole key space
+//! without gaps or overlaps.
 
-pub mod admin;
-pub mod check;
-pub mod compact;
-mod config;
-pub mod endpoint;
-pub mod flush;
-pub mod hooks;
-pub mod lifecycle;
+pub(crate) mod admin;
+pub(crate) mod compact;
+pub(crate) mod config;
+pub(crate) mod endpoint;
+pub(crate) mod flush;
+pub(crate) mod hooks;
+pub(crate) mod open;
 pub(crate) mod ownership;
-pub(crate) use ownership::check_unowned;
-pub mod read;
+pub(crate) mod read;
 pub(crate) mod read_points;
-pub mod recovery;
-pub mod repair;
-pub mod split;
-pub(crate) mod takeover;
-pub(crate) mod verify_pending;
-pub mod write;
+pub(crate) mod shared;
+pub(crate) mod split;
+pub(crate) mod validate;
+pub(crate) mod write;
 
-pub use config::{Config, HooksLoader};
-pub(crate) use flush::Maintenance;
-pub(crate) use read::ReadPath;
-pub(crate) use write::WritePipeline;
-
-use crate::catalog::Catalog;
-use crate::coprocessor::{HookSlot, RegionHooks};
-use crate::error::{Error, Result};
-use crate::fs::FileLock;
-use crate::mvcc::Mvcc;
-use crate::objects::Objects;
-use crate::region::Region;
-use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
-use crate::storage::storefile::{BlockCache, WriterOptions};
-use crate::wal::Wal;
-use parking_lot::{Mutex, RwLock};
-use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::error::Result;
+use crate::schema::TableName;
+use crate::storage::storefile::BlockCache;
+use config::Config;
+use flush::Maintenance;
+use hooks::lifecycle;
+use open::{recovery, takeover};
+use parking_lot::RwLock;
+use read::ReadPath;
+use shared::EngineShared;
+use shared::TableState;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-
-/// An open table: descriptor, state and regions.
-#[derive(Debug)]
-pub struct TableState {
-    /// The name.
-    pub name: TableName,
-    /// The name as `ns:name`, formatted once (row locks are keyed by it on every write).
-    pub key: String,
-    /// XXH3 of `key`, the seed of the hooked-write clock's row hash.
-    pub(crate) key_hash: u64,
-    /// The descriptor.
-    pub descriptor: RwLock<TableDescriptor>,
-    /// False when disabled.
-    pub enabled: AtomicBool,
-    /// Regions sorted by start key.
-    pub regions: RwLock<Vec<Arc<Region>>>,
-    /// The coprocessor hooks; `None` when the table lists no coprocessor (the fast path).
-    pub hooks: HookSlot,
-}
-
-impl TableState {
-    /// The table's hooks, if it has coprocessors (no allocation either way).
-    pub fn hooks(&self) -> Option<Arc<dyn RegionHooks>> {
-        self.hooks.get()
-    }
-
-    /// The region holding `row`.
-    pub fn locate(&self, row: &[u8]) -> Option<Arc<Region>> {
-        let regions = self.regions.read();
-        let idx = regions.partition_point(|r| r.start.as_ref() <= row);
-        idx.checked_sub(1).and_then(|i| regions.get(i).cloned())
-    }
-
-    /// The regions this engine serves (all but those another engine of a shared store
-    /// serves, see [`Config::serve_regions`]).
-    pub fn served_regions(&self) -> Vec<Arc<Region>> {
-        let regions = self.regions.read();
-        regions
-            .iter()
-            .filter(|r| !r.served_elsewhere())
-            .cloned()
-            .collect()
-    }
-
-    /// The region holding `row`, if it serves (an offline region fails with its reason).
-    pub(crate) fn online_region(&self, row: &[u8]) -> Result<Arc<Region>> {
-        let region = self
-            .locate(row)
-            .ok_or_else(|| Error::TableNotFound(self.name.to_string()))?;
-        region.check_online()?;
-        Ok(region)
-    }
-
-    /// Fails unless the table is enabled.
-    pub fn check_enabled(&self) -> Result<()> {
-        if self.enabled.load(Ordering::Acquire) {
-            Ok(())
-        } else {
-            Err(Error::TableDisabled(self.name.to_string()))
-        }
-    }
-}
-
-/// What every stage of the engine shares: the settings, the catalog and the open tables,
-/// the WAL with the lock that orders its appends, MVCC and the block cache.
-///
-/// Invariant: sequence ids are taken and WAL records appended only under `commit_lock`, so
-/// WAL order is sequence order (a flush takes the lock to cut its snapshot between two
-/// commits).
-pub(crate) struct EngineShared {
-    pub(crate) config: Config,
-    pub(crate) catalog: Catalog,
-    /// Where the catalog and the store files live ([`Config::objects`] or the data
-    /// directory's).
-    pub(crate) objects: Arc<dyn Objects>,
-    /// On cache lines of its own: every operation read-locks it (an atomic write), and the
-    /// fields every read only loads (`closed`, `config`) should not share its line (bench
-    /// `core`, random reads after the re-cut into stages: 0.79x of before without the
-    /// padding, within noise with it).
-    pub(crate) tables: CacheLine<RwLock<BTreeMap<TableName, Arc<TableState>>>>,
-    pub(crate) wal: Wal,
-    pub(crate) commit_lock: Mutex<()>,
-    pub(crate) mvcc: Mvcc,
-    pub(crate) cache: Arc<BlockCache>,
-    pub(crate) closed: AtomicBool,
-    /// Holds an exclusive lock on `<dir>/LOCK` so that two engines never share a directory.
-    /// Here rather than in [`Engine`]: background work (a flush, a compaction) holds the
-    /// shared state, and with it the directory, until it ends, even when the engine was
-    /// dropped without a close.
-    pub(crate) dir_lock: Mutex<Option<Box<dyn FileLock>>>,
-    /// The engine's lease and regions in the coordination store, once a connection took
-    /// them ([`Engine::take_ownership`]).
-    pub(crate) ownership: std::sync::OnceLock<Arc<ownership::Ownership>>,
-}
-
-impl EngineShared {
-    /// The open table `name`.
-    pub(crate) fn table(&self, name: &TableName) -> Result<Arc<TableState>> {
-        self.check_open()?;
-        self.tables
-            .read()
-            .get(name)
-            .cloned()
-            .ok_or_else(|| Error::TableNotFound(name.to_string()))
-    }
-
-    /// The open table `name`, for a schema change: every region of it must be served here
-    /// ([`Error::RegionNotServed`] otherwise: the engines serving the others would go on
-    /// with the old schema).
-    pub(crate) fn whole_table(&self, name: &TableName) -> Result<Arc<TableState>> {
-        let t = self.table(name)?;
-        let elsewhere = t
-            .regions
-            .read()
-            .iter()
-            .find(|r| r.served_elsewhere())
-            .cloned();
-        match elsewhere {
-            Some(r) => Err(Error::RegionNotServed {
-                table: name.to_string(),
-                region: r.id,
-            }),
-            None => Ok(t),
-        }
-    }
-
-    /// Every open table, in name order.
-    pub(crate) fn all_tables(&self) -> Vec<Arc<TableState>> {
-        self.tables.read().values().cloned().collect()
-    }
-
-    pub(crate) fn check_open(&self) -> Result<()> {
-        if self.closed.load(Ordering::Acquire) {
-            Err(Error::Closed)
-        } else {
-            Ok(())
-        }
-    }
-
-    /// How a flush writes a store file of a family: the family's block size, compression and
-    /// bloom type, the engine's bloom error rate (a compaction swaps in the family's
-    /// compaction compression).
-    pub(crate) fn writer_options(&self, d: &ColumnFamilyDescriptor) -> WriterOptions {
-        WriterOptions {
-            block_size: d.block_size as usize,
-            compression: d.compression,
-            bloom: d.bloom,
-            bloom_fp_rate: self.config.bloom_error_rate,
-        }
-    }
-
-    /// The object name of store file `id` written by `region` (at its generation).
-    pub(crate) fn file_name(&self, id: u64, region: &Region) -> String {
-        crate::catalog::store_file_name(id, region.generation)
-    }
-}
-
-/// A value on cache lines of its own (128 bytes: two lines, as adjacent-line prefetch pairs
-/// them), so that atomic writes to it do not slow down loads of its neighbours.
-#[repr(align(128))]
-pub(crate) struct CacheLine<T>(pub(crate) T);
-
-impl<T> std::ops::Deref for CacheLine<T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        &self.0
-    }
-}
+use write::WritePipeline;
 
 /// The engine: the state every stage shares and three stages built on it, each owning its
 /// own state: the read path (gets, scans, endpoint reads, the registry of open read
@@ -245,7 +78,7 @@ impl std::fmt::Debug for Engine {
 
 impl Engine {
     /// Opens (or creates) the engine in `config.dir`, recovering from any crash
-    /// (`server/recovery.rs`), then builds its stages and replays the WAL into them.
+    /// (`server/open/recovery.rs`), then builds its stages and replays the WAL into them.
     pub fn open(config: Config) -> Result<Arc<Engine>> {
         let recovery::Recovered {
             shared,
@@ -403,7 +236,7 @@ impl Engine {
                 acc
             });
         let own = ownership::Ownership::begin(&self.shared.config, regions).await?;
-        own.start_renewal(Arc::downgrade(&self.shared));
+        self.shared.start_lease_renewal(own.clone());
         if let Err(own) = self.shared.ownership.set(own) {
             // Taken twice: keep the first, give this one's claims back.
             own.end().await;
@@ -452,5 +285,3 @@ pub struct EngineStats {
     /// Writes that waited for the global MemStore budget.
     pub memstore_blocked_writes: u64,
 }
-
-pub use crate::cell::now_ms;

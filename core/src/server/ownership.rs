@@ -21,7 +21,7 @@
 //! [`MemoryCoordination`]: crate::coord::MemoryCoordination
 //! [`Config::coordination`]: super::Config::coordination
 
-use super::{Config, EngineShared};
+use super::config::Config;
 use crate::coord::{Coordination, Lease, MemoryCoordination, RegionKey, RegionRecord};
 use crate::error::{Error, Result};
 use crate::region::Region;
@@ -29,7 +29,7 @@ use crate::schema::TableName;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The engine's lease and the generation of each region it owns.
@@ -197,40 +197,23 @@ impl Ownership {
     }
 
     /// Releases every region and revokes the lease.
+    /// How often the lease is renewed (a third of its time to live), `None` when it never
+    /// expires (the engine's private store).
+    pub(crate) fn renewal_period(&self) -> Option<Duration> {
+        self.renews.then(|| self.lease.ttl / 3)
+    }
+
+    /// Renews the lease once.
+    pub(crate) async fn keep_alive(&self) -> Result<()> {
+        self.coord.keep_alive(self.lease.id).await
+    }
+
     pub(crate) async fn end(&self) {
         let all: Vec<RegionKey> = self.held.lock().keys().cloned().collect();
         self.release(&all).await;
         if let Err(e) = self.coord.revoke_lease(self.lease.id).await {
             tracing::warn!(lease = self.lease.id, error = %e, "revoking the lease failed");
         }
-    }
-
-    /// Renews the lease every third of its time to live while `shared` lives and is open;
-    /// when a renewal finds the lease ended, makes the WAL refuse writes and stops.
-    pub(crate) fn start_renewal(self: &Arc<Self>, shared: Weak<EngineShared>) {
-        if !self.renews {
-            return;
-        }
-        let own = Arc::clone(self);
-        let every = own.lease.ttl / 3;
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(every).await;
-                let Some(shared) = shared.upgrade() else {
-                    return;
-                };
-                if shared.check_open().is_err() {
-                    return;
-                }
-                if let Err(e) = own.coord.keep_alive(own.lease.id).await {
-                    shared.wal.refuse(format!(
-                        "the engine's lease {} ended ({e}): another process may own its regions",
-                        own.lease.id
-                    ));
-                    return;
-                }
-            }
-        });
     }
 }
 
@@ -303,58 +286,4 @@ pub(crate) fn records(table: &TableName, regions: &[Arc<Region>]) -> Vec<RegionR
             revision: 0,
         })
         .collect()
-}
-
-impl EngineShared {
-    /// Claims regions `claimed` and releases regions `released` of `table` (a table
-    /// created or dropped, a split, a merge), and updates the store's catalog to match:
-    /// claims first, then releases, so the rows of a split parent or merged inputs always
-    /// have an owner. Without ownership (an engine opened without a connection) does
-    /// nothing. A failed claim is returned (nothing is released then): the region serves
-    /// here while another process owns it.
-    pub(crate) async fn hand_over(
-        &self,
-        table: &TableName,
-        released: &[u64],
-        claimed: &[u64],
-    ) -> Result<()> {
-        let Some(own) = self.ownership.get() else {
-            return Ok(());
-        };
-        let new: Vec<Arc<Region>> = match self.tables.read().get(table) {
-            Some(t) => t
-                .regions
-                .read()
-                .iter()
-                .filter(|r| claimed.contains(&r.id))
-                .cloned()
-                .collect(),
-            None => Vec::new(),
-        };
-        own.claim(keys(table, claimed.iter().copied())).await?;
-        let gone = keys(table, released.iter().copied());
-        own.release(&gone).await;
-        own.unpublish(&gone).await?;
-        own.publish(records(table, &new)).await?;
-        self.point_manifests(table, claimed).await;
-        Ok(())
-    }
-
-    /// Moves the manifest pointers of regions `ids` of `table` to the catalog's current
-    /// version, on a versioned (shared) store once the engine owns its regions. A move the
-    /// coordination store refuses means another process owns a region now: the WAL then
-    /// refuses every later write, as when the lease ends.
-    pub(crate) async fn point_manifests(&self, table: &TableName, ids: &[u64]) {
-        let (Some(own), Some(version)) = (self.ownership.get(), self.catalog.version()) else {
-            return;
-        };
-        let regions = keys(table, ids.iter().copied());
-        if let Err(e) = own.point_manifests(&regions, version).await {
-            tracing::error!(%table, error = %e, "a region's manifest pointer could not be moved");
-            self.wal.refuse(format!(
-                "the manifest pointer of a region of {table} could not be moved ({e}): another \
-                 process may own it"
-            ));
-        }
-    }
 }

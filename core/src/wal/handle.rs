@@ -6,7 +6,7 @@
 //! write or fsync failure every such call returns [`Error::WritesRefused`]; the current
 //! segment (the last one) is never purged.
 
-use super::record::{EditRef, UnsealedFrame};
+use super::record::{self, EditRef, UnsealedFrame};
 use super::recovery;
 use super::segment::{self, SegmentStore};
 use super::writer::{Current, Shared, PENDING_LIMIT};
@@ -242,7 +242,7 @@ impl Wal {
     /// bound is at least `seq`. A flush marks the largest seq handed out before it syncs the
     /// WAL; call it under the engine's commit lock so that file order stays seq order.
     pub(crate) fn mark(&self, seq: u64) -> Result<MarkerTicket> {
-        let frame = recovery::marker_frame(seq)?;
+        let frame = record::marker_frame(seq)?;
         let mut q = self.shared.queue.lock();
         self.shared.check()?;
         Ok(MarkerTicket {

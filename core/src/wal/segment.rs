@@ -220,7 +220,7 @@ pub(crate) fn put_object(
     frames: &[u8],
 ) -> io::Result<(PathBuf, u64)> {
     let marker =
-        super::recovery::marker_frame(marker_seq).map_err(|e| io::Error::other(e.to_string()))?;
+        super::record::marker_frame(marker_seq).map_err(|e| io::Error::other(e.to_string()))?;
     let mut bytes = Vec::with_capacity(HEADER_LEN + marker.len() + frames.len());
     bytes.extend_from_slice(&encode_header(id));
     bytes.extend_from_slice(&marker);
@@ -353,7 +353,7 @@ pub(crate) fn create(
     let file = fs.create_new(&path)?;
     let mut bytes = encode_header(id).to_vec();
     bytes.extend_from_slice(
-        &super::recovery::marker_frame(marker_seq).map_err(|e| io::Error::other(e.to_string()))?,
+        &super::record::marker_frame(marker_seq).map_err(|e| io::Error::other(e.to_string()))?,
     );
     file.write_all(&bytes)?;
     file.sync_data()?;

@@ -34,7 +34,6 @@ use crate::error::{Error, Result};
 use crate::keys::prefix_successor;
 use crate::ops::{RowResult, Scan};
 use crate::schema::salt::SaltSpec;
-use crate::server::read::scan_range;
 use bytes::Bytes;
 use futures::{Stream, StreamExt};
 use std::cmp::Ordering;
@@ -175,7 +174,7 @@ pub(super) fn bucket_ranges(spec: &SaltSpec, s: &Scan) -> Vec<BucketRange> {
     plan_buckets(spec, s)
         .into_iter()
         .filter_map(|b| {
-            let r = scan_range(&bucket_scan(spec, b, s));
+            let r = bucket_scan(spec, b, s).row_range();
             let start = match r.lo {
                 Bound::Included(k) => k,
                 Bound::Excluded(k) => successor(&k),

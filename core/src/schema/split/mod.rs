@@ -23,6 +23,10 @@
 //! Invariant: every list of split keys returned by this module is non-empty per key and
 //! strictly increasing in byte order, and holds exactly `n - 1` keys for `n` regions.
 
+mod policy;
+
+pub use policy::{choose_split_row, SplitPolicy};
+
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;

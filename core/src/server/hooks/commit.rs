@@ -7,9 +7,9 @@ use super::{by_region, invalid_added, Absent, AddedWrite, HookCalls, PostApply, 
 use crate::coprocessor::{AddedOp, HookEnv, MiniBatch, MutationHook, RowOwner};
 use crate::error::{Error, Result};
 use crate::ops::Mutation;
-use crate::server::write::prepare::{validate_increment, validate_mutation};
-use crate::server::write::PreparedCell;
-use crate::server::TableState;
+use crate::region::PreparedCell;
+use crate::server::shared::TableState;
+use crate::server::validate::{validate_increment, validate_mutation};
 use bytes::Bytes;
 
 impl<'a> HookCalls<'a> {

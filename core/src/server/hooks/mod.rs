@@ -1,5 +1,10 @@
-//! Calling a table's coprocessor hooks ([`crate::coprocessor::RegionHooks`]) on the write
-//! and read paths, and changing a table's coprocessors without a restart.
+//! Every call of a coprocessor hook ([`crate::coprocessor::RegionHooks`]) is in this room:
+//! the write path's (here and [`commit`]: per mutation, per batch under the row locks), the
+//! one-row operations with a pre/post pair of their own ([`rows`]: get, exists, increment,
+//! append, check-and-mutate), scanners ([`scan`]), the region lifecycle, WAL replay, the
+//! engine observer's WAL hooks and the loading of a table's hooks ([`lifecycle`]), and the
+//! engine observer's table hooks around schema changes ([`tables`]). The stages above call these functions,
+//! never a hook itself.
 //!
 //! Order of a hooked write (`docs/ARCHITECTURE.md`): `pre_put`/`pre_delete` per mutation, outside
 //! any lock -> validation -> row locks -> `pre_batch_mutate` per region under the locks ->
@@ -11,7 +16,7 @@
 //! check-and-mutates and exists have their own pre-hooks before validation and post-hooks
 //! after visibility.
 //!
-//! The write pipeline ([`super::write`]) calls them through [`HookCalls`]; this module keeps
+//! The write pipeline (`server::write`) calls them through [`HookCalls`]; this module keeps
 //! what every hooked write shares: the relock loop ([`LockPlan`], `under_row_locks!`), the
 //! checked writes hooks add, the copies of errors a batch hands to several operations.
 //!
@@ -22,12 +27,13 @@
 //! nothing is written; added writes run no hooks of their table; hooks are loaded before a
 //! table change is written, so a coprocessor that cannot load changes nothing.
 
-use super::{Config, ReadPath, TableState};
 use crate::coprocessor::{AddedOp, Flow, HookEnv, MutationHook, RegionHooks, RowOwner};
 use crate::error::{Error, Result};
 use crate::ops::{BatchOutcome, Mutation};
 use crate::region::Region;
-use crate::schema::{TableDescriptor, TableName};
+use crate::schema::TableName;
+use crate::server::read::ReadPath;
+use crate::server::shared::TableState;
 use bytes::Bytes;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,6 +43,10 @@ use std::sync::Arc;
 pub(crate) type Absent = (Option<Arc<TableState>>, Bytes, Option<RowOwner>);
 
 mod commit;
+pub(crate) mod lifecycle;
+pub(crate) mod rows;
+pub(crate) mod scan;
+pub(crate) mod tables;
 
 /// A write a batch hook added, checked, with its table (`None`: the batch's own table).
 pub(crate) type AddedWrite = (Option<Arc<TableState>>, AddedOp);
@@ -127,34 +137,6 @@ pub(crate) struct PostApply<'a> {
 
 /// One slot of a batch's results.
 pub(crate) type Slot = Option<Result<BatchOutcome>>;
-
-/// The hooks for a descriptor: `None` when it lists no coprocessor, an error when it lists
-/// some that the configured loader cannot load (or no loader is configured).
-pub(crate) fn load_hooks(
-    config: &Config,
-    desc: &TableDescriptor,
-) -> Result<Option<Arc<dyn RegionHooks>>> {
-    let desc = super::lifecycle::effective_descriptor(config, desc);
-    let desc = desc.as_ref();
-    if desc.coprocessors.is_empty() {
-        return Ok(None);
-    }
-    match &config.coprocessor_loader {
-        Some(loader) => loader.load(desc).map(Some),
-        None => Err(Error::Coprocessor {
-            name: desc
-                .coprocessors
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(","),
-            msg: format!(
-                "table {} lists coprocessors but the engine has no coprocessor loader",
-                desc.name
-            ),
-        }),
-    }
-}
 
 /// A copy of an error for a second operation of a batch (errors are not `Clone`): the
 /// errors hooks and added writes fail batches with keep their variant, others become
@@ -298,7 +280,7 @@ impl<'a> HookCalls<'a> {
         if self.hooks.skips(hook) {
             return Ok(());
         }
-        let env = match hint.filter(|r| crate::server::write::prepare::serves(r, m.row())) {
+        let env = match hint.filter(|r| r.serves(m.row())) {
             Some(r) => HookEnv::borrowed(self.reads, &self.t.name, r),
             None => self.env_for(m.row())?,
         };

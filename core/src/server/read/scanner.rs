@@ -2,18 +2,17 @@
 //! region in key order (or reverse), every region at the scan's one read point.
 
 use super::*;
+use crate::cell::now_ms;
 use crate::error::{Error, Result};
 use crate::filter::FilterExec;
-use crate::keys::prefix_successor;
 use crate::ops::{RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::Region;
+use crate::server::read::ReadPath;
 use crate::server::read::ScanPoint;
-use crate::server::{now_ms, ReadPath, TableState};
+use crate::server::shared::TableState;
 use crate::storage::matcher::ReadSpec;
-use bytes::Bytes;
 use std::collections::VecDeque;
-use std::ops::Bound;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -147,7 +146,7 @@ impl TableScanner {
         if scan.batch == Some(0) {
             return Err(Error::bad_argument("batch size must be at least 1"));
         }
-        let range = scan_range(&scan);
+        let range = scan.row_range();
         let filter = match &scan.filter {
             Some(f) => Some(Box::new(f.compile(scan.reverse)?)),
             None => None,
@@ -163,7 +162,7 @@ impl TableScanner {
             .regions
             .read()
             .iter()
-            .filter(|r| overlaps(&range, r))
+            .filter(|r| range.overlaps(&r.start, &r.end))
             .cloned()
             .collect();
         // Check the requested families exist before streaming anything.
@@ -270,48 +269,4 @@ impl TableScanner {
         let _ = &self.reads;
         Ok(())
     }
-}
-
-/// The scan's rows as a range, following HBase's reverse-scan convention.
-pub(crate) fn scan_range(scan: &Scan) -> RowRange {
-    if let Some(p) = &scan.prefix {
-        let hi = match prefix_successor(p) {
-            Some(s) => Bound::Excluded(s),
-            None => Bound::Unbounded,
-        };
-        let lo = if p.is_empty() {
-            Bound::Unbounded
-        } else {
-            Bound::Included(p.clone())
-        };
-        return RowRange { lo, hi };
-    }
-    let nonempty = |b: &Option<Bytes>| b.clone().filter(|r| !r.is_empty());
-    if scan.reverse {
-        RowRange {
-            hi: nonempty(&scan.start_row).map_or(Bound::Unbounded, Bound::Included),
-            lo: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
-        }
-    } else {
-        RowRange {
-            lo: nonempty(&scan.start_row).map_or(Bound::Unbounded, Bound::Included),
-            hi: nonempty(&scan.stop_row).map_or(Bound::Unbounded, Bound::Excluded),
-        }
-    }
-}
-
-pub(crate) fn overlaps(range: &RowRange, r: &Region) -> bool {
-    // Region [start, end) overlaps the range unless it ends at or before lo, or starts after hi.
-    let ends_before = !r.end.is_empty()
-        && match &range.lo {
-            Bound::Included(l) => r.end.as_ref() <= l.as_ref(),
-            Bound::Excluded(l) => r.end.as_ref() <= l.as_ref(),
-            Bound::Unbounded => false,
-        };
-    let starts_after = match &range.hi {
-        Bound::Included(h) => r.start.as_ref() > h.as_ref(),
-        Bound::Excluded(h) => r.start.as_ref() >= h.as_ref(),
-        Bound::Unbounded => false,
-    };
-    !ends_before && !starts_after
 }

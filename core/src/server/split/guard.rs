@@ -6,9 +6,9 @@
 //! anything changes; a computed split point is cut to its group, and dropped (no split)
 //! when the cut point is no longer strictly inside the region.
 
-use super::super::TableState;
 use crate::error::{Error, Result};
 use crate::region::Region;
+use crate::server::shared::TableState;
 use bytes::Bytes;
 
 /// Refuses a split of `[start, end)` at `row` whose daughters would span two salt buckets

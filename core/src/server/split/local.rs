@@ -19,12 +19,12 @@
 //! and deleted once their last reader drops them. A write whose hooks keyed its local rows
 //! before the split or merge is re-keyed at its commit (`write::commit`).
 
-use super::super::Maintenance;
 use crate::catalog::FileEntry;
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::{Error, Result};
 use crate::keys::local;
 use crate::region::Region;
+use crate::server::flush::Maintenance;
 use crate::storage::merge::{CellSource, MergeIter};
 use crate::storage::storefile::{CacheMode, StoreFileReader, StoreFileWriter};
 use bytes::Bytes;

@@ -10,101 +10,99 @@
 //! (an index maintains itself on it); a table without them commits the cells directly.
 
 use super::prepare::{self, Delta, DeltaOptions};
-use super::{SeenHooks, WritePipeline};
+use super::SeenHooks;
+use crate::cell::now_ms;
 use crate::cell::{Cell, LATEST_TIMESTAMP};
-use crate::coprocessor::{Flow, HookEnv};
 use crate::error::{Error, Result};
+use crate::ops::validate_row;
 use crate::ops::{
     Append, CheckAndMutate, Condition, Get, Increment, Mutation, Put, RowMutations, RowResult,
     TimeRange,
 };
+use crate::server::hooks::rows::{self, Before, RowHooked};
 use crate::server::hooks::{under_row_locks, LockPlan};
-use crate::server::{now_ms, TableState};
+use crate::server::shared::TableState;
+use crate::server::validate;
+use crate::server::write::WritePipeline;
 use crate::wal::Durability;
 use bytes::Bytes;
 use std::borrow::Cow;
 
-impl WritePipeline {
-    /// The context of a read-modify-write's own hooks, for the region of `row` (the engine
-    /// open and the table enabled, checked before the pre-hook runs).
-    fn hook_env<'a>(&'a self, t: &'a TableState, row: &[u8]) -> Result<HookEnv<'a>> {
-        self.shared.check_open()?;
-        t.check_enabled()?;
-        Ok(HookEnv::new(&*self.reads, &t.name, t.online_region(row)?))
-    }
+/// An increment or an append: a one-row read-modify-write of its columns.
+trait ReadModifyWrite: RowHooked<Answer = RowResult> {
+    /// The families it writes (each checked not to be the local rows' family).
+    fn families(&self) -> impl Iterator<Item = &Bytes>;
+    /// Its columns' changes, its durability and how it reads and writes.
+    fn deltas(&self) -> (Vec<(&Bytes, &Bytes, Delta)>, Durability, DeltaOptions);
+}
 
-    /// Atomically adds to 8-byte big-endian counters; returns the new values.
-    pub(crate) async fn increment(&self, t: &TableState, mut inc: Increment) -> Result<RowResult> {
-        for (f, _, _) in &inc.columns {
-            prepare::refuse_local_family(f)?;
-        }
-        let hooks = t.hooks();
-        let env = match &hooks {
-            None => None,
-            Some(h) => {
-                let env = self.hook_env(t, &inc.row)?;
-                let mut result = RowResult {
-                    row: inc.row.clone(),
-                    cells: Vec::new(),
-                };
-                if h.pre_increment(&env, &mut inc, &mut result).await? == Flow::Bypass {
-                    return Ok(result);
-                }
-                Some(env)
-            }
-        };
-        let deltas = inc
+impl ReadModifyWrite for Increment {
+    fn families(&self) -> impl Iterator<Item = &Bytes> {
+        self.columns.iter().map(|(f, _, _)| f)
+    }
+    fn deltas(&self) -> (Vec<(&Bytes, &Bytes, Delta)>, Durability, DeltaOptions) {
+        let deltas = self
             .columns
             .iter()
             .map(|(f, q, a)| (f, q, Delta::Add(*a)))
             .collect();
         let opts = DeltaOptions {
-            range: inc.time_range,
-            ttl_ms: inc.ttl_ms,
+            range: self.time_range,
+            ttl_ms: self.ttl_ms,
         };
-        let mut result = self
-            .read_modify_write(t, &inc.row, inc.durability, opts, deltas)
-            .await?;
-        if let (Some(h), Some(env)) = (&hooks, &env) {
-            h.post_increment(env, &inc, &mut result).await?;
-        }
-        Ok(result)
+        (deltas, self.durability, opts)
     }
+}
 
-    /// Atomically appends to cells; returns the new values.
-    pub(crate) async fn append(&self, t: &TableState, mut app: Append) -> Result<RowResult> {
-        for (f, _, _) in &app.columns {
-            prepare::refuse_local_family(f)?;
-        }
-        let hooks = t.hooks();
-        let env = match &hooks {
-            None => None,
-            Some(h) => {
-                let env = self.hook_env(t, &app.row)?;
-                let mut result = RowResult {
-                    row: app.row.clone(),
-                    cells: Vec::new(),
-                };
-                if h.pre_append(&env, &mut app, &mut result).await? == Flow::Bypass {
-                    return Ok(result);
-                }
-                Some(env)
-            }
-        };
-        let deltas = app
+impl ReadModifyWrite for Append {
+    fn families(&self) -> impl Iterator<Item = &Bytes> {
+        self.columns.iter().map(|(f, _, _)| f)
+    }
+    fn deltas(&self) -> (Vec<(&Bytes, &Bytes, Delta)>, Durability, DeltaOptions) {
+        let deltas = self
             .columns
             .iter()
             .map(|(f, q, v)| (f, q, Delta::Append(v.clone())))
             .collect();
         let opts = DeltaOptions {
-            range: app.time_range,
-            ttl_ms: app.ttl_ms,
+            range: self.time_range,
+            ttl_ms: self.ttl_ms,
         };
+        (deltas, self.durability, opts)
+    }
+}
+
+impl WritePipeline {
+    /// Atomically adds to 8-byte big-endian counters; returns the new values.
+    pub(crate) async fn increment(&self, t: &TableState, inc: Increment) -> Result<RowResult> {
+        self.read_modify_write_hooked(t, inc).await
+    }
+
+    /// Atomically appends to cells; returns the new values.
+    pub(crate) async fn append(&self, t: &TableState, app: Append) -> Result<RowResult> {
+        self.read_modify_write_hooked(t, app).await
+    }
+
+    /// An increment or append between its own hooks (when its table has coprocessors).
+    async fn read_modify_write_hooked<O: ReadModifyWrite>(
+        &self,
+        t: &TableState,
+        mut op: O,
+    ) -> Result<RowResult> {
+        for f in op.families() {
+            validate::refuse_local_family(f)?;
+        }
+        let after = match rows::before(&self.reads, t, &mut op).await? {
+            Before::Answered(result) => return Ok(result),
+            Before::Unhooked => None,
+            Before::Hooked(after) => Some(after),
+        };
+        let (deltas, durability, opts) = op.deltas();
         let mut result = self
-            .read_modify_write(t, &app.row, app.durability, opts, deltas)
+            .read_modify_write(t, op.row(), durability, opts, deltas)
             .await?;
-        if let (Some(h), Some(env)) = (&hooks, &env) {
-            h.post_append(env, &app, &mut result).await?;
+        if let Some(after) = &after {
+            after.run(&op, &mut result).await?;
         }
         Ok(result)
     }
@@ -120,7 +118,7 @@ impl WritePipeline {
         deltas: Vec<(&Bytes, &Bytes, Delta)>,
     ) -> Result<RowResult> {
         prepare::validate_read_modify_write(&self.shared.config, t, row, &deltas)?;
-        prepare::validate_ttl(opts.ttl_ms)?;
+        validate::validate_ttl(opts.ttl_ms)?;
         let cells = under_row_locks!(self, t, std::iter::once(row), |plan| self
             .read_modify_write_locked(t, row, durability, opts, deltas.clone(), plan)
             .await)?;
@@ -167,21 +165,14 @@ impl WritePipeline {
         t: &TableState,
         mut cam: CheckAndMutate,
     ) -> Result<bool> {
-        let hooks = t.hooks();
-        let env = match &hooks {
-            None => None,
-            Some(h) => {
-                let env = self.hook_env(t, &cam.row)?;
-                let mut passed = false;
-                if h.pre_check_and_mutate(&env, &mut cam, &mut passed).await? == Flow::Bypass {
-                    return Ok(passed);
-                }
-                Some(env)
-            }
+        let after = match rows::before(&self.reads, t, &mut cam).await? {
+            Before::Answered(passed) => return Ok(passed),
+            Before::Unhooked => None,
+            Before::Hooked(after) => Some(after),
         };
         let mut passed = self.check_and_mutate_checked(t, &cam).await?;
-        if let (Some(h), Some(env)) = (&hooks, &env) {
-            h.post_check_and_mutate(env, &cam, &mut passed).await?;
+        if let Some(after) = &after {
+            after.run(&cam, &mut passed).await?;
         }
         Ok(passed)
     }
@@ -190,7 +181,7 @@ impl WritePipeline {
     /// check and the mutations (whose batch hooks run).
     async fn check_and_mutate_checked(&self, t: &TableState, cam: &CheckAndMutate) -> Result<bool> {
         t.check_enabled()?;
-        prepare::validate_row(&cam.row)?;
+        validate_row(&cam.row)?;
         let action = cam.action.as_ref().ok_or_else(|| {
             Error::bad_argument("check-and-mutate needs a put, delete or row mutations")
         })?;
@@ -199,13 +190,13 @@ impl WritePipeline {
                 "check-and-mutate must mutate the row it checks",
             ));
         }
-        prepare::check_same_row(action)?;
+        validate::check_same_row(action)?;
         let region = t.online_region(&cam.row)?;
         if !matches!(cam.condition, Condition::Filter(_)) {
-            prepare::store_of(t, &region, &cam.family)?;
+            validate::store_of(t, &region, &cam.family)?;
         }
         for m in &action.mutations {
-            prepare::validate_user_mutation(&self.shared.config, t, m, None)?;
+            validate::validate_user_mutation(&self.shared.config, t, m, None)?;
         }
         under_row_locks!(self, t, std::iter::once(&cam.row), |plan| self
             .check_and_mutate_locked(t, cam, action, plan)
@@ -231,7 +222,7 @@ impl WritePipeline {
                 .read_row_in(&region, &get, self.shared.mvcc.read_point())?;
             (!found.is_empty(), found.cells.first().map(|c| c.timestamp))
         } else {
-            let store = prepare::store_of(t, &region, &cam.family)?;
+            let store = validate::store_of(t, &region, &cam.family)?;
             let current = prepare::latest_cell(
                 &self.reads,
                 &region,

@@ -10,19 +10,24 @@
 //! point passes the batch -> acknowledge. Invariant: a sequence id is always completed (a
 //! guard completes it if the caller's future is dropped), so the read point never stalls.
 
-use super::{prepare, strongest, Delta, DeltaOptions, PreparedCell, WritePipeline};
+use super::prepare::{self, Delta, DeltaOptions};
+use super::strongest;
+use crate::cell::now_ms;
 use crate::cell::Timestamp;
 use crate::coprocessor::AddedOp;
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
 use crate::ops::{Get, Mutation};
+use crate::region::PreparedCell;
 use crate::region::Region;
+use crate::server::hooks::lifecycle::observed_wal_append;
 use crate::server::hooks::{
     invalid_added, target_of, HookCalls, LockPlan, PostApply, PreBatch, RowIncrements,
     RELOCK_ATTEMPTS,
 };
-use crate::server::lifecycle::observed_wal_append;
-use crate::server::{now_ms, TableState};
+use crate::server::shared::TableState;
+use crate::server::validate;
+use crate::server::write::WritePipeline;
 use crate::wal::{Durability, EditRef, UnsealedFrame, WalEdit, WalRecord};
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -246,7 +251,7 @@ impl WritePipeline {
                 } else {
                     t.online_region(&c.cell.key.row)?
                 };
-                c.store = prepare::store_of(t, &region, &c.store.family)?;
+                c.store = validate::store_of(t, &region, &c.store.family)?;
                 c.region = region;
             }
         }

@@ -24,26 +24,28 @@
 //! hooks are looked up again under the row locks, so batch hooks that arrived meanwhile (an
 //! index being created) see every write that commits after them.
 
-use super::hooks::{copy_error, set, under_row_locks, HookCalls, LockPlan, Slot};
-use super::{now_ms, EngineShared, Maintenance, ReadPath, TableState};
+use crate::cell::now_ms;
 use crate::cell::Timestamp;
 use crate::coprocessor::{Flow, MutationHook, RegionHooks};
 use crate::error::{Error, Result};
 use crate::ops::{BatchOp, BatchOutcome, Delete, Mutation, Put, RowMutations};
 use crate::region::locks::RowLocks;
+use crate::region::PreparedCell;
+use crate::server::flush::Maintenance;
+use crate::server::hooks::{self, copy_error, set, under_row_locks, HookCalls, LockPlan, Slot};
+use crate::server::read::ReadPath;
+use crate::server::shared::EngineShared;
+use crate::server::shared::TableState;
+use crate::server::validate;
 use crate::wal::Durability;
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
-pub(crate) use crate::region::PreparedCell;
-
 mod atomic;
 mod commit;
 pub(crate) mod prepare;
-
-pub(crate) use prepare::{validate_row, Delta, DeltaOptions};
 
 /// Slots of the hooked-write clock (512 KiB). A row waits for the next millisecond only
 /// when its slot saw a hooked write this millisecond; at 4,096 slots, 8 writers of indexed
@@ -163,7 +165,7 @@ impl WritePipeline {
 
     /// Applies a row's mutations atomically.
     pub(crate) async fn mutate_row(&self, t: &TableState, rm: RowMutations) -> Result<()> {
-        prepare::check_same_row(&rm)?;
+        validate::check_same_row(&rm)?;
         self.mutate(t, Cow::Owned(rm.mutations), SeenHooks::of(t))
             .await
     }
@@ -219,7 +221,7 @@ impl WritePipeline {
             }
         };
         for m in muts.iter() {
-            prepare::validate_user_mutation(&self.shared.config, t, m, ran_in.as_ref())?;
+            validate::validate_user_mutation(&self.shared.config, t, m, ran_in.as_ref())?;
         }
         under_row_locks!(self, t, muts.iter().map(|m| m.row()), |plan| self
             .mutate_locked(t, &muts, plan, &seen, ran_in.as_ref())
@@ -341,7 +343,7 @@ impl WritePipeline {
             group = kept;
         }
         group.retain(|(i, m)| {
-            match prepare::validate_user_mutation(&self.shared.config, t, m, None) {
+            match validate::validate_user_mutation(&self.shared.config, t, m, None) {
                 Ok(()) => true,
                 Err(e) => {
                     set(&mut results, *i, Err(e));
@@ -385,7 +387,9 @@ impl WritePipeline {
         }
         for (i, op) in rest {
             let r = match op {
-                BatchOp::Get(g) => self.reads.get_hooked(t, g).await.map(BatchOutcome::Row),
+                BatchOp::Get(g) => hooks::rows::get(&self.reads, t, g)
+                    .await
+                    .map(BatchOutcome::Row),
                 BatchOp::Increment(inc) => self.increment(t, inc).await.map(BatchOutcome::Row),
                 BatchOp::Append(a) => self.append(t, a).await.map(BatchOutcome::Row),
                 BatchOp::RowMutations(rm) => {

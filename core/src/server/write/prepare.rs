@@ -3,149 +3,19 @@
 //! the cells they write (under the row locks: a delete of the latest version and an
 //! increment read the row).
 
-use super::PreparedCell;
-use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
+use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP};
 use crate::error::{Error, Result};
-use crate::ops::{DeleteKind, Get, Increment, Mutation, RowMutations, TimeRange};
+use crate::ops::validate_row;
+use crate::ops::{DeleteKind, Get, Mutation, TimeRange};
+use crate::region::PreparedCell;
 use crate::region::{Region, Store};
-use crate::server::{Config, ReadPath, TableState};
+use crate::server::config::Config;
+use crate::server::read::ReadPath;
+use crate::server::shared::TableState;
+use crate::server::validate;
 use bytes::Bytes;
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Checks a row key's length.
-pub fn validate_row(row: &[u8]) -> Result<()> {
-    if row.is_empty() {
-        return Err(Error::InvalidRow("row key is empty".into()));
-    }
-    if row.len() > MAX_ROW_LENGTH {
-        return Err(Error::InvalidRow(format!(
-            "row key of {} bytes exceeds {MAX_ROW_LENGTH}",
-            row.len()
-        )));
-    }
-    Ok(())
-}
-
-pub(crate) fn store_of(t: &TableState, region: &Region, family: &[u8]) -> Result<Arc<Store>> {
-    region.store(family).ok_or_else(|| Error::FamilyNotFound {
-        table: t.name.to_string(),
-        family: String::from_utf8_lossy(family).into_owned(),
-    })
-}
-
-pub(crate) fn check_value(config: &Config, v: &[u8]) -> Result<()> {
-    if v.len() > config.max_value_size {
-        return Err(Error::ValueTooLarge {
-            size: v.len(),
-            limit: config.max_value_size,
-        });
-    }
-    Ok(())
-}
-
-/// Refuses a user write naming the reserved family of local rows
-/// ([`crate::keys::local`]): only the writes an index's hooks add may.
-pub(crate) fn refuse_local_family(family: &[u8]) -> Result<()> {
-    if crate::schema::is_local_family(family) {
-        return Err(Error::bad_argument(format!(
-            "family {} holds local index rows: only their index writes it",
-            String::from_utf8_lossy(family)
-        )));
-    }
-    Ok(())
-}
-
-/// [`validate_mutation_in`] of a user's write: also refuses the local-row family.
-pub(crate) fn validate_user_mutation(
-    config: &Config,
-    t: &TableState,
-    m: &Mutation,
-    seen: Option<&Arc<Region>>,
-) -> Result<()> {
-    match m {
-        Mutation::Put(p) => {
-            for (f, _, _, _) in p.cells() {
-                refuse_local_family(f)?;
-            }
-        }
-        Mutation::Delete(d) => {
-            for k in &d.kinds {
-                refuse_local_family(k.family())?;
-            }
-        }
-    }
-    validate_mutation_in(config, t, m, seen)
-}
-
-/// Checks a mutation without writing anything.
-pub(crate) fn validate_mutation(config: &Config, t: &TableState, m: &Mutation) -> Result<()> {
-    validate_mutation_in(config, t, m, None)
-}
-
-/// True while `region` serves `row`: not retired by a split or merge, online, and
-/// holding the row.
-pub(crate) fn serves(region: &Region, row: &[u8]) -> bool {
-    !region.is_retired() && region.check_online().is_ok() && region.contains(row)
-}
-
-/// [`validate_mutation`] with `seen`, a region a hook just found for the row: used while
-/// it still [`serves`] the row, saving a region lookup.
-pub(crate) fn validate_mutation_in(
-    config: &Config,
-    t: &TableState,
-    m: &Mutation,
-    seen: Option<&Arc<Region>>,
-) -> Result<()> {
-    validate_row(m.row())?;
-    let region = match seen.filter(|r| serves(r, m.row())) {
-        Some(r) => Cow::Borrowed(r),
-        None => Cow::Owned(t.online_region(m.row())?),
-    };
-    match m {
-        Mutation::Put(p) => {
-            if p.is_empty() && !p.is_touch() {
-                return Err(Error::bad_argument("a put needs at least one column"));
-            }
-            validate_ttl(p.ttl_ms)?;
-            // Columns of one family usually come together: the family is checked once per run.
-            let mut last_family: Option<&[u8]> = None;
-            for (f, _, _, v) in p.cells() {
-                if last_family != Some(f) {
-                    store_of(t, &region, f)?;
-                    last_family = Some(f);
-                }
-                check_value(config, v)?;
-            }
-        }
-        Mutation::Delete(d) => {
-            for k in &d.kinds {
-                let f = match k {
-                    DeleteKind::Version { family, .. }
-                    | DeleteKind::Column { family, .. }
-                    | DeleteKind::Family { family, .. }
-                    | DeleteKind::FamilyVersion { family, .. } => family,
-                };
-                store_of(t, &region, f)?;
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Checks an increment without writing anything.
-pub(crate) fn validate_increment(t: &TableState, inc: &Increment) -> Result<()> {
-    validate_row(&inc.row)?;
-    if inc.columns.is_empty() {
-        return Err(Error::bad_argument("no column given"));
-    }
-    let region = t.online_region(&inc.row)?;
-    for (f, _, _) in &inc.columns {
-        store_of(t, &region, f)?;
-    }
-    Ok(())
-}
 
 /// Turns a validated mutation into cells. Must run under the row lock: a delete of the
 /// latest version reads the row to find that version's timestamp.
@@ -171,7 +41,7 @@ pub(crate) fn prepare_in(
     seen: Option<&Arc<Region>>,
 ) -> Result<()> {
     let row = m.row().clone();
-    let region = match seen.filter(|r| serves(r, &row)) {
+    let region = match seen.filter(|r| r.serves(&row)) {
         Some(r) => Arc::clone(r),
         None => t.online_region(&row)?,
     };
@@ -212,7 +82,7 @@ pub(crate) fn prepare_in(
                 let store = match &last {
                     Some((lf, s)) if *lf == f => s.clone(),
                     _ => {
-                        let s = store_of(t, &region, f)?;
+                        let s = validate::store_of(t, &region, f)?;
                         last = Some((f, s.clone()));
                         s
                     }
@@ -252,7 +122,7 @@ pub(crate) fn prepare_in(
                         qualifier,
                         ts,
                     } => {
-                        let store = store_of(t, &region, family)?;
+                        let store = validate::store_of(t, &region, family)?;
                         let ts = match ts {
                             Some(ts) => Some(*ts),
                             None if d.ts != LATEST_TIMESTAMP => Some(d.ts),
@@ -278,7 +148,7 @@ pub(crate) fn prepare_in(
                         qualifier,
                         ts,
                     } => {
-                        let store = store_of(t, &region, family)?;
+                        let store = validate::store_of(t, &region, family)?;
                         let ts = ts.unwrap_or(dts);
                         out.push(cell(
                             store,
@@ -289,7 +159,7 @@ pub(crate) fn prepare_in(
                         ));
                     }
                     DeleteKind::Family { family, ts } => {
-                        let store = store_of(t, &region, family)?;
+                        let store = validate::store_of(t, &region, family)?;
                         let ts = ts.unwrap_or(dts);
                         out.push(cell(
                             store,
@@ -300,7 +170,7 @@ pub(crate) fn prepare_in(
                         ));
                     }
                     DeleteKind::FamilyVersion { family, ts } => {
-                        let store = store_of(t, &region, family)?;
+                        let store = validate::store_of(t, &region, family)?;
                         out.push(cell(
                             store,
                             Bytes::new(),
@@ -362,9 +232,9 @@ pub(crate) fn validate_read_modify_write(
     }
     let region = t.online_region(row)?;
     for (f, _, d) in deltas {
-        store_of(t, &region, f)?;
+        validate::store_of(t, &region, f)?;
         if let Delta::Append(v) = d {
-            check_value(config, v)?;
+            validate::check_value(config, v)?;
         }
     }
     Ok(())
@@ -386,7 +256,7 @@ pub(crate) fn resolve_deltas(
     let region = t.online_region(row)?;
     let mut result = Vec::new();
     for (f, q, delta) in deltas {
-        let store = store_of(t, &region, f)?;
+        let store = validate::store_of(t, &region, f)?;
         let old = latest_cell(reads, &region, &store, row, q, opts.range)?;
         // No older than the version read plus one (HBase's reckonDeltas), but never
         // the "server time" sentinel: over a version at the largest timestamp the new
@@ -419,7 +289,7 @@ pub(crate) fn resolve_deltas(
             Delta::Append(v) => {
                 let mut buf = old.map(|(_, o)| o.to_vec()).unwrap_or_default();
                 buf.extend_from_slice(&v);
-                check_value(&reads.shared.config, &buf)?;
+                validate::check_value(&reads.shared.config, &buf)?;
                 Bytes::from(buf)
             }
         };
@@ -457,20 +327,6 @@ pub(crate) fn resolve_deltas(
     Ok(result)
 }
 
-pub(crate) fn check_same_row(rm: &RowMutations) -> Result<()> {
-    if rm.mutations.is_empty() {
-        return Err(Error::bad_argument(
-            "row mutations need at least one mutation",
-        ));
-    }
-    if rm.mutations.iter().any(|m| m.row() != &rm.row) {
-        return Err(Error::bad_argument(
-            "every mutation of a RowMutations must name its row",
-        ));
-    }
-    Ok(())
-}
-
 /// About how many cells a mutation writes.
 pub(crate) fn cell_hint(m: &Mutation) -> usize {
     match m {
@@ -502,13 +358,5 @@ impl Default for DeltaOptions {
             range: TimeRange::ALL,
             ttl_ms: None,
         }
-    }
-}
-
-/// A cell TTL must be positive (HBase refuses a negative one; zero would expire at once).
-pub(crate) fn validate_ttl(ttl_ms: Option<u64>) -> Result<()> {
-    match ttl_ms {
-        Some(0) => Err(Error::bad_argument("a cell TTL must be positive")),
-        _ => Ok(()),
     }
 }

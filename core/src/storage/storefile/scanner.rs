@@ -42,6 +42,20 @@ fn finish<S>(state: &mut State<S>, r: Result<Option<StoreCell>>) -> Option<Resul
     }
 }
 
+/// A store file's scanners start here.
+impl StoreFileReader {
+    /// Forward scanner over the cells with key `>= start`, ascending.
+    pub fn scan_from(self: &Arc<Self>, start: &StoreKey) -> StoreFileScanner {
+        StoreFileScanner::new(Arc::clone(self), start.clone())
+    }
+
+    /// Reverse scanner over the cells with key `<= start`, descending; `None` starts from the
+    /// last cell.
+    pub fn scan_rev_from(self: &Arc<Self>, start: Option<&StoreKey>) -> StoreFileRevScanner {
+        StoreFileRevScanner::new(Arc::clone(self), start.cloned())
+    }
+}
+
 /// Ascending scan over the cells of one file with key `>=` a start key.
 ///
 /// The block being read and the position in it are plain fields, so the common step (the

@@ -7,8 +7,9 @@
 //! aside and replaces the segment with one rename, so a crash leaves the original or the
 //! rewrite in place; each damage entry set aside learns where its file went.
 
+use super::super::record::marker_frame;
 use super::super::segment::{self, SegmentStore};
-use super::{marker_frame, Action, Recovered};
+use super::{Action, Recovered};
 use crate::error::Result;
 use crate::fs::FileSystem;
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@
 //! The data is the ycsb suite's (records `user` + FNV-64 of the record number, 10 fields
 //! `field0..field9` of 100 bytes cut from ycsb's [`Values`] pool), on the ycsb suite's
 //! table (Basalt: `usertable`, family `f`, pre-split, block size and compression from
-//! [`crate::core::Settings`], engine config from [`crate::basalt_side::config`]; fjall: one
+//! [`crate::measure::Settings`], engine config from [`crate::basalt_side::config`]; fjall: one
 //! keyspace, a record as one value, journal persisted on every insert). Each engine runs
 //! these phases, in order, each ended by one call of [`phase_end`] (the function callgrind
 //! dumps after), which prints `OPCOST <engine> <phase> <ops>`:
@@ -96,7 +96,7 @@ pub struct Settings {
     pub threads: usize,
     /// Basalt's table settings, the block cache size of the first open of both engines,
     /// the region count and the data directory, as the core suite has them.
-    pub core: crate::core::Settings,
+    pub core: crate::measure::Settings,
     /// The engines to run (`basalt`, `fjall`), in that order.
     pub engines: Vec<String>,
 }
@@ -432,7 +432,7 @@ mod tests {
             records: 300,
             operations: 100,
             threads: 2,
-            core: crate::core::Settings::new(300, dir.path().to_path_buf()),
+            core: crate::measure::Settings::new(300, dir.path().to_path_buf()),
             engines: vec!["basalt".into(), "fjall".into()],
         };
         run(&s).unwrap();

@@ -28,16 +28,14 @@
 //! there. The writer folders are listed after the claim: an engine whose folder is not
 //! there yet fails its own claim check afterwards.
 
-use super::{Engine, EngineShared};
 use crate::catalog::{CatalogState, RegionEntry};
 use crate::error::Result;
-use crate::region::{Region, RegionFault, Store};
-use crate::schema::TableDescriptor;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Arc;
+use crate::server::shared::EngineShared;
+use crate::server::Engine;
+use std::collections::{BTreeSet, HashSet};
 
 /// `full` with only the regions `served` accepts: what the engine recovers and checks.
-pub(super) fn scoped(full: &CatalogState, served: &dyn Fn(u64) -> bool) -> CatalogState {
+pub(crate) fn scoped(full: &CatalogState, served: &dyn Fn(u64) -> bool) -> CatalogState {
     let mut out = full.clone();
     for t in out.tables.values_mut() {
         t.regions.retain(|r| served(r.id));
@@ -49,7 +47,7 @@ pub(super) fn scoped(full: &CatalogState, served: &dyn Fn(u64) -> bool) -> Catal
 /// shared store: for the whole store, every writer listed (`listed`) or named by a region;
 /// for some regions, the writers their catalog entries name, or all of them when one of
 /// those regions' writers are unknown (a catalog older than format 9). Never its own.
-pub(super) fn writers_to_read(
+pub(crate) fn writers_to_read(
     full: &CatalogState,
     served: &dyn Fn(u64) -> bool,
     listed: &BTreeSet<u64>,
@@ -72,27 +70,11 @@ pub(super) fn writers_to_read(
     out
 }
 
-/// A region another engine serves: its bounds, no store file open, and refusing every
-/// read and write.
-pub(super) fn unserved_region(desc: &TableDescriptor, entry: &RegionEntry) -> Region {
-    let stores = desc
-        .families
-        .iter()
-        .map(|f| (f.name.clone(), Arc::new(Store::new(f.clone(), Vec::new()))))
-        .collect::<BTreeMap<_, _>>();
-    let fault = RegionFault {
-        file: std::path::PathBuf::new(),
-        reason: "served by another engine".into(),
-        elsewhere: true,
-    };
-    super::recovery::region_of(desc, entry, stores, Some(fault))
-}
-
 /// After the replay: the served regions left with nothing to flush hold no edit above
 /// their flushed sequence id in any WAL (every writer that may hold one was read), so
 /// their writers become this engine's alone; a later opener reads no other. Nothing on a
 /// local directory (one WAL).
-pub(super) fn settle_writers(shared: &EngineShared) -> Result<()> {
+pub(crate) fn settle_writers(shared: &EngineShared) -> Result<()> {
     let me = shared.catalog.writer();
     if me == 0 {
         return Ok(());

@@ -7,12 +7,13 @@
 //! merge retires meanwhile still answers them exactly (see [`crate::region`]).
 
 use super::read_points::{ReadPoints, Registration};
-use super::{now_ms, EngineShared, TableState};
-use crate::coprocessor::{Flow, HookEnv};
+use super::shared::{EngineShared, TableState};
+use super::validate::validate_versions;
+use crate::cell::now_ms;
 use crate::error::{Error, Result};
-use crate::ops::{ColumnSelection, Get, RowResult, Scan};
+use crate::ops::{validate_row, ColumnSelection, Get, RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
-use crate::region::{Region, Store};
+use crate::region::{PreparedCell, Region, Store};
 use crate::schema::TableName;
 use crate::storage::matcher::ReadSpec;
 use bytes::Bytes;
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 mod scanner;
 
-pub(crate) use scanner::{overlaps, scan_range, ScanStream};
+pub(crate) use scanner::ScanStream;
 
 /// A stream of scan results.
 pub type ResultStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
@@ -91,13 +92,6 @@ fn read_spec(g: &Get, read_point: u64) -> ReadSpec {
         now_ms: now_ms(),
         raw: false,
     }
-}
-
-pub(crate) fn validate_versions(n: u32) -> Result<()> {
-    if n == 0 {
-        return Err(Error::bad_argument("max versions must be at least 1"));
-    }
-    Ok(())
 }
 
 /// The engine's read stage: gets, scans and the reads of hooks and endpoints, at read points
@@ -183,49 +177,11 @@ impl ReadPath {
         self.read_points.smallest(&self.shared.mvcc)
     }
 
-    /// Reads one row, running the table's get hooks when it has coprocessors.
-    pub(crate) async fn get_hooked(&self, t: &TableState, mut g: Get) -> Result<RowResult> {
-        let Some(hooks) = t.hooks() else {
-            return self.get(t, &g);
-        };
-        self.shared.check_open()?;
-        t.check_enabled()?;
-        let env = HookEnv::new(self, &t.name, t.online_region(&g.row)?);
-        let mut result = RowResult {
-            row: g.row.clone(),
-            cells: Vec::new(),
-        };
-        if hooks.pre_get(&env, &mut g, &mut result).await? == Flow::Bypass {
-            return Ok(result);
-        }
-        let mut result = self.get(t, &g)?;
-        hooks.post_get(&env, &g, &mut result).await?;
-        Ok(result)
-    }
-
-    /// Answers `exists`, running the table's exists hooks when it has coprocessors (not the
-    /// get hooks).
-    pub(crate) async fn exists_hooked(&self, t: &TableState, mut g: Get) -> Result<bool> {
-        let Some(hooks) = t.hooks() else {
-            return Ok(!self.get(t, &g)?.is_empty());
-        };
-        self.shared.check_open()?;
-        t.check_enabled()?;
-        let env = HookEnv::new(self, &t.name, t.online_region(&g.row)?);
-        let mut exists = false;
-        if hooks.pre_exists(&env, &mut g, &mut exists).await? == Flow::Bypass {
-            return Ok(exists);
-        }
-        let mut exists = !self.get(t, &g)?.is_empty();
-        hooks.post_exists(&env, &g, &mut exists).await?;
-        Ok(exists)
-    }
-
     /// Reads one row.
     pub(crate) fn get(&self, t: &TableState, g: &Get) -> Result<RowResult> {
         self.shared.check_open()?;
         t.check_enabled()?;
-        super::write::validate_row(&g.row)?;
+        validate_row(&g.row)?;
         validate_versions(g.max_versions)?;
         // The read point first: the region located afterwards took (or, when a split or
         // merge retired it since, still holds) every write at or below it. It is registered
@@ -328,7 +284,7 @@ impl ReadPath {
         &self,
         region: &Region,
         g: &Get,
-        pending: &[super::write::PreparedCell],
+        pending: &[PreparedCell],
     ) -> Result<(RowResult, RowResult)> {
         use crate::cell::{Cell, CellType, StoreCell, StoreKey};
         use crate::storage::matcher::{lone_put_visible, match_row_into};
@@ -448,33 +404,20 @@ impl ReadPath {
         Ok((row(before), row(out)))
     }
 
-    /// Starts a scan; rows arrive as a stream.
+    /// Starts a scan of `t` without its scanner hooks (`hooks::scan` runs them); rows arrive
+    /// as a stream, at `point` when given (a read point already registered, shared by
+    /// several scans that must read one snapshot), else at a read point of its own.
     ///
     /// Rows are read in chunks of 256. The first chunk is read when the stream is
     /// first polled, on the caller's task; with prefetch on (the default), each later chunk is
     /// read on a blocking thread while the caller handles the one before, so at most two
     /// chunks are held. Dropping the stream abandons a chunk being read.
-    pub(crate) fn scan(self: &Arc<Self>, t: Arc<TableState>, scan: Scan) -> Result<ResultStream> {
-        self.scan_at(t, scan, None)
-    }
-
-    /// [`ReadPath::scan`] at `point` when given (a read point already registered, shared by
-    /// several scans that must read one snapshot), else at a read point of its own.
     pub(crate) fn scan_at(
         self: &Arc<Self>,
         t: Arc<TableState>,
         scan: Scan,
         point: Option<Arc<ScanPoint>>,
     ) -> Result<ResultStream> {
-        if let Some(hooks) = t.hooks() {
-            return Ok(super::lifecycle::scan::hooked(
-                self.clone(),
-                t,
-                hooks,
-                scan,
-                point,
-            ));
-        }
         Ok(ScanStream::new(self.clone(), t, scan, false, point)?.into_stream())
     }
 }
@@ -483,12 +426,12 @@ impl ReadPath {
 /// they are all puts of distinct columns (one write per column, so none hides another);
 /// `None` otherwise.
 fn fresh_puts<'a>(
-    pending: &'a [super::write::PreparedCell],
+    pending: &'a [PreparedCell],
     region: &Region,
     store: &crate::region::Store,
     row: &Bytes,
-) -> Option<Vec<&'a super::write::PreparedCell>> {
-    let mut mine: Vec<&super::write::PreparedCell> = Vec::new();
+) -> Option<Vec<&'a PreparedCell>> {
+    let mut mine: Vec<&PreparedCell> = Vec::new();
     for p in pending {
         if p.region.id == region.id && p.store.family == store.family && p.cell.key.row == *row {
             if p.cell.key.kind != crate::cell::CellType::Put {
@@ -517,7 +460,7 @@ impl crate::coprocessor::HookReads for ReadPath {
         &self,
         region: &Region,
         g: &Get,
-        pending: &[super::write::PreparedCell],
+        pending: &[PreparedCell],
     ) -> Result<(RowResult, RowResult)> {
         self.read_row_before_after(region, g, pending)
     }

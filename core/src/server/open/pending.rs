@@ -13,12 +13,10 @@
 //! fsync). A file that does not parse or whose checksum differs names every table with
 //! coprocessors.
 
-use super::Engine;
 use crate::error::Result;
 use crate::fs::FileSystem;
 use crate::schema::TableName;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 const NAME: &str = "VERIFY-PENDING";
 const HEADER: &str = "basalt verify-pending 1\n";
@@ -109,36 +107,31 @@ fn decode(bytes: &[u8]) -> Option<Vec<TableName>> {
         .collect()
 }
 
-/// Verification and repair of what a coprocessor library derives from a table (an
-/// index's rows, an observer's counters), run by `Connection::open_with` before it returns
-/// when the directory's derived data may disagree with its tables: after an open that
-/// salvaged a damaged WAL ([`crate::wal::WalRecoveryMode::Salvage`]), or after the offline
-/// repair set store files aside. The configured [`super::HooksLoader`]
-/// supplies them ([`super::HooksLoader::recovery_repairs`]);
-/// `basalt::index::register` registers the indexes' one. A repair that needs the client API
-/// opens `Connection::from_engine` on the engine it is given.
-#[async_trait::async_trait]
-pub trait RecoveryRepair: Send + Sync + std::fmt::Debug {
-    /// Verifies and repairs what this library derives from `table`, returning one outcome
-    /// per derived structure (none when it derives nothing from it). An error fails the
-    /// open; the directory keeps the table recorded for the next one.
-    async fn repair(
-        &self,
-        engine: &Arc<Engine>,
-        table: &TableName,
-    ) -> Result<Vec<RecoveryRepairOutcome>>;
+/// The tables with coprocessors (the ones with derived data).
+pub(crate) fn with_coprocessors(state: &crate::catalog::CatalogState) -> Vec<TableName> {
+    state
+        .tables
+        .values()
+        .filter(|t| !t.descriptor.coprocessors.is_empty())
+        .map(|t| t.descriptor.name.clone())
+        .collect()
 }
 
-/// What one recovery repair found in one derived structure of a table (see
-/// [`super::recovery::RecoveryReport::repairs`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveryRepairOutcome {
-    /// The data table.
-    pub table: TableName,
-    /// What was verified, as its library names it (`index by_user`).
-    pub what: String,
-    /// Differences found between the table and what derives from it, all repaired.
-    pub differences: usize,
+/// The tables the directory's record names that still exist (a damaged record: every table
+/// with coprocessors).
+pub(crate) fn pending_tables(
+    fs: &dyn crate::fs::FileSystem,
+    dir: &std::path::Path,
+    state: &crate::catalog::CatalogState,
+) -> Result<Vec<TableName>> {
+    Ok(match read(fs, dir)? {
+        Pending::Nothing => Vec::new(),
+        Pending::Unreadable => with_coprocessors(state),
+        Pending::Tables(t) => t
+            .into_iter()
+            .filter(|t| state.tables.contains_key(&t.to_string()))
+            .collect(),
+    })
 }
 
 #[cfg(test)]

@@ -13,7 +13,6 @@ use super::cache::{BlockCache, CacheMode};
 use super::codec::Dec;
 use super::data::DataBlock;
 use super::meta::{decode_index, decode_info, IndexEntry, Trailer, TRAILER_LEN};
-use super::scanner::{StoreFileRevScanner, StoreFileScanner};
 use super::search::{head_after, partition, shared_prefix};
 use super::{FileInfo, MAX_BLOCK_LEN};
 use crate::cell::{CellType, StoreKey};
@@ -243,17 +242,6 @@ impl StoreFileReader {
         self.index
             .get(self.index.len() / 2)
             .map(|e| e.first_key.clone())
-    }
-
-    /// Forward scanner over the cells with key `>= start`, ascending.
-    pub fn scan_from(self: &Arc<Self>, start: &StoreKey) -> StoreFileScanner {
-        StoreFileScanner::new(Arc::clone(self), start.clone())
-    }
-
-    /// Reverse scanner over the cells with key `<= start`, descending; `None` starts from the
-    /// last cell.
-    pub fn scan_rev_from(self: &Arc<Self>, start: Option<&StoreKey>) -> StoreFileRevScanner {
-        StoreFileRevScanner::new(Arc::clone(self), start.cloned())
     }
 
     /// The index of the last block whose first key is `<= key` (`None` if `key` sorts before

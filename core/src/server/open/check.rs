@@ -8,11 +8,11 @@
 //! change retired it meanwhile), so a concurrent change is never mistaken for damage. Files
 //! that flushes add after the first snapshot are not checked this time.
 
-use super::EngineShared;
 use crate::catalog::{CatalogState, FileEntry};
 use crate::error::{Error, Result};
 use crate::objects::Objects;
 use crate::schema::TableName;
+use crate::server::shared::EngineShared;
 use crate::storage::storefile::{verify_file, FileCheck, Finding, FindingKind};
 use bytes::Bytes;
 use std::collections::HashSet;

@@ -54,7 +54,6 @@
 mod apply;
 mod read;
 
-use super::record::UnsealedFrame;
 use super::segment::{self, SegmentStore, HEADER_LEN};
 use super::{DamageAction, SegmentInfo, WalCut, WalDamage, WalRecord, WalRecoveryMode};
 use crate::error::{Error, Result};
@@ -542,10 +541,4 @@ impl Recovered {
             self.actions.push(Action::Remove { path: info.path });
         }
     }
-}
-
-/// The frame of a marker: a record with no edits carrying `seq`.
-pub(crate) fn marker_frame(seq: u64) -> Result<Vec<u8>> {
-    let mut frame = UnsealedFrame::encode(std::iter::empty())?;
-    Ok(frame.seal(seq).to_vec())
 }

@@ -64,13 +64,14 @@
 //! the new regions because the table's region list stays write-locked from the catalog
 //! update to the swap.
 
-use super::lifecycle::logged;
-use super::{Maintenance, TableState};
 use crate::catalog::RegionEntry;
-use crate::coprocessor::{Flow, HookEnv};
 use crate::error::{Error, Result};
+use crate::ops::validate_row;
 use crate::region::{Region, Store};
 use crate::schema::TableName;
+use crate::server::flush::Maintenance;
+use crate::server::hooks::lifecycle;
+use crate::server::shared::TableState;
 use crate::storage::compaction::CompactionKind;
 use crate::storage::storefile::StoreFileReader;
 use bytes::Bytes;
@@ -79,10 +80,9 @@ use std::collections::BTreeMap;
 mod daughters;
 mod guard;
 mod local;
-mod policy;
+use crate::schema::split::choose_split_row;
 use daughters::{daughter, entry_files};
 use local::{local_store, with_local, Target};
-pub use policy::{choose_split_row, SplitPolicy};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -142,7 +142,7 @@ impl Maintenance {
         let t = self.shared.table(name)?;
         t.check_enabled()?;
         if let Some(row) = split_row {
-            super::write::validate_row(row)?;
+            validate_row(row)?;
         }
         let _ops = self.region_ops.lock().await;
         let parent = find_region(&t, region_id).ok_or_else(|| region_not_found(name, region_id))?;
@@ -197,13 +197,10 @@ impl Maintenance {
         }
         let hooks = t.hooks();
         if let Some(h) = &hooks {
-            let env = HookEnv::new(&*self.reads, &t.name, parent.clone());
-            if h.pre_split(&env, &row).await? == Flow::Bypass {
+            if !lifecycle::hooks_pre_split(&self.reads, t, h, parent, &row).await? {
                 tracing::info!(region = %parent.name(), "a coprocessor vetoed the split");
                 return Ok(None);
             }
-            super::lifecycle::hooks_close(&self.reads, t, h, std::slice::from_ref(parent), false)
-                .await;
         }
         let readers: BTreeMap<u64, Arc<StoreFileReader>> = stores
             .iter()
@@ -284,15 +281,7 @@ impl Maintenance {
         tracing::info!(parent = %parent.name(), row = %String::from_utf8_lossy(&row),
             lower = lo_id, upper = hi_id, "split region");
         if let Some(h) = &hooks {
-            super::lifecycle::hooks_close(&self.reads, t, h, std::slice::from_ref(parent), true)
-                .await;
-            super::lifecycle::hooks_post_open(&self.reads, t, h, &[lo.clone(), hi.clone()]).await;
-            let env = HookEnv::new(&*self.reads, &t.name, parent.clone());
-            logged(
-                "post_split",
-                parent,
-                h.post_split(&env, &lo.info(), &hi.info()).await,
-            );
+            lifecycle::hooks_post_split(&self.reads, t, h, parent, [&lo, &hi]).await;
         }
         for d in [lo, hi] {
             self.spawn_reference_compaction(d);
@@ -371,14 +360,8 @@ impl Maintenance {
         }
         let hooks = t.hooks();
         if let Some(h) = &hooks {
-            super::lifecycle::hooks_close(
-                &self.reads,
-                &t,
-                h,
-                &[first.clone(), second.clone()],
-                false,
-            )
-            .await;
+            lifecycle::hooks_close(&self.reads, &t, h, &[first.clone(), second.clone()], false)
+                .await;
         }
         let whole = vec![Target {
             start: first.start.clone(),
@@ -475,16 +458,9 @@ impl Maintenance {
         tracing::info!(first = %first.name(), second = %second.name(), merged = merged_id,
             "merged regions");
         if let Some(h) = &hooks {
-            super::lifecycle::hooks_close(
-                &self.reads,
-                &t,
-                h,
-                &[first.clone(), second.clone()],
-                true,
-            )
-            .await;
-            super::lifecycle::hooks_post_open(&self.reads, &t, h, std::slice::from_ref(&merged))
+            lifecycle::hooks_close(&self.reads, &t, h, &[first.clone(), second.clone()], true)
                 .await;
+            lifecycle::hooks_post_open(&self.reads, &t, h, std::slice::from_ref(&merged)).await;
         }
         self.maybe_compact(&merged);
         self.shared

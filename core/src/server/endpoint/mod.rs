@@ -34,15 +34,19 @@
 //! Invariants: a function sees only rows of its part's range, at the pinned read point; each
 //! row of the range is counted in exactly one part's answer.
 
+use super::read::resolve;
 use super::read::ScanPoint;
-use super::read::{overlaps, resolve, scan_range, validate_versions};
-use super::{now_ms, ReadPath, TableState};
+use super::validate::validate_versions;
+use crate::cell::now_ms;
 use crate::cell::CellType;
+use crate::coprocessor::region_accessors;
 use crate::error::Result;
 use crate::ops::{Get, RowResult, Scan};
 use crate::region::scanner::{RegionScanner, RowRange};
 use crate::region::{Region, Store};
 use crate::schema::TableName;
+use crate::server::read::ReadPath;
+use crate::server::shared::TableState;
 use crate::storage::matcher::ReadSpec;
 use crate::storage::storefile::{CacheMode, StoreFileReader};
 use bytes::Bytes;
@@ -147,7 +151,7 @@ impl EndpointCall {
             .regions
             .read()
             .iter()
-            .filter(|r| overlaps(range, r) && !clip(range, r).is_empty())
+            .filter(|r| range.overlaps(&r.start, &r.end) && !clip(range, r).is_empty())
             .map(|r| RegionPart {
                 region: r.clone(),
                 range: clip(range, r),
@@ -272,20 +276,7 @@ pub struct RegionView<'a> {
 }
 
 impl RegionView<'_> {
-    /// The region's id.
-    pub fn region_id(&self) -> u64 {
-        self.region.id
-    }
-
-    /// The region's start key (inclusive, empty for the first region).
-    pub fn region_start(&self) -> &Bytes {
-        &self.region.start
-    }
-
-    /// The region's end key (exclusive, empty for the last region).
-    pub fn region_end(&self) -> &Bytes {
-        &self.region.end
-    }
+    region_accessors!();
 
     /// The part of the call's range inside this region: what this call covers.
     pub fn range(&self) -> &RowRange {
@@ -303,7 +294,7 @@ impl RegionView<'_> {
     pub fn scan(&self, scan: &Scan) -> Result<LocalScanner> {
         self.reads.shared.check_open()?;
         validate_versions(scan.max_versions)?;
-        let range = self.range.intersect(&scan_range(scan));
+        let range = self.range.intersect(&scan.row_range());
         let filter = match &scan.filter {
             Some(f) => Some(Box::new(f.compile(scan.reverse)?)),
             None => None,

@@ -23,11 +23,13 @@
 //! Both take the directory's lock, so they refuse a directory an engine has open.
 
 use super::check::{check_table_offline, IntegrityReport};
-use super::Config;
+use super::directory::{lock_data_dir, missing_catalog};
+use super::pending::with_coprocessors;
 use crate::catalog::{Catalog, CatalogState};
 use crate::error::{Error, Result};
 use crate::objects::{Objects, PutMode};
 use crate::schema::TableName;
+use crate::server::config::Config;
 use crate::wal::{Wal, WalDamage, WalRecoveryMode};
 use bytes::Bytes;
 use std::fmt;
@@ -200,11 +202,11 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
     // may lose rows the data kept, or the reverse): recorded first, so that the next
     // `Connection` open verifies and repairs them even if this repair is interrupted.
     let tables_to_verify = if damaged_any {
-        super::recovery::with_coprocessors(&state)
+        with_coprocessors(&state)
     } else {
         Vec::new()
     };
-    super::verify_pending::add(&**fs, &config.dir, &tables_to_verify)?;
+    super::pending::add(&**fs, &config.dir, &tables_to_verify)?;
     let mut set_aside: Vec<SetAsideFile> = Vec::new();
     for report in &check.tables {
         let key = report.table.to_string();
@@ -302,7 +304,7 @@ fn lock_dir(config: &Config) -> Result<Box<dyn crate::fs::FileLock>> {
             config.dir.display()
         )));
     }
-    super::recovery::lock_data_dir(config)
+    lock_data_dir(config)
 }
 
 /// The check, and the catalog when it could be read.
@@ -316,7 +318,7 @@ fn check_locked(config: &Config) -> Result<(DirectoryCheck, Option<Catalog>)> {
         wal_damage: Vec::new(),
     };
     let objects = config.resolved_objects();
-    let catalog = match super::recovery::missing_catalog(&*objects)? {
+    let catalog = match missing_catalog(&*objects)? {
         Some(problem) => {
             check.catalog_problem = Some(problem);
             None

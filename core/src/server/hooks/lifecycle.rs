@@ -39,19 +39,19 @@
 //! split or scan and nothing per row; hooks are awaited outside every sync lock; a
 //! notification hook's error is logged and never stops the engine's work.
 
-use super::compact::CompactionOutcome;
-use super::{Config, EngineShared, ReadPath, TableState};
 use crate::coprocessor::{
-    CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, RegionHooks,
-    StoreFileSummary,
+    CellTransform, CompactionOutcome, CompactionRequest, CompactionSelection, Flow, HookEnv,
+    RegionHooks, StoreFileSummary,
 };
 use crate::error::{Error, Result};
-use crate::ops::{RowResult, Scan};
 use crate::region::{Region, Store};
 use crate::schema::{TableDescriptor, SYSTEM_NAMESPACE};
+use crate::server::config::Config;
+use crate::server::read::ReadPath;
+use crate::server::shared::{EngineShared, TableState};
 use crate::storage::compaction::CompactionKind;
 use crate::storage::storefile::StoreFileReader;
-use crate::wal::{WalEdit, WalRecord};
+use crate::wal::{Wal, WalEdit, WalRecord};
 use bytes::Bytes;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -76,6 +76,34 @@ pub(crate) fn effective_descriptor<'a>(
         .cloned()
         .collect();
     Cow::Owned(eff)
+}
+
+/// The hooks for a descriptor: `None` when it lists no coprocessor, an error when it lists
+/// some that the configured loader cannot load (or no loader is configured).
+pub(crate) fn load_hooks(
+    config: &Config,
+    desc: &TableDescriptor,
+) -> Result<Option<Arc<dyn RegionHooks>>> {
+    let desc = effective_descriptor(config, desc);
+    let desc = desc.as_ref();
+    if desc.coprocessors.is_empty() {
+        return Ok(None);
+    }
+    match &config.coprocessor_loader {
+        Some(loader) => loader.load(desc).map(Some),
+        None => Err(Error::Coprocessor {
+            name: desc
+                .coprocessors
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+            msg: format!(
+                "table {} lists coprocessors but the engine has no coprocessor loader",
+                desc.name
+            ),
+        }),
+    }
 }
 
 /// Runs hook futures to completion from synchronous code (engine open): on a fresh thread
@@ -168,6 +196,42 @@ pub(crate) async fn hooks_close(
             logged("pre_close", r, hooks.pre_close(&env).await);
         }
     }
+}
+
+/// `pre_split` of `parent` at `row`, then (unless a hook vetoed the split: false)
+/// `pre_close(parent)`.
+pub(crate) async fn hooks_pre_split(
+    reads: &ReadPath,
+    t: &TableState,
+    hooks: &Arc<dyn RegionHooks>,
+    parent: &Arc<Region>,
+    row: &Bytes,
+) -> Result<bool> {
+    let env = HookEnv::new(reads, &t.name, parent.clone());
+    if hooks.pre_split(&env, row).await? == Flow::Bypass {
+        return Ok(false);
+    }
+    hooks_close(reads, t, hooks, std::slice::from_ref(parent), false).await;
+    Ok(true)
+}
+
+/// After a split committed: `post_close(parent)`, `post_open` of both daughters (lower
+/// first), `post_split`.
+pub(crate) async fn hooks_post_split(
+    reads: &ReadPath,
+    t: &TableState,
+    hooks: &Arc<dyn RegionHooks>,
+    parent: &Arc<Region>,
+    [lo, hi]: [&Arc<Region>; 2],
+) {
+    hooks_close(reads, t, hooks, std::slice::from_ref(parent), true).await;
+    hooks_post_open(reads, t, hooks, &[lo.clone(), hi.clone()]).await;
+    let env = HookEnv::new(reads, &t.name, parent.clone());
+    logged(
+        "post_split",
+        parent,
+        hooks.post_split(&env, &lo.info(), &hi.info()).await,
+    );
 }
 
 /// `pre_close` of every region of every table with coprocessors (engine close).
@@ -377,6 +441,16 @@ pub(crate) fn replay_wal(reads: &Arc<ReadPath>, records: Vec<WalRecord>) -> Resu
     Ok(replayed + hooked_cells)
 }
 
+/// Has `wal` call the engine observer's `post_wal_roll` at each segment roll, when the
+/// observer observes the WAL.
+pub(crate) fn observe_wal_rolls(config: &Config, wal: &Wal) {
+    if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
+        wal.on_roll(Box::new(move |closed, opened| {
+            o.post_wal_roll(closed, opened)
+        }));
+    }
+}
+
 /// Calls the engine observer's WAL hooks around `append` (the caller holds the commit
 /// lock). Without an observer of the WAL this is `append` alone.
 pub(crate) fn observed_wal_append<T>(
@@ -404,6 +478,3 @@ fn apply_edits(region: &Region, edits: &[WalEdit]) {
         .collect();
     region.apply(&cells);
 }
-
-/// The scan of a table with coprocessors: the scanner hooks around the plain scan.
-pub(crate) mod scan;

@@ -9,18 +9,22 @@
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed
 //! before its catalog update) are gone.
 
-use super::{Config, EngineShared, TableState};
-use crate::catalog::{Catalog, RegionEntry, TableEntry};
+use super::directory::{lock_data_dir, missing_catalog};
+use super::pending::{pending_tables, with_coprocessors};
+use super::regions::open_table;
+use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::mvcc::Mvcc;
 use crate::objects::Objects;
-use crate::region::{Region, RegionFault, Store};
-use crate::schema::TableDescriptor;
 use crate::schema::TableName;
-use crate::storage::storefile::{BlockCache, StoreFileReader};
+use crate::server::config::Config;
+use crate::server::hooks::lifecycle::observe_wal_rolls;
+use crate::server::shared::CacheLine;
+use crate::server::shared::EngineShared;
+use crate::storage::storefile::BlockCache;
 use crate::wal::{DamageAction, Wal, WalCut, WalDamage, WalOptions, WalRecoveryMode};
 
-pub use super::verify_pending::{RecoveryRepair, RecoveryRepairOutcome};
+use crate::server::config::RecoveryRepairOutcome;
 
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, BTreeSet, HashSet};
@@ -30,16 +34,16 @@ use std::sync::Arc;
 /// What recovery hands the engine it opens: the shared state with the store files open and
 /// the WAL started, the store file ids it may hand out, the report so far and the WAL records to
 /// replay (once the stages exist, so that replay can run the tables' hooks).
-pub(super) struct Recovered {
-    pub(super) shared: Arc<EngineShared>,
-    pub(super) file_ids: std::ops::Range<u64>,
-    pub(super) report: RecoveryReport,
-    pub(super) records: Vec<crate::wal::WalRecord>,
+pub(crate) struct Recovered {
+    pub(crate) shared: Arc<EngineShared>,
+    pub(crate) file_ids: std::ops::Range<u64>,
+    pub(crate) report: RecoveryReport,
+    pub(crate) records: Vec<crate::wal::WalRecord>,
 }
 
 /// Opens the directory's catalog, store files and WAL (see the module doc): everything of an
 /// open but the replay.
-pub(super) fn recover(config: Config) -> Result<Recovered> {
+pub(crate) fn recover(config: Config) -> Result<Recovered> {
     if config.memstore_flush_size == 0 || config.wal_segment_size == 0 {
         return Err(Error::bad_argument(
             "flush size and WAL segment size must be positive",
@@ -206,7 +210,7 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
         // Skipped records may have held any table's writes: a data row may have lost
         // what derives from it (its index rows) or the reverse. Recorded before the WAL
         // changes, so that no crash forgets it.
-        super::verify_pending::add(&**fs, &config.dir, &with_coprocessors(&state))?;
+        super::pending::add(&**fs, &config.dir, &with_coprocessors(&state))?;
     }
     // Cuts, moves aside and rewrites now, so that the report says where files went.
     recovered.apply(&wal_store)?;
@@ -246,18 +250,14 @@ pub(super) fn recover(config: Config) -> Result<Recovered> {
     // Its writer folder exists now: an engine that claims the store after this check lists
     // it and fences it. One that claimed before it may have missed it: then this open fails.
     catalog.check_claim()?;
-    if let Some(o) = config.observer.clone().filter(|o| o.observes_wal()) {
-        wal.on_roll(Box::new(move |closed, opened| {
-            o.post_wal_roll(closed, opened)
-        }));
-    }
+    observe_wal_rolls(&config, &wal);
     let shared = Arc::new(EngineShared {
         mvcc: Mvcc::new(max_seq),
         catalog,
         objects,
         wal,
         cache,
-        tables: super::CacheLine(RwLock::new(tables)),
+        tables: CacheLine(RwLock::new(tables)),
         commit_lock: Mutex::new(()),
         closed: AtomicBool::new(false),
         dir_lock: Mutex::new(Some(lock)),
@@ -371,34 +371,6 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
-/// The tables with coprocessors (the ones with derived data).
-pub(crate) fn with_coprocessors(state: &crate::catalog::CatalogState) -> Vec<TableName> {
-    state
-        .tables
-        .values()
-        .filter(|t| !t.descriptor.coprocessors.is_empty())
-        .map(|t| t.descriptor.name.clone())
-        .collect()
-}
-
-/// The tables the directory's record names that still exist (a damaged record: every table
-/// with coprocessors).
-fn pending_tables(
-    fs: &dyn crate::fs::FileSystem,
-    dir: &std::path::Path,
-    state: &crate::catalog::CatalogState,
-) -> Result<Vec<TableName>> {
-    use super::verify_pending::Pending;
-    Ok(match super::verify_pending::read(fs, dir)? {
-        Pending::Nothing => Vec::new(),
-        Pending::Unreadable => with_coprocessors(state),
-        Pending::Tables(t) => t
-            .into_iter()
-            .filter(|t| state.tables.contains_key(&t.to_string()))
-            .collect(),
-    })
-}
-
 /// A region that refuses reads and writes because a store file it lists is missing or
 /// cannot be opened (see `crate::region::Region::offline`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -417,41 +389,6 @@ pub struct OfflineRegion {
     pub reason: String,
 }
 
-/// Takes the exclusive lock of `config.dir` (`LOCK`): one engine or offline tool at a time.
-pub(crate) fn lock_data_dir(config: &Config) -> Result<Box<dyn crate::fs::FileLock>> {
-    match config.fs.lock(&config.dir.join("LOCK")) {
-        Ok(lock) => Ok(lock),
-        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Err(Error::bad_argument(format!(
-            "{} is already open in another engine",
-            config.dir.display()
-        ))),
-        Err(e) => Err(Error::Io(e)),
-    }
-}
-
-/// Where the engine's WAL goes: appended segment files in `<dir>/wal` (the default, and
-/// with local objects), or one object per write in a writer folder of its own on an object
-/// store (see `crate::wal`'s `segment` module).
-/// Why the engine's objects cannot be opened for want of their catalog: there is none, yet
-/// `data/` holds store files (an open would delete them all as orphans). `None` when a
-/// catalog exists or `data/` holds no store file (a new directory).
-pub(crate) fn missing_catalog(objects: &dyn Objects) -> Result<Option<String>> {
-    if Catalog::exists(objects)? {
-        return Ok(None);
-    }
-    let files = objects
-        .list("data")?
-        .iter()
-        .filter(|n| n.ends_with(".sf"))
-        .count();
-    Ok((files > 0).then(|| {
-        format!(
-            "the catalog is missing, yet data/ holds {files} store files; restore the catalog \
-             from a backup (nothing was changed)"
-        )
-    }))
-}
-
 /// The tables some of whose store files hold a write with a seq above `seq`.
 fn tables_newer_than(state: &crate::catalog::CatalogState, seq: u64) -> Vec<String> {
     state
@@ -465,108 +402,6 @@ fn tables_newer_than(state: &crate::catalog::CatalogState, seq: u64) -> Vec<Stri
         })
         .map(|t| t.descriptor.name.to_string())
         .collect()
-}
-
-fn open_table(
-    config: &Config,
-    objects: &Arc<dyn Objects>,
-    entry: &TableEntry,
-    cache: &Arc<BlockCache>,
-    (live, max_seq): (&mut HashSet<String>, &mut u64),
-    served: &dyn Fn(u64) -> bool,
-) -> Result<Arc<TableState>> {
-    let mut regions = Vec::with_capacity(entry.regions.len());
-    for r in &entry.regions {
-        let region = match served(r.id) {
-            true => open_region(objects, &entry.descriptor, r, cache, live, max_seq)?,
-            false => super::takeover::unserved_region(&entry.descriptor, r),
-        };
-        regions.push(Arc::new(region));
-    }
-    Ok(Arc::new(TableState {
-        name: entry.descriptor.name.clone(),
-        key: entry.descriptor.name.to_string(),
-        key_hash: crate::keys::hash::xxh3(entry.descriptor.name.to_string().as_bytes()),
-        descriptor: RwLock::new(entry.descriptor.clone()),
-        enabled: AtomicBool::new(entry.enabled),
-        regions: RwLock::new(regions),
-        hooks: crate::coprocessor::HookSlot::new(super::hooks::load_hooks(
-            config,
-            &entry.descriptor,
-        )?),
-    }))
-}
-
-/// Opens one region's stores from its catalog entry.
-pub(crate) fn open_region(
-    objects: &Arc<dyn Objects>,
-    desc: &TableDescriptor,
-    entry: &RegionEntry,
-    cache: &Arc<BlockCache>,
-    live: &mut HashSet<String>,
-    max_seq: &mut u64,
-) -> Result<Region> {
-    *max_seq = (*max_seq).max(entry.flushed_seq);
-    let mut stores = BTreeMap::new();
-    let mut fault: Option<RegionFault> = None;
-    for fam in &desc.families {
-        let mut readers = Vec::new();
-        for f in entry.files.get(&fam.name).into_iter().flatten() {
-            let name = f.name();
-            // Listed, so never removed as an orphan: the repair needs it.
-            live.insert(name.clone());
-            *max_seq = (*max_seq).max(f.max_seq);
-            let opened = if objects.exists(&name)? {
-                StoreFileReader::open(objects, &name, f.id, Some(cache.clone()))
-                    .map_err(|e| e.to_string())
-            } else {
-                Err("store file listed in the catalog is missing".to_string())
-            };
-            match opened {
-                Ok(reader) => readers.push(reader),
-                Err(reason) => {
-                    tracing::error!(
-                        table = %desc.name,
-                        region = entry.id,
-                        file = %name,
-                        %reason,
-                        "store file cannot be opened; the region stays offline"
-                    );
-                    let file = objects.locate(&name);
-                    fault.get_or_insert(RegionFault {
-                        file,
-                        reason,
-                        elsewhere: false,
-                    });
-                }
-            }
-        }
-        stores.insert(fam.name.clone(), Arc::new(Store::new(fam.clone(), readers)));
-    }
-    Ok(region_of(desc, entry, stores, fault))
-}
-
-/// The region of catalog entry `entry` of table `desc` with `stores`, offline for `fault`
-/// if there is one.
-pub(super) fn region_of(
-    desc: &TableDescriptor,
-    entry: &RegionEntry,
-    stores: BTreeMap<bytes::Bytes, Arc<Store>>,
-    fault: Option<RegionFault>,
-) -> Region {
-    let region = Region::new(
-        entry.id,
-        desc.name.clone(),
-        entry.start.clone(),
-        entry.end.clone(),
-        entry.flushed_seq,
-        entry.generation,
-        stores,
-    );
-    if let Some(fault) = fault {
-        let _ = region.offline.set(fault);
-    }
-    region
 }
 
 /// Deletes the store files no region lists, of ids below `below` (and any other object

@@ -460,6 +460,28 @@ impl HookSlot {
 
 // What a hook sees of the engine and of a write: its environment and a region's share of a
 // batch.
+/// The id, start and end key accessors of a type holding `region: Arc<Region>` (a hook's
+/// environment, an endpoint's view of its region): written once for both.
+macro_rules! region_accessors {
+    () => {
+        /// The id of the region.
+        pub fn region_id(&self) -> u64 {
+            self.region.id
+        }
+
+        /// The region's start key (inclusive, empty for the first region).
+        pub fn region_start(&self) -> &bytes::Bytes {
+            &self.region.start
+        }
+
+        /// The region's end key (exclusive, empty for the last region).
+        pub fn region_end(&self) -> &bytes::Bytes {
+            &self.region.end
+        }
+    };
+}
+pub(crate) use region_accessors;
+
 pub(crate) use env::HookReads;
 pub use env::{AddedOp, HookEnv, MiniBatch, RowOwner, Savepoint};
 mod env;

@@ -1,10 +1,15 @@
 //! The scan of a table with coprocessors: the scanner hooks around the plain scan
 //! (`pre_scanner_open`, `post_scanner_next`, `post_scanner_close` on every exit).
 
-use super::*;
-use crate::server::read::ScanPoint;
-use crate::server::read::{ResultStream, ScanStream};
+use crate::coprocessor::{HookEnv, RegionHooks};
+use crate::error::{Error, Result};
+use crate::ops::{RowResult, Scan};
+use crate::region::Region;
+use crate::server::hooks::lifecycle::{block_on_hooks, logged};
+use crate::server::read::{ReadPath, ResultStream, ScanPoint, ScanStream};
+use crate::server::shared::TableState;
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 /// The state of a hooked scan stream. Until `closed`, dropping it runs
 /// `post_scanner_close` on a background task.
@@ -159,9 +164,25 @@ fn first_region(t: &TableState, scan: &Scan) -> Option<Arc<Region>> {
     }
 }
 
+/// Starts a scan of `t` (rows arrive as a stream, see [`ReadPath::scan_at`]) at `point` when
+/// given (a read point already registered, shared by several scans that must read one
+/// snapshot), else at a read point of its own; running the scanner hooks when the table
+/// has coprocessors.
+pub(crate) fn scan(
+    reads: &Arc<ReadPath>,
+    t: Arc<TableState>,
+    scan: Scan,
+    point: Option<Arc<ScanPoint>>,
+) -> Result<ResultStream> {
+    match t.hooks() {
+        Some(hooks) => Ok(hooked(reads.clone(), t, hooks, scan, point)),
+        None => reads.scan_at(t, scan, point),
+    }
+}
+
 /// A scan stream running `hooks`' scanner hooks, at `point` when given (else at a read
 /// point taken when it opens).
-pub(crate) fn hooked(
+fn hooked(
     reads: Arc<ReadPath>,
     table: Arc<TableState>,
     hooks: Arc<dyn RegionHooks>,

@@ -1,0 +1,19 @@
+//! Opening a data directory and keeping it sound: one stage. Recovery builds the engine's
+//! shared state from the catalog and the WAL ([`recovery`]), taking over the regions of a
+//! stopped engine on a shared store ([`takeover`]); regions are built from their catalog
+//! entries ([`regions`]); the directory's lock and the catalog's presence are checked first
+//! ([`directory`]); tables whose derived data must be verified are recorded durably
+//! ([`pending`]); store files are checked online and offline ([`check`]), and a closed
+//! directory is repaired ([`repair`]).
+//!
+//! Rooms, bottom to top: `directory`, `pending`, `check`, `regions`, `takeover`,
+//! `recovery`, `repair`. Invariant: nothing here runs while the engine serves but the
+//! online check, which only reads.
+
+pub(crate) mod check;
+pub(crate) mod directory;
+pub(crate) mod pending;
+pub(crate) mod recovery;
+pub(crate) mod regions;
+pub(crate) mod repair;
+pub(crate) mod takeover;
