@@ -11,8 +11,8 @@
 //! [`INFO_MAX_HEAD_BYTES`], a connection lives at most [`INFO_CONNECTION_LIFETIME`], and a
 //! failed accept (out of descriptors) backs off and is logged at most once a second.
 
-use super::handler::State;
-use super::{metrics, page, status};
+use super::state::State;
+use super::{page, scrape, status};
 use axum::extract::State as Shared;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -135,7 +135,7 @@ async fn metrics_text(Shared(state): Shared<Arc<State>>) -> Response {
         Ok(s) => s,
         Err(e) => return failed("gathering the metrics", e),
     };
-    match metrics::render(&state.metrics, &s) {
+    match scrape::render(&state.metrics, &s) {
         Ok(body) => (
             [(
                 header::CONTENT_TYPE,
