@@ -70,8 +70,9 @@ pub(crate) async fn serve(
             }
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            drop(stream);
+            // Counted first: whoever sees the connection closed sees it counted.
             state.metrics.refuse("info");
+            drop(stream);
             if let Some(n) = refusals.tick() {
                 tracing::warn!(%peer, "info port: refused {n} connection(s): {INFO_MAX_CONNECTIONS} already open");
             }

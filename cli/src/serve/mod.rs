@@ -196,8 +196,9 @@ impl Server {
             .map(|(id, _)| *id);
         match victim.and_then(|id| live.remove(&id)) {
             Some(l) => {
-                let _ = l.socket.shutdown(std::net::Shutdown::Both);
+                // Counted first: whoever sees the connection closed sees it counted.
                 self.state.metrics.timed_out.inc();
+                let _ = l.socket.shutdown(std::net::Shutdown::Both);
                 true
             }
             None => false,
@@ -388,8 +389,9 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
             None
         };
         if let Some(why) = full {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            // Counted first: whoever sees the connection closed sees it counted.
             server.state.metrics.refuse("thrift");
+            let _ = stream.shutdown(std::net::Shutdown::Both);
             if let Some(n) = refusals.tick() {
                 tracing::warn!(%peer, "refused {n} connection(s): {why}");
             }
