@@ -1,8 +1,22 @@
-//! `basalt-cli`: the `basalt` command-line tool's library. Its shell ([`shell`]) speaks
-//! HBase's shell language over an embedded Basalt data directory; [`offline`] checks and
-//! repairs a closed directory, [`report`] prints (and plots) each table's regions and
-//! their share of the data, and [`import`] bulk loads TSV or CSV in HBase ImportTsv's
-//! syntax. The binary (`src/main.rs`) only parses arguments and calls into these modules.
+//! `basalt-cli`: the `basalt` command-line tool's library. Its shell ([`Shell`],
+//! [`run_script`]) speaks HBase's shell language over an embedded Basalt data directory
+//! ([`DataDir`]); [`run_check`] and [`run_repair`] check and repair a closed directory,
+//! [`run_report`] prints (and plots) each table's regions and their share of the data,
+//! [`run_import`] bulk loads TSV or CSV in HBase ImportTsv's syntax, and [`serve()`] serves
+//! HBase's Thrift1 service (with a status page, [`Status`]). The binary (`src/main.rs`)
+//! only parses arguments and calls into these.
+//!
+//! Layers, bottom to top: `error`, `progress`, `datadir`, `offline`, `import`, `report`,
+//! `shell`, `serve`.
+//!
+//! Each module uses only modules before it in that list: the error type and progress bars
+//! at the bottom, then opening a data directory the tool's way; the offline check and
+//! repair; the importer; the region report (which prints sizes as the check does); the
+//! shell; and on top the Thrift gateway, whose status page prints families as the shell's
+//! `describe` does.
+//!
+//! Public modules: none. Every module is private: what the binary, the tests and the docs
+//! use is re-exported at the crate root, so the compiler reports what no one uses.
 //!
 //! Invariants: nothing typed at the shell panics; a failing command prints one `ERROR:`
 //! line and the shell goes on. No directory, file or argument makes `check`, `repair`,
@@ -11,15 +25,27 @@
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
-pub mod datadir;
-pub mod error;
-pub mod import;
-pub mod offline;
-pub mod progress;
-pub mod report;
-pub mod serve;
-pub mod shell;
+mod datadir;
+mod error;
+mod import;
+mod offline;
+mod progress;
+mod report;
+mod serve;
+mod shell;
 
 pub use datadir::DataDir;
-pub use error::ToolError;
-pub use shell::{run_script, run_script_until, Flow, Shell, ShellError};
+pub use error::{ColumnSpecError, ToolError};
+pub use import::{
+    import_file, run_import, BadLine, BadLineKind, ColumnSpec, ImportArgs, ImportOptions,
+    ImportStop, ImportSummary,
+};
+pub use offline::{check_offline, run_check, run_repair};
+pub use progress::Interrupt;
+pub use report::{run_report, RegionRow, TableReport};
+pub use serve::{
+    init_logging, serve, CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, Listening,
+    Protocol, RegionStatus, ServeOptions, Status, TableStatus, Transport,
+};
+pub use shell::complete::complete;
+pub use shell::{run_script, run_script_until, show_name, Flow, Shell, ShellError};

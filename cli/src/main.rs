@@ -11,7 +11,7 @@
 //! they found damage (or a bad line stopped the import), 130 after Ctrl-C stopped an import,
 //! and 2 when they could not run (one `ERROR: ...` line on standard error).
 //!
-//! `basalt serve DIR` serves HBase's Thrift1 service over DIR ([`basalt_cli::serve`]), so
+//! `basalt serve DIR` serves HBase's Thrift1 service over DIR ([`basalt_cli::serve()`]), so
 //! happybase and other HBase Thrift clients work unchanged.
 #![forbid(unsafe_code)]
 
@@ -84,7 +84,7 @@ enum Tool {
         plot: Option<PathBuf>,
     },
     /// Bulk loads a TSV or CSV file into a table (HBase ImportTsv's column syntax).
-    Import(basalt_cli::import::ImportArgs),
+    Import(basalt_cli::ImportArgs),
 }
 
 /// `basalt serve`'s flags (docs/serve.md).
@@ -142,10 +142,10 @@ struct ServeArgs {
 }
 
 fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
-    use basalt_cli::serve::{Options, Protocol, Transport};
+    use basalt_cli::{Protocol, ServeOptions, Transport};
     use std::time::Duration;
-    basalt_cli::serve::init_logging();
-    let opts = Options {
+    basalt_cli::init_logging();
+    let opts = ServeOptions {
         bind: a.bind,
         port: a.port,
         info_port: Some(a.info_port),
@@ -167,9 +167,9 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         max_connections_per_peer: a.max_connections_per_peer,
         max_scanners: a.max_scanners,
         scanner_lease: Duration::from_secs(a.scanner_lease),
-        ..Options::default()
+        ..ServeOptions::default()
     };
-    basalt_cli::serve::serve(&a.dir, opts, |at| {
+    basalt_cli::serve(&a.dir, opts, |at| {
         // One line on standard output once listening (scripts and tests wait for it), then
         // the status page's address.
         // (Written, not printed: a reader that closed the pipe must not stop the server.)
@@ -231,16 +231,16 @@ fn tool(command: Tool) -> Result<u8, basalt_cli::ToolError> {
     let mut out = std::io::stdout().lock();
     let healthy = |ok: bool| if ok { 0 } else { 1 };
     match command {
-        Tool::Check { dir } => basalt_cli::offline::run_check(&dir, &mut out).map(healthy),
-        Tool::Repair { dir } => basalt_cli::offline::run_repair(&dir, &mut out).map(healthy),
+        Tool::Check { dir } => basalt_cli::run_check(&dir, &mut out).map(healthy),
+        Tool::Repair { dir } => basalt_cli::run_repair(&dir, &mut out).map(healthy),
         Tool::Report { dir, table, plot } => runtime()?.block_on(async {
-            basalt_cli::report::run(&dir, table.as_deref(), plot.as_deref(), &mut out)
+            basalt_cli::run_report(&dir, table.as_deref(), plot.as_deref(), &mut out)
                 .await
                 .map(|_| 0)
         }),
         Tool::Import(args) => runtime()?.block_on(async {
-            let summary = basalt_cli::import::command(&args, &mut out).await?;
-            if let Some(basalt_cli::import::Stop::Failed(e)) = &summary.stop {
+            let summary = basalt_cli::run_import(&args, &mut out).await?;
+            if let Some(basalt_cli::ImportStop::Failed(e)) = &summary.stop {
                 eprintln!("ERROR: {e}");
             }
             Ok(summary.exit_code())
@@ -282,7 +282,7 @@ fn shell(
             .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
         // Ctrl-C stops the running scan or count at its next row and a script before its
         // next line; the engine then closes cleanly.
-        let interrupted = basalt_cli::progress::Interrupt::on_ctrl_c(
+        let interrupted = basalt_cli::Interrupt::on_ctrl_c(
             "the command stops at its next row, a script before its next line",
         )
         .flag();
@@ -317,11 +317,7 @@ impl Completer for Completion {
         pos: usize,
         _ctx: &Context<'_>,
     ) -> rustyline::Result<(usize, Vec<String>)> {
-        Ok(basalt_cli::shell::complete::complete(
-            line,
-            pos,
-            &self.tables,
-        ))
+        Ok(basalt_cli::complete(line, pos, &self.tables))
     }
 }
 
@@ -351,10 +347,7 @@ async fn interactive_shell(
     let mut shell = basalt_cli::Shell::new(data.clone()).interrupted_by(interrupted.clone());
     loop {
         let tables = match conn.admin().list_tables().await {
-            Ok(ts) => ts
-                .iter()
-                .map(|d| basalt_cli::shell::show_name(&d.name))
-                .collect(),
+            Ok(ts) => ts.iter().map(|d| basalt_cli::show_name(&d.name)).collect(),
             Err(_) => Vec::new(),
         };
         if let Some(h) = editor.helper_mut() {

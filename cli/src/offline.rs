@@ -43,35 +43,35 @@ fn require_dir(dir: &Path) -> Result<(), ToolError> {
 }
 
 /// Checks the closed data directory `dir`, changing nothing.
-pub fn check(dir: &Path) -> Result<DirectoryCheck, ToolError> {
+pub fn check_offline(dir: &Path) -> Result<DirectoryCheck, ToolError> {
     require_dir(dir)?;
     Ok(check_dir(&Config::new(dir))?)
 }
 
 /// Repairs the closed data directory `dir` (see the module doc), then checks it again.
-pub fn repair(dir: &Path) -> Result<(RepairReport, DirectoryCheck), ToolError> {
+pub fn repair_offline(dir: &Path) -> Result<(RepairReport, DirectoryCheck), ToolError> {
     require_dir(dir)?;
     let report = repair_dir(&Config::new(dir))?;
     let after = check_dir(&Config::new(dir))?;
     Ok((report, after))
 }
 
-/// Runs [`check`] with a spinner on standard error and prints [`render_check`] to `out`;
+/// Runs [`check_offline`] with a spinner on standard error and prints [`render_check`] to `out`;
 /// true when the directory is healthy.
 pub fn run_check(dir: &Path, out: &mut dyn Write) -> Result<bool, ToolError> {
     let bar = spinner("checking every store file and the WAL");
-    let result = check(dir);
+    let result = check_offline(dir);
     bar.finish_and_clear();
     let c = result?;
     write_out(out, &render_check(&c))?;
     Ok(c.is_healthy())
 }
 
-/// Runs [`repair`] with a spinner on standard error and prints [`render_repair`] to `out`;
+/// Runs [`repair_offline`] with a spinner on standard error and prints [`render_repair`] to `out`;
 /// true when the directory is healthy after the repair.
 pub fn run_repair(dir: &Path, out: &mut dyn Write) -> Result<bool, ToolError> {
     let bar = spinner("checking and repairing");
-    let result = repair(dir);
+    let result = repair_offline(dir);
     bar.finish_and_clear();
     let (report, after) = result?;
     write_out(out, &render_repair(&report, &after))?;
@@ -372,12 +372,12 @@ mod tests {
     #[test]
     fn refuses_a_folder_that_is_no_data_directory() {
         let dir = tempfile::tempdir().unwrap();
-        let err = check(dir.path()).unwrap_err();
+        let err = check_offline(dir.path()).unwrap_err();
         assert!(
             err.to_string().contains("not a Basalt data directory"),
             "{err}"
         );
-        let err = check(&dir.path().join("nope")).unwrap_err();
+        let err = check_offline(&dir.path().join("nope")).unwrap_err();
         assert!(err.to_string().contains("no such directory"), "{err}");
     }
 }

@@ -3,9 +3,10 @@
 //! `HBASE_TS_KEY`, a salted table written through the salted API (readable by logical
 //! get), a stop between batches on Ctrl-C, and the tables and arguments it refuses.
 
-use basalt_cli::import::{self, BadLineKind, ImportArgs, ImportOptions, Stop};
-use basalt_cli::progress::Interrupt;
-use basalt_cli::DataDir;
+use basalt_cli::{
+    import_file, BadLineKind, DataDir, ImportArgs, ImportOptions, ImportStop, ImportSummary,
+    Interrupt,
+};
 use basalt_core::client::Get;
 use basalt_core::{
     ColumnFamilyDescriptor, CoprocessorDescriptor, SaltSpec, TableDescriptor, TableName,
@@ -43,10 +44,10 @@ fn args(dir: &Path, table: &str, file: &Path, columns: &str) -> ImportArgs {
     }
 }
 
-async fn import(a: &ImportArgs, interrupt: &Interrupt) -> import::ImportSummary {
+async fn import(a: &ImportArgs, interrupt: &Interrupt) -> ImportSummary {
     let opts = ImportOptions::from_args(a).unwrap();
     let data = DataDir::open(&a.dir).await.unwrap();
-    let s = import::run(&data, &opts, interrupt, ProgressBar::hidden())
+    let s = import_file(&data, &opts, interrupt, ProgressBar::hidden())
         .await
         .unwrap();
     data.close().await.unwrap();
@@ -312,7 +313,7 @@ async fn ctrl_c_stops_between_batches() {
     let interrupt = Interrupt::new();
     interrupt.raise();
     let s = import(&a, &interrupt).await;
-    assert!(matches!(s.stop, Some(Stop::Interrupted)));
+    assert!(matches!(s.stop, Some(ImportStop::Interrupted)));
     assert_eq!(s.exit_code(), 130);
     assert_eq!((s.rows_imported, s.last_line), (10, 10));
     assert!(
@@ -339,7 +340,7 @@ async fn salted_rows_land_in_their_buckets_and_read_by_logical_key() {
     a.salt_buckets = Some(4);
     let opts = ImportOptions::from_args(&a).unwrap();
     let data = DataDir::open(&dir).await.unwrap();
-    let err = import::run(&data, &opts, &Interrupt::new(), ProgressBar::hidden())
+    let err = import_file(&data, &opts, &Interrupt::new(), ProgressBar::hidden())
         .await
         .unwrap_err();
     assert!(

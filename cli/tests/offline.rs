@@ -225,7 +225,7 @@ async fn refuses_an_open_directory_and_a_non_directory() {
         );
     }
     // The library says the same.
-    let e = basalt_cli::offline::check(tmp.path()).unwrap_err();
+    let e = basalt_cli::check_offline(tmp.path()).unwrap_err();
     assert!(e.to_string().contains("already open"), "{e}");
     data.close().await.unwrap();
     assert_eq!(basalt(&["check", dir]).status.code(), Some(0));

@@ -6,8 +6,7 @@
 //! `BASALT_CHART_OUT=FILE cargo test -p basalt-cli --test report` keeps the IM chart in FILE
 //! (how docs/report-im-salted-vs-unsalted.svg was made).
 
-use basalt_cli::report::TableReport;
-use basalt_cli::DataDir;
+use basalt_cli::{DataDir, TableReport};
 use basalt_core::client::{BatchOp, Put};
 use basalt_core::keys::{Field, KeySchema, Kind, Snowflake, Value};
 use basalt_core::{
@@ -91,7 +90,7 @@ async fn seed_002_regions_with_keys_cells_and_shares() {
         data.close().await.unwrap();
     }
     let mut out = Vec::new();
-    let reports = basalt_cli::report::run(tmp.path(), None, None, &mut out)
+    let reports = basalt_cli::run_report(tmp.path(), None, None, &mut out)
         .await
         .unwrap();
     let text = String::from_utf8(out).unwrap();
@@ -241,7 +240,7 @@ async fn im_salted_against_unsalted_with_chart() {
     im_tables(&dir).await;
     let chart = tmp.path().join("im.svg");
     let mut out = Vec::new();
-    let reports = basalt_cli::report::run(&dir, None, Some(&chart), &mut out)
+    let reports = basalt_cli::run_report(&dir, None, Some(&chart), &mut out)
         .await
         .unwrap();
     let text = String::from_utf8(out).unwrap();

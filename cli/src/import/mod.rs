@@ -22,9 +22,8 @@ pub mod line;
 mod run;
 pub mod spec;
 
-pub use crate::error::ColumnSpecError;
 pub use line::BadLineKind;
-pub use run::{command, run};
+pub use run::{import_file, run_import};
 pub use spec::ColumnSpec;
 
 use crate::error::ToolError;
@@ -215,7 +214,7 @@ pub struct BadLine {
 
 /// Why an import stopped before the end of its file.
 #[derive(Debug)]
-pub enum Stop {
+pub enum ImportStop {
     /// A bad line, with bad lines not skipped.
     BadLine(BadLine),
     /// Ctrl-C, seen between two batches.
@@ -250,7 +249,7 @@ pub struct ImportSummary {
     /// How long the import ran.
     pub elapsed: Duration,
     /// Why it stopped early, if it did.
-    pub stop: Option<Stop>,
+    pub stop: Option<ImportStop>,
 }
 
 impl ImportSummary {
@@ -259,9 +258,9 @@ impl ImportSummary {
     pub fn exit_code(&self) -> u8 {
         match self.stop {
             None => 0,
-            Some(Stop::BadLine(_)) => 1,
-            Some(Stop::Interrupted) => 130,
-            Some(Stop::Failed(_)) => 2,
+            Some(ImportStop::BadLine(_)) => 1,
+            Some(ImportStop::Interrupted) => 130,
+            Some(ImportStop::Failed(_)) => 2,
         }
     }
 
@@ -308,24 +307,23 @@ impl ImportSummary {
         let next = self.last_line + 1;
         match &self.stop {
             None => s.push_str("done: the whole file was read\n"),
-            Some(Stop::BadLine(b)) if matches!(b.reason, BadLineKind::Refused(_)) => {
-                s.push_str(&format!(
+            Some(ImportStop::BadLine(b)) if matches!(b.reason, BadLineKind::Refused(_)) => s
+                .push_str(&format!(
                     "stopped at line {}, refused by the table (--skip-bad-lines=false): the \
                      other lines of its batch, up to line {}, are imported, none after them\n",
                     b.line, self.last_line
-                ))
-            }
-            Some(Stop::BadLine(b)) => s.push_str(&format!(
+                )),
+            Some(ImportStop::BadLine(b)) => s.push_str(&format!(
                 "stopped at bad line {} (--skip-bad-lines=false): the lines before it are \
                  imported, none after it\n",
                 b.line
             )),
-            Some(Stop::Interrupted) => s.push_str(&format!(
+            Some(ImportStop::Interrupted) => s.push_str(&format!(
                 "interrupted by Ctrl-C after line {}: every line up to it is imported, none \
                  after it; resume from line {next}\n",
                 self.last_line
             )),
-            Some(Stop::Failed(e)) => s.push_str(&format!(
+            Some(ImportStop::Failed(e)) => s.push_str(&format!(
                 "failed after line {}: {e}; every line up to it is imported, the batch from \
                  line {next} may be in part\n",
                 self.last_line
@@ -423,11 +421,11 @@ mod tests {
         assert!(s
             .render()
             .contains("bad lines: 1\n  line 6: No delimiter\n"));
-        s.stop = Some(Stop::BadLine(s.listed_bad_lines[0].clone()));
+        s.stop = Some(ImportStop::BadLine(s.listed_bad_lines[0].clone()));
         assert_eq!(s.exit_code(), 1);
-        s.stop = Some(Stop::Interrupted);
+        s.stop = Some(ImportStop::Interrupted);
         assert_eq!(s.exit_code(), 130);
-        s.stop = Some(Stop::Failed(ToolError::Usage("x".into())));
+        s.stop = Some(ImportStop::Failed(ToolError::Usage("x".into())));
         assert_eq!(s.exit_code(), 2);
         assert!(s.render().contains("failed after line 6: x"));
     }

@@ -4,11 +4,11 @@
 use super::line::{parse_fields, split_fields, CsvRecords, Lines, ParsedRow};
 use super::spec::Column;
 use super::{
-    BadLine, BadLineKind, ImportArgs, ImportOptions, ImportSummary, Stop, LISTED_BAD_LINES,
+    BadLine, BadLineKind, ImportArgs, ImportOptions, ImportStop, ImportSummary, LISTED_BAD_LINES,
 };
+use crate::datadir::DataDir;
 use crate::error::{require_data_dir, ToolError};
 use crate::progress::{bytes_bar, Interrupt};
-use crate::DataDir;
 use basalt_core::client::{BatchOp, Put};
 use basalt_core::{Error, SaltedTable, Table, TableName};
 use indicatif::ProgressBar;
@@ -152,7 +152,7 @@ async fn flush(
     let results = match writer.batch(ops).await {
         Ok(r) => r,
         Err(e) => {
-            p.summary.stop = Some(Stop::Failed(e.into()));
+            p.summary.stop = Some(ImportStop::Failed(e.into()));
             return false;
         }
     };
@@ -169,7 +169,7 @@ async fn flush(
                 p.bad(*first, reason);
             }
             Err(e) => {
-                p.summary.stop = Some(Stop::Failed(e.into()));
+                p.summary.stop = Some(ImportStop::Failed(e.into()));
                 return false;
             }
         }
@@ -178,7 +178,7 @@ async fn flush(
         .set_prefix(format!("{} rows", p.summary.rows_imported));
     match first_refused {
         Some(b) if !opts.skip_bad_lines => {
-            p.summary.stop = Some(Stop::BadLine(b));
+            p.summary.stop = Some(ImportStop::BadLine(b));
             false
         }
         _ => true,
@@ -188,8 +188,8 @@ async fn flush(
 /// Imports `opts.file` into the open directory `data` (see the parent module), drawing
 /// progress on `bar` and stopping between batches once `interrupt` is raised. Fails before
 /// anything is written (no table, a missing family, a read-only table, an unreadable
-/// file); once writing, a failure ends the run with [`Stop::Failed`] in the summary.
-pub async fn run(
+/// file); once writing, a failure ends the run with [`ImportStop::Failed`] in the summary.
+pub async fn import_file(
     data: &DataDir,
     opts: &ImportOptions,
     interrupt: &Interrupt,
@@ -247,7 +247,7 @@ pub async fn run(
                     (n, n, parsed)
                 }
                 Err(e) => {
-                    p.summary.stop = Some(Stop::Failed(ToolError::io("read", &opts.file, e)));
+                    p.summary.stop = Some(ImportStop::Failed(ToolError::io("read", &opts.file, e)));
                     break;
                 }
             },
@@ -260,7 +260,8 @@ pub async fn run(
                 }
                 Err(e) => {
                     let io = std::io::Error::other(e.to_string());
-                    p.summary.stop = Some(Stop::Failed(ToolError::io("read", &opts.file, io)));
+                    p.summary.stop =
+                        Some(ImportStop::Failed(ToolError::io("read", &opts.file, io)));
                     break;
                 }
             },
@@ -274,7 +275,7 @@ pub async fn run(
                 if !opts.skip_bad_lines {
                     if flush(&writer, &mut pending, opts, &mut p).await {
                         p.summary.last_line = last;
-                        p.summary.stop = Some(Stop::BadLine(BadLine {
+                        p.summary.stop = Some(ImportStop::BadLine(BadLine {
                             line: first,
                             reason,
                         }));
@@ -289,7 +290,7 @@ pub async fn run(
         if pending.len() >= opts.batch {
             p.summary.bytes_read = source.bytes_read();
             let go_on = flush(&writer, &mut pending, opts, &mut p).await;
-            if !matches!(p.summary.stop, Some(Stop::Failed(_))) {
+            if !matches!(p.summary.stop, Some(ImportStop::Failed(_))) {
                 p.summary.last_line = read_line;
             }
             p.bar.set_position(p.summary.bytes_read);
@@ -297,7 +298,7 @@ pub async fn run(
                 break;
             }
             if interrupt.is_raised() {
-                p.summary.stop = Some(Stop::Interrupted);
+                p.summary.stop = Some(ImportStop::Interrupted);
                 break;
             }
         }
@@ -315,7 +316,7 @@ pub async fn run(
 /// `basalt import`: checks the arguments, opens the existing directory `args.dir`, runs the
 /// import with a progress bar on standard error and Ctrl-C handling, prints the summary to
 /// `out`, and closes the directory.
-pub async fn command(
+pub async fn run_import(
     args: &ImportArgs,
     out: &mut dyn std::io::Write,
 ) -> Result<ImportSummary, ToolError> {
@@ -324,7 +325,7 @@ pub async fn command(
     let data = DataDir::open(&args.dir).await?;
     let interrupt = Interrupt::on_ctrl_c("the import stops after the batch being written");
     let bar = bytes_bar(0, &format!("importing into {}", opts.table));
-    let result = run(&data, &opts, &interrupt, bar).await;
+    let result = import_file(&data, &opts, &interrupt, bar).await;
     let closed = data.close().await;
     let summary = result?;
     closed?;

@@ -18,9 +18,9 @@
 
 pub mod plot;
 
+use crate::datadir::DataDir;
 use crate::error::{require_data_dir, ToolError};
 use crate::offline::{human_bytes, plural};
-use crate::DataDir;
 use basalt_core::client::report::key_to_string;
 use basalt_core::{RegionInfo, TableName};
 use bytes::Bytes;
@@ -257,7 +257,7 @@ pub async fn gather(data: &DataDir, only: Option<&str>) -> Result<Vec<TableRepor
 /// `basalt report DIR [--table T] [--plot FILE]`: opens the existing data directory `dir`,
 /// prints every table's report to `out`, writes the chart to `plot_file` when given, and
 /// closes the directory. Returns the reports.
-pub async fn run(
+pub async fn run_report(
     dir: &Path,
     table: Option<&str>,
     plot_file: Option<&Path>,

@@ -10,7 +10,7 @@
 
 use super::guard::{Budget, Watched};
 use super::metrics::GatewayMetrics;
-use super::{Options, Protocol, Transport};
+use super::{Protocol, ServeOptions, Transport};
 use basalt_thrift::hbase::{HbaseSyncHandler, HbaseSyncProcessor};
 use std::io::{BufReader, Cursor, Read};
 use std::net::{SocketAddr, TcpStream};
@@ -40,7 +40,7 @@ pub(crate) struct Wire {
 /// Detects the wire from the first bytes: `0x80` strict binary and `0x82` compact, both
 /// unframed; otherwise a frame length, then `0x80 0x01` or `0x82` after it. Returns the
 /// bytes read so far, which the message reader serves first.
-fn detect(stream: &mut TcpStream, opts: &Options) -> Result<(Wire, Vec<u8>), String> {
+fn detect(stream: &mut TcpStream, opts: &ServeOptions) -> Result<(Wire, Vec<u8>), String> {
     let mut first = [0u8; 1];
     stream
         .read_exact(&mut first)
@@ -228,7 +228,7 @@ impl Read for Inbound {
 }
 
 /// The limits the protocol objects enforce before allocating.
-fn config(opts: &Options) -> thrift::Result<TConfiguration> {
+fn config(opts: &ServeOptions) -> thrift::Result<TConfiguration> {
     TConfiguration::builder()
         .max_message_size(Some(opts.max_message_bytes))
         .max_frame_size(Some(opts.max_message_bytes))
@@ -242,7 +242,7 @@ fn config(opts: &Options) -> thrift::Result<TConfiguration> {
 pub(crate) fn serve<H: HbaseSyncHandler>(
     stream: TcpStream,
     peer: SocketAddr,
-    opts: &Options,
+    opts: &ServeOptions,
     processor: &HbaseSyncProcessor<H>,
     metrics: &GatewayMetrics,
     answered: &Arc<AtomicBool>,
@@ -260,7 +260,7 @@ const IDLE: &str = "idle past the read timeout";
 fn serve_requests<H: HbaseSyncHandler>(
     mut stream: TcpStream,
     peer: SocketAddr,
-    opts: &Options,
+    opts: &ServeOptions,
     processor: &HbaseSyncProcessor<H>,
     metrics: &GatewayMetrics,
     answered: &Arc<AtomicBool>,
@@ -372,7 +372,7 @@ fn serve_requests<H: HbaseSyncHandler>(
 }
 
 /// Why a connection ended, from the error that ended it.
-fn ended(e: &thrift::Error, opts: &Options) -> String {
+fn ended(e: &thrift::Error, opts: &ServeOptions) -> String {
     match e {
         thrift::Error::Transport(t) if t.kind == thrift::TransportErrorKind::EndOfFile => {
             "closed by the client".to_string()

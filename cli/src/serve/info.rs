@@ -11,8 +11,8 @@
 //! [`INFO_MAX_HEAD_BYTES`], a connection lives at most [`INFO_CONNECTION_LIFETIME`], and a
 //! failed accept (out of descriptors) backs off and is logged at most once a second.
 
-use super::handler::State;
-use super::{metrics, page, status};
+use super::state::State;
+use super::{page, scrape, status};
 use axum::extract::State as Shared;
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
@@ -70,8 +70,9 @@ pub(crate) async fn serve(
             }
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
-            drop(stream);
+            // Counted first: whoever sees the connection closed sees it counted.
             state.metrics.refuse("info");
+            drop(stream);
             if let Some(n) = refusals.tick() {
                 tracing::warn!(%peer, "info port: refused {n} connection(s): {INFO_MAX_CONNECTIONS} already open");
             }
@@ -135,7 +136,7 @@ async fn metrics_text(Shared(state): Shared<Arc<State>>) -> Response {
         Ok(s) => s,
         Err(e) => return failed("gathering the metrics", e),
     };
-    match metrics::render(&state.metrics, &s) {
+    match scrape::render(&state.metrics, &s) {
         Ok(body) => (
             [(
                 header::CONTENT_TYPE,

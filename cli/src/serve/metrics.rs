@@ -1,21 +1,16 @@
-//! `/metrics` in Prometheus' text format (the `prometheus` crate's registry and encoder).
-//!
-//! Two sources. The gateway's own instruments live for the server's life
-//! (`GatewayMetrics`): requests and errors by method and table, a latency histogram by
-//! method, open connections. The engine's figures (flushes, compactions, WAL syncs and
-//! bytes, block cache hits and misses, MemStore bytes; per region its requests, MemStore and
-//! store files; per coprocessor its calls, errors and time) are counters the engine keeps
-//! itself, read at scrape time from a [`Status`] into a registry built for that scrape.
+//! The gateway's own instruments (`GatewayMetrics`), for the server's life: requests and
+//! errors by method and table, a latency histogram by method, open connections, refused
+//! and timed-out connections, requests for unknown methods. The `scrape` module renders
+//! them in `/metrics` with the engine's figures of the moment.
 //!
 //! Invariants: the table label takes at most [`MAX_TABLE_LABELS`] distinct values (a client
 //! naming ever new tables cannot grow the metrics without bound; later ones are counted as
 //! `(other)`); a request whose call named no table has the label empty.
 
 use super::calls::Call;
-use super::status::Status;
+use prometheus::proto::MetricFamily;
 use prometheus::{
-    Counter, CounterVec, Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge,
-    IntGaugeVec, Opts, Registry, TextEncoder,
+    HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
 };
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -187,197 +182,17 @@ impl GatewayMetrics {
             .map(|p| self.refused.with_label_values(&[*p]).get())
             .sum()
     }
-}
 
-fn int_counter(name: &str, help: &str, value: u64) -> prometheus::Result<IntCounter> {
-    let c = IntCounter::new(name, help)?;
-    c.inc_by(value);
-    Ok(c)
-}
-
-fn int_gauge(name: &str, help: &str, value: u64) -> prometheus::Result<IntGauge> {
-    let g = IntGauge::new(name, help)?;
-    g.set(i64::try_from(value).unwrap_or(i64::MAX));
-    Ok(g)
-}
-
-/// The engine's figures in `status`, as metrics of a registry built for one scrape.
-fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
-    let r = Registry::new();
-    let e = &status.engine;
-    let counters = [
-        (
-            "basalt_flushes_total",
-            "Region flushes that wrote store files",
-            e.flushes,
-        ),
-        (
-            "basalt_compactions_total",
-            "Store compactions committed",
-            e.compactions,
-        ),
-        (
-            "basalt_wal_syncs_total",
-            "WAL fsyncs (group commits, background syncs, rolls)",
-            e.wal_syncs,
-        ),
-        (
-            "basalt_wal_written_bytes_total",
-            "Bytes of WAL records written",
-            e.wal_bytes,
-        ),
-        (
-            "basalt_block_cache_hits_total",
-            "Block reads the block cache served",
-            e.block_cache_hits,
-        ),
-        (
-            "basalt_block_cache_misses_total",
-            "Block reads that went to the file",
-            e.block_cache_misses,
-        ),
-        (
-            "basalt_memstore_blocked_writes_total",
-            "Writes that waited for the global MemStore budget",
-            e.memstore_blocked_writes,
-        ),
-    ];
-    for (name, help, v) in counters {
-        r.register(Box::new(int_counter(name, help, v)?))?;
+    /// Every instrument's current values.
+    pub(crate) fn families(&self) -> Vec<MetricFamily> {
+        self.registry.gather()
     }
-    let gauges = [
-        (
-            "basalt_memstore_bytes",
-            "Bytes in every MemStore",
-            e.memstore_bytes,
-        ),
-        (
-            "basalt_block_cache_bytes",
-            "Bytes of decoded blocks the block cache holds",
-            e.block_cache_bytes,
-        ),
-        (
-            "basalt_block_cache_capacity_bytes",
-            "The block cache's capacity",
-            e.block_cache_capacity,
-        ),
-        (
-            "basalt_thrift_open_scanners",
-            "Thrift scanners open",
-            status.gateway.open_scanners,
-        ),
-    ];
-    for (name, help, v) in gauges {
-        r.register(Box::new(int_gauge(name, help, v)?))?;
-    }
-    let region_labels = &["table", "region"];
-    let reads = IntCounterVec::new(
-        Opts::new(
-            "basalt_region_read_requests_total",
-            "Reads a region served since start",
-        ),
-        region_labels,
-    )?;
-    let writes = IntCounterVec::new(
-        Opts::new(
-            "basalt_region_write_requests_total",
-            "Writes a region served since start",
-        ),
-        region_labels,
-    )?;
-    let memstore = IntGaugeVec::new(
-        Opts::new(
-            "basalt_region_memstore_bytes",
-            "Bytes in a region's MemStores",
-        ),
-        region_labels,
-    )?;
-    let file_bytes = IntGaugeVec::new(
-        Opts::new(
-            "basalt_region_store_file_bytes",
-            "Bytes of a region's store files",
-        ),
-        region_labels,
-    )?;
-    let files = IntGaugeVec::new(
-        Opts::new("basalt_region_store_files", "A region's store files"),
-        region_labels,
-    )?;
-    let cp_labels = &["table", "coprocessor"];
-    let cp_calls = IntCounterVec::new(
-        Opts::new(
-            "basalt_coprocessor_calls_total",
-            "Hook calls of a coprocessor",
-        ),
-        cp_labels,
-    )?;
-    let cp_errors = IntCounterVec::new(
-        Opts::new(
-            "basalt_coprocessor_errors_total",
-            "Hook calls of a coprocessor that failed",
-        ),
-        cp_labels,
-    )?;
-    let cp_time = CounterVec::new(
-        Opts::new(
-            "basalt_coprocessor_latency_seconds_total",
-            "Time spent in a coprocessor's hooks (mean latency: its rate over the calls' rate)",
-        ),
-        cp_labels,
-    )?;
-    let gauge_of = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
-    for t in &status.tables {
-        for reg in &t.regions {
-            let id = reg.id.to_string();
-            let l = [t.name.as_str(), id.as_str()];
-            reads.with_label_values(&l).inc_by(reg.read_requests);
-            writes.with_label_values(&l).inc_by(reg.write_requests);
-            memstore
-                .with_label_values(&l)
-                .set(gauge_of(reg.memstore_bytes));
-            file_bytes
-                .with_label_values(&l)
-                .set(gauge_of(reg.store_file_bytes));
-            files
-                .with_label_values(&l)
-                .set(gauge_of(reg.store_files as u64));
-        }
-        for cp in &t.coprocessors {
-            let l = [t.name.as_str(), cp.name.as_str()];
-            cp_calls.with_label_values(&l).inc_by(cp.calls);
-            cp_errors.with_label_values(&l).inc_by(cp.errors);
-            cp_time.with_label_values(&l).inc_by(cp.total_latency_secs);
-        }
-    }
-    r.register(Box::new(reads))?;
-    r.register(Box::new(writes))?;
-    r.register(Box::new(memstore))?;
-    r.register(Box::new(file_bytes))?;
-    r.register(Box::new(files))?;
-    r.register(Box::new(cp_calls))?;
-    r.register(Box::new(cp_errors))?;
-    r.register(Box::new(cp_time))?;
-    let uptime = Counter::new(
-        "basalt_uptime_seconds_total",
-        "Seconds since the server started",
-    )?;
-    uptime.inc_by(status.uptime_secs as f64);
-    r.register(Box::new(uptime))?;
-    Ok(r)
-}
-
-/// Every metric, in Prometheus' text format.
-pub(crate) fn render(gateway: &GatewayMetrics, status: &Status) -> prometheus::Result<String> {
-    let mut families = gateway.registry.gather();
-    families.extend(engine_registry(status)?.gather());
-    let mut out = Vec::new();
-    TextEncoder::new().encode(&families, &mut out)?;
-    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prometheus::{Encoder, TextEncoder};
 
     fn call(method: &'static str, table: Option<&str>, failed: bool) -> Call {
         Call {
@@ -406,7 +221,7 @@ mod tests {
         m.unknown_method();
         assert_eq!(m.requests_served(), 4);
         assert_eq!(m.errors_answered(), 2);
-        let families = m.registry.gather();
+        let families = m.families();
         let mut out = Vec::new();
         TextEncoder::new().encode(&families, &mut out).unwrap();
         let text = String::from_utf8(out).unwrap();

@@ -4,12 +4,12 @@
 //! The service is HBase's `Hbase.thrift` as happybase 1.3 ships it, compiled by Apache
 //! Thrift's compiler into the `basalt-thrift` crate; the `handler` module implements it over the
 //! engine with HBase's semantics. Each connection gets a thread (at most
-//! [`Options::max_connections`] at once; more are closed as soon as accepted) that detects
+//! [`ServeOptions::max_connections`] at once; more are closed as soon as accepted) that detects
 //! its transport and protocol from the first bytes (the `conn` module), unless forced by
-//! [`Options::transport`] / [`Options::protocol`], and serves requests until the client
+//! [`ServeOptions::transport`] / [`ServeOptions::protocol`], and serves requests until the client
 //! leaves, idles past the read timeout, or sends something malformed.
 //!
-//! Invariants: nothing listens beyond loopback unless [`Options::bind`] says so; every size
+//! Invariants: nothing listens beyond loopback unless [`ServeOptions::bind`] says so; every size
 //! a client sends is checked against a limit before anything is allocated for it; a client
 //! can end only its own connection; SIGTERM or Ctrl-C stops accepting, closes the
 //! connections and closes the engine cleanly.
@@ -20,15 +20,23 @@ mod convert;
 mod guard;
 mod handler;
 mod info;
-pub mod metrics;
-pub mod page;
+mod metrics;
+mod page;
 mod scanners;
-pub mod status;
+mod scrape;
+mod state;
+mod status;
 
-use crate::DataDir;
+pub use status::{
+    CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, RegionStatus, Status,
+    TableStatus,
+};
+
+use crate::datadir::DataDir;
 use basalt_thrift::hbase::HbaseSyncProcessor;
-use handler::{Handler, State};
+use handler::Handler;
 use scanners::Scanners;
+use state::State;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -56,7 +64,7 @@ pub enum Protocol {
 
 /// How the server listens and what it allows.
 #[derive(Debug, Clone)]
-pub struct Options {
+pub struct ServeOptions {
     /// The address to listen on (default loopback).
     pub bind: IpAddr,
     /// The port (default 9090, HBase's); 0 picks a free one.
@@ -97,9 +105,9 @@ pub struct Options {
     pub scanner_lease: Duration,
 }
 
-impl Default for Options {
+impl Default for ServeOptions {
     fn default() -> Self {
-        Options {
+        ServeOptions {
             bind: IpAddr::from([127, 0, 0, 1]),
             port: 9090,
             info_port: Some(9095),
@@ -156,7 +164,7 @@ struct Live {
 
 /// The server's shared machinery: what the accept loop and the connections see.
 struct Server {
-    opts: Options,
+    opts: ServeOptions,
     state: Arc<State>,
     stop: AtomicBool,
     active: AtomicUsize,
@@ -188,8 +196,9 @@ impl Server {
             .map(|(id, _)| *id);
         match victim.and_then(|id| live.remove(&id)) {
             Some(l) => {
-                let _ = l.socket.shutdown(std::net::Shutdown::Both);
+                // Counted first: whoever sees the connection closed sees it counted.
                 self.state.metrics.timed_out.inc();
+                let _ = l.socket.shutdown(std::net::Shutdown::Both);
                 true
             }
             None => false,
@@ -201,7 +210,7 @@ impl Server {
 /// connections and the engine. `ready` is called with the bound addresses once listening.
 pub fn serve(
     dir: &Path,
-    opts: Options,
+    opts: ServeOptions,
     ready: impl FnOnce(Listening),
 ) -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -364,29 +373,27 @@ fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
                 continue;
             }
         };
-        if server.peer_is_full(peer.ip()) {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
-            server.state.metrics.refuse("thrift");
-            if let Some(n) = refusals.tick() {
-                tracing::warn!(
-                    %peer,
-                    "refused {n} connection(s): {} connections already open from one address",
-                    server.opts.max_connections_per_peer
-                );
-            }
-            continue;
-        }
-        if server.active.load(Ordering::SeqCst) >= server.opts.max_connections
+        let full = if server.peer_is_full(peer.ip()) {
+            Some(format!(
+                "{} connections already open from one address",
+                server.opts.max_connections_per_peer
+            ))
+        } else if server.active.load(Ordering::SeqCst) >= server.opts.max_connections
             && !server.evict_a_silent_connection()
         {
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            Some(format!(
+                "{} connections already open",
+                server.opts.max_connections
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = full {
+            // Counted first: whoever sees the connection closed sees it counted.
             server.state.metrics.refuse("thrift");
+            let _ = stream.shutdown(std::net::Shutdown::Both);
             if let Some(n) = refusals.tick() {
-                tracing::warn!(
-                    %peer,
-                    "refused {n} connection(s): {} connections already open",
-                    server.opts.max_connections
-                );
+                tracing::warn!(%peer, "refused {n} connection(s): {why}");
             }
             continue;
         }

@@ -10,9 +10,9 @@
 //! a table that took writes since the server started (all 0 otherwise). Gathering only
 //! reads: it never flushes or otherwise changes the directory.
 
-use super::handler::State;
+use super::state::State;
+use crate::error::ToolError;
 use crate::shell::{family_settings, show_name};
-use crate::ToolError;
 use basalt_core::client::report::key_to_string;
 use basalt_core::{EngineStats, TableDescriptor};
 use basalt_index::{IndexAdmin, IndexState};
@@ -30,53 +30,35 @@ pub struct Status {
     /// Seconds since the server started.
     pub uptime_secs: u64,
     /// The engine's counters since it opened.
-    pub engine: EngineCounters,
+    #[serde(serialize_with = "engine_json")]
+    pub engine: EngineStats,
     /// The gateway's connections, scanners and requests.
     pub gateway: GatewayCounters,
     /// Every table, in the catalog's order.
     pub tables: Vec<TableStatus>,
 }
 
-/// [`EngineStats`] as the JSON shows it.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct EngineCounters {
-    /// Region flushes that wrote store files.
-    pub flushes: u64,
-    /// Store compactions committed.
-    pub compactions: u64,
-    /// WAL fsyncs.
-    pub wal_syncs: u64,
-    /// Bytes of WAL records written.
-    pub wal_bytes: u64,
-    /// Block reads the block cache served.
-    pub block_cache_hits: u64,
-    /// Block reads that went to the file.
-    pub block_cache_misses: u64,
-    /// Bytes the block cache holds.
-    pub block_cache_bytes: u64,
-    /// The block cache's capacity.
-    pub block_cache_capacity: u64,
-    /// Bytes in every MemStore.
-    pub memstore_bytes: u64,
-    /// Writes that waited for the global MemStore budget.
-    pub memstore_blocked_writes: u64,
-}
-
-impl From<EngineStats> for EngineCounters {
-    fn from(s: EngineStats) -> Self {
-        EngineCounters {
-            flushes: s.flushes,
-            compactions: s.compactions,
-            wal_syncs: s.wal_syncs,
-            wal_bytes: s.wal_bytes,
-            block_cache_hits: s.block_cache_hits,
-            block_cache_misses: s.block_cache_misses,
-            block_cache_bytes: s.block_cache_bytes,
-            block_cache_capacity: s.block_cache_capacity,
-            memstore_bytes: s.memstore_bytes,
-            memstore_blocked_writes: s.memstore_blocked_writes,
-        }
+/// [`EngineStats`] as the JSON shows it: an object of its counters by their field names
+/// (core's type does not derive `Serialize`).
+fn engine_json<S: serde::Serializer>(e: &EngineStats, s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeStruct;
+    let fields = [
+        ("flushes", e.flushes),
+        ("compactions", e.compactions),
+        ("wal_syncs", e.wal_syncs),
+        ("wal_bytes", e.wal_bytes),
+        ("block_cache_hits", e.block_cache_hits),
+        ("block_cache_misses", e.block_cache_misses),
+        ("block_cache_bytes", e.block_cache_bytes),
+        ("block_cache_capacity", e.block_cache_capacity),
+        ("memstore_bytes", e.memstore_bytes),
+        ("memstore_blocked_writes", e.memstore_blocked_writes),
+    ];
+    let mut st = s.serialize_struct("EngineStats", fields.len())?;
+    for (name, value) in fields {
+        st.serialize_field(name, &value)?;
     }
+    st.end()
 }
 
 /// The gateway's own counters.
@@ -223,7 +205,7 @@ pub(crate) async fn gather(state: &State) -> Result<Status, ToolError> {
         data_dir: state.dir.clone(),
         thrift_address: format!("{}:{}", state.host, state.port),
         uptime_secs: metrics.started.elapsed().as_secs(),
-        engine: data.conn.backend().stats().into(),
+        engine: data.conn.backend().stats(),
         gateway: GatewayCounters {
             connections: u64::try_from(metrics.connections.get()).unwrap_or(0),
             open_scanners: state.scanners.len() as u64,

@@ -10,10 +10,10 @@
 
 use super::args::{as_string, key_name, Args};
 use super::binary::{to_bytes_binary, to_string_binary};
-use super::ddl::{family, show_name, table_arg};
+use super::ddl::{family, only_table_arg, show_name, table_arg};
 use super::parse::Value;
 use super::ShellError;
-use crate::DataDir;
+use crate::datadir::DataDir;
 use basalt_core::{ColumnFamilyDescriptor, CoprocessorDescriptor, RegionInfo, TableName};
 
 /// `alter 't', NAME => 'f', VERSIONS => 5` | `'f'` | `'delete' => 'f'` |
@@ -344,8 +344,7 @@ pub(super) async fn list_coprocessors(
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
+    let name = only_table_arg(a)?;
     let desc = dir.conn.admin().describe_table(name.clone()).await?;
     let missing = dir.coprocessors.missing(&desc);
     let metrics = dir.coprocessors.metrics(&name);

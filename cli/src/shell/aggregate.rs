@@ -11,7 +11,7 @@ use super::binary::to_bytes_binary;
 use super::ddl::table_arg;
 use super::parse::Value;
 use super::ShellError;
-use crate::DataDir;
+use crate::datadir::DataDir;
 use basalt_coprocessors::{
     AggregationClient, Column, Interpreter, KeyRange, Number, SaltedAggregationClient,
     SaltedEndpoints,

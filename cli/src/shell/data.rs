@@ -22,6 +22,12 @@ fn ts_arg(a: &Args<'_>, i: usize) -> Result<Option<u64>, ShellError> {
     }
 }
 
+/// The table (argument 0, opened) and the row key (argument 1) of a row command.
+async fn table_and_row(conn: &Connection, a: &Args<'_>) -> Result<(Target, Vec<u8>), ShellError> {
+    let t = Target::open(conn, table_arg(a, 0)?).await?;
+    Ok((t, a.bytes(1, "the row key")?))
+}
+
 fn col_arg(a: &Args<'_>, i: usize) -> Result<(Vec<u8>, Vec<u8>), ShellError> {
     let spec = a.string(i, "the column ('family:qualifier')")?;
     let (f, q) = column(&spec);
@@ -51,45 +57,119 @@ struct ReadOpts {
     filter: Option<Filter>,
 }
 
-fn read_opt(a: &Args<'_>, key: &str, v: &Value, o: &mut ReadOpts) -> Result<bool, ShellError> {
-    match key {
-        "COLUMN" | "COLUMNS" => {
-            let cols = columns(v)
-                .ok_or_else(|| a.usage(format!("{key} must be a string or an array of strings")))?;
-            o.columns.extend(cols.iter().map(|c| column(c)));
-        }
-        "TIMESTAMP" => match as_int(v) {
-            Some(ts) if ts >= 0 => o.range = Some(TimeRange::at(ts as u64)),
-            _ => return Err(a.usage("TIMESTAMP must be a non-negative integer")),
-        },
-        "TIMERANGE" => {
-            let bad = || a.usage("TIMERANGE must be [min, max] with 0 <= min < max");
-            let Value::Array(items) = v else {
-                return Err(bad());
-            };
-            let [lo, hi] = items.as_slice() else {
-                return Err(bad());
-            };
-            match (as_int(lo), as_int(hi)) {
-                (Some(lo), Some(hi)) if lo >= 0 && hi > lo => {
-                    o.range = Some(TimeRange::new(lo as u64, hi as u64)?)
-                }
-                _ => return Err(bad()),
+/// The setters a [`ReadOpts`] applies, which core's `Get` and `Scan` both have (under the
+/// same names, without a common trait).
+trait ReadSpec: Sized {
+    fn family(self, f: &[u8]) -> Self;
+    fn column(self, f: &[u8], q: &[u8]) -> Self;
+    fn range(self, r: TimeRange) -> Self;
+    fn versions(self, n: u32) -> Self;
+    fn filtered(self, f: Filter) -> Self;
+}
+
+macro_rules! read_spec {
+    ($($t:ty),*) => {$(
+        impl ReadSpec for $t {
+            fn family(self, f: &[u8]) -> Self {
+                self.add_family(f)
+            }
+            fn column(self, f: &[u8], q: &[u8]) -> Self {
+                self.add_column(f, q)
+            }
+            fn range(self, r: TimeRange) -> Self {
+                self.time_range(r)
+            }
+            fn versions(self, n: u32) -> Self {
+                self.max_versions(n)
+            }
+            fn filtered(self, f: Filter) -> Self {
+                self.filter(f)
             }
         }
-        "VERSIONS" => match as_int(v) {
-            Some(n) if n >= 1 && n <= u32::MAX as i64 => o.versions = Some(n as u32),
-            _ => return Err(a.usage("VERSIONS must be a positive integer")),
-        },
-        "FILTER" => {
-            let text = as_string(v).ok_or_else(|| {
-                a.usage("FILTER must be a filter-language string, e.g. \"PrefixFilter('r')\"")
-            })?;
-            o.filter = Some(Filter::parse(&text)?);
+    )*};
+}
+read_spec!(Get, Scan);
+
+impl ReadOpts {
+    /// The options of a hash: the read options here, every other key handed to `other`,
+    /// which returns false for a key it does not know (then the command fails).
+    fn from_hash(
+        a: &Args<'_>,
+        pairs: &[(Value, Value)],
+        mut other: impl FnMut(&str, &Value) -> Result<bool, ShellError>,
+    ) -> Result<ReadOpts, ShellError> {
+        let mut o = ReadOpts::default();
+        for (k, v) in pairs {
+            let key = key_name(k).unwrap_or_default();
+            if !o.take(a, &key, v)? && !other(&key, v)? {
+                return Err(a.usage(format!("unknown option {k}")));
+            }
         }
-        _ => return Ok(false),
+        Ok(o)
     }
-    Ok(true)
+
+    /// Takes `key => v` when it is a read option; false when it is not one.
+    fn take(&mut self, a: &Args<'_>, key: &str, v: &Value) -> Result<bool, ShellError> {
+        match key {
+            "COLUMN" | "COLUMNS" => {
+                let cols = columns(v).ok_or_else(|| {
+                    a.usage(format!("{key} must be a string or an array of strings"))
+                })?;
+                self.columns.extend(cols.iter().map(|c| column(c)));
+            }
+            "TIMESTAMP" => match as_int(v) {
+                Some(ts) if ts >= 0 => self.range = Some(TimeRange::at(ts as u64)),
+                _ => return Err(a.usage("TIMESTAMP must be a non-negative integer")),
+            },
+            "TIMERANGE" => {
+                let bad = || a.usage("TIMERANGE must be [min, max] with 0 <= min < max");
+                let Value::Array(items) = v else {
+                    return Err(bad());
+                };
+                let [lo, hi] = items.as_slice() else {
+                    return Err(bad());
+                };
+                match (as_int(lo), as_int(hi)) {
+                    (Some(lo), Some(hi)) if lo >= 0 && hi > lo => {
+                        self.range = Some(TimeRange::new(lo as u64, hi as u64)?)
+                    }
+                    _ => return Err(bad()),
+                }
+            }
+            "VERSIONS" => match as_int(v) {
+                Some(n) if n >= 1 && n <= u32::MAX as i64 => self.versions = Some(n as u32),
+                _ => return Err(a.usage("VERSIONS must be a positive integer")),
+            },
+            "FILTER" => {
+                let text = as_string(v).ok_or_else(|| {
+                    a.usage("FILTER must be a filter-language string, e.g. \"PrefixFilter('r')\"")
+                })?;
+                self.filter = Some(Filter::parse(&text)?);
+            }
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// `read` with these options.
+    fn apply<R: ReadSpec>(self, mut read: R) -> R {
+        for (f, q) in &self.columns {
+            read = match q {
+                Some(q) => read.column(f, q),
+                None => read.family(f),
+            };
+        }
+        if let Some(r) = self.range {
+            read = read.range(r);
+        }
+        if let Some(n) = self.versions {
+            read = read.versions(n);
+        }
+        if let Some(f) = self.filter {
+            read = read.filtered(f);
+        }
+        read
+    }
 }
 
 fn cell_text(c: &Cell) -> String {
@@ -118,43 +198,21 @@ pub(super) async fn get(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(2, 3)?;
-    let t = Target::open(conn, table_arg(a, 0)?).await?;
-    let row = a.bytes(1, "the row key")?;
-    let mut o = ReadOpts::default();
-    match a.vals.get(2) {
-        None => {}
-        Some(Value::Hash(pairs)) => {
-            for (k, v) in pairs {
-                let key = key_name(k).unwrap_or_default();
-                if !read_opt(a, &key, v, &mut o)? {
-                    return Err(a.usage(format!("unknown option {k}")));
-                }
-            }
-        }
+    let (t, row) = table_and_row(conn, a).await?;
+    let o = match a.vals.get(2) {
+        None => ReadOpts::default(),
+        Some(Value::Hash(pairs)) => ReadOpts::from_hash(a, pairs, |_, _| Ok(false))?,
         Some(v) => {
             let cols = columns(v).ok_or_else(|| {
                 a.usage("the third argument is a column, an array of columns or a hash of options")
             })?;
-            o.columns.extend(cols.iter().map(|c| column(c)));
+            ReadOpts {
+                columns: cols.iter().map(|c| column(c)).collect(),
+                ..ReadOpts::default()
+            }
         }
-    }
-    let mut g = Get::new(&row);
-    for (f, q) in &o.columns {
-        g = match q {
-            Some(q) => g.add_column(f, q),
-            None => g.add_family(f),
-        };
-    }
-    if let Some(r) = o.range {
-        g = g.time_range(r);
-    }
-    if let Some(n) = o.versions {
-        g = g.max_versions(n);
-    }
-    if let Some(f) = o.filter {
-        g = g.filter(f);
-    }
-    let r = t.get(g).await?;
+    };
+    let r = t.get(o.apply(Get::new(&row))).await?;
     out.push_str(&format!("{:<35}{}\n", "COLUMN", "CELL"));
     for c in &r.cells {
         out.push_str(&format!(" {:<34}{}\n", col_text(c), cell_text(c)));
@@ -177,55 +235,35 @@ pub(super) fn print_row(r: &basalt_core::client::RowResult, out: &mut String) {
 
 fn build_scan(a: &Args<'_>) -> Result<Scan, ShellError> {
     let mut s = Scan::new();
-    let mut o = ReadOpts::default();
-    match a.vals.get(1) {
-        None => {}
-        Some(Value::Hash(pairs)) => {
-            for (k, v) in pairs {
-                let key = key_name(k).unwrap_or_default();
-                if read_opt(a, &key, v, &mut o)? {
-                    continue;
-                }
-                let text = || {
-                    as_string(v)
-                        .map(|s| to_bytes_binary(&s))
-                        .ok_or_else(|| a.usage(format!("{key} must be a string")))
-                };
-                let flag =
-                    || as_bool(v).ok_or_else(|| a.usage(format!("{key} must be true or false")));
-                s = match key.as_str() {
-                    "STARTROW" => s.start_row(text()?),
-                    "STOPROW" | "ENDROW" => s.stop_row(text()?),
-                    "ROWPREFIXFILTER" => s.with_prefix(text()?),
-                    "REVERSED" => s.reversed(flag()?),
-                    "RAW" => s.raw(flag()?),
-                    "LIMIT" => match as_int(v) {
-                        Some(n) if n >= 1 => s.limit(n as usize),
-                        _ => return Err(a.usage("LIMIT must be a positive integer")),
-                    },
-                    "CACHE" | "CACHE_BLOCKS" => s,
-                    _ => return Err(a.usage(format!("unknown option {k}"))),
-                };
-            }
-        }
+    let o = match a.vals.get(1) {
+        None => ReadOpts::default(),
+        Some(Value::Hash(pairs)) => ReadOpts::from_hash(a, pairs, |key, v| {
+            let text = || {
+                as_string(v)
+                    .map(|s| to_bytes_binary(&s))
+                    .ok_or_else(|| a.usage(format!("{key} must be a string")))
+            };
+            let flag = || as_bool(v).ok_or_else(|| a.usage(format!("{key} must be true or false")));
+            // Taken out to be rebuilt; lost only when the option fails the command.
+            let scan = std::mem::take(&mut s);
+            s = match key {
+                "STARTROW" => scan.start_row(text()?),
+                "STOPROW" | "ENDROW" => scan.stop_row(text()?),
+                "ROWPREFIXFILTER" => scan.with_prefix(text()?),
+                "REVERSED" => scan.reversed(flag()?),
+                "RAW" => scan.raw(flag()?),
+                "LIMIT" => match as_int(v) {
+                    Some(n) if n >= 1 => scan.limit(n as usize),
+                    _ => return Err(a.usage("LIMIT must be a positive integer")),
+                },
+                "CACHE" | "CACHE_BLOCKS" => scan,
+                _ => return Ok(false),
+            };
+            Ok(true)
+        })?,
         Some(v) => return Err(a.usage(format!("the options are a hash, not {}", v.kind()))),
-    }
-    for (f, q) in &o.columns {
-        s = match q {
-            Some(q) => s.add_column(f, q),
-            None => s.add_family(f),
-        };
-    }
-    if let Some(r) = o.range {
-        s = s.time_range(r);
-    }
-    if let Some(n) = o.versions {
-        s = s.max_versions(n);
-    }
-    if let Some(f) = o.filter {
-        s = s.filter(f);
-    }
-    Ok(s)
+    };
+    Ok(o.apply(s))
 }
 
 pub(super) async fn scan(
@@ -312,8 +350,7 @@ pub(super) async fn delete(conn: &Connection, a: &Args<'_>) -> Result<(), ShellE
     } else {
         a.count(2, 4)?;
     }
-    let t = Target::open(conn, table_arg(a, 0)?).await?;
-    let row = a.bytes(1, "the row key")?;
+    let (t, row) = table_and_row(conn, a).await?;
     let ts = ts_arg(a, 3)?;
     let d = match a.vals.get(2) {
         None => Delete::new(&row),
@@ -349,8 +386,7 @@ pub(super) async fn counter(
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    let t = Target::open(conn, table_arg(a, 0)?).await?;
-    let row = a.bytes(1, "the row key")?;
+    let (t, row) = table_and_row(conn, a).await?;
     let (f, q) = col_arg(a, 2)?;
     let value = if a.cmd == "incr" {
         a.count(3, 4)?;
@@ -377,8 +413,7 @@ pub(super) async fn append(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(4, 4)?;
-    let t = Target::open(conn, table_arg(a, 0)?).await?;
-    let row = a.bytes(1, "the row key")?;
+    let (t, row) = table_and_row(conn, a).await?;
     let (f, q) = col_arg(a, 2)?;
     let v = a.bytes(3, "the value")?;
     let r = t.append(Append::new(&row).add_column(&f, &q, v)).await?;

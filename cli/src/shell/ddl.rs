@@ -1,12 +1,11 @@
-//! Namespace, table and region commands: `status`, `create`, `list`, `describe`, `exists`,
-//! `enable`/`disable`, `is_enabled`/`is_disabled`, `drop`, `truncate`, the namespace
-//! commands, `get_splits`, `list_regions`, `flush`, `compact`, `major_compact`.
+//! Namespace and table commands: `status`, `create`, `list`, `describe`, `exists`,
+//! `enable`/`disable`, `is_enabled`/`is_disabled`, `drop`, `truncate` and the namespace
+//! commands (the region commands are in `regions`).
 //!
 //! Table names print as HBase prints them: the bare name in the default namespace,
 //! `ns:name` elsewhere.
 
 use super::args::{as_bool, as_int, as_string, key_name, Args};
-use super::background::{self, OnInterrupt, Waited};
 use super::binary::{to_bytes_binary, to_string_binary};
 use super::parse::Value;
 use super::ShellError;
@@ -14,7 +13,6 @@ use basalt_core::{
     BloomType, ColumnFamilyDescriptor, Compression, Connection, HashedPart, KeepDeletedCells,
     PreSplit, SaltSpec, SplitAlgorithm, TableDescriptor, TableName, DEFAULT_NAMESPACE,
 };
-use std::sync::atomic::AtomicBool;
 
 /// How HBase's shell prints a table name.
 pub fn show_name(t: &TableName) -> String {
@@ -25,9 +23,41 @@ pub fn show_name(t: &TableName) -> String {
     }
 }
 
+/// The optional pattern of `list` and `list_namespace` (the first argument), anchored at
+/// both ends as HBase's.
+fn pattern_arg(a: &Args<'_>) -> Result<Option<regex::Regex>, ShellError> {
+    if a.vals.is_empty() {
+        return Ok(None);
+    }
+    let pat = a.string(0, "the pattern")?;
+    let re = regex::Regex::new(&format!("^(?:{pat})$")).map_err(|e| {
+        a.usage(format!(
+            "bad regular expression: {}",
+            e.to_string().replace('\n', " ")
+        ))
+    })?;
+    Ok(Some(re))
+}
+
+/// A one-column listing as HBase's shell prints it: the header, a line a name, the count.
+fn print_names(out: &mut String, header: &str, names: &[String]) {
+    out.push_str(header);
+    out.push('\n');
+    for n in names {
+        out.push_str(&format!("{n}\n"));
+    }
+    out.push_str(&format!("{} row(s)\n", names.len()));
+}
+
 /// The `i`-th argument as a table name.
 pub fn table_arg(a: &Args<'_>, i: usize) -> Result<TableName, ShellError> {
     Ok(TableName::parse(&a.string(i, "the table name")?)?)
+}
+
+/// The table name of a command that takes it alone.
+pub(super) fn only_table_arg(a: &Args<'_>) -> Result<TableName, ShellError> {
+    a.count(1, 1)?;
+    table_arg(a, 0)
 }
 
 pub(super) async fn status(
@@ -239,18 +269,7 @@ pub(super) async fn list(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(0, 1)?;
-    let re = match a.vals.first() {
-        None => None,
-        Some(_) => {
-            let pat = a.string(0, "the pattern")?;
-            Some(regex::Regex::new(&format!("^(?:{pat})$")).map_err(|e| {
-                a.usage(format!(
-                    "bad regular expression: {}",
-                    e.to_string().replace('\n', " ")
-                ))
-            })?)
-        }
-    };
+    let re = pattern_arg(a)?;
     let mut names: Vec<String> = conn
         .admin()
         .list_tables()
@@ -260,11 +279,7 @@ pub(super) async fn list(
         .filter(|n| re.as_ref().is_none_or(|r| r.is_match(n)))
         .collect();
     names.sort();
-    out.push_str("TABLE\n");
-    for n in &names {
-        out.push_str(&format!("{n}\n"));
-    }
-    out.push_str(&format!("{} row(s)\n", names.len()));
+    print_names(out, "TABLE", &names);
     Ok(())
 }
 
@@ -295,8 +310,7 @@ pub(super) async fn describe(
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
+    let name = only_table_arg(a)?;
     let admin = conn.admin();
     let d = admin.describe_table(name.clone()).await?;
     let state = if admin.is_table_enabled(name.clone()).await? {
@@ -333,8 +347,7 @@ pub(super) async fn exists(
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
+    let name = only_table_arg(a)?;
     let e = conn.admin().table_exists(name.clone()).await?;
     out.push_str(&format!(
         "Table {} {} exist\n",
@@ -345,8 +358,7 @@ pub(super) async fn exists(
 }
 
 pub(super) async fn enable(conn: &Connection, a: &Args<'_>, on: bool) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
+    let name = only_table_arg(a)?;
     let admin = conn.admin();
     if admin.is_table_enabled(name.clone()).await? == on {
         return Err(ShellError::Unsupported(format!(
@@ -369,15 +381,13 @@ pub(super) async fn is_enabled(
     want: bool,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let on = conn.admin().is_table_enabled(table_arg(a, 0)?).await?;
+    let on = conn.admin().is_table_enabled(only_table_arg(a)?).await?;
     out.push_str(&format!("{}\n", on == want));
     Ok(())
 }
 
 pub(super) async fn drop(conn: &Connection, a: &Args<'_>) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
+    let name = only_table_arg(a)?;
     let admin = conn.admin();
     if admin.is_table_enabled(name.clone()).await? {
         let n = show_name(&name);
@@ -394,8 +404,7 @@ pub(super) async fn truncate(
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
+    let name = only_table_arg(a)?;
     let admin = conn.admin();
     let desc = admin.describe_table(name.clone()).await?;
     // `truncate_preserve` keeps the region boundaries; a salted table is pre-split by its
@@ -440,22 +449,11 @@ pub(super) async fn namespace(
         "list_namespace" => {
             a.count(0, 1)?;
             let mut ns = admin.list_namespaces().await?;
-            if a.vals.len() == 1 {
-                let pat = a.string(0, "the pattern")?;
-                let re = regex::Regex::new(&format!("^(?:{pat})$")).map_err(|e| {
-                    a.usage(format!(
-                        "bad regular expression: {}",
-                        e.to_string().replace('\n', " ")
-                    ))
-                })?;
+            if let Some(re) = pattern_arg(a)? {
                 ns.retain(|n| re.is_match(n));
             }
             ns.sort();
-            out.push_str("NAMESPACE\n");
-            for n in &ns {
-                out.push_str(&format!("{n}\n"));
-            }
-            out.push_str(&format!("{} row(s)\n", ns.len()));
+            print_names(out, "NAMESPACE", &ns);
         }
         "list_namespace_tables" => {
             a.count(1, 1)?;
@@ -471,11 +469,7 @@ pub(super) async fn namespace(
                 .map(|d| d.name.qualifier().to_string())
                 .collect();
             names.sort();
-            out.push_str("TABLE\n");
-            for n in &names {
-                out.push_str(&format!("{n}\n"));
-            }
-            out.push_str(&format!("{} row(s)\n", names.len()));
+            print_names(out, "TABLE", &names);
         }
         "create_namespace" => {
             a.count(1, 2)?;
@@ -497,105 +491,4 @@ pub(super) async fn namespace(
         }
     }
     Ok(())
-}
-
-pub(super) async fn regions(
-    conn: &Connection,
-    a: &Args<'_>,
-    out: &mut String,
-) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
-    let regions = conn.admin().regions(name).await?;
-    if a.cmd == "get_splits" {
-        out.push_str(&format!("Total number of splits = {}\n", regions.len()));
-        for r in regions.iter().skip(1) {
-            out.push_str(&format!("{}\n", to_string_binary(&r.start_key)));
-        }
-        return Ok(());
-    }
-    let total: u64 = regions.iter().map(|r| r.write_requests).sum();
-    let rows: Vec<[String; 8]> = regions
-        .iter()
-        .map(|r| {
-            let share = if total == 0 {
-                0.0
-            } else {
-                r.write_requests as f64 / total as f64
-            };
-            [
-                r.name.clone(),
-                to_string_binary(&r.start_key),
-                to_string_binary(&r.end_key),
-                r.store_files.to_string(),
-                (r.store_file_size + r.memstore_size).to_string(),
-                r.read_requests.to_string(),
-                r.write_requests.to_string(),
-                format!(
-                    "{:>5.1}% {}",
-                    share * 100.0,
-                    "#".repeat((share * 40.0).round() as usize)
-                ),
-            ]
-        })
-        .collect();
-    let head = [
-        "REGION_NAME",
-        "START_KEY",
-        "END_KEY",
-        "STOREFILES",
-        "SIZE",
-        "READ_REQUESTS",
-        "WRITE_REQUESTS",
-        "WRITE_SHARE",
-    ];
-    let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
-    for r in &rows {
-        for (w, c) in widths.iter_mut().zip(r.iter()) {
-            *w = (*w).max(c.len());
-        }
-    }
-    let line = |cells: Vec<&str>| {
-        let mut s = String::new();
-        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
-            if i + 1 == cells.len() {
-                s.push_str(c);
-            } else {
-                s.push_str(&format!("{c:<w$} | "));
-            }
-        }
-        s.trim_end().to_string() + "\n"
-    };
-    out.push_str(&line(head.to_vec()));
-    for r in &rows {
-        out.push_str(&line(r.iter().map(String::as_str).collect()));
-    }
-    out.push_str(&format!("{} row(s)\n", rows.len()));
-    Ok(())
-}
-
-pub(super) async fn maintain(
-    conn: &Connection,
-    a: &Args<'_>,
-    stop: &AtomicBool,
-    bg: &background::Background,
-) -> Result<(), ShellError> {
-    a.count(1, 1)?;
-    let name = table_arg(a, 0)?;
-    let admin = conn.admin();
-    let what = format!("{} of {}", a.cmd.replace('_', " "), show_name(&name));
-    let bar = crate::progress::spinner(&what);
-    let task = match a.cmd {
-        "flush" => tokio::spawn(async move { admin.flush(name).await }),
-        "compact" => tokio::spawn(async move { admin.compact(name).await }),
-        _ => tokio::spawn(async move { admin.major_compact(name).await }),
-    };
-    let waited = background::wait(task, stop, OnInterrupt::Continue, bg).await;
-    bar.finish_and_clear();
-    match waited? {
-        Waited::Done(()) => Ok(()),
-        Waited::Interrupted => Err(ShellError::Interrupted(format!(
-            "the {what} started: it goes on in the background"
-        ))),
-    }
 }

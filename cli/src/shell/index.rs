@@ -12,9 +12,10 @@ use super::data::print_row;
 use super::ddl::{show_name, table_arg};
 use super::parse::Value;
 use super::ShellError;
+use crate::datadir::DataDir;
 use crate::progress;
-use crate::DataDir;
 use basalt_core::keys::Order;
+use basalt_core::TableName;
 use basalt_index::{IndexAdmin, IndexDef, IndexState, Query};
 use bytes::Bytes;
 use std::sync::atomic::AtomicBool;
@@ -31,6 +32,11 @@ fn col_text(family: &[u8], qualifier: &[u8]) -> String {
     )
 }
 
+/// The table (argument 0) and index name (argument 1) of an index command.
+fn table_and_index(a: &Args<'_>) -> Result<(TableName, String), ShellError> {
+    Ok((table_arg(a, 0)?, a.string(1, "the index name")?))
+}
+
 /// `create_index 't', 'name', 'f:q' | ['f:a', 'f:b DESC'] [, {INCLUDE => ['f:c'], UNIQUE =>
 /// true, SPARSE => true, SALT_BUCKETS => n}]`.
 pub(super) async fn create_index(
@@ -41,8 +47,7 @@ pub(super) async fn create_index(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(3, 4)?;
-    let table = table_arg(a, 0)?;
-    let name = a.string(1, "the index name")?;
+    let (table, name) = table_and_index(a)?;
     let cols = a
         .vals
         .get(2)
@@ -128,8 +133,7 @@ pub(super) async fn create_index(
 /// `drop_index 't', 'name'`.
 pub(super) async fn drop_index(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
     a.count(2, 2)?;
-    let table = table_arg(a, 0)?;
-    let name = a.string(1, "the index name")?;
+    let (table, name) = table_and_index(a)?;
     admin(dir).drop_index(table, &name).await?;
     Ok(())
 }
@@ -212,8 +216,7 @@ pub(super) async fn scan_index(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(2, 3)?;
-    let table = table_arg(a, 0)?;
-    let name = a.string(1, "the index name")?;
+    let (table, name) = table_and_index(a)?;
     let (mut eq, mut lo, mut hi) = (None, None, None);
     let (mut limit, mut reverse, mut rows) = (None, false, false);
     match a.vals.get(2) {
@@ -302,8 +305,7 @@ pub(super) async fn verify_index(
     out: &mut String,
 ) -> Result<(), ShellError> {
     a.count(2, 3)?;
-    let table = table_arg(a, 0)?;
-    let name = a.string(1, "the index name")?;
+    let (table, name) = table_and_index(a)?;
     let mut repair = false;
     if let Some(v) = a.vals.get(2) {
         let Value::Hash(pairs) = v else {

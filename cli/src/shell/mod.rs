@@ -1,5 +1,5 @@
 //! The HBase shell over a Basalt [`Connection`]: parse a line ([`parse`]), run the command
-//! (`ddl` for namespaces, tables and regions, `data` for reads and writes), print as
+//! (`ddl` for namespaces and tables, `regions` for regions, `data` for reads and writes), print as
 //! HBase's shell prints.
 //!
 //! Invariants: every line gives either the command's output followed by one
@@ -18,12 +18,13 @@ pub mod complete;
 mod data;
 mod ddl;
 mod index;
+mod regions;
 pub use ddl::{family_settings, show_name};
 pub mod lex;
 pub mod parse;
 mod target;
 
-use crate::DataDir;
+use crate::datadir::DataDir;
 use basalt_core::Connection;
 use lex::ParseError;
 use parse::parse_line;
@@ -246,9 +247,9 @@ impl Shell {
             }
             "aggregate" => aggregate::aggregate(&self.dir, &a, out).await?,
             "list_coprocessors" => admin::list_coprocessors(&self.dir, &a, out).await?,
-            "get_splits" | "list_regions" => ddl::regions(&self.conn, &a, out).await?,
+            "get_splits" | "list_regions" => regions::regions(&self.conn, &a, out).await?,
             "flush" | "compact" | "major_compact" => {
-                ddl::maintain(&self.conn, &a, &self.interrupted, &self.background).await?
+                regions::maintain(&self.conn, &a, &self.interrupted, &self.background).await?
             }
             "put" => data::put(&self.conn, &a).await?,
             "get" => data::get(&self.conn, &a, out).await?,
