@@ -548,7 +548,7 @@ fn a_planted_upward_reference_fails_each_room() {
             .filter(|p| !p.is_empty())
             .collect::<Vec<_>>();
         let grouped = match parent.split_last() {
-            Some((last, rest)) if rest.is_empty() => {
+            Some((last, [])) => {
                 format!("use crate::{{{last}::{{{top}::Planted}}}};")
             }
             Some((last, rest)) => format!(

@@ -56,7 +56,7 @@ pub fn repair_offline(dir: &Path) -> Result<(RepairReport, DirectoryCheck), Tool
     Ok((report, after))
 }
 
-/// Runs [`check_offline`] with a spinner on standard error and prints [`render_check`] to `out`;
+/// Runs [`check_offline`] with a spinner on standard error and prints `render_check` to `out`;
 /// true when the directory is healthy.
 pub fn run_check(dir: &Path, out: &mut dyn Write) -> Result<bool, ToolError> {
     let bar = spinner("checking every store file and the WAL");
@@ -67,7 +67,7 @@ pub fn run_check(dir: &Path, out: &mut dyn Write) -> Result<bool, ToolError> {
     Ok(c.is_healthy())
 }
 
-/// Runs [`repair_offline`] with a spinner on standard error and prints [`render_repair`] to `out`;
+/// Runs `repair_offline` with a spinner on standard error and prints `render_repair` to `out`;
 /// true when the directory is healthy after the repair.
 pub fn run_repair(dir: &Path, out: &mut dyn Write) -> Result<bool, ToolError> {
     let bar = spinner("checking and repairing");

@@ -5,7 +5,9 @@
 //! `server`, `client`.
 //!
 //! Each module uses only modules before it in that list (`tests/architecture.rs` reads the
-//! sources and fails on any reference to a later one). At the bottom the value types: cells
+//! sources and fails on any reference to a later one). The engine's own stages are declared
+//! the same way in `server`'s module doc, and the stages of opening a directory in
+//! `server::open`'s. At the bottom the value types: cells
 //! and rows ([`cell`]), key ranges and row-key tools ([`keys`]), table schemas (`schema`),
 //! filters as data ([`filter`]) and the operations a client sends (`ops`). Then the
 //! durable pieces: coordination (who is alive and owns which region, [`coord`], in memory

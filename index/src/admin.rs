@@ -446,7 +446,7 @@ impl IndexAdmin {
     }
 
     /// [`IndexAdmin::verify`], reporting the rows read so far (data rows, then index rows)
-    /// to `progress` every [`BUILD_BATCH`] rows and once at the end.
+    /// to `progress` every [`BUILD_BATCH`](crate::BUILD_BATCH) rows and once at the end.
     pub async fn verify_with_progress(
         &self,
         table: impl IntoTableName,

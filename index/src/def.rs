@@ -72,7 +72,7 @@ pub struct IndexDef {
     /// Whether the index is being built or complete.
     pub state: IndexState,
     /// A region-local index: its rows live in the data table's regions, next to their data
-    /// rows (see [`crate::layout`]), instead of in an index table of their own.
+    /// rows (see the `layout` module), instead of in an index table of their own.
     pub local: bool,
     /// The length of the data row key prefix that leads the index's values (`None`: no
     /// prefix); see [`IndexDef::row_prefix`].

@@ -51,10 +51,10 @@ mod local;
 mod maintainer;
 mod query;
 
-pub use admin::{IndexAdmin, VerifyReport};
+pub use admin::{IndexAdmin, VerifyReport, BUILD_BATCH};
 pub use def::{ColumnRef, IndexDef, IndexState};
 pub use maintainer::{Guard, Maintainer, Runtime};
-pub use query::{val, Hit, Index, Query};
+pub use query::{val, Hit, Index, Query, FETCH_BATCH};
 
 use std::sync::Arc;
 

@@ -264,7 +264,7 @@ impl Index {
         Ok(self.hits(q).await?.into_iter().map(|h| h.row).collect())
     }
 
-    /// The data rows answering `q`, in index order, fetched [`FETCH_BATCH`] at a time. A
+    /// The data rows answering `q`, in index order, fetched [`FETCH_BATCH`](crate::FETCH_BATCH) at a time. A
     /// row deleted between the index read and the fetch is left out. At a snapshot, each row
     /// is read at that snapshot (one single-row scan each) and none is ever left out.
     pub async fn rows(&self, q: &Query) -> Result<Vec<RowResult>> {

@@ -238,7 +238,7 @@ pub struct ImportSummary {
     pub records_read: u64,
     /// Bad lines (skipped, or the one that stopped the import).
     pub bad_lines: u64,
-    /// The first [`LISTED_BAD_LINES`] bad lines.
+    /// The first `LISTED_BAD_LINES` bad lines.
     pub listed_bad_lines: Vec<BadLine>,
     /// The last line dealt with: every line up to it is imported or counted bad.
     pub last_line: u64,

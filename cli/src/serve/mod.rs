@@ -94,7 +94,7 @@ pub struct ServeOptions {
     pub first_request_timeout: Duration,
     /// Connections served at once (default 64). Past it, a new connection takes the place
     /// of the connection that has waited longest for its first request (at least
-    /// [`MIN_WAIT_BEFORE_EVICTION`]); when none has, the new one is closed.
+    /// `MIN_WAIT_BEFORE_EVICTION`); when none has, the new one is closed.
     pub max_connections: usize,
     /// Connections one client address may hold at once (0, the default: no limit beyond
     /// `max_connections`; HBase's has none). More are closed when accepted.

@@ -3,7 +3,7 @@
 //!
 //! Core never names a coprocessor. A table's descriptor lists coprocessors by name
 //! ([`crate::schema::CoprocessorDescriptor`]); the engine asks the configured
-//! [`crate::server::HooksLoader`] (`Config::coprocessor_loader`) to turn that list into one
+//! [`crate::HooksLoader`] (`Config::coprocessor_loader`) to turn that list into one
 //! `Arc<dyn RegionHooks>` per table, at open, at table creation and whenever the list
 //! changes (no restart). The `basalt-coprocessors` crate implements both with a host that
 //! chains many observers in priority order and applies their failure policies.

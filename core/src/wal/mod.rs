@@ -73,7 +73,7 @@ pub enum Durability {
 }
 
 /// How recovery treats damage found in the WAL when the engine opens (RocksDB's WAL
-/// recovery modes). Whatever the mode, the open's [`crate::server::recovery::RecoveryReport`]
+/// recovery modes). Whatever the mode, the open's [`crate::RecoveryReport`]
 /// lists every piece of damage and what was done about it, and an open that fails changes
 /// nothing on disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -7,8 +7,12 @@
 //! directory is repaired ([`repair`]).
 //!
 //! Rooms, bottom to top: `directory`, `pending`, `check`, `regions`, `takeover`,
-//! `recovery`, `repair`. Invariant: nothing here runs while the engine serves but the
-//! online check, which only reads.
+//! `recovery`, `repair`.
+//!
+//! Invariants: an open or a repair holds the directory's lock throughout; no store file the
+//! catalog lists is ever deleted here (a missing or unreadable one takes its region offline,
+//! naming it); tables whose derived data may disagree with them are recorded before anything
+//! changes, and stay recorded until their repairs ran.
 
 pub(crate) mod check;
 pub(crate) mod directory;
