@@ -25,7 +25,7 @@ use bytes::Bytes;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 
-pub use crate::keys::range::{row_successor, RowRange};
+use crate::keys::range::{row_successor, RowRange};
 use std::sync::Arc;
 
 /// The cells of one row, pulled off a family's merge as the matcher asks for them. An error

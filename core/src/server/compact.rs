@@ -49,6 +49,7 @@
 
 use crate::catalog::FileEntry;
 use crate::cell::now_ms;
+use crate::coprocessor::CompactionOutcome;
 use crate::error::{Error, Result};
 use crate::region::{Region, Store};
 use crate::schema::{CompactionSettings, TableName};
@@ -67,8 +68,6 @@ use std::time::{Duration, Instant};
 const PERIODIC_TICK: Duration = Duration::from_millis(200);
 /// How long a throttled writer sleeps between looks at the file count.
 const THROTTLE_STEP: Duration = Duration::from_millis(10);
-
-pub use crate::coprocessor::CompactionOutcome;
 
 fn task_err(what: &str, e: tokio::task::JoinError) -> Error {
     Error::Io(std::io::Error::other(format!("{what} task failed: {e}")))
