@@ -7,7 +7,10 @@
 //! modules left out, the rest of the file read to its end) may name only children declared
 //! before it, and every child must be declared. Every room of every library crate, declared
 //! or not, has no import cycle among its children. A reference to a later child is an
-//! upward import: the test fails and names the file and the line.
+//! upward import: the test fails and names the file and the line. Paths are read across
+//! lines (rustfmt's groups), with comments and literals left out. What it cannot see: items
+//! defined in a room's root file (they belong to no child: `Engine` in `server/mod.rs`),
+//! glob imports of a parent (`use super::*`), and what a macro expands to.
 //!
 //! The rest: each library crate makes public exactly the modules its doc lists (listed here
 //! too), `coprocessors` and `index` use only core's public API, one module-file convention
@@ -175,62 +178,139 @@ fn module_path(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
-/// The code of a file, line by line: comments left out, and the lines of every
-/// `#[cfg(test)]` module (inline or a `mod tests;` line) blanked; the rest of the file is
-/// read to its end.
-fn code_of(text: &str) -> Vec<(usize, String)> {
-    let mut lines: Vec<String> = text
-        .lines()
-        .map(|l| match l.find("//") {
-            Some(at) => l[..at].to_string(),
-            None => l.to_string(),
-        })
-        .collect();
+/// The code of a file, as text of the same lines: comments, and the contents of string and
+/// char literals (raw strings included), become spaces; then every `#[cfg(test)]` module
+/// (a `mod x;` line, or a block to its closing brace) becomes blank lines. The rest of the
+/// file is kept to its end.
+fn code_of(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let blank = |c: char| if c == '\n' { '\n' } else { ' ' };
     let mut i = 0;
-    while i < lines.len() {
-        if lines[i].trim() != "#[cfg(test)]" {
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let ident_before = i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_');
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                out.push(' ');
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    out.push_str("  ");
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    out.push_str("  ");
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    out.push(blank(chars[i]));
+                    i += 1;
+                }
+            }
+        } else if c == 'r' && !ident_before && matches!(next, Some('"') | Some('#')) && {
+            let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+            chars.get(i + 1 + hashes) == Some(&'"')
+        } {
+            let hashes = chars[i + 1..].iter().take_while(|c| **c == '#').count();
+            out.push('r');
             i += 1;
-            continue;
-        }
-        let Some(next) = lines.get(i + 1) else { break };
-        let item = next.trim_start();
-        let is_mod = item.starts_with("mod ") || item.starts_with("pub mod ");
-        if !is_mod {
+            for _ in 0..hashes + 1 {
+                out.push(' ');
+                i += 1;
+            }
+            while i < chars.len() {
+                let closes =
+                    chars[i] == '"' && (0..hashes).all(|k| chars.get(i + 1 + k) == Some(&'#'));
+                if closes {
+                    for _ in 0..hashes + 1 {
+                        out.push(' ');
+                        i += 1;
+                    }
+                    break;
+                }
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+        } else if c == '"' {
+            out.push(' ');
             i += 1;
+            while i < chars.len() {
+                if chars[i] == '\\' {
+                    out.push(' ');
+                    if let Some(&e) = chars.get(i + 1) {
+                        out.push(blank(e));
+                    }
+                    i += 2;
+                    continue;
+                }
+                if chars[i] == '"' {
+                    out.push(' ');
+                    i += 1;
+                    break;
+                }
+                out.push(blank(chars[i]));
+                i += 1;
+            }
+        } else if c == '\'' && next == Some('\\') {
+            // An escaped char literal: '\n', '\'', '\u{..}'.
+            let end = (i + 2..chars.len()).find(|k| chars[*k] == '\'' && *k > i + 2);
+            let end = end.unwrap_or(i + 1);
+            for _ in i..=end {
+                out.push(' ');
+            }
+            i = end + 1;
+        } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+            out.push_str("   ");
+            i += 3;
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    // Test modules.
+    let mut lines: Vec<String> = out.split('\n').map(str::to_string).collect();
+    let mut n = 0;
+    while n < lines.len() {
+        if lines[n].trim() != "#[cfg(test)]" {
+            n += 1;
             continue;
         }
-        if item.trim_end().ends_with(';') {
-            lines[i + 1].clear();
-            i += 2;
+        let Some(item) = lines.get(n + 1).map(|l| l.trim().to_string()) else {
+            break;
+        };
+        if !(item.starts_with("mod ")
+            || item.starts_with("pub mod ")
+            || item.starts_with("pub(crate) mod "))
+        {
+            n += 1;
             continue;
         }
-        // Blank the module's block, counting braces outside string and char literals.
+        if item.ends_with(';') {
+            lines[n + 1].clear();
+            n += 2;
+            continue;
+        }
         let mut depth = 0i32;
         let mut opened = false;
-        let mut j = i + 1;
+        let mut j = n + 1;
         while j < lines.len() {
-            let mut in_str = false;
-            let mut prev = ' ';
-            let chars: Vec<char> = lines[j].chars().collect();
-            let mut k = 0;
-            while k < chars.len() {
-                let c = chars[k];
-                if in_str {
-                    if c == '"' && prev != '\\' {
-                        in_str = false;
+            for ch in lines[j].chars() {
+                match ch {
+                    '{' => {
+                        depth += 1;
+                        opened = true;
                     }
-                } else if c == '"' {
-                    in_str = true;
-                } else if c == '\'' && chars.get(k + 2) == Some(&'\'') {
-                    k += 2; // a char literal such as '{'
-                } else if c == '{' {
-                    depth += 1;
-                    opened = true;
-                } else if c == '}' {
-                    depth -= 1;
+                    '}' => depth -= 1,
+                    _ => {}
                 }
-                prev = if prev == '\\' && c == '\\' { ' ' } else { c };
-                k += 1;
             }
             lines[j].clear();
             j += 1;
@@ -238,13 +318,9 @@ fn code_of(text: &str) -> Vec<(usize, String)> {
                 break;
             }
         }
-        i = j;
+        n = j;
     }
-    lines
-        .into_iter()
-        .enumerate()
-        .map(|(n, l)| (n + 1, l))
-        .collect()
+    lines.join("\n")
 }
 
 /// The paths a `crate::`/`super::`/`self::` path starting at `s` names (a group names one
@@ -308,13 +384,14 @@ fn parse_paths(s: &str) -> Vec<Vec<String>> {
     out
 }
 
-/// The module paths (from the crate root) a line of `me`'s code names.
-fn references(me: &[String], line: &str) -> Vec<Vec<String>> {
+/// The module paths (from the crate root) `me`'s code names, each with the byte offset
+/// where its path starts (a path may run over several lines, as rustfmt writes groups).
+fn references(me: &[String], code: &str) -> Vec<(usize, Vec<String>)> {
     let mut out = Vec::new();
-    let bytes = line.as_bytes();
+    let bytes = code.as_bytes();
     for head in ["crate::", "super::", "self::"] {
         let mut from = 0;
-        while let Some(at) = line[from..].find(head) {
+        while let Some(at) = code[from..].find(head) {
             let at = from + at;
             from = at + head.len();
             let boundary = at == 0 || {
@@ -324,21 +401,20 @@ fn references(me: &[String], line: &str) -> Vec<Vec<String>> {
             if !boundary {
                 continue;
             }
-            let mut base: Vec<String> = match head {
+            let base: Vec<String> = match head {
                 "crate::" => Vec::new(),
                 "self::" => me.to_vec(),
                 _ => me[..me.len().saturating_sub(1)].to_vec(),
             };
-            for mut path in parse_paths(&line[from..]) {
-                if head == "super::" {
-                    while path.first().is_some_and(|p| p == "super") {
-                        path.remove(0);
-                        base.pop();
-                    }
-                }
+            for mut path in parse_paths(&code[from..]) {
+                // `super::super::x`, `self::super::x`: each `super` climbs one module.
                 let mut full = base.clone();
+                while path.first().is_some_and(|p| p == "super") {
+                    path.remove(0);
+                    full.pop();
+                }
                 full.extend(path);
-                out.push(full);
+                out.push((at, full));
             }
         }
     }
@@ -372,8 +448,10 @@ fn room_references(src: &Path, room: &str) -> Vec<(String, String, String)> {
             .unwrap_or(&file)
             .display()
             .to_string();
-        for (line, code) in code_of(&text) {
-            for target in references(&me_path, &code) {
+        let code = code_of(&text);
+        for (at, target) in references(&me_path, &code) {
+            let line = code[..at].matches('\n').count() + 1;
+            {
                 if target.len() > prefix.len() && target[..prefix.len()] == prefix[..] {
                     let t = &target[prefix.len()];
                     if *t != me && kids.contains(t) {
@@ -519,9 +597,9 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// The fixtures: in a copy of each declared room, the bottom child gets a reference to the
-/// top one (a `use` line, a path in code, a grouped import, and a `super::` path after a
-/// test module); the checker reports each, and nothing else.
+/// The fixtures: in a copy of each declared room, the bottom child gets references to the
+/// top one after a test module (a `use` line, a path in code, a grouped import, a group
+/// over several lines); the checker reports each, and nothing else.
 #[test]
 fn a_planted_upward_reference_fails_each_room() {
     for (krate, room) in DECLARED_ROOMS {
@@ -559,15 +637,15 @@ fn a_planted_upward_reference_fails_each_room() {
         };
         let mut planted = std::fs::read_to_string(&file).expect("bottom file");
         planted.push_str(&format!(
-            "\n#[cfg(test)]\nmod planted_tests;\nuse crate::{path}::Planted;\nfn planted() {{ crate::{path}::f(); }}\n{grouped}\n"
+            "\n#[cfg(test)]\nmod planted_tests;\nuse crate::{path}::Planted;\nfn planted() {{ crate::{path}::f(); }}\n{grouped}\nuse crate::{{\n    {path}::Wrapped,\n}};\n"
         ));
         std::fs::write(&file, planted).expect("plant");
         let (upward, undeclared) = violations(dir.path(), room);
         assert!(undeclared.is_empty(), "{krate} {room}: {undeclared:?}");
         assert_eq!(
             upward.len(),
-            3,
-            "{krate} {room}: the three planted references, no other: {upward:#?}"
+            4,
+            "{krate} {room}: the four planted references, no other: {upward:#?}"
         );
         assert!(
             upward
@@ -578,8 +656,9 @@ fn a_planted_upward_reference_fails_each_room() {
     }
 }
 
-/// The checker itself, on a small crate: it finds an upward import, a grouped one, a
-/// `super::` one and one after a test module, and ignores comments and test modules.
+/// The checker itself, on a small crate: it finds an upward import, a grouped one, one over
+/// several lines, `super::` and `self::super::` paths and one after a test module, and
+/// ignores comments, strings (raw ones included) and test modules.
 #[test]
 fn the_checker_finds_upward_references() {
     let dir = tempfile::tempdir().expect("temporary directory");
@@ -596,7 +675,24 @@ fn the_checker_finds_upward_references() {
     .expect("write");
     std::fs::write(
         src.join("mid.rs"),
-        "use crate::{low, high::Thing};\n#[cfg(test)]\nmod tests {\n    use crate::high;\n    fn f() { let _ = \"}\"; }\n}\nfn g() { super::high::h(); }\n#[cfg(test)]\nmod more;\nuse self::super::low::X;\n",
+        concat!(
+            "use crate::{low, high::Thing};\n",
+            "#[cfg(test)]\n",
+            "mod tests {\n",
+            "    use crate::high;\n",
+            "    fn f() { let _ = \"}\"; let _ = r#\"say \"{\"#; }\n",
+            "}\n",
+            "fn g() { super::high::h(); }\n",
+            "#[cfg(test)]\n",
+            "mod more;\n",
+            "use self::super::low::X;\n",
+            "use crate::{\n",
+            "    low::Y,\n",
+            "    high::Z,\n",
+            "};\n",
+            "/* crate::high::in_block */ fn s() -> &'static str { \"crate::high::in_string\" }\n",
+            "fn k() { let _ = '{'; self::super::high::w(); }\n",
+        ),
     )
     .expect("write");
     std::fs::write(
@@ -609,7 +705,9 @@ fn the_checker_finds_upward_references() {
         upward,
         [
             "mid.rs:1: mid -> high (high is declared above mid)",
-            "mid.rs:7: mid -> high (high is declared above mid)"
+            "mid.rs:11: mid -> high (high is declared above mid)",
+            "mid.rs:7: mid -> high (high is declared above mid)",
+            "mid.rs:16: mid -> high (high is declared above mid)",
         ]
     );
     assert!(undeclared.is_empty(), "{undeclared:?}");
@@ -629,9 +727,9 @@ fn paths_are_read_with_their_groups() {
     ];
     let r = references(
         &me,
-        "use crate::server::{config::Config, hooks::{rows, lifecycle}}; super::super::read::x; self::y",
+        "use crate::server::{config::Config, hooks::{\n    rows,\n    lifecycle,\n}};\nsuper::super::read::x; self::y; self::super::prepare::z",
     );
-    let names: Vec<String> = r.iter().map(|p| p.join("::")).collect();
+    let names: Vec<String> = r.iter().map(|(_, p)| p.join("::")).collect();
     assert_eq!(
         names,
         [
@@ -639,7 +737,8 @@ fn paths_are_read_with_their_groups() {
             "server::hooks::rows",
             "server::hooks::lifecycle",
             "server::read::x",
-            "server::write::atomic::y"
+            "server::write::atomic::y",
+            "server::write::prepare::z"
         ]
     );
 }
@@ -817,8 +916,8 @@ fn types_stay_in_three_files_and_files_under_600_lines() {
             if lines > 600 {
                 long.push(format!("{}: {lines} lines", file.display()));
             }
-            for (_, code) in code_of(&text) {
-                if let Some(ty) = implemented_type(&code) {
+            for code in code_of(&text).lines() {
+                if let Some(ty) = implemented_type(code) {
                     let seen = impls.entry(ty).or_default();
                     if !seen.contains(file) {
                         seen.push(file.clone());

@@ -1163,7 +1163,7 @@ fn smoke_splits_and_merges() {
 
 /// Two "latest version" markers of one column in one delete take the two newest versions, as
 /// HBase's `HRegion.prepareDeleteTimestamps` resolves them; the engine gave both the newest
-/// (fixed in `core/src/server/write.rs`, `prepare`).
+/// (fixed in `core/src/server/write/prepare.rs`).
 /// In a family keeping one version the second marker finds no second version: a no-op.
 #[test]
 fn regression_repeated_latest_version_deletes() {

@@ -38,7 +38,7 @@ pub use datadir::DataDir;
 pub use error::{ColumnSpecError, ToolError};
 pub use import::{
     import_file, run_import, BadLine, BadLineKind, ColumnSpec, ImportArgs, ImportOptions,
-    ImportStop, ImportSummary,
+    ImportStop, ImportSummary, InputColumn,
 };
 pub use offline::{check_offline, run_check, run_repair};
 pub use progress::Interrupt;
@@ -48,4 +48,5 @@ pub use serve::{
     Protocol, RegionStatus, ServeOptions, Status, TableStatus, Transport,
 };
 pub use shell::complete::complete;
+pub use shell::lex::ParseError;
 pub use shell::{run_script, run_script_until, show_name, Flow, Shell, ShellError};

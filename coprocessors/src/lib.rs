@@ -63,15 +63,17 @@ mod salted;
 mod service;
 
 pub use aggregate::{
-    AggregationClient, Column, Interpreter, Number, RowCount, AGGREGATE, ROW_COUNT,
+    register_builtins, Aggregate, AggregateOp, AggregateRequest, AggregateResponse,
+    AggregationClient, Column, Interpreter, Number, RegionHistogram, RegionStats, RowCount,
+    AGGREGATE, ROW_COUNT,
 };
 pub use basalt_core::coprocessor::{
     AddedOp, CellTransform, CompactionRequest, CompactionSelection, Flow, HookEnv, MiniBatch,
     RowOwner, StoreFileSummary,
 };
 pub use basalt_core::{CoprocessorDescriptor, FailurePolicy};
-pub use counter::StripedCounter;
-pub use endpoint::{Endpoint, EndpointRegistry};
+pub use counter::{StripedCounter, STRIPES};
+pub use endpoint::{call_isolated, Endpoint, EndpointRegistry, ErasedEndpoint};
 pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
@@ -79,6 +81,6 @@ pub use read_only::ReadOnlyHooks;
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
 pub use salted::{merge_logical, SaltedAggregationClient, SaltedEndpoints, SaltedSnapshot};
 pub use service::{
-    collect_ordered, fold, fold_partial, merge_sorted, CallOptions, Endpoints, ErrorMode, KeyRange,
-    Partial, RegionResponse, ResponseStream, Snapshot,
+    collect_ordered, fold, fold_partial, merge_sorted, try_collect_ordered, CallOptions, Endpoints,
+    ErrorMode, KeyRange, Partial, RegionResponse, ResponseStream, Snapshot,
 };

@@ -51,9 +51,11 @@ mod local;
 mod maintainer;
 mod query;
 
-pub use admin::{IndexAdmin, VerifyReport, BUILD_BATCH};
+pub use admin::{IndexAdmin, VerifyReport, BUILD_BATCH, SYSTEM_TABLE};
 pub use def::{ColumnRef, IndexDef, IndexState};
-pub use maintainer::{Guard, Maintainer, Runtime};
+pub use layout::{Entry, IndexValue, Layout, FAMILY, META};
+pub use local::ATTEMPTS;
+pub use maintainer::{Guard, Maintainer, Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 pub use query::{val, Hit, Index, Query, FETCH_BATCH};
 
 use std::sync::Arc;

@@ -24,7 +24,7 @@ pub mod spec;
 
 pub use line::BadLineKind;
 pub use run::{import_file, run_import};
-pub use spec::ColumnSpec;
+pub use spec::{ColumnSpec, InputColumn};
 
 use crate::error::ToolError;
 use std::path::PathBuf;

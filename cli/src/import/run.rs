@@ -2,7 +2,7 @@
 //! them in batches and keeps the summary's counts (see the parent module for the rules).
 
 use super::line::{parse_fields, split_fields, CsvRecords, Lines, ParsedRow};
-use super::spec::Column;
+use super::spec::InputColumn;
 use super::{
     BadLine, BadLineKind, ImportArgs, ImportOptions, ImportStop, ImportSummary, LISTED_BAD_LINES,
 };
@@ -111,7 +111,7 @@ fn put_of(opts: &ImportOptions, row: &ParsedRow<'_>, default_ts: u64) -> Put {
     let ts = row.timestamp.unwrap_or(default_ts);
     let mut put = Put::new(row.row);
     for (i, value) in &row.cells {
-        if let Some(Column::Cell { family, qualifier }) = opts.columns.columns().get(*i) {
+        if let Some(InputColumn::Cell { family, qualifier }) = opts.columns.columns().get(*i) {
             put = put.add_column_ts(family, qualifier, ts, value);
         }
     }

@@ -26,7 +26,7 @@ const UNSUPPORTED: [&str; 3] = [
 
 /// What one column of the input holds.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Column {
+pub enum InputColumn {
     /// The row key (`HBASE_ROW_KEY`).
     RowKey,
     /// The cell timestamp in milliseconds (`HBASE_TS_KEY`).
@@ -43,7 +43,7 @@ pub enum Column {
 /// A parsed column specification: what each input column holds, in input order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ColumnSpec {
-    columns: Vec<Column>,
+    columns: Vec<InputColumn>,
     row_key: usize,
     timestamp: Option<usize>,
 }
@@ -57,8 +57,8 @@ impl ColumnSpec {
             let position = i + 1;
             let column = match entry {
                 "" => return Err(ColumnSpecError::EmptyEntry { position }),
-                ROW_KEY => Column::RowKey,
-                TS_KEY => Column::Timestamp,
+                ROW_KEY => InputColumn::RowKey,
+                TS_KEY => InputColumn::Timestamp,
                 e if UNSUPPORTED.contains(&e) => {
                     return Err(ColumnSpecError::Unsupported(e.to_string()))
                 }
@@ -70,7 +70,7 @@ impl ColumnSpec {
                             entry: e.to_string(),
                         });
                     }
-                    Column::Cell {
+                    InputColumn::Cell {
                         family: family.as_bytes().to_vec(),
                         qualifier: qualifier.as_bytes().to_vec(),
                     }
@@ -78,7 +78,7 @@ impl ColumnSpec {
             };
             columns.push(column);
         }
-        let positions = |want: &Column| -> Vec<usize> {
+        let positions = |want: &InputColumn| -> Vec<usize> {
             columns
                 .iter()
                 .enumerate()
@@ -86,17 +86,20 @@ impl ColumnSpec {
                 .map(|(i, _)| i)
                 .collect()
         };
-        let keys = positions(&Column::RowKey);
+        let keys = positions(&InputColumn::RowKey);
         let [row_key] = keys[..] else {
             return Err(ColumnSpecError::RowKeyCount { found: keys.len() });
         };
-        let stamps = positions(&Column::Timestamp);
+        let stamps = positions(&InputColumn::Timestamp);
         if stamps.len() > 1 {
             return Err(ColumnSpecError::TimestampCount {
                 found: stamps.len(),
             });
         }
-        if !columns.iter().any(|c| matches!(c, Column::Cell { .. })) {
+        if !columns
+            .iter()
+            .any(|c| matches!(c, InputColumn::Cell { .. }))
+        {
             return Err(ColumnSpecError::NoCellColumn);
         }
         Ok(ColumnSpec {
@@ -107,7 +110,7 @@ impl ColumnSpec {
     }
 
     /// The columns in input order.
-    pub fn columns(&self) -> &[Column] {
+    pub fn columns(&self) -> &[InputColumn] {
         &self.columns
     }
 
@@ -136,7 +139,7 @@ impl ColumnSpec {
         self.columns
             .iter()
             .filter_map(|c| match c {
-                Column::Cell { family, .. } => Some(family.clone()),
+                InputColumn::Cell { family, .. } => Some(family.clone()),
                 _ => None,
             })
             .collect()
@@ -173,8 +176,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn cell(f: &str, q: &str) -> Column {
-        Column::Cell {
+    fn cell(f: &str, q: &str) -> InputColumn {
+        InputColumn::Cell {
             family: f.as_bytes().to_vec(),
             qualifier: q.as_bytes().to_vec(),
         }
@@ -186,10 +189,10 @@ mod tests {
         assert_eq!(
             s.columns(),
             &[
-                Column::RowKey,
+                InputColumn::RowKey,
                 cell("cf", "a"),
                 cell("cf", "b"),
-                Column::Timestamp,
+                InputColumn::Timestamp,
                 cell("d", ""),
                 cell("e", "x:y"),
             ]
@@ -313,14 +316,14 @@ mod tests {
                 prop_assert_eq!(spec.len(), entries.len());
                 for (e, c) in entries.iter().zip(spec.columns()) {
                     let want = match e {
-                        Entry::Key => Column::RowKey,
-                        Entry::Ts => Column::Timestamp,
+                        Entry::Key => InputColumn::RowKey,
+                        Entry::Ts => InputColumn::Timestamp,
                         Entry::Cell(f, None) => cell(f, ""),
                         Entry::Cell(f, Some(q)) => cell(f, q),
                     };
                     prop_assert_eq!(c, &want);
                 }
-                prop_assert!(matches!(spec.columns()[spec.row_key()], Column::RowKey));
+                prop_assert!(matches!(spec.columns()[spec.row_key()], InputColumn::RowKey));
                 prop_assert_eq!(spec.timestamp().is_some(), stamps == 1);
             }
         }

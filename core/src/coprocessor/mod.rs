@@ -39,7 +39,7 @@
 //! Mutations a batch hook adds never run hooks themselves, in any table (no pre/post hooks
 //! of the target table, no recursion): they are part of the batch that added them.
 //! - Lifecycle hooks (region open and close, scanners, flush, compaction, split, WAL
-//!   replay): `crate::server::lifecycle` lists where each is called.
+//!   replay): `crate::server::hooks::lifecycle` lists where each is called.
 //!
 //! Engine-wide hooks on table operations and the WAL are a separate interface,
 //! [`EngineHooks`] (`Config::observer`); system-wide region coprocessors
@@ -458,13 +458,11 @@ impl HookSlot {
     }
 }
 
-// What a hook sees of the engine and of a write: its environment and a region's share of a
-// batch.
 /// The id, start and end key accessors of a type holding `region: Arc<Region>` (a hook's
 /// environment, an endpoint's view of its region): written once for both.
 macro_rules! region_accessors {
     () => {
-        /// The id of the region.
+        /// The id of the region (for a hook, the region its operation falls in).
         pub fn region_id(&self) -> u64 {
             self.region.id
         }
@@ -482,6 +480,8 @@ macro_rules! region_accessors {
 }
 pub(crate) use region_accessors;
 
+// What a hook sees of the engine and of a write: its environment and a region's share of a
+// batch.
 pub(crate) use env::HookReads;
 pub use env::{AddedOp, HookEnv, MiniBatch, RowOwner, Savepoint};
 mod env;

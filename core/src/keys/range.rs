@@ -24,8 +24,10 @@ impl RowRange {
         }
     }
 
-    /// True when some row of the region `[start, end)` (an empty `end`: no upper bound) is
-    /// inside.
+    /// False when no row of the region `[start, end)` (an empty `end`: no upper bound) can be
+    /// inside: the region ends at or below the lower bound, or starts above the upper one.
+    /// True otherwise, which may still leave no row in common (a lower bound excluding `k`
+    /// against a region ending at `k\0`): callers that need the rows clip the range.
     pub fn overlaps(&self, start: &[u8], end: &[u8]) -> bool {
         let ends_before = !end.is_empty()
             && match &self.lo {

@@ -24,7 +24,7 @@ pub(crate) fn b(x: impl AsRef<[u8]>) -> Bytes {
 }
 
 /// Checks a row key's length: not empty, at most [`MAX_ROW_LENGTH`] bytes.
-pub fn validate_row(row: &[u8]) -> crate::error::Result<()> {
+pub(crate) fn validate_row(row: &[u8]) -> crate::error::Result<()> {
     use crate::error::Error;
     if row.is_empty() {
         return Err(Error::InvalidRow("row key is empty".into()));

@@ -120,7 +120,7 @@ pub struct Config {
     /// as a region server opens the regions assigned to it (default none: the whole
     /// store). The engine takes them over (fencing the WAL writers that hold their
     /// unflushed edits and replaying those edits) and serves only them; other engines
-    /// serve the rest (see `server/takeover.rs`). Only a shared [`Config::objects`] store
+    /// serve the rest (see `server/open/takeover.rs`). Only a shared [`Config::objects`] store
     /// can be opened so.
     pub serve_regions: Option<BTreeSet<u64>>,
 }

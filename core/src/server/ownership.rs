@@ -196,7 +196,6 @@ impl Ownership {
         }
     }
 
-    /// Releases every region and revokes the lease.
     /// How often the lease is renewed (a third of its time to live), `None` when it never
     /// expires (the engine's private store).
     pub(crate) fn renewal_period(&self) -> Option<Duration> {
@@ -208,6 +207,7 @@ impl Ownership {
         self.coord.keep_alive(self.lease.id).await
     }
 
+    /// Releases every region and revokes the lease.
     pub(crate) async fn end(&self) {
         let all: Vec<RegionKey> = self.held.lock().keys().cloned().collect();
         self.release(&all).await;

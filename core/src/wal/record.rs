@@ -73,13 +73,13 @@ pub(crate) enum Frame {
     Corrupt(String),
 }
 
-/// The payload length `record` encodes to, computed without encoding it.
 /// The frame of a marker: a record with no edits carrying `seq`.
 pub(crate) fn marker_frame(seq: u64) -> crate::error::Result<Vec<u8>> {
     let mut frame = UnsealedFrame::encode(std::iter::empty())?;
     Ok(frame.seal(seq).to_vec())
 }
 
+/// The payload length `record` encodes to, computed without encoding it.
 #[cfg(test)]
 pub(crate) fn payload_len(record: &WalRecord) -> usize {
     let bytes_len = |b: &Bytes| varint_len(b.len() as u64) + b.len();

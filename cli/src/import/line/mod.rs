@@ -16,7 +16,7 @@
 //! Invariant: a line gives either a row with at least one cell or exactly one bad-line
 //! reason; nothing in the input can make these functions panic.
 
-use super::spec::{Column, ColumnSpec};
+use super::spec::{ColumnSpec, InputColumn};
 use basalt_core::MAX_ROW_LENGTH;
 use std::collections::VecDeque;
 use std::io::{self, BufRead, Read};
@@ -128,7 +128,7 @@ pub fn parse_fields<'a>(
         .iter()
         .enumerate()
         .filter(|(i, v)| {
-            matches!(spec.columns().get(*i), Some(Column::Cell { .. }))
+            matches!(spec.columns().get(*i), Some(InputColumn::Cell { .. }))
                 && !(skip_empty && v.is_empty())
         })
         .map(|(i, v)| (i, *v))

@@ -1,6 +1,7 @@
 //! Calling the lifecycle hooks of [`crate::coprocessor::RegionHooks`] (region open and
-//! close, scanners, flush, compaction, split, WAL replay), the engine-wide
-//! [`crate::coprocessor::EngineHooks`], and building system-wide coprocessor chains.
+//! close, flush, compaction, split, WAL replay; scanners are in `hooks::scan`), the
+//! engine-wide [`crate::coprocessor::EngineHooks`]' WAL hooks, loading a table's hooks, and
+//! building system-wide coprocessor chains.
 //!
 //! Where each region hook is called:
 //! - `post_open`: once a region is open and readable: at engine open (after WAL replay, for

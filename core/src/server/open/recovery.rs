@@ -3,7 +3,7 @@
 //!
 //! Tables' coprocessor hooks are loaded before the WAL is replayed, so their
 //! `pre_wal_restore` / `post_wal_restore` see the replayed edits; `post_open` follows for
-//! every region of every enabled table with coprocessors ([`super::lifecycle`]).
+//! every region of every enabled table with coprocessors (`server::hooks::lifecycle`).
 //!
 //! Invariants after open: every acknowledged write is in a MemStore or a store file; the
 //! next sequence id exceeds every id on disk; files no region lists (a flush that crashed

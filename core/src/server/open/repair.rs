@@ -3,7 +3,7 @@
 //! RocksDB's repair tool).
 //!
 //! [`check_dir`] reads the catalog (its checksum covers every byte, so any damage to it is
-//! reported), checks every store file it lists as [`super::Engine::check_table`] does (presence,
+//! reported), checks every store file it lists as `Engine::check_table` does (presence,
 //! checksums, key order, block index, file info, bloom filters, and what the catalog
 //! recorded), and reads the WAL without changing it, listing every piece of damage. It
 //! reports file by file and changes nothing.

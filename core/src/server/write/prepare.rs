@@ -1,7 +1,9 @@
-//! The first stage of every write: checking operations against their table's schema
-//! (before any lock or sequence id, so a bad operation writes nothing) and turning them into
-//! the cells they write (under the row locks: a delete of the latest version and an
-//! increment read the row).
+//! Turning checked operations into the cells they write (under the row locks: a delete of
+//! the latest version and an increment read the row), and the read-modify-write changes
+//! (`Delta`) with their checks. The checks every stage shares are in `server::validate`.
+//!
+//! Invariant: a prepared cell names the region and store that hold its row, so the commit
+//! inserts it without another lookup.
 
 use crate::cell::{CellType, StoreCell, StoreKey, Timestamp, LATEST_TIMESTAMP};
 use crate::error::{Error, Result};
