@@ -57,8 +57,9 @@
 //!
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
-//! regions of one table (a split's daughters share the parent's files) and is deleted only
-//! when none lists it any more.
+//! regions (a split's daughters share the parent's files; tables cloned from one snapshot
+//! will share its files) and is deleted only when no region of any table lists it any more
+//! ([`CatalogState::lists_file`]).
 
 use crate::error::{Error, Result};
 use crate::objects::{Objects, PutMode};
@@ -199,6 +200,17 @@ impl Default for CatalogState {
 }
 
 impl CatalogState {
+    /// True when a region of any table lists store file `id`. A file is deleted only when
+    /// none does: split daughters share their parent's files until they compact, and a
+    /// file may be listed by more than one table (issue 46's clones share a snapshot's).
+    pub fn lists_file(&self, id: u64) -> bool {
+        self.tables
+            .values()
+            .flat_map(|t| &t.regions)
+            .flat_map(|r| r.files.values().flatten())
+            .any(|f| f.id == id)
+    }
+
     /// The entry of table `key` (`ns:name`), or [`Error::TableNotFound`].
     pub fn table_mut(&mut self, key: &str) -> Result<&mut TableEntry> {
         self.tables

@@ -286,17 +286,24 @@ impl Engine {
 
     fn delete_table_unobserved(&self, name: &TableName) -> Result<()> {
         let key = name.to_string();
-        let removed = self.shared.catalog.update(|s| {
-            s.tables
+        let unlisted = self.shared.catalog.update(|s| {
+            let removed = s
+                .tables
                 .remove(&key)
-                .ok_or_else(|| Error::TableNotFound(key.clone()))
+                .ok_or_else(|| Error::TableNotFound(key.clone()))?;
+            let files: Vec<crate::catalog::FileEntry> = removed
+                .regions
+                .iter()
+                .flat_map(|r| r.files.values().flatten())
+                .filter(|f| !s.lists_file(f.id))
+                .cloned()
+                .collect();
+            Ok(files)
         })?;
         self.shared.tables.write().remove(name);
-        for r in &removed.regions {
-            for f in r.files.values().flatten() {
-                if let Err(e) = self.shared.objects.delete(&f.name()) {
-                    tracing::warn!(file = f.id, error = %e, "could not remove store file of deleted table");
-                }
+        for f in &unlisted {
+            if let Err(e) = self.shared.objects.delete(&f.name()) {
+                tracing::warn!(file = f.id, error = %e, "could not remove store file of deleted table");
             }
         }
         Ok(())
@@ -380,10 +387,15 @@ impl Engine {
             let mut dropped = Vec::new();
             for r in &mut e.regions {
                 if let Some(files) = r.files.remove(&fam) {
-                    dropped.extend(files.iter().map(crate::catalog::FileEntry::name));
+                    dropped.extend(files);
                 }
             }
-            Ok(dropped)
+            // Only the files no other region (of any table) lists.
+            dropped.retain(|f| !s.lists_file(f.id));
+            Ok(dropped
+                .iter()
+                .map(crate::catalog::FileEntry::name)
+                .collect::<Vec<_>>())
         })?;
         *t.descriptor.write() = desc;
         for r in t.regions.read().iter() {

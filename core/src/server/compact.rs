@@ -296,18 +296,8 @@ impl Maintenance {
                     },
                 );
             }
-            // A split parent's file stays while a sibling region still refers to it.
-            let unlisted: Vec<u64> = ids
-                .iter()
-                .copied()
-                .filter(|i| {
-                    !entry
-                        .regions
-                        .iter()
-                        .flat_map(|r| r.files.values().flatten())
-                        .any(|f| f.id == *i)
-                })
-                .collect();
+            // A split parent's file stays while a sibling region (of any table) lists it.
+            let unlisted: Vec<u64> = ids.iter().copied().filter(|i| !s.lists_file(*i)).collect();
             Ok(unlisted)
         })?;
         let mut st = store.state.write();

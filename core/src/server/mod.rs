@@ -39,6 +39,9 @@ pub(crate) mod split;
 pub(crate) mod validate;
 pub(crate) mod write;
 
+#[cfg(test)]
+mod tests;
+
 use crate::error::Result;
 use crate::schema::TableName;
 use crate::storage::storefile::BlockCache;

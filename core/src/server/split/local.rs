@@ -19,6 +19,7 @@
 //! and deleted once their last reader drops them. A write whose hooks keyed its local rows
 //! before the split or merge is re-keyed at its commit (`write::commit`).
 
+use crate::catalog::CatalogState;
 use crate::catalog::FileEntry;
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::{Error, Result};
@@ -193,12 +194,15 @@ fn moved<'a>(start: &'a Bytes, files: &[Arc<StoreFileReader>], targets: &'a [Tar
 }
 
 /// The local-row files of regions a split or merge replaced, unlisted by its catalog
-/// update: each is deleted once its last reader drops it.
-pub(super) fn retire_inputs(sources: &[Arc<Region>]) {
+/// update (`catalog`, the state after it): each that no region lists any more is deleted
+/// once its last reader drops it.
+pub(super) fn retire_inputs(sources: &[Arc<Region>], catalog: &CatalogState) {
     for r in sources {
         if let Some(s) = r.store(local::LOCAL_FAMILY) {
             for f in s.state.read().files.iter() {
-                f.mark_compacted_away();
+                if !catalog.lists_file(f.file_id()) {
+                    f.mark_compacted_away();
+                }
             }
         }
     }

@@ -273,7 +273,10 @@ impl Maintenance {
             (lo_id, hi_id, lo, hi)
         };
         if local_files.is_some() {
-            local::retire_inputs(std::slice::from_ref(parent));
+            local::retire_inputs(
+                std::slice::from_ref(parent),
+                &self.shared.catalog.snapshot(),
+            );
         }
         drop(flush_guard);
         drop(gate);
@@ -450,7 +453,7 @@ impl Maintenance {
         };
         let merged_id = merged.id;
         if local_files.is_some() {
-            local::retire_inputs(&by_id);
+            local::retire_inputs(&by_id, &self.shared.catalog.snapshot());
         }
         drop(flush_guards);
         drop(gates);
