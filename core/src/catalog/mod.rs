@@ -286,6 +286,12 @@ impl Catalog {
         *self.version.lock()
     }
 
+    /// True when a region of any table lists store file `id` now
+    /// ([`CatalogState::lists_file`], without copying the state).
+    pub fn lists_file(&self, id: u64) -> bool {
+        self.state.lock().lists_file(id)
+    }
+
     /// A copy of the current state.
     pub fn snapshot(&self) -> CatalogState {
         self.state.lock().clone()

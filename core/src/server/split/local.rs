@@ -19,7 +19,7 @@
 //! and deleted once their last reader drops them. A write whose hooks keyed its local rows
 //! before the split or merge is re-keyed at its commit (`write::commit`).
 
-use crate::catalog::CatalogState;
+use crate::catalog::Catalog;
 use crate::catalog::FileEntry;
 use crate::cell::{StoreCell, StoreKey};
 use crate::error::{Error, Result};
@@ -194,9 +194,9 @@ fn moved<'a>(start: &'a Bytes, files: &[Arc<StoreFileReader>], targets: &'a [Tar
 }
 
 /// The local-row files of regions a split or merge replaced, unlisted by its catalog
-/// update (`catalog`, the state after it): each that no region lists any more is deleted
-/// once its last reader drops it.
-pub(super) fn retire_inputs(sources: &[Arc<Region>], catalog: &CatalogState) {
+/// update (`catalog`, read after it): each that no region lists any more is deleted once
+/// its last reader drops it.
+pub(super) fn retire_inputs(sources: &[Arc<Region>], catalog: &Catalog) {
     for r in sources {
         if let Some(s) = r.store(local::LOCAL_FAMILY) {
             for f in s.state.read().files.iter() {

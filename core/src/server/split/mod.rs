@@ -273,10 +273,7 @@ impl Maintenance {
             (lo_id, hi_id, lo, hi)
         };
         if local_files.is_some() {
-            local::retire_inputs(
-                std::slice::from_ref(parent),
-                &self.shared.catalog.snapshot(),
-            );
+            local::retire_inputs(std::slice::from_ref(parent), &self.shared.catalog);
         }
         drop(flush_guard);
         drop(gate);
@@ -453,7 +450,7 @@ impl Maintenance {
         };
         let merged_id = merged.id;
         if local_files.is_some() {
-            local::retire_inputs(&by_id, &self.shared.catalog.snapshot());
+            local::retire_inputs(&by_id, &self.shared.catalog);
         }
         drop(flush_guards);
         drop(gates);
