@@ -19,6 +19,11 @@ pub struct RecoveryGuideSnippets;
 #[doc = include_str!("../docs/hbase.md")]
 pub struct HBaseDifferencesSnippets;
 
+/// The snippets of `docs/backup.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/backup.md")]
+pub struct BackupGuideSnippets;
+
 /// The snippets of `README.md`, compiled by `cargo test --doc`.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -12,7 +12,8 @@ use basalt::client::{
 };
 use basalt::{
     ColumnFamilyDescriptor, CompactionKind, Connection, CoprocessorDescriptor, Engine,
-    IntegrityReport, OfflineRegion, RegionInfo, Result, SaltSpec, TableDescriptor, TableName,
+    IntegrityReport, OfflineRegion, RegionInfo, Result, SaltSpec, SnapshotDescription,
+    TableDescriptor, TableName,
 };
 use futures::TryStreamExt;
 use std::collections::BTreeMap;
@@ -297,6 +298,47 @@ impl<B: Backend> Backend for Counting<B> {
         self.count("offline_regions");
         self.inner.offline_regions()
     }
+    fn snapshot(
+        self: &Arc<Self>,
+        name: &str,
+        tables: &[TableName],
+        companions: bool,
+    ) -> impl Future<Output = Result<SnapshotDescription>> + Send {
+        self.count("snapshot");
+        self.inner.snapshot(name, tables, companions)
+    }
+    fn list_snapshots(
+        self: &Arc<Self>,
+    ) -> impl Future<Output = Result<Vec<SnapshotDescription>>> + Send {
+        self.count("list_snapshots");
+        self.inner.list_snapshots()
+    }
+    fn describe_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> impl Future<Output = Result<SnapshotDescription>> + Send {
+        self.count("describe_snapshot");
+        self.inner.describe_snapshot(name)
+    }
+    fn delete_snapshot(self: &Arc<Self>, name: &str) -> impl Future<Output = Result<()>> + Send {
+        self.count("delete_snapshot");
+        self.inner.delete_snapshot(name)
+    }
+    fn clone_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+        targets: Vec<(TableName, TableDescriptor)>,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.count("clone_snapshot");
+        self.inner.clone_snapshot(name, targets)
+    }
+    fn restore_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>>> + Send {
+        self.count("restore_snapshot");
+        self.inner.restore_snapshot(name)
+    }
     fn close(self: &Arc<Self>) -> impl Future<Output = Result<()>> + Send {
         self.count("close");
         self.inner.close()
@@ -341,6 +383,12 @@ const METHODS: &[&str] = &[
     "merge_regions",
     "check_table",
     "offline_regions",
+    "snapshot",
+    "list_snapshots",
+    "describe_snapshot",
+    "delete_snapshot",
+    "clone_snapshot",
+    "restore_snapshot",
     "close",
 ];
 
@@ -574,6 +622,43 @@ async fn flow<B: Backend>(conn: &Connection<B>) -> Vec<String> {
         "unchanged by maintenance: {}",
         rows(&after) == rows(&now)
     ));
+
+    // Table snapshots: taken, cloned, listed, restored, deleted.
+    let snap = admin.snapshot("backend-snap", &name).await.unwrap();
+    log.push(format!(
+        "snapshot of {:?}, {} files",
+        snap.tables, snap.files
+    ));
+    admin.clone_snapshot("backend-snap", "clone").await.unwrap();
+    let cloned: Vec<RowResult> = conn
+        .table("clone")
+        .unwrap()
+        .scan(Scan::new())
+        .unwrap()
+        .try_collect()
+        .await
+        .unwrap();
+    log.push(format!("clone equal: {}", rows(&cloned) == rows(&after)));
+    admin.disable_table("clone").await.unwrap();
+    let failsafe = admin.restore_snapshot("backend-snap").await;
+    log.push(format!(
+        "restore of an enabled table: {}",
+        failsafe.is_err()
+    ));
+    log.push(format!(
+        "snapshots {:?}",
+        admin
+            .list_snapshots()
+            .await
+            .unwrap()
+            .iter()
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
+    ));
+    let d = admin.describe_snapshot("backend-snap").await.unwrap();
+    log.push(format!("described read point > 0: {}", d.read_point > 0));
+    admin.delete_snapshot("backend-snap").await.unwrap();
+    admin.delete_table("clone").await.unwrap();
 
     // Schema changes.
     admin

@@ -6,13 +6,17 @@
 
 use std::path::Path;
 
-/// The output less what varies from run to run: `Took` lines, and hook latencies
-/// (`list_coprocessors`' AVG_LATENCY, shown as `N.Nus`).
+/// The output less what varies from run to run: `Took` lines, hook latencies
+/// (`list_coprocessors`' AVG_LATENCY, shown as `N.Nus`) and snapshot creation times.
 fn strip_took(text: &str) -> String {
     let latency = regex::Regex::new(r" +\d+\.\dus\b").unwrap();
+    let time = regex::Regex::new(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC").unwrap();
     text.lines()
         .filter(|l| !l.starts_with("Took "))
-        .map(|l| format!("{}\n", latency.replace_all(l, " N.Nus")))
+        .map(|l| {
+            let l = latency.replace_all(l, " N.Nus");
+            format!("{}\n", time.replace_all(&l, "YYYY-MM-DD HH:MM:SS UTC"))
+        })
         .collect()
 }
 

@@ -382,6 +382,12 @@ pub trait RegionObserver: Send + Sync {
     // and goes on: an error returned is counted as a refusal and unloads nothing; a panic
     // or timeout is a fault, counted and handled under the failure policy (`Unload`
     // unloads).
+    /// The other tables this observer writes in the same batch as the table's rows (a
+    /// global index's tables); a table snapshot includes them. Defaults to none.
+    fn companion_tables(&self) -> Vec<basalt_core::TableName> {
+        Vec::new()
+    }
+
     /// After a region is open and readable (engine open, table create or enable, split
     /// daughters, merge result).
     async fn post_open(&self, _ctx: &mut ObserverContext<'_>) -> Result<()> {

@@ -18,6 +18,12 @@ pub enum Error {
     /// The table already exists.
     #[error("table already exists: {0}")]
     TableExists(String),
+    /// No table snapshot of that name exists.
+    #[error("snapshot not found: {0}")]
+    SnapshotNotFound(String),
+    /// A table snapshot of that name exists already.
+    #[error("snapshot already exists: {0}")]
+    SnapshotExists(String),
     /// The table is disabled; it refuses reads and writes until enabled.
     #[error("table is disabled: {0}")]
     TableDisabled(String),

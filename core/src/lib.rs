@@ -67,6 +67,7 @@ pub mod repair {
     };
 }
 
+pub use catalog::{validate_snapshot_name, SnapshotDescription, MAX_SNAPSHOT_NAME};
 pub use cell::{now_ms, Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Backend, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
 pub use coprocessor::CompactionOutcome;

@@ -102,7 +102,7 @@ impl RecoveryRepair for IndexRecovery {
 /// Index administration on one connection.
 #[derive(Debug, Clone)]
 pub struct IndexAdmin {
-    conn: Connection,
+    pub(crate) conn: Connection,
     runtime: Arc<Runtime>,
 }
 
@@ -199,7 +199,12 @@ impl IndexAdmin {
     }
 
     /// Writes (or, with `None`, deletes) index `name` of `table` in the system table.
-    async fn record(&self, table: &TableName, name: &str, def: Option<&IndexDef>) -> Result<()> {
+    pub(crate) async fn record(
+        &self,
+        table: &TableName,
+        name: &str,
+        def: Option<&IndexDef>,
+    ) -> Result<()> {
         let sys = self.system_table().await?;
         let row = format!("{table}/{name}");
         match def {

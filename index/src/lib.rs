@@ -8,6 +8,8 @@
 //!   that keeps users from writing index tables ([`Guard`]).
 //! - `admin`: create (online build with progress), drop, list, describe, verify, repair
 //!   ([`IndexAdmin`]).
+//! - `snapshots`: clones of an indexed table's snapshot with its index tables
+//!   ([`IndexAdmin::clone_snapshot`]).
 //! - `query`: queries by equal values ([`val`]), prefix and range, as keys, covered hits or
 //!   rows ([`Index`], [`Query`]).
 //! - `local`: queries of region-local indexes, one scan per region merged in index order.
@@ -37,7 +39,8 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Layers, bottom to top: `def`, `layout`, `local`, `query`, `maintainer`, `admin`.
+//! Layers, bottom to top: `def`, `layout`, `local`, `query`, `maintainer`, `admin`,
+//! `snapshots`.
 //!
 //! Public modules: none. Every module is private; what users name is re-exported here.
 #![forbid(unsafe_code)]
@@ -50,6 +53,7 @@ mod layout;
 mod local;
 mod maintainer;
 mod query;
+mod snapshots;
 
 pub use admin::{IndexAdmin, VerifyReport, BUILD_BATCH, SYSTEM_TABLE};
 pub use def::{ColumnRef, IndexDef, IndexState};

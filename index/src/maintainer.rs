@@ -153,6 +153,18 @@ fn strongest(ds: impl IntoIterator<Item = Durability>) -> Durability {
 
 #[async_trait]
 impl RegionObserver for Maintainer {
+    fn companion_tables(&self) -> Vec<TableName> {
+        // A local index's rows are the data table's own.
+        let data = TableName::parse(&self.table).ok();
+        let mut tables: Vec<TableName> = Vec::new();
+        for (_, t) in &self.indexes {
+            if data.as_ref() != Some(t) && !tables.contains(t) {
+                tables.push(t.clone());
+            }
+        }
+        tables
+    }
+
     async fn pre_batch_mutate(
         &self,
         ctx: &mut ObserverContext<'_>,

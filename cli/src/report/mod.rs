@@ -22,8 +22,9 @@ use crate::datadir::DataDir;
 use crate::error::{require_data_dir, ToolError};
 use crate::offline::{human_bytes, plural};
 use basalt_core::client::report::key_to_string;
-use basalt_core::{RegionInfo, TableName};
+use basalt_core::{RegionInfo, SnapshotDescription, TableName};
 use bytes::Bytes;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -266,8 +267,10 @@ pub async fn run_report(
     require_data_dir(dir)?;
     let data = DataDir::open(dir).await?;
     let gathered = gather(&data, table).await;
+    let snapshots = data.conn.admin().list_snapshots().await;
     data.close().await?;
     let reports = gathered?;
+    let snapshots = snapshots?;
     let mut text = String::new();
     for (i, r) in reports.iter().enumerate() {
         if i > 0 {
@@ -278,6 +281,9 @@ pub async fn run_report(
     if reports.is_empty() {
         text.push_str("no tables\n");
     }
+    if table.is_none() {
+        text.push_str(&render_snapshots(&snapshots));
+    }
     out.write_all(text.as_bytes())
         .map_err(|e| ToolError::io("write", Path::new("standard output"), e))?;
     if let Some(path) = plot_file {
@@ -287,6 +293,38 @@ pub async fn run_report(
             .map_err(|e| ToolError::io("write", Path::new("standard output"), e))?;
     }
     Ok(reports)
+}
+
+/// The snapshot lines of the report: each snapshot's tables, files and size, and the space
+/// held only by snapshots (files no table lists, each counted once).
+pub fn render_snapshots(snapshots: &[SnapshotDescription]) -> String {
+    let mut s = String::new();
+    if snapshots.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "\nsnapshots:");
+    for d in snapshots {
+        let _ = writeln!(
+            s,
+            "  {}  {}  {}  {}  {} held only by snapshots",
+            d.name,
+            d.tables.join(","),
+            plural(d.files as u64, "file"),
+            human_bytes(d.size),
+            human_bytes(d.own_size)
+        );
+    }
+    let held: BTreeMap<u64, u64> = snapshots
+        .iter()
+        .flat_map(|d| d.own_files.iter().copied())
+        .collect();
+    let _ = writeln!(
+        s,
+        "space held only by snapshots: {} in {}",
+        human_bytes(held.values().sum()),
+        plural(held.len() as u64, "file")
+    );
+    s
 }
 
 #[cfg(test)]
@@ -330,6 +368,36 @@ mod tests {
             "no writes since open: {text}"
         );
         assert!(text.contains("largest 75.0% (region 1)"), "{text}");
+    }
+
+    #[test]
+    fn snapshot_space_counts_each_file_once() {
+        let snap = |name: &str, own: Vec<(u64, u64)>| SnapshotDescription {
+            name: name.into(),
+            read_point: 7,
+            created_ms: 0,
+            tables: vec!["default:t".into()],
+            descriptors: Vec::new(),
+            regions: 1,
+            files: 3,
+            size: 3000,
+            shared_size: 3000 - own.iter().map(|f| f.1).sum::<u64>(),
+            own_size: own.iter().map(|f| f.1).sum(),
+            own_files: own,
+        };
+        let text = render_snapshots(&[
+            snap("a", vec![(1, 1024), (2, 1024)]),
+            snap("b", vec![(2, 1024)]),
+        ]);
+        assert!(
+            text.contains("  a  default:t  3 files  2.9 KiB  2.0 KiB held only by snapshots"),
+            "{text}"
+        );
+        assert!(
+            text.contains("space held only by snapshots: 2.0 KiB in 2 files"),
+            "{text}"
+        );
+        assert_eq!(render_snapshots(&[]), "");
     }
 
     #[test]

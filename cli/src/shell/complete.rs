@@ -85,7 +85,8 @@ mod tests {
                     "list_indexes ".into(),
                     "list_namespace ".into(),
                     "list_namespace_tables ".into(),
-                    "list_regions ".into()
+                    "list_regions ".into(),
+                    "list_snapshots ".into()
                 ]
             )
         );

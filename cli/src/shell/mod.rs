@@ -19,6 +19,7 @@ mod data;
 mod ddl;
 mod index;
 mod regions;
+mod snapshots;
 pub use ddl::{family_settings, show_name};
 pub mod lex;
 pub mod parse;
@@ -70,6 +71,16 @@ fn engine_message(e: &basalt_core::Error) -> String {
         E::NamespaceNotFound(n) => {
             format!("Unknown namespace {n}! Create it with create_namespace '{n}'.")
         }
+        E::TableState { table, expected } => {
+            let step = if *expected == "disabled" {
+                "disable"
+            } else {
+                "enable"
+            };
+            format!("Table {table} should be {expected}! Run {step} '{table}' first.")
+        }
+        E::SnapshotNotFound(s) => format!("Snapshot '{s}' doesn't exist on the filesystem"),
+        E::SnapshotExists(s) => format!("Snapshot '{s}' already stored on the filesystem."),
         other => other.to_string(),
     }
 }
@@ -124,6 +135,12 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("dml", "append", "append 't', 'row', 'f:q', 'value'"),
     ("regions", "get_splits", "get_splits 't'"),
     ("regions", "list_regions", "list_regions 't'"),
+    ("snapshots", "snapshot", "snapshot 't', 'name' | ['t1', 't2'], 'name' [, {INDEXES => false}] (online, at one read point; an indexed table's index tables are included unless INDEXES => false)"),
+    ("snapshots", "list_snapshots", "list_snapshots ['regex']"),
+    ("snapshots", "describe_snapshot", "describe_snapshot 'name' (tables, read point, files, space held only by snapshots)"),
+    ("snapshots", "clone_snapshot", "clone_snapshot 'name', 'new_table' (shares the snapshot's files; index tables follow the data table)"),
+    ("snapshots", "restore_snapshot", "restore_snapshot 'name' (disable its tables first; takes a fail-safe snapshot, leaves the tables disabled)"),
+    ("snapshots", "delete_snapshot", "delete_snapshot 'name'"),
     ("admin", "flush", "flush 't'"),
     ("admin", "compact", "compact 't'"),
     ("admin", "major_compact", "major_compact 't'"),
@@ -248,6 +265,13 @@ impl Shell {
             "aggregate" => aggregate::aggregate(&self.dir, &a, out).await?,
             "list_coprocessors" => admin::list_coprocessors(&self.dir, &a, out).await?,
             "get_splits" | "list_regions" => regions::regions(&self.conn, &a, out).await?,
+            "snapshot" => snapshots::snapshot(&self.dir, &a).await?,
+            "list_snapshots" => snapshots::list_snapshots(&self.dir, &a, out).await?,
+            "describe_snapshot" => snapshots::describe_snapshot(&self.dir, &a, out).await?,
+            "clone_snapshot" => snapshots::clone_snapshot(&self.dir, &a).await?,
+            "restore_snapshot" | "delete_snapshot" => {
+                snapshots::restore_or_delete(&self.dir, &a).await?
+            }
             "flush" | "compact" | "major_compact" => {
                 regions::maintain(&self.conn, &a, &self.interrupted, &self.background).await?
             }

@@ -41,6 +41,18 @@ macro_rules! notify {
 
 #[async_trait]
 impl RegionHooks for CoprocessorHost {
+    fn companion_tables(&self) -> Vec<basalt_core::TableName> {
+        let mut all: Vec<basalt_core::TableName> = Vec::new();
+        for cp in &self.chain {
+            for t in cp.observer.companion_tables() {
+                if !all.contains(&t) {
+                    all.push(t);
+                }
+            }
+        }
+        all
+    }
+
     fn skips_mutation_hooks(&self, puts: bool, deletes: bool) -> bool {
         let mut need =
             Hook::PreBatchMutate.bit() | Hook::PostBatchMutate.bit() | Hook::PostBatch.bit();

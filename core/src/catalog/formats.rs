@@ -97,6 +97,7 @@ pub(crate) mod old {
                 next_writer: 1,
                 store_claim: 0,
                 lineage: Vec::new(),
+                snapshots: BTreeMap::new(),
             }
         }
     }
@@ -380,6 +381,7 @@ pub(crate) mod v8 {
                 next_writer: 1,
                 store_claim: 0,
                 lineage: Vec::new(),
+                snapshots: BTreeMap::new(),
             }
         }
     }
@@ -522,6 +524,40 @@ pub(crate) mod v10 {
                 next_writer: old.next_writer,
                 store_claim: old.store_claim,
                 lineage: old.lineage,
+                snapshots: BTreeMap::new(),
+            }
+        }
+    }
+}
+
+/// Version 11: the current tables, no snapshots.
+pub(crate) mod v11 {
+    use serde::{Deserialize, Serialize};
+    use std::collections::{BTreeMap, BTreeSet};
+
+    /// A version-11 catalog.
+    #[derive(Debug, Clone, Serialize, Deserialize)]
+    pub struct CatalogState {
+        pub next_region_id: u64,
+        pub next_file_id: u64,
+        pub namespaces: BTreeSet<String>,
+        pub tables: BTreeMap<String, super::super::TableEntry>,
+        pub next_writer: u64,
+        pub store_claim: u64,
+        pub lineage: Vec<(u64, u64)>,
+    }
+
+    impl From<CatalogState> for super::super::CatalogState {
+        fn from(old: CatalogState) -> Self {
+            super::super::CatalogState {
+                next_region_id: old.next_region_id,
+                next_file_id: old.next_file_id,
+                namespaces: old.namespaces,
+                tables: old.tables,
+                next_writer: old.next_writer,
+                store_claim: old.store_claim,
+                lineage: old.lineage,
+                snapshots: BTreeMap::new(),
             }
         }
     }

@@ -11,7 +11,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 11 (1 to 10 are still read, see below) |
+//! | 8 | 4 | format version: 12 (1 to 11 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -47,7 +47,8 @@
 //! version records the nonces of the versions it descends from; a version-9 catalog is
 //! read with none. Version 11 appended the split restriction
 //! ([`crate::schema::SplitRestriction`]) to every table descriptor; a version-10 catalog
-//! is read with none.
+//! is read with none. Version 12 added the table snapshots ([`CatalogState::snapshots`],
+//! [`SnapshotEntry`]); a version-11 catalog is read with none.
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
 //! that claimed the whole store after this one makes this one's later updates fail with
@@ -58,8 +59,11 @@
 //! Invariants: a region's `flushed_seq` only grows (a split's daughters start at their
 //! parent's); every file a region lists exists on disk; a file may be listed by several
 //! regions (a split's daughters share the parent's files; tables cloned from one snapshot
-//! will share its files) and is deleted only when no region of any table lists it any more
-//! ([`CatalogState::lists_file`]).
+//! share its files) and by snapshots, and is deleted only when no region of any table and
+//! no snapshot lists it any more ([`CatalogState::lists_file`]): every such decision is
+//! taken inside a catalog update, which sees every snapshot. A snapshot is part of the
+//! catalog, so taking or deleting one is one atomic update: a crash leaves it whole or
+//! absent, never half listed.
 
 use crate::error::{Error, Result};
 use crate::objects::{Objects, PutMode};
@@ -74,7 +78,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 11;
+const VERSION: u32 = 12;
 const HEADER: usize = 20;
 
 /// The object name of store file `id` written at region generation `generation`:
@@ -158,6 +162,33 @@ pub struct TableEntry {
     pub regions: Vec<RegionEntry>,
 }
 
+/// A table snapshot as the catalog records it (HBase's snapshot manifest): the listed
+/// tables as they stood at one engine-wide read point, every file they listed then kept
+/// alive by this record (see [`CatalogState::lists_file`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotEntry {
+    /// The read point it was taken at: its tables hold every commit at or below it and
+    /// none above.
+    pub read_point: u64,
+    /// When it was taken, milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// The tables by full name (`ns:name`) as they stood: descriptor (coprocessors and
+    /// their arguments, so index definitions, included), enabled flag, regions and files.
+    pub tables: BTreeMap<String, TableEntry>,
+}
+
+impl SnapshotEntry {
+    /// Every store file the snapshot lists, each once.
+    pub fn files(&self) -> BTreeMap<u64, FileEntry> {
+        self.tables
+            .values()
+            .flat_map(|t| &t.regions)
+            .flat_map(|r| r.files.values().flatten())
+            .map(|f| (f.id, f.clone()))
+            .collect()
+    }
+}
+
 /// Everything the catalog records.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CatalogState {
@@ -178,6 +209,8 @@ pub struct CatalogState {
     /// with the random nonce its writer gave it (at most 32). An engine that stored version
     /// `n` and then finds a newer one checks there that it descends from its own `n`.
     pub lineage: Vec<(u64, u64)>,
+    /// Table snapshots by name.
+    pub snapshots: BTreeMap<String, SnapshotEntry>,
 }
 
 impl Default for CatalogState {
@@ -195,20 +228,34 @@ impl Default for CatalogState {
             next_writer: 1,
             store_claim: 0,
             lineage: Vec::new(),
+            snapshots: BTreeMap::new(),
         }
     }
 }
 
 impl CatalogState {
-    /// True when a region of any table lists store file `id`. A file is deleted only when
-    /// none does: split daughters share their parent's files until they compact, and a
-    /// file may be listed by more than one table (issue 46's clones share a snapshot's).
+    /// True when a region of any table or of any snapshot lists store file `id`. A file is
+    /// deleted only when none does: split daughters share their parent's files until they
+    /// compact, tables cloned from a snapshot share its files, and a snapshot keeps the
+    /// files its tables listed when it was taken.
     pub fn lists_file(&self, id: u64) -> bool {
         self.tables
             .values()
+            .chain(self.snapshots.values().flat_map(|s| s.tables.values()))
             .flat_map(|t| &t.regions)
             .flat_map(|r| r.files.values().flatten())
             .any(|f| f.id == id)
+    }
+
+    /// The object names of every store file a table or a snapshot lists.
+    pub fn listed_file_names(&self) -> std::collections::HashSet<String> {
+        self.tables
+            .values()
+            .chain(self.snapshots.values().flat_map(|s| s.tables.values()))
+            .flat_map(|t| &t.regions)
+            .flat_map(|r| r.files.values().flatten())
+            .map(FileEntry::name)
+            .collect()
     }
 
     /// The entry of table `key` (`ns:name`), or [`Error::TableNotFound`].
@@ -411,13 +458,16 @@ fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         8 => postcard::from_bytes::<v8::CatalogState>(payload).map(CatalogState::from),
         9 => postcard::from_bytes::<v9::CatalogState>(payload).map(CatalogState::from),
         10 => postcard::from_bytes::<v10::CatalogState>(payload).map(CatalogState::from),
+        11 => postcard::from_bytes::<v11::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
 mod formats;
-pub(crate) use formats::{old, v1, v10, v2, v3, v4, v8, v9};
+mod snapshots;
+pub(crate) use formats::{old, v1, v10, v11, v2, v3, v4, v8, v9};
+pub use snapshots::{validate_snapshot_name, SnapshotDescription, MAX_SNAPSHOT_NAME};
 
 #[cfg(test)]
 mod tests;

@@ -386,7 +386,7 @@ fn version_8_catalogs_are_read_with_unknown_writers() {
 }
 
 /// Writes a catalog of format `version` with `payload` into `dir` and opens it.
-fn read_written(dir: &std::path::Path, version: u32, payload: &[u8]) -> CatalogState {
+pub(super) fn read_written(dir: &std::path::Path, version: u32, payload: &[u8]) -> CatalogState {
     let mut bytes = Vec::new();
     bytes.extend_from_slice(MAGIC);
     bytes.extend_from_slice(&version.to_be_bytes());

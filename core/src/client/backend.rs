@@ -58,6 +58,7 @@
 //! repairs, and the engine handle itself ([`Connection::engine`](super::Connection::engine)),
 //! which are the embedded engine's (`impl Connection<Engine>`).
 
+use crate::catalog::SnapshotDescription;
 use crate::error::Result;
 use crate::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
@@ -327,6 +328,46 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// Every offline region of every table, with the file and why.
     fn offline_regions(self: &Arc<Self>)
         -> impl Future<Output = Result<Vec<OfflineRegion>>> + Send;
+
+    // ---- Table snapshots ---------------------------------------------------------------
+
+    /// Takes table snapshot `name` of `tables` (and of their companion tables, such as
+    /// index tables, when `companions`) at one read point, online, copying no data.
+    fn snapshot(
+        self: &Arc<Self>,
+        name: &str,
+        tables: &[TableName],
+        companions: bool,
+    ) -> impl Future<Output = Result<SnapshotDescription>> + Send;
+
+    /// Every table snapshot, in name order.
+    fn list_snapshots(
+        self: &Arc<Self>,
+    ) -> impl Future<Output = Result<Vec<SnapshotDescription>>> + Send;
+
+    /// One table snapshot's description.
+    fn describe_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> impl Future<Output = Result<SnapshotDescription>> + Send;
+
+    /// Deletes a table snapshot; files no table and no other snapshot lists go with it.
+    fn delete_snapshot(self: &Arc<Self>, name: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Creates tables from a snapshot's: each `(from, descriptor)` pair makes table
+    /// `descriptor.name` from the snapshot's table `from`, sharing its files.
+    fn clone_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+        targets: Vec<(TableName, TableDescriptor)>,
+    ) -> impl Future<Output = Result<()>> + Send;
+
+    /// Rolls a snapshot's tables (disabled, or missing) back to it, leaving them disabled;
+    /// returns the name of the fail-safe snapshot taken of their state first, if any.
+    fn restore_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<String>>> + Send;
 
     // ---- Lifecycle -------------------------------------------------------------------
 

@@ -10,6 +10,7 @@
 
 use super::backend::{Backend, ReadPointHandle};
 use super::Connection;
+use crate::catalog::SnapshotDescription;
 use crate::error::{Error, Result};
 use crate::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
@@ -26,6 +27,7 @@ use crate::server::hooks;
 use crate::server::open::check::IntegrityReport;
 use crate::server::open::recovery::{OfflineRegion, RecoveryReport};
 use crate::server::read::{ResultStream, ScanPoint};
+use crate::server::snapshots;
 use crate::server::Engine;
 use crate::storage::compaction::CompactionKind;
 use std::path::Path;
@@ -310,6 +312,39 @@ impl Backend for Engine {
 
     async fn offline_regions(self: &Arc<Self>) -> Result<Vec<OfflineRegion>> {
         Ok(Engine::offline_regions(self))
+    }
+
+    async fn snapshot(
+        self: &Arc<Self>,
+        name: &str,
+        tables: &[TableName],
+        companions: bool,
+    ) -> Result<SnapshotDescription> {
+        snapshots::take_snapshot(self, name, tables, companions).await
+    }
+
+    async fn list_snapshots(self: &Arc<Self>) -> Result<Vec<SnapshotDescription>> {
+        Ok(snapshots::list_snapshots(self))
+    }
+
+    async fn describe_snapshot(self: &Arc<Self>, name: &str) -> Result<SnapshotDescription> {
+        snapshots::describe_snapshot(self, name)
+    }
+
+    async fn delete_snapshot(self: &Arc<Self>, name: &str) -> Result<()> {
+        snapshots::delete_snapshot(self, name).await
+    }
+
+    async fn clone_snapshot(
+        self: &Arc<Self>,
+        name: &str,
+        targets: Vec<(TableName, TableDescriptor)>,
+    ) -> Result<()> {
+        snapshots::clone_snapshot(self, name, targets).await
+    }
+
+    async fn restore_snapshot(self: &Arc<Self>, name: &str) -> Result<Option<String>> {
+        snapshots::restore_snapshot(self, name).await
     }
 
     async fn close(self: &Arc<Self>) -> Result<()> {

@@ -42,6 +42,7 @@ pub use report::{RegionLoad, RegionReport};
 pub use salted::{BucketRange, SaltedScanStats, SaltedScanStream, SaltedTable};
 pub use snapshot::Snapshot;
 
+use crate::catalog::SnapshotDescription;
 use crate::error::Result;
 use crate::region::RegionInfo;
 use crate::schema::{
@@ -328,6 +329,81 @@ impl<B: Backend> Admin<B> {
     /// opened), with the file and why; empty when all regions serve.
     pub async fn offline_regions(&self) -> Result<Vec<OfflineRegion>> {
         self.backend.offline_regions().await
+    }
+    /// Takes table snapshot `name` of `table` and its companion tables (the index tables
+    /// its coprocessors maintain in the same batches), online, at one read point, copying
+    /// no data: the flush of what the MemStores hold is its only cost (HBase's
+    /// `snapshot 'table', 'name'`).
+    pub async fn snapshot(
+        &self,
+        name: &str,
+        table: impl IntoTableName,
+    ) -> Result<SnapshotDescription> {
+        let tables = [table.into_table_name()?];
+        self.backend.snapshot(name, &tables, true).await
+    }
+    /// Takes table snapshot `name` of several tables at one read point; with `companions`
+    /// their companion (index) tables are included too.
+    pub async fn snapshot_tables<T: IntoTableName>(
+        &self,
+        name: &str,
+        tables: impl IntoIterator<Item = T>,
+        companions: bool,
+    ) -> Result<SnapshotDescription> {
+        let tables = tables
+            .into_iter()
+            .map(IntoTableName::into_table_name)
+            .collect::<Result<Vec<_>>>()?;
+        self.backend.snapshot(name, &tables, companions).await
+    }
+    /// Every table snapshot, in name order.
+    pub async fn list_snapshots(&self) -> Result<Vec<SnapshotDescription>> {
+        self.backend.list_snapshots().await
+    }
+    /// A table snapshot's tables, read point, files and the space it alone holds.
+    pub async fn describe_snapshot(&self, name: &str) -> Result<SnapshotDescription> {
+        self.backend.describe_snapshot(name).await
+    }
+    /// Deletes a table snapshot; files no table and no other snapshot lists are deleted.
+    pub async fn delete_snapshot(&self, name: &str) -> Result<()> {
+        self.backend.delete_snapshot(name).await
+    }
+    /// Creates table `new_table` from snapshot `name`, which must hold one table: it shares
+    /// the snapshot's files (no copy) and diverges from there (HBase's `clone_snapshot`).
+    /// A snapshot of several tables (an indexed table's) is cloned with
+    /// [`Admin::clone_snapshot_tables`].
+    pub async fn clone_snapshot(&self, name: &str, new_table: impl IntoTableName) -> Result<()> {
+        let new_table = new_table.into_table_name()?;
+        let snap = self.backend.describe_snapshot(name).await?;
+        let ([from], [desc]) = (snap.tables.as_slice(), snap.descriptors.as_slice()) else {
+            return Err(crate::error::Error::bad_argument(format!(
+                "snapshot {name} holds {} tables ({}): name each clone with clone_snapshot_tables",
+                snap.tables.len(),
+                snap.tables.join(", ")
+            )));
+        };
+        let from = TableName::parse(from)?;
+        let mut desc = desc.clone();
+        desc.name = new_table;
+        self.backend.clone_snapshot(name, vec![(from, desc)]).await
+    }
+    /// Creates tables from snapshot `name`'s: each `(from, descriptor)` makes table
+    /// `descriptor.name` from the snapshot's table `from` (same column families), sharing
+    /// its files. An indexed table is cloned with its index tables, whose descriptors name
+    /// the clones (`basalt_index::IndexAdmin::clone_snapshot` builds them).
+    pub async fn clone_snapshot_tables(
+        &self,
+        name: &str,
+        targets: Vec<(TableName, TableDescriptor)>,
+    ) -> Result<()> {
+        self.backend.clone_snapshot(name, targets).await
+    }
+    /// Rolls snapshot `name`'s tables back to it (HBase's `restore_snapshot`): each must be
+    /// disabled (or missing); a fail-safe snapshot of their current state is taken first
+    /// and its name returned (`None` when none of them existed). The tables are left
+    /// disabled: enable them to serve the restored state.
+    pub async fn restore_snapshot(&self, name: &str) -> Result<Option<String>> {
+        self.backend.restore_snapshot(name).await
     }
 }
 

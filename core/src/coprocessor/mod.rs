@@ -138,6 +138,12 @@ pub enum MutationHook {
 /// fails the operation with that error (a post-hook's error after the write committed).
 #[async_trait]
 pub trait RegionHooks: Send + Sync + std::fmt::Debug {
+    /// The other tables these hooks write in the same atomic batch as the table's own
+    /// rows (a global index's tables): a table snapshot of the table includes them, so the
+    /// snapshot holds both sides of every batch. Defaults to none.
+    fn companion_tables(&self) -> Vec<crate::schema::TableName> {
+        Vec::new()
+    }
     /// True when a write of puts (`puts`) and/or deletes (`deletes`) would run nothing in
     /// any of its hooks (`pre_put`/`post_put`, `pre_delete`/`post_delete` as asked, and
     /// `pre_batch_mutate`, `post_batch_mutate`, `post_batch`): the engine then writes as for

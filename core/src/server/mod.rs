@@ -3,7 +3,7 @@
 //!
 //! Stages of `server`, bottom to top: `config`, `ownership`, `shared`, `validate`,
 //! `read_points`, `read`, `endpoint`, `hooks`, `flush`, `compact`, `split`, `write`, `open`,
-//! `admin`.
+//! `admin`, `snapshots`.
 //!
 //! Each stage uses only the stages before it in that list (`tests/architecture.rs` checks
 //! it as it checks the crate's layers). At the bottom what the engine is given and shares:
@@ -19,7 +19,8 @@
 //! ([`WritePipeline`], [`write`](mod@write): row locks, one pipeline for every write kind,
 //! the hooked-write clock). Above them opening a data directory ([`open`]: recovery,
 //! takeover of another engine's regions, integrity checks, offline repair) and schema
-//! changes ([`admin`]). [`Engine`], here, owns one of each stage.
+//! changes ([`admin`]), and on top table snapshots ([`snapshots`]: take, list, delete, clone,
+//! restore). [`Engine`], here, owns one of each stage.
 //!
 //! Invariant: a table's regions are sorted by start key and cover the whole key space
 //! without gaps or overlaps.
@@ -35,6 +36,7 @@ pub(crate) mod ownership;
 pub(crate) mod read;
 pub(crate) mod read_points;
 pub(crate) mod shared;
+pub(crate) mod snapshots;
 pub(crate) mod split;
 pub(crate) mod validate;
 pub(crate) mod write;

@@ -202,6 +202,20 @@ pub(crate) fn recover(config: Config) -> Result<Recovered> {
         true => u64::MAX,
         false => claimed.file_ids.start,
     };
+    // A snapshot's files are kept as a table's are, and their sequence ids count (a
+    // clone of it goes on above them).
+    live_files.extend(full.listed_file_names());
+    for r in full
+        .snapshots
+        .values()
+        .flat_map(|s| s.tables.values())
+        .flat_map(|t| &t.regions)
+    {
+        max_seq = max_seq.max(r.flushed_seq);
+        for f in r.files.values().flatten() {
+            max_seq = max_seq.max(f.max_seq);
+        }
+    }
     // An engine serving some regions leaves files alone: the others serve the rest.
     if config.serve_regions.is_none() {
         remove_orphans(&*objects, &live_files, orphan_ids)?;
