@@ -1,8 +1,10 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, gateway, ycsb, opcost, all (`all` runs all but
-//! gateway, ycsb and opcost). The
+//! filters, coprocessors, salting, index, gateway, ycsb, opcost, snapshots, all (`all` runs
+//! all but gateway, ycsb, opcost and snapshots). The `snapshots` suite measures table
+//! snapshots, clones and backups against a flush, a file copy and `cp -r` (see its module
+//! doc). The
 //! `ycsb` suite runs YCSB's core workloads (load, then A, B, C, F, D, E) on Basalt, fjall and,
 //! with the `rocksdb` feature, RocksDB (`[--records N] [--operations N] [--threads N]
 //! [--chart FILE]`). The `opcost` suite runs put, cached get, missed get and scan phases
@@ -34,6 +36,7 @@ mod measure;
 mod opcost;
 mod put_rounds;
 mod salting;
+mod snapshots;
 mod storage;
 mod storage_basalt;
 mod storage_dataset;
@@ -48,7 +51,7 @@ use std::process::ExitCode;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Every suite the CLI knows, implemented or not.
-const SUITES: [&str; 10] = [
+const SUITES: [&str; 11] = [
     "core",
     "storage",
     "filters",
@@ -58,6 +61,7 @@ const SUITES: [&str; 10] = [
     "gateway",
     "ycsb",
     "opcost",
+    "snapshots",
     "all",
 ];
 
@@ -397,6 +401,7 @@ fn main() -> ExitCode {
         "gateway" => &["gateway"],
         "ycsb" => &["ycsb"],
         "opcost" => &["opcost"],
+        "snapshots" => &["snapshots"],
         other => {
             eprintln!("unknown suite {other}");
             return ExitCode::from(3);
@@ -455,6 +460,7 @@ fn main() -> ExitCode {
             "salting" => salting::DEFAULT_ROWS,
             "index" => index::DEFAULT_ROWS,
             "gateway" => gateway::DEFAULT_ROWS,
+            "snapshots" => snapshots::DEFAULT_ROWS,
             _ => storage_dataset::DEFAULT_ROWS,
         };
         let mut settings =
@@ -463,8 +469,18 @@ fn main() -> ExitCode {
         settings.compression = args.compression;
         settings.compaction_compression = args.compaction_compression;
         settings.rounds = args.rounds;
-        if ["filters", "coprocessors", "salting", "index", "gateway"].contains(&suite) {
+        if [
+            "filters",
+            "coprocessors",
+            "salting",
+            "index",
+            "gateway",
+            "snapshots",
+        ]
+        .contains(&suite)
+        {
             let r = match suite {
+                "snapshots" => snapshots::run(&settings),
                 "filters" => filters::run(&settings),
                 "gateway" => gateway::run(&settings),
                 "coprocessors" => coprocessors::run(&settings),

@@ -7,12 +7,12 @@
 //! only parses arguments and calls into these.
 //!
 //! Layers, bottom to top: `error`, `progress`, `datadir`, `offline`, `import`, `report`,
-//! `shell`, `serve`.
+//! `backup`, `shell`, `serve`.
 //!
 //! Each module uses only modules before it in that list: the error type and progress bars
 //! at the bottom, then opening a data directory the tool's way; the offline check and
-//! repair; the importer; the region report (which prints sizes as the check does); the
-//! shell; and on top the Thrift gateway, whose status page prints families as the shell's
+//! repair; the importer; the region report (which prints sizes as the check does);
+//! backups ([`run_backup`], [`run_verify_backup`], [`run_restore`]); the shell; and on top the Thrift gateway, whose status page prints families as the shell's
 //! `describe` does.
 //!
 //! Public modules: none. Every module is private: what the binary, the tests and the docs
@@ -25,6 +25,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod backup;
 mod datadir;
 mod error;
 mod import;
@@ -34,6 +35,7 @@ mod report;
 mod serve;
 mod shell;
 
+pub use backup::{run_backup, run_restore, run_verify_backup};
 pub use datadir::DataDir;
 pub use error::{ColumnSpecError, ToolError};
 pub use import::{

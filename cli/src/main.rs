@@ -7,7 +7,8 @@
 //! history (`~/.basalt_history`) and Tab completion of command and table names.
 //!
 //! `basalt check DIR`, `basalt repair DIR`, `basalt report DIR [--table T] [--plot FILE]` and
-//! `basalt import DIR TABLE FILE ...` (docs/cli.md) exit with 0 when all is well, 1 when
+//! `basalt import DIR TABLE FILE ...`, `basalt backup DIR TARGET`, `basalt backup --verify
+//! TARGET` and `basalt restore TARGET DIR` (docs/cli.md, docs/backup.md) exit with 0 when all is well, 1 when
 //! they found damage (or a bad line stopped the import), 130 after Ctrl-C stopped an import,
 //! and 2 when they could not run (one `ERROR: ...` line on standard error).
 //!
@@ -85,6 +86,35 @@ enum Tool {
     },
     /// Bulk loads a TSV or CSV file into a table (HBase ImportTsv's column syntax).
     Import(basalt_cli::ImportArgs),
+    /// Backs a data directory up to TARGET (`backup DIR TARGET`), or re-reads a backup and
+    /// checks every file (`backup --verify TARGET`).
+    Backup {
+        /// `DIR TARGET`, or `TARGET` alone with `--verify`.
+        #[arg(num_args = 1..=2, required = true)]
+        paths: Vec<PathBuf>,
+        /// Re-reads backup TARGET (the newest, or `--id`) and checks every size and checksum.
+        #[arg(long)]
+        verify: bool,
+        /// The backup to verify (its number; the newest by default).
+        #[arg(long, requires = "verify")]
+        id: Option<u64>,
+        /// Backs up this table snapshot instead of every table at a read point taken now.
+        #[arg(long, conflicts_with = "verify")]
+        snapshot: Option<String>,
+        /// Copies at most this many bytes a second.
+        #[arg(long, conflicts_with = "verify")]
+        max_bytes_per_sec: Option<u64>,
+    },
+    /// Rebuilds a data directory DIR (missing or empty) from a backup, verified first.
+    Restore {
+        /// The backup directory.
+        backup: PathBuf,
+        /// The new data directory.
+        dir: PathBuf,
+        /// The backup to restore (its number; the newest by default).
+        #[arg(long)]
+        id: Option<u64>,
+    },
 }
 
 /// `basalt serve`'s flags (docs/serve.md).
@@ -238,6 +268,35 @@ fn tool(command: Tool) -> Result<u8, basalt_cli::ToolError> {
                 .await
                 .map(|_| 0)
         }),
+        Tool::Backup {
+            paths,
+            verify: true,
+            id,
+            ..
+        } => match paths.as_slice() {
+            [target] => basalt_cli::run_verify_backup(target, id, &mut out).map(healthy),
+            _ => Err(basalt_cli::ToolError::Usage(
+                "backup --verify takes the backup directory alone".into(),
+            )),
+        },
+        Tool::Backup {
+            paths,
+            snapshot,
+            max_bytes_per_sec,
+            ..
+        } => match paths.as_slice() {
+            [dir, target] => runtime()?.block_on(async {
+                basalt_cli::run_backup(dir, target, snapshot, max_bytes_per_sec, &mut out)
+                    .await
+                    .map(|_| 0)
+            }),
+            _ => Err(basalt_cli::ToolError::Usage(
+                "backup takes the data directory and the backup directory".into(),
+            )),
+        },
+        Tool::Restore { backup, dir, id } => {
+            basalt_cli::run_restore(&backup, &dir, id, &mut out).map(|_| 0)
+        }
         Tool::Import(args) => runtime()?.block_on(async {
             let summary = basalt_cli::run_import(&args, &mut out).await?;
             if let Some(basalt_cli::ImportStop::Failed(e)) = &summary.stop {

@@ -1,8 +1,8 @@
 //! `basalt-core`: Basalt's engine.
 //!
 //! Layers, bottom to top: `error`, `varint`, `cell`, `fs`, `objects`, `mvcc`, `keys`,
-//! `schema`, `coord`, `wal`, `filter`, `ops`, `catalog`, `storage`, `region`, `coprocessor`,
-//! `server`, `client`.
+//! `schema`, `coord`, `wal`, `filter`, `ops`, `catalog`, `backup`, `storage`, `region`,
+//! `coprocessor`, `server`, `client`.
 //!
 //! Each module uses only modules before it in that list (`tests/architecture.rs` reads the
 //! sources and fails on any reference to a later one). The engine's own stages are declared
@@ -11,7 +11,8 @@
 //! and rows ([`cell`]), key ranges and row-key tools ([`keys`]), table schemas (`schema`),
 //! filters as data ([`filter`]) and the operations a client sends (`ops`). Then the
 //! durable pieces: coordination (who is alive and owns which region, [`coord`], in memory
-//! for the embedded engine), the WAL (`wal`), the catalog (`catalog`) and the stores
+//! for the embedded engine), the WAL (`wal`), the catalog (`catalog`), backups of its
+//! files to another store (`backup`) and the stores
 //! (`storage`: MemStore, store files, merge, matcher, compaction), which know nothing of
 //! regions; `region` (regions, stores, row locks), which knows nothing of coprocessors;
 //! the coprocessor interface ([`coprocessor`]), which names no engine type; the engine
@@ -40,6 +41,7 @@ pub mod fs;
 pub mod keys;
 pub mod objects;
 
+mod backup;
 mod catalog;
 mod error;
 mod mvcc;
@@ -67,6 +69,10 @@ pub mod repair {
     };
 }
 
+pub use backup::{
+    list_backups, read_manifest, restore_backup, verify_backup, BackupCheck, BackupFile,
+    BackupManifest, BackupOptions, BackupProgress, BackupSummary, ProgressFn,
+};
 pub use catalog::{validate_snapshot_name, SnapshotDescription, MAX_SNAPSHOT_NAME};
 pub use cell::{now_ms, Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Backend, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
@@ -82,6 +88,7 @@ pub use schema::{
     KeepDeletedCells, SplitRestriction, TableDescriptor, TableName, DEFAULT_NAMESPACE,
     SYSTEM_NAMESPACE,
 };
+pub use server::backup::BackupSource;
 pub use server::config::{HooksLoader, RecoveryRepair, RecoveryRepairOutcome};
 pub use server::open::check::{IntegrityReport, StoreFileReport};
 pub use server::open::recovery::{OfflineRegion, RecoveryReport};

@@ -387,7 +387,7 @@ impl Catalog {
 }
 
 /// The catalog file's bytes for `state` (see the module doc).
-fn encode(state: &CatalogState) -> Result<Vec<u8>> {
+pub(crate) fn encode(state: &CatalogState) -> Result<Vec<u8>> {
     {
         let payload = postcard::to_stdvec(state)
             .map_err(|e| Error::bad_argument(format!("catalog encoding failed: {e}")))?;
@@ -415,7 +415,8 @@ fn checksum(version: u32, head: &[u8], payload: &[u8]) -> u32 {
     h.finalize()
 }
 
-fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
+/// The state in catalog file bytes (`path` names them in errors), every byte checked.
+pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
     let corrupt = |offset: u64, why: &str| Error::corruption(path, offset, why);
     if bytes.len() < HEADER {
         return Err(corrupt(0, "catalog shorter than its header"));

@@ -446,6 +446,20 @@ impl Connection<Engine> {
         &self.backend
     }
 
+    /// Backs `source` (every table, at one read point taken now, or a table snapshot) up
+    /// to `target`, a directory ([`crate::objects::local`]) or any object store: only the
+    /// store files `target` lacks are copied, each checked against its checksum, and the
+    /// backup's manifest is stored last (see `docs/backup.md`). Runs while the engine
+    /// serves; [`crate::restore_backup`] rebuilds a data directory from it.
+    pub async fn backup(
+        &self,
+        target: Arc<dyn crate::objects::Objects>,
+        source: crate::server::backup::BackupSource,
+        options: crate::backup::BackupOptions,
+    ) -> Result<crate::backup::BackupSummary> {
+        crate::server::backup::backup(&self.backend, target, source, options).await
+    }
+
     /// Pins one read point over every region of table `name` for an endpoint call (what
     /// the endpoint client fans out over). In-process only: the call runs code in each
     /// region (see [`Backend`]'s doc, "Endpoint fan-out").

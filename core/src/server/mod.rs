@@ -3,7 +3,7 @@
 //!
 //! Stages of `server`, bottom to top: `config`, `ownership`, `shared`, `validate`,
 //! `read_points`, `read`, `endpoint`, `hooks`, `flush`, `compact`, `split`, `write`, `open`,
-//! `admin`, `snapshots`.
+//! `admin`, `snapshots`, `backup`.
 //!
 //! Each stage uses only the stages before it in that list (`tests/architecture.rs` checks
 //! it as it checks the crate's layers). At the bottom what the engine is given and shares:
@@ -20,12 +20,14 @@
 //! the hooked-write clock). Above them opening a data directory ([`open`]: recovery,
 //! takeover of another engine's regions, integrity checks, offline repair) and schema
 //! changes ([`admin`]), and on top table snapshots ([`snapshots`]: take, list, delete, clone,
-//! restore). [`Engine`], here, owns one of each stage.
+//! restore) and backups of a running engine ([`backup`]). [`Engine`], here, owns one of
+//! each stage.
 //!
 //! Invariant: a table's regions are sorted by start key and cover the whole key space
 //! without gaps or overlaps.
 
 pub(crate) mod admin;
+pub(crate) mod backup;
 pub(crate) mod compact;
 pub(crate) mod config;
 pub(crate) mod endpoint;

@@ -84,18 +84,35 @@ async fn snapshot_under_ops(
     for r in &regions {
         engine.upkeep.flush_region(r).await?;
     }
-    let keys: Vec<String> = scope.keys().map(|t| t.to_string()).collect();
+    // What the gates hold: each table's schema and regions. A schema changed meanwhile
+    // (an index created: a companion table more) or regions another engine took since (a
+    // shared store) would make the record differ from what the gates froze: refused.
+    if snapshot_scope(engine, tables, companions)?.len() != scope.len() {
+        return Err(changed());
+    }
+    let held: BTreeMap<String, (crate::schema::TableDescriptor, Vec<u64>)> = scope
+        .iter()
+        .map(|(name, t)| {
+            let ids = t.regions.read().iter().map(|r| r.id).collect();
+            (name.to_string(), (t.descriptor.read().clone(), ids))
+        })
+        .collect();
+    let keys: Vec<String> = held.keys().cloned().collect();
     let created_ms = now_ms();
     engine.shared.catalog.update(|s| {
         if s.snapshots.contains_key(name) {
             return Err(Error::SnapshotExists(name.to_string()));
         }
         let mut tables = BTreeMap::new();
-        for k in &keys {
+        for (k, (descriptor, ids)) in &held {
             let t = s
                 .tables
                 .get(k)
                 .ok_or_else(|| Error::TableNotFound(k.clone()))?;
+            let listed: Vec<u64> = t.regions.iter().map(|r| r.id).collect();
+            if t.descriptor != *descriptor || listed != *ids {
+                return Err(changed());
+            }
             tables.insert(k.clone(), t.clone());
         }
         let entry = SnapshotEntry {
@@ -383,6 +400,15 @@ fn delete_files(engine: &Engine, files: &[FileEntry], why: &str) {
             tracing::warn!(file = f.id, error = %e, "could not remove a store file of a {why}");
         }
     }
+}
+
+/// The error of a snapshot whose tables changed schema or regions while it was taken.
+fn changed() -> Error {
+    Error::Busy(
+        "a table of the snapshot changed its schema or regions while the snapshot was taken \
+         (an index created or dropped, regions taken over): take it again"
+            .into(),
+    )
 }
 
 /// Gives every region of `t` a fresh id from `next` and this engine's `writers`.

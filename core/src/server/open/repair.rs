@@ -245,7 +245,10 @@ pub fn repair_dir(config: &Config) -> Result<RepairReport> {
     }
     if !set_aside.is_empty() {
         catalog.update(|s| {
-            for t in s.tables.values_mut() {
+            // A snapshot listing a file set aside stops listing it too: the file is no
+            // longer in `data/`.
+            let snapshots = s.snapshots.values_mut().flat_map(|x| x.tables.values_mut());
+            for t in s.tables.values_mut().chain(snapshots) {
                 for r in &mut t.regions {
                     for files in r.files.values_mut() {
                         files.retain(|f| !set_aside.iter().any(|a| a.file_id == f.id));

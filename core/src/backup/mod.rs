@@ -1,0 +1,534 @@
+//! Backups: a data directory's tables at one read point, copied with checksums to another
+//! object store ([`crate::objects`]: a directory, or any `object_store` backend), and
+//! rebuilt from there into a new data directory.
+//!
+//! Layout of a backup target:
+//!
+//! - `files/{id:016}-g{generation}-{crc32:08x}-{size}.sf`: a store file, named by its
+//!   identity, checksum and size. Stored whole (create-if-absent) before any manifest names
+//!   it, never changed, and shared by every backup that holds it: a later backup copies only
+//!   the files the target lacks (incremental), and a file shared by several backups is
+//!   stored once.
+//! - `backups/{n:020}.manifest`: backup `n`, created (create-if-absent) after every file it
+//!   names is stored. A backup interrupted before its manifest is no backup: nothing lists
+//!   it, and its files are reused by the next one.
+//!
+//! Manifest format (integers big-endian): magic `BSLTBAK1` (8 bytes), format version 1
+//! (4), payload length N (4), CRC32 (IEEE) of the first 16 bytes and the payload (4), then
+//! the payload: [`BackupManifest`] in postcard encoding. Nothing may follow. The manifest
+//! carries the catalog as its file bytes (`crate::catalog`'s format, with its own checksum).
+//!
+//! Invariants: every file a manifest names was stored, checked against its checksum while
+//! it was copied, before the manifest; a restore verifies every file's size and checksum
+//! before it writes anything, and writes into an empty directory only.
+
+use crate::catalog::{self, CatalogState, FileEntry};
+use crate::error::{Error, Result};
+use crate::fs::FileSystem;
+use crate::objects::{LocalObjects, Objects, PutMode};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const MAGIC: &[u8; 8] = b"BSLTBAK1";
+const VERSION: u32 = 1;
+const HEADER: usize = 20;
+/// The folder of the stored files.
+const FILES: &str = "files";
+/// The folder of the manifests.
+const MANIFESTS: &str = "backups";
+/// How much a copy reads and writes at a time.
+const CHUNK: u64 = 1 << 20;
+
+/// One store file of a backup.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupFile {
+    /// Its object name in a data directory (`data/...`).
+    pub name: String,
+    /// Its object name in the backup target (`files/...`).
+    pub stored: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// CRC32 (IEEE) of its bytes.
+    pub crc32: u32,
+}
+
+/// What a backup holds: its catalog and the files it names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupManifest {
+    /// Its number in the target (the newest is the largest).
+    pub id: u64,
+    /// When it was completed, milliseconds since the Unix epoch.
+    pub created_ms: u64,
+    /// The engine-wide read point its tables were taken at.
+    pub read_point: u64,
+    /// Its tables (`ns:name`).
+    pub tables: Vec<String>,
+    /// The catalog of the restored directory, as catalog file bytes.
+    pub catalog: Vec<u8>,
+    /// Every store file the catalog lists.
+    pub files: Vec<BackupFile>,
+}
+
+/// A callback told of a backup's progress after every file.
+pub type ProgressFn = Arc<dyn Fn(&BackupProgress) + Send + Sync>;
+
+/// How a backup runs.
+#[derive(Clone, Default)]
+pub struct BackupOptions {
+    /// At most this many bytes copied a second (`None`: as fast as the stores go).
+    pub max_bytes_per_sec: Option<u64>,
+    /// Called after every file with the work done so far.
+    pub progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for BackupOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackupOptions")
+            .field("max_bytes_per_sec", &self.max_bytes_per_sec)
+            .field("progress", &self.progress.is_some())
+            .finish()
+    }
+}
+
+/// Work done by a backup, a verification or a restore.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackupProgress {
+    /// Files handled.
+    pub files_done: usize,
+    /// Files in all.
+    pub files_total: usize,
+    /// Bytes of the files handled.
+    pub bytes_done: u64,
+    /// Bytes of every file.
+    pub bytes_total: u64,
+    /// Bytes actually copied (a file the target holds already is not).
+    pub bytes_copied: u64,
+}
+
+/// What a backup or a restore did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupSummary {
+    /// The backup's number in its target.
+    pub id: u64,
+    /// Its read point.
+    pub read_point: u64,
+    /// Its tables.
+    pub tables: Vec<String>,
+    /// The files it names, and their bytes.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// The files copied (the others were in the target already).
+    pub copied_files: usize,
+    /// Their bytes.
+    pub copied_bytes: u64,
+}
+
+/// What a verification found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackupCheck {
+    /// The backup checked.
+    pub id: u64,
+    /// The files it names.
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Each damaged file (its stored name) and what is wrong; empty when the backup is
+    /// whole.
+    pub damaged: Vec<(String, String)>,
+}
+
+impl BackupCheck {
+    /// True when every file is present with its size and checksum.
+    pub fn is_whole(&self) -> bool {
+        self.damaged.is_empty()
+    }
+}
+
+/// The backups `target` holds, oldest first.
+pub fn list_backups(target: &dyn Objects) -> Result<Vec<u64>> {
+    let mut ids: Vec<u64> = target
+        .list(MANIFESTS)?
+        .iter()
+        .filter_map(|n| n.strip_prefix("backups/")?.strip_suffix(".manifest"))
+        .filter(|n| n.len() == 20)
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+/// Backup `id` of `target` (the newest when `None`), its manifest checked.
+pub fn read_manifest(target: &dyn Objects, id: Option<u64>) -> Result<BackupManifest> {
+    let id = match id {
+        Some(id) => id,
+        None => *list_backups(target)?.last().ok_or_else(|| {
+            Error::bad_argument(format!(
+                "{} holds no complete backup (a backup interrupted before its manifest was \
+                 written is not one)",
+                target.locate("").display()
+            ))
+        })?,
+    };
+    let name = manifest_name(id);
+    let bytes = match target.read(&name) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(Error::bad_argument(format!(
+                "{} holds no backup {id}",
+                target.locate("").display()
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    decode(&target.locate(&name), &bytes)
+}
+
+/// Copies the store files `state`'s tables list from `source` to `target` (those it lacks)
+/// and then stores the manifest of a backup of them at `read_point`; see the module doc.
+pub(crate) fn write_backup(
+    source: &dyn Objects,
+    target: &dyn Objects,
+    state: &CatalogState,
+    read_point: u64,
+    options: &BackupOptions,
+) -> Result<BackupSummary> {
+    let entries: BTreeMap<u64, FileEntry> = state
+        .tables
+        .values()
+        .flat_map(|t| &t.regions)
+        .flat_map(|r| r.files.values().flatten())
+        .map(|f| (f.id, f.clone()))
+        .collect();
+    let stored: HashSet<String> = target.list(FILES)?.into_iter().collect();
+    let mut progress = BackupProgress {
+        files_total: entries.len(),
+        bytes_total: entries.values().map(|f| f.size).sum(),
+        ..BackupProgress::default()
+    };
+    let mut pace = Pace::new(options.max_bytes_per_sec);
+    let mut files = Vec::with_capacity(entries.len());
+    let mut copied_files = 0;
+    for f in entries.values() {
+        let name = f.name();
+        let (size, crc32) = checksum(source, &name)?;
+        let file = BackupFile {
+            stored: stored_name(f, crc32, size),
+            name,
+            size,
+            crc32,
+        };
+        if !stored.contains(&file.stored) {
+            copy(
+                source,
+                &file.name,
+                target,
+                &file.stored,
+                Some(crc32),
+                &mut pace,
+            )?;
+            copied_files += 1;
+            progress.bytes_copied += size;
+        }
+        progress.files_done += 1;
+        progress.bytes_done += size;
+        if let Some(p) = &options.progress {
+            p(&progress);
+        }
+        files.push(file);
+    }
+    let catalog = catalog::encode(state)?;
+    let tables: Vec<String> = state.tables.keys().cloned().collect();
+    // The manifest last: the next number free, taken create-if-absent.
+    let mut id = list_backups(target)?.last().map_or(1, |n| n + 1);
+    loop {
+        let manifest = BackupManifest {
+            id,
+            created_ms: crate::cell::now_ms(),
+            read_point,
+            tables: tables.clone(),
+            catalog: catalog.clone(),
+            files: files.clone(),
+        };
+        match target.put(&manifest_name(id), &encode(&manifest)?, PutMode::Create) {
+            Ok(()) => break,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => id += 1,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(BackupSummary {
+        id,
+        read_point,
+        tables,
+        files: files.len(),
+        bytes: progress.bytes_total,
+        copied_files,
+        copied_bytes: progress.bytes_copied,
+    })
+}
+
+/// Re-reads backup `id` of `target` (the newest when `None`): every file present, of its
+/// size and checksum, and the catalog readable.
+pub fn verify_backup(
+    target: &dyn Objects,
+    id: Option<u64>,
+    progress: Option<&(dyn Fn(&BackupProgress) + Sync)>,
+) -> Result<BackupCheck> {
+    let manifest = read_manifest(target, id)?;
+    let mut check = BackupCheck {
+        id: manifest.id,
+        files: manifest.files.len(),
+        bytes: manifest.files.iter().map(|f| f.size).sum(),
+        damaged: Vec::new(),
+    };
+    if let Err(e) = catalog::decode(Path::new("catalog"), &manifest.catalog) {
+        check.damaged.push(("catalog".into(), e.to_string()));
+    }
+    let mut done = BackupProgress {
+        files_total: check.files,
+        bytes_total: check.bytes,
+        ..BackupProgress::default()
+    };
+    for f in &manifest.files {
+        match checksum(target, &f.stored) {
+            Ok((size, _)) if size != f.size => check.damaged.push((
+                f.stored.clone(),
+                format!("{size} bytes, the manifest records {}", f.size),
+            )),
+            Ok((_, crc)) if crc != f.crc32 => check.damaged.push((
+                f.stored.clone(),
+                format!("checksum {crc:08x}, the manifest records {:08x}", f.crc32),
+            )),
+            Ok(_) => {}
+            Err(Error::Io(e)) if e.kind() == io::ErrorKind::NotFound => {
+                check.damaged.push((f.stored.clone(), "missing".into()))
+            }
+            Err(e) => check.damaged.push((f.stored.clone(), e.to_string())),
+        }
+        done.files_done += 1;
+        done.bytes_done += f.size;
+        if let Some(p) = progress {
+            p(&done);
+        }
+    }
+    Ok(check)
+}
+
+/// Rebuilds a data directory at `dir` (missing or empty) on `fs` from backup `id` of
+/// `target` (the newest when `None`): verifies every file first (a damaged backup fails
+/// with [`Error::Corruption`] before anything is written), then copies the files, checked
+/// again as they are copied, and writes the catalog last.
+pub fn restore_backup(
+    target: &dyn Objects,
+    id: Option<u64>,
+    fs: Arc<dyn FileSystem>,
+    dir: &Path,
+    progress: Option<&(dyn Fn(&BackupProgress) + Sync)>,
+) -> Result<BackupSummary> {
+    let manifest = read_manifest(target, id)?;
+    let check = verify_backup(target, Some(manifest.id), None)?;
+    if let Some((file, why)) = check.damaged.first() {
+        return Err(Error::corruption(
+            target.locate(file),
+            0,
+            format!(
+                "backup {} is damaged ({} of {} files): {why}; nothing was restored",
+                manifest.id,
+                check.damaged.len(),
+                check.files
+            ),
+        ));
+    }
+    if fs.exists(dir)? && !fs.list_dir(dir)?.is_empty() {
+        return Err(Error::bad_argument(format!(
+            "{} is not empty: a backup is restored into a new directory",
+            dir.display()
+        )));
+    }
+    fs.create_dir_all(dir)?;
+    let objects = LocalObjects::new(fs, dir.to_path_buf());
+    let mut pace = Pace::new(None);
+    let mut done = BackupProgress {
+        files_total: check.files,
+        bytes_total: check.bytes,
+        ..BackupProgress::default()
+    };
+    for f in &manifest.files {
+        copy(
+            target,
+            &f.stored,
+            &objects,
+            &f.name,
+            Some(f.crc32),
+            &mut pace,
+        )?;
+        done.files_done += 1;
+        done.bytes_done += f.size;
+        done.bytes_copied += f.size;
+        if let Some(p) = progress {
+            p(&done);
+        }
+    }
+    objects.put("catalog", &manifest.catalog, PutMode::Create)?;
+    Ok(BackupSummary {
+        id: manifest.id,
+        read_point: manifest.read_point,
+        tables: manifest.tables.clone(),
+        files: check.files,
+        bytes: check.bytes,
+        copied_files: check.files,
+        copied_bytes: check.bytes,
+    })
+}
+
+/// The target name of store file `f` with checksum `crc32` and `size` bytes.
+fn stored_name(f: &FileEntry, crc32: u32, size: u64) -> String {
+    format!(
+        "{FILES}/{:016}-g{}-{crc32:08x}-{size}.sf",
+        f.id, f.generation
+    )
+}
+
+fn manifest_name(id: u64) -> String {
+    format!("{MANIFESTS}/{id:020}.manifest")
+}
+
+/// The size and CRC32 of object `name`, read a chunk at a time.
+fn checksum(objects: &dyn Objects, name: &str) -> Result<(u64, u32)> {
+    let file = objects.open(name)?;
+    let size = file.size()?;
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = Vec::new();
+    let mut at = 0;
+    while at < size {
+        let len = (size - at).min(CHUNK);
+        buf.resize(len as usize, 0);
+        file.read_exact_at(&mut buf, at)?;
+        h.update(&buf);
+        at += len;
+    }
+    Ok((size, h.finalize()))
+}
+
+/// Copies object `from` of `source` to `to` of `target` (create-if-absent: a copy already
+/// there is kept), a chunk at a time at `pace`; fails with [`Error::Corruption`], storing
+/// nothing, when the bytes read do not have checksum `crc32`.
+fn copy(
+    source: &dyn Objects,
+    from: &str,
+    target: &dyn Objects,
+    to: &str,
+    crc32: Option<u32>,
+    pace: &mut Pace,
+) -> Result<()> {
+    let file = source.open(from)?;
+    let size = file.size()?;
+    let mut out = target.writer(to)?;
+    let mut h = crc32fast::Hasher::new();
+    let mut buf = Vec::new();
+    let mut at = 0;
+    while at < size {
+        let len = (size - at).min(CHUNK);
+        buf.resize(len as usize, 0);
+        file.read_exact_at(&mut buf, at)?;
+        h.update(&buf);
+        out.write_all(&buf)?;
+        at += len;
+        pace.account(len);
+    }
+    let got = h.finalize();
+    if crc32.is_some_and(|want| want != got) {
+        return Err(Error::corruption(
+            source.locate(from),
+            0,
+            format!("changed while copied: checksum {got:08x}, expected {crc32:08x?}"),
+        ));
+    }
+    match out.finish(PutMode::Create) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A rate limit: after `n` bytes at `rate` bytes a second, waits until `n / rate` seconds
+/// have passed since the start.
+struct Pace {
+    rate: Option<u64>,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Pace {
+    fn new(rate: Option<u64>) -> Self {
+        Pace {
+            rate: rate.filter(|r| *r > 0),
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    fn account(&mut self, n: u64) {
+        self.bytes += n;
+        if let Some(rate) = self.rate {
+            let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
+            if let Some(wait) = due.checked_sub(self.start.elapsed()) {
+                std::thread::sleep(wait);
+            }
+        }
+    }
+}
+
+/// The manifest's bytes (see the module doc).
+fn encode(m: &BackupManifest) -> Result<Vec<u8>> {
+    let payload = postcard::to_stdvec(m)
+        .map_err(|e| Error::bad_argument(format!("backup manifest encoding failed: {e}")))?;
+    let len = u32::try_from(payload.len())
+        .map_err(|_| Error::bad_argument("backup manifest larger than 4 GiB"))?;
+    let mut buf = Vec::with_capacity(HEADER + payload.len());
+    buf.extend_from_slice(MAGIC);
+    buf.extend_from_slice(&VERSION.to_be_bytes());
+    buf.extend_from_slice(&len.to_be_bytes());
+    let mut h = crc32fast::Hasher::new();
+    h.update(&buf);
+    h.update(&payload);
+    buf.extend_from_slice(&h.finalize().to_be_bytes());
+    buf.extend_from_slice(&payload);
+    Ok(buf)
+}
+
+/// The manifest in `bytes`, every byte checked.
+fn decode(path: &Path, bytes: &[u8]) -> Result<BackupManifest> {
+    let corrupt =
+        |offset: usize, why: &str| Error::corruption(PathBuf::from(path), offset as u64, why);
+    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
+        return Err(corrupt(0, "not a backup manifest"));
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 4];
+        w.copy_from_slice(&bytes[at..at + 4]);
+        u32::from_be_bytes(w)
+    };
+    if word(8) != VERSION {
+        return Err(corrupt(8, "unsupported backup manifest version"));
+    }
+    let len = word(12) as usize;
+    if bytes.len() != HEADER + len {
+        return Err(corrupt(12, "backup manifest length mismatch"));
+    }
+    let mut h = crc32fast::Hasher::new();
+    h.update(&bytes[..16]);
+    h.update(&bytes[HEADER..]);
+    if h.finalize() != word(16) {
+        return Err(corrupt(16, "backup manifest checksum mismatch"));
+    }
+    postcard::from_bytes(&bytes[HEADER..])
+        .map_err(|e| corrupt(HEADER, &format!("backup manifest decode: {e}")))
+}
+
+#[cfg(test)]
+mod tests;
