@@ -14,7 +14,7 @@
 //!    target (it copies the new files only), in ms; baseline: `cp -r` of all the files again.
 //! 5. `put_with_snapshot`: puts over existing keys (8 writers, N/20 puts) while a snapshot
 //!    lives and pins the files compaction replaces; baseline: the same puts with no
-//!    snapshot alive.
+//!    snapshot alive (each from a flushed, major-compacted table, in alternating order).
 //!
 //! The figure of each is the median of the rounds.
 
@@ -192,16 +192,31 @@ async fn run_async(s: &Settings, lines: &mut Vec<Line>) -> BenchResult<()> {
         std::fs::remove_dir_all(&copy_to)?;
         std::fs::remove_dir_all(&target)?;
 
-        // 5. Puts while a snapshot lives, against none alive (deleted first).
-        let puts = n / 20;
-        let t = Instant::now();
-        put_concurrently(&conn, puts, round + 200).await?;
-        with_snap.push(puts as f64 / t.elapsed().as_secs_f64());
+        // 5. Puts while a snapshot lives against none alive, in alternating order, each
+        //    from a flushed, major-compacted table.
         admin.delete_snapshot(&format!("s{round}")).await?;
-        let t = Instant::now();
-        put_concurrently(&conn, puts, round + 300).await?;
-        without.push(puts as f64 / t.elapsed().as_secs_f64());
-        admin.major_compact("t").await?;
+        let puts = n / 20;
+        let order = match round % 2 {
+            0 => [false, true],
+            _ => [true, false],
+        };
+        for alive in order {
+            admin.flush("t").await?;
+            admin.major_compact("t").await?;
+            if alive {
+                admin.snapshot(&format!("w{round}"), "t").await?;
+            }
+            let t = Instant::now();
+            put_concurrently(&conn, puts, round * 10 + u64::from(alive)).await?;
+            let rate = puts as f64 / t.elapsed().as_secs_f64();
+            match alive {
+                true => {
+                    with_snap.push(rate);
+                    admin.delete_snapshot(&format!("w{round}")).await?;
+                }
+                false => without.push(rate),
+            }
+        }
     }
     let mut line = |name, basalt, baseline, unit, lower_is_better| {
         lines.push(Line {

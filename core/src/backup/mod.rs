@@ -19,8 +19,12 @@
 //! carries the catalog as its file bytes (`crate::catalog`'s format, with its own checksum).
 //!
 //! Invariants: every file a manifest names was stored, checked against its checksum while
-//! it was copied, before the manifest; a restore verifies every file's size and checksum
-//! before it writes anything, and writes into an empty directory only.
+//! it was copied, before the manifest; a file the target holds already is taken only when
+//! its size matches (a damaged one is stored again); a restore verifies every file's size
+//! and checksum, and that the catalog lists exactly the manifest's files, before it writes
+//! anything, writes into an empty directory only, under the directory's lock, and moves the
+//! restored directory's next store file id far on (a random step of 2^24 to 2^44), so the
+//! files it writes later do not take names its source's later files may have.
 
 use crate::catalog::{self, CatalogState, FileEntry};
 use crate::error::{Error, Result};
@@ -185,7 +189,18 @@ pub fn read_manifest(target: &dyn Objects, id: Option<u64>) -> Result<BackupMani
         }
         Err(e) => return Err(e.into()),
     };
-    decode(&target.locate(&name), &bytes)
+    let manifest = decode(&target.locate(&name), &bytes)?;
+    if manifest.id != id {
+        return Err(Error::corruption(
+            target.locate(&name),
+            0,
+            format!(
+                "the manifest of backup {id} says it is backup {}",
+                manifest.id
+            ),
+        ));
+    }
+    Ok(manifest)
 }
 
 /// Copies the store files `state`'s tables list from `source` to `target` (those it lacks)
@@ -207,7 +222,7 @@ pub(crate) fn write_backup(
     let stored: HashSet<String> = target.list(FILES)?.into_iter().collect();
     let mut progress = BackupProgress {
         files_total: entries.len(),
-        bytes_total: entries.values().map(|f| f.size).sum(),
+        bytes_total: entries.values().fold(0, |n, f| n.saturating_add(f.size)),
         ..BackupProgress::default()
     };
     let mut pace = Pace::new(options.max_bytes_per_sec);
@@ -216,26 +231,41 @@ pub(crate) fn write_backup(
     for f in entries.values() {
         let name = f.name();
         let (size, crc32) = checksum(source, &name)?;
+        if size != f.size {
+            return Err(Error::corruption(
+                source.locate(&name),
+                0,
+                format!(
+                    "{size} bytes, the catalog records {}: not backed up",
+                    f.size
+                ),
+            ));
+        }
         let file = BackupFile {
             stored: stored_name(f, crc32, size),
             name,
             size,
             crc32,
         };
-        if !stored.contains(&file.stored) {
+        // A stored file of the name is this one (same id, generation, checksum and size)
+        // unless it was damaged since: its size at least is checked (`--verify` reads it).
+        let whole = stored.contains(&file.stored)
+            && target.open(&file.stored).and_then(|o| o.size()).ok() == Some(size);
+        if !whole {
             copy(
                 source,
                 &file.name,
                 target,
                 &file.stored,
-                Some(crc32),
+                crc32,
+                Copy::Replace,
                 &mut pace,
             )?;
             copied_files += 1;
-            progress.bytes_copied += size;
+            progress.bytes_copied = progress.bytes_copied.saturating_add(size);
         }
         progress.files_done += 1;
-        progress.bytes_done += size;
+        progress.bytes_done = progress.bytes_done.saturating_add(size);
         if let Some(p) = &options.progress {
             p(&progress);
         }
@@ -244,7 +274,10 @@ pub(crate) fn write_backup(
     let catalog = catalog::encode(state)?;
     let tables: Vec<String> = state.tables.keys().cloned().collect();
     // The manifest last: the next number free, taken create-if-absent.
-    let mut id = list_backups(target)?.last().map_or(1, |n| n + 1);
+    let mut id = list_backups(target)?
+        .last()
+        .map_or(Some(1), |n| n.checked_add(1))
+        .ok_or_else(|| Error::bad_argument("the target's backup numbers are used up"))?;
     loop {
         let manifest = BackupManifest {
             id,
@@ -256,7 +289,11 @@ pub(crate) fn write_backup(
         };
         match target.put(&manifest_name(id), &encode(&manifest)?, PutMode::Create) {
             Ok(()) => break,
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => id += 1,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                id = id
+                    .checked_add(1)
+                    .ok_or_else(|| Error::bad_argument("the target's backup numbers are used up"))?
+            }
             Err(e) => return Err(e.into()),
         }
     }
@@ -279,14 +316,37 @@ pub fn verify_backup(
     progress: Option<&(dyn Fn(&BackupProgress) + Sync)>,
 ) -> Result<BackupCheck> {
     let manifest = read_manifest(target, id)?;
+    Ok(verify_manifest(target, &manifest, progress))
+}
+
+/// Checks every file `manifest` names in `target`, and its catalog.
+fn verify_manifest(
+    target: &dyn Objects,
+    manifest: &BackupManifest,
+    progress: Option<&(dyn Fn(&BackupProgress) + Sync)>,
+) -> BackupCheck {
     let mut check = BackupCheck {
         id: manifest.id,
         files: manifest.files.len(),
-        bytes: manifest.files.iter().map(|f| f.size).sum(),
+        bytes: manifest
+            .files
+            .iter()
+            .fold(0, |n: u64, f| n.saturating_add(f.size)),
         damaged: Vec::new(),
     };
-    if let Err(e) = catalog::decode(Path::new("catalog"), &manifest.catalog) {
-        check.damaged.push(("catalog".into(), e.to_string()));
+    match catalog::decode(Path::new("catalog"), &manifest.catalog) {
+        Err(e) => check.damaged.push(("catalog".into(), e.to_string())),
+        Ok(state) => {
+            // The catalog's files and the manifest's are the same set.
+            let named: HashSet<&str> = manifest.files.iter().map(|f| f.name.as_str()).collect();
+            let listed = state.listed_file_names();
+            if listed.len() != named.len() || !listed.iter().all(|n| named.contains(n.as_str())) {
+                check.damaged.push((
+                    "catalog".into(),
+                    "the catalog's store files are not the manifest's".into(),
+                ));
+            }
+        }
     }
     let mut done = BackupProgress {
         files_total: check.files,
@@ -310,12 +370,12 @@ pub fn verify_backup(
             Err(e) => check.damaged.push((f.stored.clone(), e.to_string())),
         }
         done.files_done += 1;
-        done.bytes_done += f.size;
+        done.bytes_done = done.bytes_done.saturating_add(f.size);
         if let Some(p) = progress {
             p(&done);
         }
     }
-    Ok(check)
+    check
 }
 
 /// Rebuilds a data directory at `dir` (missing or empty) on `fs` from backup `id` of
@@ -330,7 +390,7 @@ pub fn restore_backup(
     progress: Option<&(dyn Fn(&BackupProgress) + Sync)>,
 ) -> Result<BackupSummary> {
     let manifest = read_manifest(target, id)?;
-    let check = verify_backup(target, Some(manifest.id), None)?;
+    let check = verify_manifest(target, &manifest, None);
     if let Some((file, why)) = check.damaged.first() {
         return Err(Error::corruption(
             target.locate(file),
@@ -350,6 +410,8 @@ pub fn restore_backup(
         )));
     }
     fs.create_dir_all(dir)?;
+    // One restore (or engine) at a time in the directory: the engine's lock.
+    let _lock = fs.lock(&dir.join("LOCK"))?;
     let objects = LocalObjects::new(fs, dir.to_path_buf());
     let mut pace = Pace::new(None);
     let mut done = BackupProgress {
@@ -363,17 +425,25 @@ pub fn restore_backup(
             &f.stored,
             &objects,
             &f.name,
-            Some(f.crc32),
+            f.crc32,
+            Copy::Exclusive,
             &mut pace,
         )?;
         done.files_done += 1;
-        done.bytes_done += f.size;
-        done.bytes_copied += f.size;
+        done.bytes_done = done.bytes_done.saturating_add(f.size);
+        done.bytes_copied = done.bytes_copied.saturating_add(f.size);
         if let Some(p) = progress {
             p(&done);
         }
     }
-    objects.put("catalog", &manifest.catalog, PutMode::Create)?;
+    // The restored directory hands out store file ids far from the source's: files it
+    // writes later never take a name (id, generation) the source's later files may have
+    // in a target they both back up to.
+    let mut state = catalog::decode(&target.locate("catalog"), &manifest.catalog)?;
+    state.next_file_id = state
+        .next_file_id
+        .saturating_add(random_up_to(1 << 20) << 24);
+    objects.put("catalog", &catalog::encode(&state)?, PutMode::Create)?;
     Ok(BackupSummary {
         id: manifest.id,
         read_point: manifest.read_point,
@@ -383,6 +453,17 @@ pub fn restore_backup(
         copied_files: check.files,
         copied_bytes: check.bytes,
     })
+}
+
+/// A random number in `1..=bound` (the standard library's randomly keyed hasher over the
+/// time).
+pub(crate) fn random_up_to(bound: u64) -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    if let Ok(t) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(t.as_nanos());
+    }
+    h.finish() % bound.max(1) + 1
 }
 
 /// The target name of store file `f` with checksum `crc32` and `size` bytes.
@@ -414,15 +495,25 @@ fn checksum(objects: &dyn Objects, name: &str) -> Result<(u64, u32)> {
     Ok((size, h.finalize()))
 }
 
-/// Copies object `from` of `source` to `to` of `target` (create-if-absent: a copy already
-/// there is kept), a chunk at a time at `pace`; fails with [`Error::Corruption`], storing
-/// nothing, when the bytes read do not have checksum `crc32`.
+/// How [`copy`] meets an object already stored under its target name.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Copy {
+    /// Replaces it (a backup found it damaged).
+    Replace,
+    /// Fails: the target directory is written by this copy alone.
+    Exclusive,
+}
+
+/// Copies object `from` of `source` to `to` of `target`, a chunk at a time at `pace`; fails
+/// with [`Error::Corruption`], storing nothing, when the bytes read do not have checksum
+/// `crc32`.
 fn copy(
     source: &dyn Objects,
     from: &str,
     target: &dyn Objects,
     to: &str,
-    crc32: Option<u32>,
+    crc32: u32,
+    mode: Copy,
     pace: &mut Pace,
 ) -> Result<()> {
     let file = source.open(from)?;
@@ -441,18 +532,18 @@ fn copy(
         pace.account(len);
     }
     let got = h.finalize();
-    if crc32.is_some_and(|want| want != got) {
+    if got != crc32 {
         return Err(Error::corruption(
             source.locate(from),
             0,
-            format!("changed while copied: checksum {got:08x}, expected {crc32:08x?}"),
+            format!("changed while copied: checksum {got:08x}, expected {crc32:08x}"),
         ));
     }
-    match out.finish(PutMode::Create) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-        Err(e) => Err(e.into()),
-    }
+    let put = match mode {
+        Copy::Replace => PutMode::Overwrite,
+        Copy::Exclusive => PutMode::Create,
+    };
+    Ok(out.finish(put)?)
 }
 
 /// A rate limit: after `n` bytes at `rate` bytes a second, waits until `n / rate` seconds

@@ -117,6 +117,17 @@ fn backups_are_incremental_verified_and_restored_and_damage_is_refused() {
         "shared files stored once"
     );
     assert!(verify_backup(&*target, None, None).unwrap().is_whole());
+    // A stored file damaged (truncated) since is stored again by the next backup.
+    let stored = target.list("files").unwrap()[0].clone();
+    let bytes = target.read(&stored).unwrap();
+    target
+        .put(&stored, &bytes[..bytes.len() - 1], PutMode::Overwrite)
+        .unwrap();
+    let third = write_backup(&*src, &*target, &state, 7, &BackupOptions::default()).unwrap();
+    assert_eq!((third.id, third.copied_files), (3, 1));
+    assert!(verify_backup(&*target, None, None).unwrap().is_whole());
+    // The earlier backups share the file stored again: whole again too.
+    assert!(verify_backup(&*target, Some(1), None).unwrap().is_whole());
 
     // Restored into a new directory: the same bytes and catalog.
     let fs = crate::fs::FaultFs::new();
@@ -136,6 +147,10 @@ fn backups_are_incremental_verified_and_restored_and_damage_is_refused() {
     }
     let catalog = catalog::decode(Path::new("c"), &restored.read("catalog").unwrap()).unwrap();
     assert_eq!(catalog.tables, state.tables);
+    assert!(
+        catalog.next_file_id >= state.next_file_id + (1 << 24),
+        "file ids moved on"
+    );
     // Not into a directory that holds something.
     let err = restore_backup(&*target, None, fs.as_dyn(), dir, None).unwrap_err();
     assert!(matches!(err, Error::BadArgument(_)), "{err:?}");
@@ -157,6 +172,11 @@ fn backups_are_incremental_verified_and_restored_and_damage_is_refused() {
     target.delete(&stored).unwrap();
     let check = verify_backup(&*target, Some(2), None).unwrap();
     assert_eq!(check.damaged[0].1, "missing");
+    // A manifest stored under another number is refused.
+    let m = target.read(&manifest_name(1)).unwrap();
+    target.put(&manifest_name(9), &m, PutMode::Create).unwrap();
+    let err = read_manifest(&*target, Some(9)).unwrap_err();
+    assert!(matches!(err, Error::Corruption { .. }), "{err:?}");
 }
 
 #[test]

@@ -353,6 +353,19 @@ impl Backend for Engine {
 }
 
 /// What only a connection on an embedded engine does.
+impl super::Admin<Engine> {
+    /// Backs `source` up to `target`: [`Connection::backup`], from an admin handle (HBase
+    /// users look for backups among the admin's operations).
+    pub async fn backup(
+        &self,
+        target: Arc<dyn crate::objects::Objects>,
+        source: crate::server::backup::BackupSource,
+        options: crate::backup::BackupOptions,
+    ) -> Result<crate::backup::BackupSummary> {
+        crate::server::backup::backup(&self.backend, target, source, options).await
+    }
+}
+
 impl Connection<Engine> {
     /// Opens (or creates) an engine in `dir` with default settings, recovering from a crash.
     pub async fn open(dir: impl AsRef<Path>) -> Result<Self> {

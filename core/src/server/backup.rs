@@ -2,9 +2,10 @@
 //! copied to another object store by `crate::backup`.
 //!
 //! A backup of every table first takes a table snapshot of them (online, one read point,
-//! see [`super::snapshots`]), named `basalt-backup-{ms}`, which keeps the files it copies
-//! alive while it copies them (a compaction meanwhile cannot delete them), and deletes it
-//! when the copy ends, done or failed. A backup of a named snapshot copies that snapshot.
+//! see [`super::snapshots`]), named `basalt-backup-{ms}-{random}`, which keeps the files it
+//! copies alive while it copies them (a compaction meanwhile cannot delete them), and
+//! deletes it when the copy ends, done or failed (a process that dies meanwhile leaves it
+//! listed: `delete_snapshot` it). A backup of a named snapshot copies that snapshot.
 //! The copy runs off the async threads.
 //!
 //! Invariant: the backup's catalog is the engine's with the tables of the snapshot (their
@@ -38,7 +39,11 @@ pub(crate) async fn backup(
     let (name, temporary) = match source {
         BackupSource::Snapshot(name) => (name, false),
         BackupSource::AllTables => {
-            let name = format!("basalt-backup-{}", crate::cell::now_ms());
+            let name = format!(
+                "basalt-backup-{}-{:08x}",
+                crate::cell::now_ms(),
+                crate::backup::random_up_to(u32::MAX.into())
+            );
             let tables: Vec<TableName> = engine
                 .shared
                 .all_tables()
