@@ -188,12 +188,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | gateway | ycsb |
-            opcost | all
+            opcost | snapshots | all
             (`all` runs all but gateway, which needs the `basalt` binary
-            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb and opcost)
+            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb, opcost and snapshots)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
-            gateway 200000)
+            gateway 200000, snapshots 1000000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 8192)
   --compression C Basalt's block compression of flushed files in the core suite:

@@ -87,18 +87,25 @@ fn dir_bytes(dir: &Path) -> u64 {
         .unwrap_or(0)
 }
 
-/// `cp -r from to`, timed.
+/// Writes every dirty page back first (`sync`), so that a timed phase does not pay for the
+/// writes of the one before.
+fn settle() -> BenchResult<()> {
+    match Command::new("sync").status()?.success() {
+        true => Ok(()),
+        false => Err("sync failed".into()),
+    }
+}
+
+/// `cp -r from to`, timed (from a settled page cache).
 fn cp_r(from: &Path, to: &Path) -> BenchResult<Duration> {
+    settle()?;
     let start = Instant::now();
     let status = Command::new("cp").arg("-r").arg(from).arg(to).status()?;
     if !status.success() {
         return Err(format!("cp -r {} failed", from.display()).into());
     }
     // As the backup, durable: flush what cp wrote.
-    let status = Command::new("sync").status()?;
-    if !status.success() {
-        return Err("sync failed".into());
-    }
+    settle()?;
     Ok(start.elapsed())
 }
 
@@ -138,11 +145,15 @@ async fn run_async(s: &Settings, lines: &mut Vec<Line>) -> BenchResult<()> {
     let (mut full, mut full_cp, mut incr, mut incr_cp) = (vec![], vec![], vec![], vec![]);
     let (mut with_snap, mut without) = (vec![], vec![]);
     for round in 1..=s.rounds as u64 {
-        // 1. Snapshot (flush included) against a flush of as much.
+        // 1. Snapshot (flush included) against a flush of as much, each from an empty
+        //    MemStore and no compaction running.
+        admin.flush("t").await?;
+        admin.major_compact("t").await?;
         write(&conn, 0..extra, round).await?;
         let t = Instant::now();
         admin.snapshot(&format!("s{round}"), "t").await?;
         snap.push(t.elapsed().as_secs_f64() * 1e3);
+        admin.major_compact("t").await?;
         write(&conn, extra..2 * extra, round).await?;
         let t = Instant::now();
         admin.flush("t").await?;
@@ -162,6 +173,7 @@ async fn run_async(s: &Settings, lines: &mut Vec<Line>) -> BenchResult<()> {
 
         // 3. A full backup against cp -r of the store files.
         let target = dir.path().join(format!("backup{round}"));
+        settle()?;
         let t = Instant::now();
         let done = conn
             .backup(
@@ -180,6 +192,7 @@ async fn run_async(s: &Settings, lines: &mut Vec<Line>) -> BenchResult<()> {
         // 4. Incremental: 1% rewritten, then a backup to the same target.
         write(&conn, 0..n / 100, round + 100).await?;
         admin.flush("t").await?;
+        settle()?;
         let t = Instant::now();
         conn.backup(
             local(basalt_core::fs::StdFs::shared(), &target),

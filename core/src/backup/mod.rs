@@ -26,56 +26,25 @@
 //! restored directory's next store file id far on (a random step of 2^24 to 2^44), so the
 //! files it writes later do not take names its source's later files may have.
 
+mod copy;
+mod manifest;
+
 use crate::catalog::{self, CatalogState, FileEntry};
 use crate::error::{Error, Result};
 use crate::fs::FileSystem;
 use crate::objects::{LocalObjects, Objects, PutMode};
-use serde::{Deserialize, Serialize};
+use copy::{checksum, copy, Existing, Pace};
+pub(crate) use manifest::{decode, encode};
+pub use manifest::{BackupFile, BackupManifest};
 use std::collections::{BTreeMap, HashSet};
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-const MAGIC: &[u8; 8] = b"BSLTBAK1";
-const VERSION: u32 = 1;
-const HEADER: usize = 20;
 /// The folder of the stored files.
 const FILES: &str = "files";
 /// The folder of the manifests.
 const MANIFESTS: &str = "backups";
-/// How much a copy reads and writes at a time.
-const CHUNK: u64 = 1 << 20;
-
-/// One store file of a backup.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BackupFile {
-    /// Its object name in a data directory (`data/...`).
-    pub name: String,
-    /// Its object name in the backup target (`files/...`).
-    pub stored: String,
-    /// Its size in bytes.
-    pub size: u64,
-    /// CRC32 (IEEE) of its bytes.
-    pub crc32: u32,
-}
-
-/// What a backup holds: its catalog and the files it names.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BackupManifest {
-    /// Its number in the target (the newest is the largest).
-    pub id: u64,
-    /// When it was completed, milliseconds since the Unix epoch.
-    pub created_ms: u64,
-    /// The engine-wide read point its tables were taken at.
-    pub read_point: u64,
-    /// Its tables (`ns:name`).
-    pub tables: Vec<String>,
-    /// The catalog of the restored directory, as catalog file bytes.
-    pub catalog: Vec<u8>,
-    /// Every store file the catalog lists.
-    pub files: Vec<BackupFile>,
-}
 
 /// A callback told of a backup's progress after every file.
 pub type ProgressFn = Arc<dyn Fn(&BackupProgress) + Send + Sync>;
@@ -258,7 +227,7 @@ pub(crate) fn write_backup(
                 target,
                 &file.stored,
                 crc32,
-                Copy::Replace,
+                Existing::Replace,
                 &mut pace,
             )?;
             copied_files += 1;
@@ -426,7 +395,7 @@ pub fn restore_backup(
             &objects,
             &f.name,
             f.crc32,
-            Copy::Exclusive,
+            Existing::Exclusive,
             &mut pace,
         )?;
         done.files_done += 1;
@@ -476,149 +445,6 @@ fn stored_name(f: &FileEntry, crc32: u32, size: u64) -> String {
 
 fn manifest_name(id: u64) -> String {
     format!("{MANIFESTS}/{id:020}.manifest")
-}
-
-/// The size and CRC32 of object `name`, read a chunk at a time.
-fn checksum(objects: &dyn Objects, name: &str) -> Result<(u64, u32)> {
-    let file = objects.open(name)?;
-    let size = file.size()?;
-    let mut h = crc32fast::Hasher::new();
-    let mut buf = Vec::new();
-    let mut at = 0;
-    while at < size {
-        let len = (size - at).min(CHUNK);
-        buf.resize(len as usize, 0);
-        file.read_exact_at(&mut buf, at)?;
-        h.update(&buf);
-        at += len;
-    }
-    Ok((size, h.finalize()))
-}
-
-/// How [`copy`] meets an object already stored under its target name.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Copy {
-    /// Replaces it (a backup found it damaged).
-    Replace,
-    /// Fails: the target directory is written by this copy alone.
-    Exclusive,
-}
-
-/// Copies object `from` of `source` to `to` of `target`, a chunk at a time at `pace`; fails
-/// with [`Error::Corruption`], storing nothing, when the bytes read do not have checksum
-/// `crc32`.
-fn copy(
-    source: &dyn Objects,
-    from: &str,
-    target: &dyn Objects,
-    to: &str,
-    crc32: u32,
-    mode: Copy,
-    pace: &mut Pace,
-) -> Result<()> {
-    let file = source.open(from)?;
-    let size = file.size()?;
-    let mut out = target.writer(to)?;
-    let mut h = crc32fast::Hasher::new();
-    let mut buf = Vec::new();
-    let mut at = 0;
-    while at < size {
-        let len = (size - at).min(CHUNK);
-        buf.resize(len as usize, 0);
-        file.read_exact_at(&mut buf, at)?;
-        h.update(&buf);
-        out.write_all(&buf)?;
-        at += len;
-        pace.account(len);
-    }
-    let got = h.finalize();
-    if got != crc32 {
-        return Err(Error::corruption(
-            source.locate(from),
-            0,
-            format!("changed while copied: checksum {got:08x}, expected {crc32:08x}"),
-        ));
-    }
-    let put = match mode {
-        Copy::Replace => PutMode::Overwrite,
-        Copy::Exclusive => PutMode::Create,
-    };
-    Ok(out.finish(put)?)
-}
-
-/// A rate limit: after `n` bytes at `rate` bytes a second, waits until `n / rate` seconds
-/// have passed since the start.
-struct Pace {
-    rate: Option<u64>,
-    start: Instant,
-    bytes: u64,
-}
-
-impl Pace {
-    fn new(rate: Option<u64>) -> Self {
-        Pace {
-            rate: rate.filter(|r| *r > 0),
-            start: Instant::now(),
-            bytes: 0,
-        }
-    }
-
-    fn account(&mut self, n: u64) {
-        self.bytes += n;
-        if let Some(rate) = self.rate {
-            let due = Duration::from_secs_f64(self.bytes as f64 / rate as f64);
-            if let Some(wait) = due.checked_sub(self.start.elapsed()) {
-                std::thread::sleep(wait);
-            }
-        }
-    }
-}
-
-/// The manifest's bytes (see the module doc).
-fn encode(m: &BackupManifest) -> Result<Vec<u8>> {
-    let payload = postcard::to_stdvec(m)
-        .map_err(|e| Error::bad_argument(format!("backup manifest encoding failed: {e}")))?;
-    let len = u32::try_from(payload.len())
-        .map_err(|_| Error::bad_argument("backup manifest larger than 4 GiB"))?;
-    let mut buf = Vec::with_capacity(HEADER + payload.len());
-    buf.extend_from_slice(MAGIC);
-    buf.extend_from_slice(&VERSION.to_be_bytes());
-    buf.extend_from_slice(&len.to_be_bytes());
-    let mut h = crc32fast::Hasher::new();
-    h.update(&buf);
-    h.update(&payload);
-    buf.extend_from_slice(&h.finalize().to_be_bytes());
-    buf.extend_from_slice(&payload);
-    Ok(buf)
-}
-
-/// The manifest in `bytes`, every byte checked.
-fn decode(path: &Path, bytes: &[u8]) -> Result<BackupManifest> {
-    let corrupt =
-        |offset: usize, why: &str| Error::corruption(PathBuf::from(path), offset as u64, why);
-    if bytes.len() < HEADER || &bytes[..8] != MAGIC {
-        return Err(corrupt(0, "not a backup manifest"));
-    }
-    let word = |at: usize| {
-        let mut w = [0u8; 4];
-        w.copy_from_slice(&bytes[at..at + 4]);
-        u32::from_be_bytes(w)
-    };
-    if word(8) != VERSION {
-        return Err(corrupt(8, "unsupported backup manifest version"));
-    }
-    let len = word(12) as usize;
-    if bytes.len() != HEADER + len {
-        return Err(corrupt(12, "backup manifest length mismatch"));
-    }
-    let mut h = crc32fast::Hasher::new();
-    h.update(&bytes[..16]);
-    h.update(&bytes[HEADER..]);
-    if h.finalize() != word(16) {
-        return Err(corrupt(16, "backup manifest checksum mismatch"));
-    }
-    postcard::from_bytes(&bytes[HEADER..])
-        .map_err(|e| corrupt(HEADER, &format!("backup manifest decode: {e}")))
 }
 
 #[cfg(test)]

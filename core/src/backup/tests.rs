@@ -8,6 +8,7 @@ use crate::objects::StoreObjects;
 use crate::schema::{ColumnFamilyDescriptor, TableDescriptor, TableName};
 use bytes::Bytes;
 use proptest::prelude::*;
+use std::time::{Duration, Instant};
 
 fn manifest(id: u64, files: Vec<(String, u64, u32)>, catalog: Vec<u8>) -> BackupManifest {
     BackupManifest {
