@@ -4,53 +4,19 @@
 //! way leaves no backup restore would take; a flipped bit is found by verify and by restore
 //! before anything is written; a table snapshot backs up as it was taken.
 
-use basalt::client::{Put, RowResult, Scan};
+use basalt::client::Put;
 use basalt::fs::{CrashKind, FaultFs, StdFs};
 use basalt::objects;
 use basalt::{
-    restore_backup, verify_backup, BackupOptions, BackupSource, ColumnFamilyDescriptor, Config,
-    Connection, Error, TableDescriptor, TableName,
+    restore_backup, verify_backup, BackupOptions, BackupSource, Config, Connection, Error,
 };
-use futures::TryStreamExt;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-type Rows = BTreeMap<String, String>;
-
-async fn rows(conn: &Connection, table: &str) -> Rows {
-    let got: Vec<RowResult> = conn
-        .table(table)
-        .unwrap()
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    got.iter()
-        .map(|r| {
-            let v = r.value(b"f", b"q").map(|v| v.to_vec()).unwrap_or_default();
-            (
-                String::from_utf8_lossy(&r.row).into_owned(),
-                String::from_utf8_lossy(&v).into_owned(),
-            )
-        })
-        .collect()
-}
-
-fn table(name: &str) -> TableDescriptor {
-    TableDescriptor::new(TableName::parse(name).unwrap()).family(ColumnFamilyDescriptor::new("f"))
-}
-
-async fn put_rows(conn: &Connection, table: &str, range: std::ops::Range<u32>, value: &str) {
-    let t = conn.table(table).unwrap();
-    for i in range {
-        t.put(Put::new(format!("r{i:04}")).add_column("f", "q", value))
-            .await
-            .unwrap();
-    }
-}
+#[path = "common/table_rows.rs"]
+mod table_rows;
+use table_rows::{put_rows, rows, table};
 
 const WRITERS: u64 = 4;
 

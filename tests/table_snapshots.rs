@@ -5,51 +5,17 @@
 //! holds its index tables and restores consistent; misuse is a typed error; a crash at any
 //! sync point of a snapshot, clone, restore or delete leaves a whole state.
 
-use basalt::client::{Delete, Put, RowResult, Scan};
+use basalt::client::Delete;
 use basalt::coprocessors::Registry;
 use basalt::fs::{CrashKind, FaultFs};
 use basalt::index::{IndexAdmin, IndexDef, Query};
 use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor, TableName};
-use futures::TryStreamExt;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
-type Rows = BTreeMap<String, String>;
-
-/// Every row of `table` with its `f:q` value.
-async fn rows(conn: &Connection, table: &str) -> Rows {
-    let got: Vec<RowResult> = conn
-        .table(table)
-        .unwrap()
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
-    got.iter()
-        .map(|r| {
-            let v = r.value(b"f", b"q").map(|v| v.to_vec()).unwrap_or_default();
-            (
-                String::from_utf8_lossy(&r.row).into_owned(),
-                String::from_utf8_lossy(&v).into_owned(),
-            )
-        })
-        .collect()
-}
-
-async fn put_rows(conn: &Connection, table: &str, range: std::ops::Range<u32>, value: &str) {
-    let t = conn.table(table).unwrap();
-    for i in range {
-        t.put(Put::new(format!("r{i:04}")).add_column("f", "q", value))
-            .await
-            .unwrap();
-    }
-}
-
-fn table(name: &str) -> TableDescriptor {
-    TableDescriptor::new(TableName::parse(name).unwrap()).family(ColumnFamilyDescriptor::new("f"))
-}
+#[path = "common/table_rows.rs"]
+mod table_rows;
+use table_rows::{put_rows, rows, table, Rows};
 
 /// Bytes of the store files under `dir/data`.
 fn data_bytes(dir: &Path) -> u64 {

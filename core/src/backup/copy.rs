@@ -10,8 +10,13 @@ use std::time::{Duration, Instant};
 /// How much a copy reads and writes at a time.
 const CHUNK: u64 = 1 << 20;
 
-/// The size and CRC32 of object `name`, read a chunk at a time.
-pub(crate) fn checksum(objects: &dyn Objects, name: &str) -> Result<(u64, u32)> {
+/// Reads object `name` of `objects` a chunk at a time, handing each chunk to `each`; returns
+/// the object's size and CRC32.
+fn read_chunks(
+    objects: &dyn Objects,
+    name: &str,
+    mut each: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<(u64, u32)> {
     let file = objects.open(name)?;
     let size = file.size()?;
     let mut h = crc32fast::Hasher::new();
@@ -22,9 +27,15 @@ pub(crate) fn checksum(objects: &dyn Objects, name: &str) -> Result<(u64, u32)> 
         buf.resize(len as usize, 0);
         file.read_exact_at(&mut buf, at)?;
         h.update(&buf);
+        each(&buf)?;
         at += len;
     }
     Ok((size, h.finalize()))
+}
+
+/// The size and CRC32 of object `name`, read a chunk at a time.
+pub(crate) fn checksum(objects: &dyn Objects, name: &str) -> Result<(u64, u32)> {
+    read_chunks(objects, name, |_| Ok(()))
 }
 
 /// How [`copy`] meets an object already stored under its target name.
@@ -48,22 +59,12 @@ pub(crate) fn copy(
     mode: Existing,
     pace: &mut Pace,
 ) -> Result<()> {
-    let file = source.open(from)?;
-    let size = file.size()?;
     let mut out = target.writer(to)?;
-    let mut h = crc32fast::Hasher::new();
-    let mut buf = Vec::new();
-    let mut at = 0;
-    while at < size {
-        let len = (size - at).min(CHUNK);
-        buf.resize(len as usize, 0);
-        file.read_exact_at(&mut buf, at)?;
-        h.update(&buf);
-        out.write_all(&buf)?;
-        at += len;
-        pace.account(len);
-    }
-    let got = h.finalize();
+    let (_, got) = read_chunks(source, from, |chunk| {
+        out.write_all(chunk)?;
+        pace.account(chunk.len() as u64);
+        Ok(())
+    })?;
     if got != crc32 {
         return Err(Error::corruption(
             source.locate(from),
