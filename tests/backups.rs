@@ -247,3 +247,30 @@ async fn a_flipped_bit_is_found_by_verify_and_by_restore_before_anything_is_writ
     assert!(!again.exists());
     assert!(!Path::new(&again).join("catalog").exists());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_snapshot_of_an_interrupted_backup_is_removed_at_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let conn = Connection::open(dir.path()).await.unwrap();
+    conn.admin().create_table(table("t")).await.unwrap();
+    put_rows(&conn, "t", 0..50, "v1").await;
+    // What a process dying during a backup's copy leaves: its snapshot, listed.
+    conn.admin()
+        .snapshot("basalt-backup-1-0000abcd", "t")
+        .await
+        .unwrap();
+    conn.admin().snapshot("keep", "t").await.unwrap();
+    conn.close().await.unwrap();
+    let conn = Connection::open(dir.path()).await.unwrap();
+    let names: Vec<String> = conn
+        .admin()
+        .list_snapshots()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names, vec!["keep".to_string()]);
+    assert_eq!(rows(&conn, "t").await.len(), 50);
+    conn.close().await.unwrap();
+}

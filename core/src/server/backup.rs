@@ -5,7 +5,7 @@
 //! see [`super::snapshots`]), named `basalt-backup-{ms}-{random}`, which keeps the files it
 //! copies alive while it copies them (a compaction meanwhile cannot delete them), and
 //! deletes it when the copy ends, done or failed (a process that dies meanwhile leaves it
-//! listed: `delete_snapshot` it). A backup of a named snapshot copies that snapshot.
+//! listed until the directory's next open, which deletes it). A backup of a named snapshot copies that snapshot.
 //! The copy runs off the async threads.
 //!
 //! Invariant: the backup's catalog is the engine's with the tables of the snapshot (their
@@ -40,7 +40,8 @@ pub(crate) async fn backup(
         BackupSource::Snapshot(name) => (name, false),
         BackupSource::AllTables => {
             let name = format!(
-                "basalt-backup-{}-{:08x}",
+                "{}{}-{:08x}",
+                snapshots::BACKUP_SNAPSHOT_PREFIX,
                 crate::cell::now_ms(),
                 crate::backup::random_up_to(u32::MAX.into())
             );

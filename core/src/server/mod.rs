@@ -122,6 +122,9 @@ impl Engine {
         if replayed > 0 {
             tracing::info!(cells = replayed, "replayed WAL edits not yet flushed");
         }
+        if let Err(e) = snapshots::drop_leftover_backup_snapshots(&engine) {
+            tracing::warn!(error = %e, "could not remove the snapshots of interrupted backups");
+        }
         if let Err(e) = takeover::settle_writers(&engine.shared) {
             tracing::warn!(error = %e, "could not record the regions' WAL writers after replay");
         }

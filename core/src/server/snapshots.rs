@@ -402,6 +402,40 @@ fn delete_files(engine: &Engine, files: &[FileEntry], why: &str) {
     }
 }
 
+/// The name prefix of the table snapshots backups take for the length of their copy.
+pub(crate) const BACKUP_SNAPSHOT_PREFIX: &str = "basalt-backup-";
+
+/// Deletes the snapshots backups of an earlier process left (it died during the copy), and
+/// the files only they listed; at open, on a local directory opened whole (no backup of
+/// this directory can be running), before anything else runs.
+pub(crate) fn drop_leftover_backup_snapshots(engine: &Engine) -> Result<()> {
+    if !engine.shared.objects.is_local() || engine.shared.config.serve_regions.is_some() {
+        return Ok(());
+    }
+    let leftovers = |s: &crate::catalog::CatalogState| -> Vec<String> {
+        s.snapshots
+            .keys()
+            .filter(|n| n.starts_with(BACKUP_SNAPSHOT_PREFIX))
+            .cloned()
+            .collect()
+    };
+    if leftovers(&engine.shared.catalog.snapshot()).is_empty() {
+        return Ok(());
+    }
+    let unlisted = engine.shared.catalog.update(|s| {
+        let mut files = Vec::new();
+        for name in leftovers(s) {
+            if let Some(entry) = s.snapshots.remove(&name) {
+                tracing::info!(snapshot = %name, "removing the snapshot of an interrupted backup");
+                files.extend(entry.files().into_values());
+            }
+        }
+        Ok(unlisted_of(s, files.into_iter()))
+    })?;
+    delete_files(engine, &unlisted, "interrupted backup");
+    Ok(())
+}
+
 /// The error of a snapshot whose tables changed schema or regions while it was taken.
 fn changed() -> Error {
     Error::Busy(
