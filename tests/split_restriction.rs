@@ -222,8 +222,11 @@ async fn splits_by_themselves_keep_every_group_whole() {
     conn.admin().create_table(desc()).await.unwrap();
     fill(&conn, 0..60, 500).await;
     conn.admin().flush("t").await.unwrap();
+    // About 2.9 MB of store files under a 1 MiB limit: once no region wants to split there
+    // are at least 3 of them. How many more depends on when the splits ran during the fill
+    // (a split early in the fill leaves regions just under the limit), so only 3 is certain.
     let deadline = Instant::now() + Duration::from_secs(60);
-    while regions(&conn).await.len() < 4 {
+    while regions(&conn).await.len() < 3 {
         assert!(
             Instant::now() < deadline,
             "the table did not split by itself"
