@@ -1,13 +1,17 @@
 //! Basalt: an embedded Rust storage engine with HBase's data model.
 //!
 //! This facade re-exports the public API of the engine (`basalt-core`), the coprocessor
-//! framework (`basalt-coprocessors`) and secondary indexes (`basalt-index`).
+//! framework (`basalt-coprocessors`) and secondary indexes (`basalt-index`); with the
+//! `plugins` feature, the sandboxed plugin runtime (`basalt-plugins`).
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use basalt_coprocessors as coprocessors;
 pub use basalt_core::*;
 pub use basalt_index as index;
+/// Coprocessors as sandboxed WebAssembly plugins (the `plugins` feature).
+#[cfg(feature = "plugins")]
+pub use basalt_plugins as plugins;
 
 /// The snippets of `docs/recovery.md`, compiled by `cargo test --doc`.
 #[cfg(doctest)]

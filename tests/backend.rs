@@ -12,9 +12,10 @@ use basalt::client::{
 };
 use basalt::{
     ColumnFamilyDescriptor, CompactionKind, Connection, CoprocessorDescriptor, Engine,
-    IntegrityReport, OfflineRegion, RegionInfo, Result, SaltSpec, SnapshotDescription,
+    IntegrityReport, OfflineRegion, PluginInfo, RegionInfo, Result, SaltSpec, SnapshotDescription,
     TableDescriptor, TableName,
 };
+use bytes::Bytes;
 use futures::TryStreamExt;
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -339,6 +340,32 @@ impl<B: Backend> Backend for Counting<B> {
         self.count("restore_snapshot");
         self.inner.restore_snapshot(name)
     }
+    fn upload_plugin(
+        self: &Arc<Self>,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<PluginInfo>> + Send {
+        self.count("upload_plugin");
+        self.inner.upload_plugin(bytes)
+    }
+    fn list_plugins(self: &Arc<Self>) -> impl Future<Output = Result<Vec<PluginInfo>>> + Send {
+        self.count("list_plugins");
+        self.inner.list_plugins()
+    }
+    fn describe_plugin(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> impl Future<Output = Result<PluginInfo>> + Send {
+        self.count("describe_plugin");
+        self.inner.describe_plugin(id)
+    }
+    fn plugin_bytes(self: &Arc<Self>, id: &str) -> impl Future<Output = Result<Bytes>> + Send {
+        self.count("plugin_bytes");
+        self.inner.plugin_bytes(id)
+    }
+    fn delete_plugin(self: &Arc<Self>, id: &str) -> impl Future<Output = Result<()>> + Send {
+        self.count("delete_plugin");
+        self.inner.delete_plugin(id)
+    }
     fn close(self: &Arc<Self>) -> impl Future<Output = Result<()>> + Send {
         self.count("close");
         self.inner.close()
@@ -347,6 +374,11 @@ impl<B: Backend> Backend for Counting<B> {
 
 /// Every method of the trait, as [`Counting`] names them.
 const METHODS: &[&str] = &[
+    "upload_plugin",
+    "list_plugins",
+    "describe_plugin",
+    "plugin_bytes",
+    "delete_plugin",
     "put",
     "delete",
     "get",
@@ -654,6 +686,16 @@ async fn flow<B: Backend>(conn: &Connection<B>) -> Vec<String> {
             .iter()
             .map(|s| s.name.clone())
             .collect::<Vec<_>>()
+    ));
+    // No plugin runtime here: uploads are refused, and nothing is listed.
+    let none = "0".repeat(64);
+    log.push(format!(
+        "plugins: upload {:?}, list {:?}, describe {:?}, bytes {:?}, delete {:?}",
+        admin.upload_plugin(b"\0asm".to_vec()).await.map(|p| p.id),
+        admin.list_plugins().await.map(|l| l.len()),
+        admin.describe_plugin(&none).await.map(|p| p.id),
+        admin.plugin_bytes(&none).await.map(|b| b.len()),
+        admin.delete_plugin(&none).await,
     ));
     let d = admin.describe_snapshot("backend-snap").await.unwrap();
     log.push(format!("described read point > 0: {}", d.read_point > 0));

@@ -17,7 +17,7 @@ use crate::host::{panic_message, CoprocessorMetrics};
 use async_trait::async_trait;
 use basalt_core::coprocessor::EngineHooks;
 use basalt_core::WalRecord;
-use basalt_core::{Error, FailurePolicy, Result, TableDescriptor, TableName};
+use basalt_core::{Error, FailurePolicy, FaultAction, Result, TableDescriptor, TableName};
 use futures::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -172,9 +172,10 @@ impl<T: ?Sized> Slot<T> {
             name: self.name.clone(),
             msg,
         };
-        match self.policy {
-            FailurePolicy::FailOperation => Err(err),
-            FailurePolicy::Unload => {
+        match self.policy.on_fault(self.faults.load(Ordering::Relaxed)) {
+            FaultAction::Fail => Err(err),
+            FaultAction::Skip => Ok(()),
+            FaultAction::Unload => {
                 self.unloaded.store(true, Ordering::Release);
                 tracing::warn!(observer = %self.name, error = %err, "engine observer unloaded after a fault");
                 Ok(())

@@ -41,7 +41,11 @@
 //!   modify table, with veto) and [`WalObserver`]s (append and roll), set with
 //!   `Config::observer`, isolated and counted like region observers.
 //!
-//! Layers, bottom to top: `counter`, `observer`, `read_only`, `endpoint`, `service`,
+//! - Plugins: coprocessors named `plugin:{sha256}` are uploaded WebAssembly components,
+//!   run by the [`PluginRuntime`] set with [`Registry::set_plugin_runtime`]
+//!   (`basalt-plugins`).
+//!
+//! Layers, bottom to top: `counter`, `observer`, `plugin`, `read_only`, `endpoint`, `service`,
 //! `aggregate`, `salted`, `host`, `engine`, `registry`, `relations`.
 //!
 //! Public modules: `relations`. Every other module is private; what users name is
@@ -56,6 +60,7 @@ mod endpoint;
 mod engine;
 mod host;
 mod observer;
+mod plugin;
 mod read_only;
 mod registry;
 pub mod relations;
@@ -77,6 +82,7 @@ pub use endpoint::{call_isolated, Endpoint, EndpointRegistry, ErasedEndpoint};
 pub use engine::{EngineObserverHost, TableObserver, WalObserver};
 pub use host::{CoprocessorHost, CoprocessorMetrics};
 pub use observer::{ObserverContext, RegionObserver};
+pub use plugin::PluginRuntime;
 pub use read_only::ReadOnlyHooks;
 pub use registry::{Args, Factory, Registry, DEFAULT_TIMEOUT};
 pub use salted::{merge_logical, SaltedAggregationClient, SaltedEndpoints, SaltedSnapshot};

@@ -98,6 +98,12 @@ impl<'a> ObserverContext<'a> {
         self.env.region_info()
     }
 
+    /// Reads of this region that can be held past the call (a sandboxed plugin's host
+    /// functions hold one while the plugin runs); see [`basalt_core::coprocessor::HookEnv::reader`].
+    pub fn region_reader(&self) -> Option<basalt_core::coprocessor::RegionReader> {
+        self.env.reader()
+    }
+
     /// Reads one row of the table at the current read point, without running hooks.
     pub fn get(&self, g: &Get) -> Result<RowResult> {
         self.env.get(g)

@@ -10,11 +10,15 @@
 
 use crate::host::{CoprocessorHost, CoprocessorMetrics, Loaded};
 use crate::observer::RegionObserver;
+use crate::plugin::PluginRuntime;
 use crate::read_only::ReadOnlyHooks;
 use basalt_core::coprocessor::RegionHooks;
 use basalt_core::HooksLoader;
 use basalt_core::RecoveryRepair;
-use basalt_core::{Error, Result, TableDescriptor, TableName};
+use basalt_core::{
+    plugin_id_of, CoprocessorDescriptor, Error, PluginKind, PluginSource, Result, TableDescriptor,
+    TableName,
+};
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, HashMap};
 use std::panic::AssertUnwindSafe;
@@ -49,6 +53,10 @@ pub struct Registry {
     hosts: Mutex<HashMap<TableName, Weak<CoprocessorHost>>>,
     repairs: RwLock<Vec<Arc<dyn RecoveryRepair>>>,
     read_only_when_missing: bool,
+    /// Runs coprocessors named `plugin:{sha256}`, if set.
+    plugins: RwLock<Option<Arc<dyn PluginRuntime>>>,
+    /// Where plugins' bytes are read (bound by the engine at open).
+    plugin_source: RwLock<Option<Arc<dyn PluginSource>>>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -81,6 +89,8 @@ impl Registry {
             hosts: Mutex::new(HashMap::new()),
             repairs: RwLock::new(Vec::new()),
             read_only_when_missing: false,
+            plugins: RwLock::new(None),
+            plugin_source: RwLock::new(None),
         }
     }
 
@@ -94,13 +104,23 @@ impl Registry {
         self
     }
 
+    /// Runs coprocessors named `plugin:{sha256}` (uploaded with `Admin::upload_plugin`)
+    /// with `runtime`.
+    pub fn set_plugin_runtime(&self, runtime: Arc<dyn PluginRuntime>) {
+        *self.plugins.write() = Some(runtime);
+    }
+
+    /// The plugin runtime, if set.
+    pub fn plugin_runtime(&self) -> Option<Arc<dyn PluginRuntime>> {
+        self.plugins.read().clone()
+    }
+
     /// The coprocessors `table` lists that this registry does not have, in list order.
     pub fn missing(&self, table: &TableDescriptor) -> Vec<String> {
-        let factories = self.factories.read();
         table
             .coprocessors
             .iter()
-            .filter(|d| !factories.contains_key(&d.name))
+            .filter(|d| !self.contains(&d.name))
             .map(|d| d.name.clone())
             .collect()
     }
@@ -135,8 +155,11 @@ impl Registry {
         names
     }
 
-    /// True when `name` is registered.
+    /// True when `name` is registered, or names a plugin and a plugin runtime is set.
     pub fn contains(&self, name: &str) -> bool {
+        if plugin_id_of(name).is_some() {
+            return self.plugins.read().is_some();
+        }
         self.factories.read().contains_key(name)
     }
 
@@ -153,6 +176,11 @@ impl Registry {
     fn build(&self, table: &TableDescriptor) -> Result<CoprocessorHost> {
         let mut chain = Vec::with_capacity(table.coprocessors.len());
         for d in &table.coprocessors {
+            if let Some(id) = plugin_id_of(&d.name) {
+                let observer = self.plugin_observer(id, d)?;
+                chain.push(Loaded::new(d, self.default_timeout, observer));
+                continue;
+            }
             let factory =
                 self.factories
                     .read()
@@ -178,6 +206,31 @@ impl Registry {
         }
         Ok(CoprocessorHost::new(table.name.clone(), chain))
     }
+
+    /// Plugin `id`'s observer, configured by `d`.
+    fn plugin_observer(
+        &self,
+        id: &str,
+        d: &CoprocessorDescriptor,
+    ) -> Result<Arc<dyn RegionObserver>> {
+        let failed = |msg: String| Error::Coprocessor {
+            name: d.name.clone(),
+            msg,
+        };
+        let runtime = self
+            .plugin_runtime()
+            .ok_or_else(|| failed("no plugin runtime is loaded here".into()))?;
+        let source = self
+            .plugin_source
+            .read()
+            .clone()
+            .ok_or_else(|| failed("the engine gave no plugin store".into()))?;
+        let bytes = source.plugin_bytes(id)?;
+        runtime.observer(id, &bytes, d).map_err(|e| match e {
+            e @ Error::Coprocessor { .. } => e,
+            e => failed(format!("plugin failed to load: {e}")),
+        })
+    }
 }
 
 impl HooksLoader for Registry {
@@ -197,6 +250,19 @@ impl HooksLoader for Registry {
 
     fn recovery_repairs(&self) -> Vec<Arc<dyn RecoveryRepair>> {
         self.repairs.read().clone()
+    }
+
+    fn validate_plugin(&self, bytes: &[u8]) -> Result<PluginKind> {
+        match self.plugin_runtime() {
+            Some(r) => r.validate(bytes),
+            None => Err(Error::bad_argument(
+                "no plugin runtime is loaded here (basalt-plugins' PluginHost)",
+            )),
+        }
+    }
+
+    fn bind_plugins(&self, source: Arc<dyn PluginSource>) {
+        *self.plugin_source.write() = Some(source);
     }
 }
 

@@ -181,6 +181,19 @@ pub enum Error {
         /// What went wrong.
         msg: String,
     },
+    /// A sandboxed plugin's call trapped, ran past its deadline or out of its memory. The
+    /// coprocessor host handles it as a fault, under the attachment's failure policy; the
+    /// engine keeps serving.
+    #[error("plugin {name} faulted: {msg}")]
+    PluginFault {
+        /// The coprocessor's name (`plugin:<sha256>`).
+        name: String,
+        /// The trap, deadline or memory limit hit.
+        msg: String,
+    },
+    /// No plugin with this sha256 was uploaded (`Admin::upload_plugin`).
+    #[error("plugin {0} not found")]
+    PluginNotFound(String),
     /// A mutation a coprocessor added to a batch (`MiniBatch::add_mutation_to` and friends)
     /// is invalid for its table (unknown or disabled table, unknown family, bad row, value
     /// too large, not a counter): the whole batch fails and nothing is written.

@@ -57,7 +57,7 @@ mod wal;
 /// ([`endpoint::RegionView`]), and the fan-out of one call over a table's regions.
 pub mod endpoint {
     pub use crate::server::endpoint::{
-        EndpointCall, LocalScanner, RegionPart, RegionSpan, RegionView,
+        EndpointCall, LocalScanner, OwnedRegionView, RegionPart, RegionSpan, RegionView,
     };
 }
 
@@ -73,7 +73,9 @@ pub use backup::{
     list_backups, read_manifest, restore_backup, verify_backup, BackupCheck, BackupFile,
     BackupManifest, BackupOptions, BackupProgress, BackupSummary, ProgressFn,
 };
-pub use catalog::{validate_snapshot_name, SnapshotDescription, MAX_SNAPSHOT_NAME};
+pub use catalog::{
+    validate_plugin_id, validate_snapshot_name, PluginKind, SnapshotDescription, MAX_SNAPSHOT_NAME,
+};
 pub use cell::{now_ms, Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Backend, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
 pub use coprocessor::CompactionOutcome;
@@ -84,14 +86,17 @@ pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};
 pub use schema::split::{SplitAlgorithm, SplitPolicy};
 pub use schema::{
     validate_family_name, validate_namespace, BloomType, ColumnFamilyDescriptor,
-    CompactionSettings, Compression, CoprocessorDescriptor, FailurePolicy, IntoTableName,
-    KeepDeletedCells, SplitRestriction, TableDescriptor, TableName, DEFAULT_NAMESPACE,
-    SYSTEM_NAMESPACE,
+    CompactionSettings, Compression, CoprocessorDescriptor, FailurePolicy, FaultAction,
+    IntoTableName, KeepDeletedCells, SplitRestriction, TableDescriptor, TableName,
+    DEFAULT_NAMESPACE, SYSTEM_NAMESPACE,
 };
 pub use server::backup::BackupSource;
-pub use server::config::{HooksLoader, RecoveryRepair, RecoveryRepairOutcome};
+pub use server::config::{HooksLoader, PluginSource, RecoveryRepair, RecoveryRepairOutcome};
 pub use server::open::check::{IntegrityReport, StoreFileReport};
 pub use server::open::recovery::{OfflineRegion, RecoveryReport};
+pub use server::plugins::{
+    plugin_coprocessor_name, plugin_id, plugin_id_of, PluginInfo, MAX_PLUGIN_BYTES, PLUGIN_PREFIX,
+};
 pub use server::{Engine, EngineStats};
 pub use storage::compaction::CompactionKind;
 pub use storage::storefile::{FileCheck, Finding, FindingKind};

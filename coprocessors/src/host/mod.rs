@@ -37,7 +37,7 @@ mod mutation;
 
 use crate::counter::StripedCounter;
 use crate::observer::{ObserverContext, RegionObserver};
-use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, Result, TableName};
+use basalt_core::{CoprocessorDescriptor, Error, FailurePolicy, FaultAction, Result, TableName};
 use futures::FutureExt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -463,6 +463,7 @@ impl CoprocessorHost {
             }
         };
         let err = match f {
+            Failure::Returned(Error::PluginFault { msg, .. }) => fault(msg),
             Failure::Returned(e) => {
                 cp.refusals.fetch_add(1, Ordering::Relaxed);
                 return Err(match e {
@@ -483,9 +484,14 @@ impl CoprocessorHost {
                 fault(format!("hook ran past its timeout of {} ms", d.as_millis()))
             }
         };
-        match cp.policy {
-            FailurePolicy::FailOperation => Err(err),
-            FailurePolicy::Unload => {
+        match cp.policy.on_fault(cp.faults.load(Ordering::Relaxed)) {
+            FaultAction::Fail => Err(err),
+            FaultAction::Skip => {
+                tracing::debug!(table = %self.table, coprocessor = %cp.name, error = %err,
+                    "hook call skipped after a fault");
+                Ok(())
+            }
+            FaultAction::Unload => {
                 cp.unloaded.store(true, Ordering::Release);
                 self.resum();
                 tracing::warn!(table = %self.table, coprocessor = %cp.name, error = %err,

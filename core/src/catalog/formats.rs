@@ -98,6 +98,7 @@ pub(crate) mod old {
                 store_claim: 0,
                 lineage: Vec::new(),
                 snapshots: BTreeMap::new(),
+                plugins: BTreeMap::new(),
             }
         }
     }
@@ -382,6 +383,7 @@ pub(crate) mod v8 {
                 store_claim: 0,
                 lineage: Vec::new(),
                 snapshots: BTreeMap::new(),
+                plugins: BTreeMap::new(),
             }
         }
     }
@@ -525,6 +527,7 @@ pub(crate) mod v10 {
                 store_claim: old.store_claim,
                 lineage: old.lineage,
                 snapshots: BTreeMap::new(),
+                plugins: BTreeMap::new(),
             }
         }
     }
@@ -558,6 +561,7 @@ pub(crate) mod v11 {
                 store_claim: old.store_claim,
                 lineage: old.lineage,
                 snapshots: BTreeMap::new(),
+                plugins: BTreeMap::new(),
             }
         }
     }

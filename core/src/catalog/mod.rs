@@ -78,7 +78,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 12;
+const VERSION: u32 = 13;
 const HEADER: usize = 20;
 
 /// The object name of store file `id` written at region generation `generation`:
@@ -211,6 +211,8 @@ pub struct CatalogState {
     pub lineage: Vec<(u64, u64)>,
     /// Table snapshots by name.
     pub snapshots: BTreeMap<String, SnapshotEntry>,
+    /// Uploaded plugins by the hex sha256 of their bytes (appended in version 13).
+    pub plugins: BTreeMap<String, PluginEntry>,
 }
 
 impl Default for CatalogState {
@@ -229,6 +231,7 @@ impl Default for CatalogState {
             store_claim: 0,
             lineage: Vec::new(),
             snapshots: BTreeMap::new(),
+            plugins: BTreeMap::new(),
         }
     }
 }
@@ -460,14 +463,19 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         9 => postcard::from_bytes::<v9::CatalogState>(payload).map(CatalogState::from),
         10 => postcard::from_bytes::<v10::CatalogState>(payload).map(CatalogState::from),
         11 => postcard::from_bytes::<v11::CatalogState>(payload).map(CatalogState::from),
+        12 => postcard::from_bytes::<v12::CatalogState>(payload).map(CatalogState::from),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
 mod formats;
+mod plugins;
 mod snapshots;
 pub(crate) use formats::{old, v1, v10, v11, v2, v3, v4, v8, v9};
+pub(crate) use plugins::v12;
+pub use plugins::{plugin_path, validate_plugin_id, PluginEntry, PluginKind, PLUGIN_DIR};
+pub(crate) use snapshots::{all_snapshot_descriptions, snapshot_description};
 pub use snapshots::{validate_snapshot_name, SnapshotDescription, MAX_SNAPSHOT_NAME};
 
 #[cfg(test)]

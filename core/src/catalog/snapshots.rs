@@ -59,63 +59,62 @@ pub struct SnapshotDescription {
     pub own_files: Vec<(u64, u64)>,
 }
 
-impl CatalogState {
-    /// The description of snapshot `name`, or [`Error::SnapshotNotFound`].
-    pub fn describe_snapshot(&self, name: &str) -> Result<SnapshotDescription> {
-        let entry = self
-            .snapshots
-            .get(name)
-            .ok_or_else(|| Error::SnapshotNotFound(name.to_string()))?;
-        let live = self.table_file_ids();
-        let files = entry.files();
-        let size = files.values().map(|f| f.size).sum();
-        let shared_size = files
+/// The description of snapshot `name`, or [`Error::SnapshotNotFound`].
+pub fn snapshot_description(state: &CatalogState, name: &str) -> Result<SnapshotDescription> {
+    let entry = state
+        .snapshots
+        .get(name)
+        .ok_or_else(|| Error::SnapshotNotFound(name.to_string()))?;
+    let live = table_file_ids(state);
+    let files = entry.files();
+    let size = files.values().map(|f| f.size).sum();
+    let shared_size = files
+        .values()
+        .filter(|f| live.contains(&f.id))
+        .map(|f| f.size)
+        .sum();
+    Ok(SnapshotDescription {
+        name: name.to_string(),
+        read_point: entry.read_point,
+        created_ms: entry.created_ms,
+        tables: entry.tables.keys().cloned().collect(),
+        descriptors: entry
+            .tables
             .values()
-            .filter(|f| live.contains(&f.id))
-            .map(|f| f.size)
-            .sum();
-        Ok(SnapshotDescription {
-            name: name.to_string(),
-            read_point: entry.read_point,
-            created_ms: entry.created_ms,
-            tables: entry.tables.keys().cloned().collect(),
-            descriptors: entry
-                .tables
-                .values()
-                .map(|t| t.descriptor.clone())
-                .collect(),
-            regions: entry.tables.values().map(|t| t.regions.len()).sum(),
-            files: files.len(),
-            size,
-            shared_size,
-            own_size: size - shared_size,
-            own_files: files
-                .values()
-                .filter(|f| !live.contains(&f.id))
-                .map(|f| (f.id, f.size))
-                .collect(),
-        })
-    }
-
-    /// Every snapshot's description, in name order.
-    pub fn snapshot_descriptions(&self) -> Vec<SnapshotDescription> {
-        self.snapshots
-            .keys()
-            .filter_map(|n| self.describe_snapshot(n).ok())
-            .collect()
-    }
-
-    /// The ids of the store files the tables list.
-    fn table_file_ids(&self) -> BTreeSet<u64> {
-        self.tables
+            .map(|t| t.descriptor.clone())
+            .collect(),
+        regions: entry.tables.values().map(|t| t.regions.len()).sum(),
+        files: files.len(),
+        size,
+        shared_size,
+        own_size: size - shared_size,
+        own_files: files
             .values()
-            .flat_map(|t| &t.regions)
-            .flat_map(|r| r.files.values().flatten())
-            .map(|f: &FileEntry| f.id)
-            .collect()
-    }
+            .filter(|f| !live.contains(&f.id))
+            .map(|f| (f.id, f.size))
+            .collect(),
+    })
 }
 
+/// Every snapshot's description, in name order.
+pub fn all_snapshot_descriptions(state: &CatalogState) -> Vec<SnapshotDescription> {
+    state
+        .snapshots
+        .keys()
+        .filter_map(|n| snapshot_description(state, n).ok())
+        .collect()
+}
+
+/// The ids of the store files the tables list.
+fn table_file_ids(state: &CatalogState) -> BTreeSet<u64> {
+    state
+        .tables
+        .values()
+        .flat_map(|t| &t.regions)
+        .flat_map(|r| r.files.values().flatten())
+        .map(|f: &FileEntry| f.id)
+        .collect()
+}
 #[cfg(test)]
 mod tests {
     use super::super::*;
@@ -230,15 +229,15 @@ mod tests {
             .into(),
         };
         s.snapshots.insert("s".into(), snap);
-        let d = s.describe_snapshot("s").unwrap();
+        let d = snapshot_description(&s, "s").unwrap();
         assert_eq!((d.size, d.shared_size, d.own_size), (15, 10, 5));
         assert_eq!(
             (d.files, d.regions, d.own_files.clone()),
             (2, 1, vec![(2, 5)])
         );
-        assert_eq!(s.snapshot_descriptions(), vec![d]);
+        assert_eq!(all_snapshot_descriptions(&s), vec![d]);
         assert!(matches!(
-            s.describe_snapshot("x"),
+            snapshot_description(&s, "x"),
             Err(Error::SnapshotNotFound(_))
         ));
         for bad in ["", ".a", "-a", "a b", "a/b"] {

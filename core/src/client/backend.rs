@@ -69,7 +69,9 @@ use crate::schema::{ColumnFamilyDescriptor, CoprocessorDescriptor, TableDescript
 use crate::server::admin::PreSplit;
 use crate::server::open::check::IntegrityReport;
 use crate::server::open::recovery::OfflineRegion;
+use crate::server::plugins::PluginInfo;
 use crate::storage::compaction::CompactionKind;
+use bytes::Bytes;
 use futures::Stream;
 use std::fmt;
 use std::future::Future;
@@ -368,6 +370,29 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
         self: &Arc<Self>,
         name: &str,
     ) -> impl Future<Output = Result<Option<String>>> + Send;
+
+    // ---- Plugins -----------------------------------------------------------------------
+
+    /// Validates and stores a plugin (a WebAssembly component) under its sha256.
+    fn upload_plugin(
+        self: &Arc<Self>,
+        bytes: Vec<u8>,
+    ) -> impl Future<Output = Result<PluginInfo>> + Send;
+
+    /// Every uploaded plugin, by id.
+    fn list_plugins(self: &Arc<Self>) -> impl Future<Output = Result<Vec<PluginInfo>>> + Send;
+
+    /// One uploaded plugin.
+    fn describe_plugin(
+        self: &Arc<Self>,
+        id: &str,
+    ) -> impl Future<Output = Result<PluginInfo>> + Send;
+
+    /// The bytes of an uploaded plugin (checked against their sha256).
+    fn plugin_bytes(self: &Arc<Self>, id: &str) -> impl Future<Output = Result<Bytes>> + Send;
+
+    /// Deletes an uploaded plugin no table lists.
+    fn delete_plugin(self: &Arc<Self>, id: &str) -> impl Future<Output = Result<()>> + Send;
 
     // ---- Lifecycle -------------------------------------------------------------------
 

@@ -22,14 +22,17 @@ use crate::schema::{
 };
 use crate::server::admin::PreSplit;
 use crate::server::config::Config;
+use crate::server::config::PluginSource;
 use crate::server::endpoint::EndpointCall;
 use crate::server::hooks;
 use crate::server::open::check::IntegrityReport;
 use crate::server::open::recovery::{OfflineRegion, RecoveryReport};
+use crate::server::plugins::{self, PluginInfo};
 use crate::server::read::{ResultStream, ScanPoint};
 use crate::server::snapshots;
 use crate::server::Engine;
 use crate::storage::compaction::CompactionKind;
+use bytes::Bytes;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -345,6 +348,35 @@ impl Backend for Engine {
 
     async fn restore_snapshot(self: &Arc<Self>, name: &str) -> Result<Option<String>> {
         snapshots::restore_snapshot(self, name).await
+    }
+
+    async fn upload_plugin(self: &Arc<Self>, bytes: Vec<u8>) -> Result<PluginInfo> {
+        let engine = self.clone();
+        // Validation compiles the component: off the async workers.
+        tokio::task::spawn_blocking(move || plugins::upload_plugin(&engine.shared, &bytes))
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(format!("plugin upload task: {e}"))))?
+    }
+
+    async fn list_plugins(self: &Arc<Self>) -> Result<Vec<PluginInfo>> {
+        self.shared.check_open()?;
+        Ok(plugins::list_plugins(&self.shared))
+    }
+
+    async fn describe_plugin(self: &Arc<Self>, id: &str) -> Result<PluginInfo> {
+        plugins::describe_plugin(&self.shared, id)
+    }
+
+    async fn plugin_bytes(self: &Arc<Self>, id: &str) -> Result<Bytes> {
+        plugins::describe_plugin(&self.shared, id)?;
+        plugins::ObjectPlugins {
+            objects: self.shared.objects.clone(),
+        }
+        .plugin_bytes(id)
+    }
+
+    async fn delete_plugin(self: &Arc<Self>, id: &str) -> Result<()> {
+        plugins::delete_plugin(&self.shared, id)
     }
 
     async fn close(self: &Arc<Self>) -> Result<()> {

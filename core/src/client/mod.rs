@@ -43,13 +43,14 @@ pub use salted::{BucketRange, SaltedScanStats, SaltedScanStream, SaltedTable};
 pub use snapshot::Snapshot;
 
 use crate::catalog::SnapshotDescription;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::region::RegionInfo;
 use crate::schema::{
     ColumnFamilyDescriptor, CoprocessorDescriptor, IntoTableName, TableDescriptor, TableName,
 };
 use crate::server::open::check::IntegrityReport;
 use crate::server::open::recovery::OfflineRegion;
+use crate::server::plugins::PluginInfo;
 use crate::server::Engine;
 use crate::storage::compaction::CompactionKind;
 use std::sync::Arc;
@@ -404,6 +405,48 @@ impl<B: Backend> Admin<B> {
     /// disabled: enable them to serve the restored state.
     pub async fn restore_snapshot(&self, name: &str) -> Result<Option<String>> {
         self.backend.restore_snapshot(name).await
+    }
+    /// Validates a plugin (a WebAssembly component for the engine's plugin runtime) and
+    /// stores it in the catalog under its sha256; attach it to a table by adding the
+    /// coprocessor [`crate::plugin_coprocessor_name`]`(id)`. Uploading the same bytes again
+    /// answers the stored plugin.
+    pub async fn upload_plugin(&self, bytes: impl Into<Vec<u8>>) -> Result<PluginInfo> {
+        self.backend.upload_plugin(bytes.into()).await
+    }
+    /// Every uploaded plugin, by id, with the tables that list it.
+    pub async fn list_plugins(&self) -> Result<Vec<PluginInfo>> {
+        self.backend.list_plugins().await
+    }
+    /// One uploaded plugin.
+    pub async fn describe_plugin(&self, id: &str) -> Result<PluginInfo> {
+        self.backend.describe_plugin(id).await
+    }
+    /// An uploaded plugin's bytes.
+    pub async fn plugin_bytes(&self, id: &str) -> Result<bytes::Bytes> {
+        self.backend.plugin_bytes(id).await
+    }
+    /// Deletes an uploaded plugin; refused while a table lists it.
+    pub async fn delete_plugin(&self, id: &str) -> Result<()> {
+        self.backend.delete_plugin(id).await
+    }
+    /// Replaces table `name`'s coprocessor `old` by `new` in one schema change, in its
+    /// place in the list: no operation runs without one of them, and none runs both in
+    /// one batch (hot swap, and rollback by swapping back). If `new` cannot load, nothing
+    /// changes and `old` keeps serving.
+    pub async fn swap_coprocessor(
+        &self,
+        name: impl IntoTableName,
+        old: &str,
+        new: CoprocessorDescriptor,
+    ) -> Result<()> {
+        let name = name.into_table_name()?;
+        let mut list = self.backend.describe_table(&name)?.coprocessors;
+        let slot = list
+            .iter_mut()
+            .find(|c| c.name == old)
+            .ok_or_else(|| Error::bad_argument(format!("table {name} has no coprocessor {old}")))?;
+        *slot = new;
+        self.backend.set_coprocessors(&name, list).await
     }
 }
 

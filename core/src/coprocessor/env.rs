@@ -29,6 +29,53 @@ pub(crate) trait HookReads: Send + Sync {
         g: &Get,
         pending: &[PreparedCell],
     ) -> Result<(RowResult, RowResult)>;
+
+    /// The same reads, held past the current call ([`HookEnv::reader`]); `None` from
+    /// readers that cannot be held.
+    fn owned(&self) -> Option<Arc<dyn HookReads>> {
+        None
+    }
+}
+
+/// Reads of one region's rows as committed, held past a hook call's borrow (a sandboxed
+/// plugin's host functions keep one for the call): [`HookEnv::reader`].
+#[derive(Clone)]
+pub struct RegionReader {
+    reads: Arc<dyn HookReads>,
+    table: TableName,
+    region: Arc<Region>,
+}
+
+impl std::fmt::Debug for RegionReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegionReader")
+            .field("table", &self.table)
+            .field("region", &self.region.id)
+            .finish()
+    }
+}
+
+impl RegionReader {
+    /// The region's id, start and end keys.
+    pub fn region_info(&self) -> RegionInfo {
+        self.region.info()
+    }
+
+    /// One row of the region at the current read point, without running hooks; a row
+    /// outside the region is [`Error::BadArgument`].
+    pub fn get(&self, g: &Get) -> Result<RowResult> {
+        let row = g.row.as_ref();
+        let inside = row >= self.region.start.as_ref()
+            && (self.region.end.is_empty() || row < self.region.end.as_ref());
+        if !inside {
+            return Err(Error::bad_argument(format!(
+                "row {:?} is outside region {}",
+                String::from_utf8_lossy(row),
+                self.region.id
+            )));
+        }
+        self.reads.get(&self.table, g)
+    }
 }
 
 /// What a hook sees of the engine: the table, the region the operation falls in, and
@@ -70,6 +117,16 @@ impl<'a> HookEnv<'a> {
             table,
             region: std::borrow::Cow::Borrowed(region),
         }
+    }
+
+    /// Reads of this region held past the call ([`RegionReader`]); `None` where the
+    /// engine cannot lend them (never for a table's write hooks).
+    pub fn reader(&self) -> Option<RegionReader> {
+        Some(RegionReader {
+            reads: self.reads.owned()?,
+            table: self.table.clone(),
+            region: Arc::clone(&self.region),
+        })
     }
 
     /// The table's name.
@@ -119,6 +176,8 @@ impl<'a> HookEnv<'a> {
 pub struct MiniBatch<'a> {
     ops: &'a [&'a Mutation],
     vetoes: Vec<Option<Error>>,
+    /// Operations replaced by a mutation in `extra` ([`MiniBatch::replace`]).
+    replaced: Vec<bool>,
     extra: Vec<Mutation>,
     elsewhere: Vec<(TableName, AddedOp)>,
     absent: Vec<(TableName, Bytes, Option<RowOwner>)>,
@@ -161,6 +220,7 @@ impl<'a> MiniBatch<'a> {
         MiniBatch {
             ops,
             vetoes: ops.iter().map(|_| None).collect(),
+            replaced: ops.iter().map(|_| false).collect(),
             extra: Vec::new(),
             elsewhere: Vec::new(),
             absent: Vec::new(),
@@ -264,6 +324,35 @@ impl<'a> MiniBatch<'a> {
         }
     }
 
+    /// Writes `m` instead of operation `i`: `i` succeeds for its caller, but its own cells
+    /// are not written; `m`, which must be a mutation of the same row, commits with the
+    /// batch in its place (in an atomic row mutation, replacing is refused with
+    /// [`Error::BadArgument`] when the batch commits). Fails with [`Error::BadArgument`]
+    /// for an index past the end or another row.
+    pub fn replace(&mut self, i: usize, m: Mutation) -> Result<()> {
+        let Some(op) = self.ops.get(i) else {
+            return Err(Error::bad_argument(format!(
+                "no operation {i} in a batch of {}",
+                self.ops.len()
+            )));
+        };
+        if op.row() != m.row() {
+            return Err(Error::bad_argument(
+                "a replacement must be a mutation of the same row",
+            ));
+        }
+        if let Some(slot) = self.replaced.get_mut(i) {
+            *slot = true;
+        }
+        self.extra.push(m);
+        Ok(())
+    }
+
+    /// True when operation `i` has been replaced ([`MiniBatch::replace`]).
+    pub fn is_replaced(&self, i: usize) -> bool {
+        self.replaced.get(i).copied().unwrap_or(false)
+    }
+
     /// True when operation `i` has been vetoed.
     pub fn is_vetoed(&self, i: usize) -> bool {
         self.vetoes.get(i).is_some_and(Option::is_some)
@@ -337,6 +426,7 @@ impl<'a> MiniBatch<'a> {
             absent: self.absent.len(),
             local_absent: self.local_absent.len(),
             vetoed: self.vetoes.iter().map(Option::is_some).collect(),
+            replaced: self.replaced.clone(),
         }
     }
 
@@ -351,11 +441,13 @@ impl<'a> MiniBatch<'a> {
                 *slot = None;
             }
         }
+        self.replaced = sp.replaced;
     }
 
     pub(crate) fn into_parts(self) -> MiniBatchParts {
         (
             self.vetoes,
+            self.replaced,
             self.extra,
             self.elsewhere,
             self.absent,
@@ -368,6 +460,7 @@ impl<'a> MiniBatch<'a> {
 /// rows required absent, local rows required absent.
 pub(crate) type MiniBatchParts = (
     Vec<Option<Error>>,
+    Vec<bool>,
     Vec<Mutation>,
     Vec<(TableName, AddedOp)>,
     Vec<(TableName, Bytes, Option<RowOwner>)>,
@@ -408,4 +501,5 @@ pub struct Savepoint {
     absent: usize,
     local_absent: usize,
     vetoed: Vec<bool>,
+    replaced: Vec<bool>,
 }

@@ -489,7 +489,7 @@ pub(crate) use region_accessors;
 // What a hook sees of the engine and of a write: its environment and a region's share of a
 // batch.
 pub(crate) use env::HookReads;
-pub use env::{AddedOp, HookEnv, MiniBatch, RowOwner, Savepoint};
+pub use env::{AddedOp, HookEnv, MiniBatch, RegionReader, RowOwner, Savepoint};
 mod env;
 
 // Types of the lifecycle hooks: compaction selection and cell transforms, and the engine

@@ -63,6 +63,39 @@ pub enum FailurePolicy {
     /// The coprocessor is unloaded (until the table's coprocessors change or the engine
     /// reopens) and the operation goes on without it.
     Unload,
+    /// The failed hook call is skipped: the operation goes on as if the coprocessor had
+    /// not run it (its changes to a batch are rolled back), and it stays loaded. Appended
+    /// in catalog format version 13.
+    SkipHook,
+    /// Faults fail the operation, as [`FailurePolicy::FailOperation`], until this many
+    /// have happened; that one unloads the coprocessor (as [`FailurePolicy::Unload`]) and
+    /// the operation goes on without it. Appended in catalog format version 13.
+    UnloadAfter(u32),
+}
+
+impl FailurePolicy {
+    /// What a fault does under this policy, with `faults` faults so far (this one
+    /// included).
+    pub fn on_fault(self, faults: u64) -> FaultAction {
+        match self {
+            FailurePolicy::FailOperation => FaultAction::Fail,
+            FailurePolicy::Unload => FaultAction::Unload,
+            FailurePolicy::SkipHook => FaultAction::Skip,
+            FailurePolicy::UnloadAfter(n) if faults >= u64::from(n) => FaultAction::Unload,
+            FailurePolicy::UnloadAfter(_) => FaultAction::Fail,
+        }
+    }
+}
+
+/// What one coprocessor fault does ([`FailurePolicy::on_fault`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultAction {
+    /// The operation fails with [`Error::Coprocessor`].
+    Fail,
+    /// The hook call is skipped; the operation goes on.
+    Skip,
+    /// The coprocessor is unloaded; the operation goes on without it.
+    Unload,
 }
 
 /// One coprocessor of a table: its registered name, priority, arguments and failure

@@ -29,6 +29,28 @@ pub trait HooksLoader: Send + Sync + std::fmt::Debug {
     fn recovery_repairs(&self) -> Vec<Arc<dyn RecoveryRepair>> {
         Vec::new()
     }
+
+    /// Checks that `bytes` are a plugin this loader can run (`Admin::upload_plugin`), and
+    /// says what they export. By default the loader runs no plugins and refuses them.
+    fn validate_plugin(&self, bytes: &[u8]) -> Result<crate::catalog::PluginKind> {
+        let _ = bytes;
+        Err(crate::Error::bad_argument(
+            "this engine's coprocessor loader runs no plugins (build with the plugin runtime)",
+        ))
+    }
+
+    /// Gives the loader where uploaded plugins' bytes are read (called by the engine at
+    /// open, before any table's coprocessors load). Ignored by default.
+    fn bind_plugins(&self, source: Arc<dyn PluginSource>) {
+        let _ = source;
+    }
+}
+
+/// Where a loader reads uploaded plugins' bytes: the engine's object space.
+pub trait PluginSource: Send + Sync + std::fmt::Debug {
+    /// The bytes of plugin `id` (a hex sha256), checked against their sha256;
+    /// [`crate::Error::PluginNotFound`] when no such plugin was stored.
+    fn plugin_bytes(&self, id: &str) -> Result<bytes::Bytes>;
 }
 
 /// Engine settings.

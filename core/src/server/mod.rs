@@ -2,7 +2,7 @@
 //! folded in.
 //!
 //! Stages of `server`, bottom to top: `config`, `ownership`, `shared`, `validate`,
-//! `read_points`, `read`, `endpoint`, `hooks`, `flush`, `compact`, `split`, `write`, `open`,
+//! `plugins`, `read_points`, `read`, `endpoint`, `hooks`, `flush`, `compact`, `split`, `write`, `open`,
 //! `admin`, `snapshots`, `backup`.
 //!
 //! Each stage uses only the stages before it in that list (`tests/architecture.rs` checks
@@ -10,7 +10,8 @@
 //! its settings and plug-ins ([`config`]), its lease and region ownership in the
 //! coordination store ([`ownership`]), and the state every stage shares ([`shared`]:
 //! [`EngineShared`], [`TableState`]); the checks of operations against a table
-//! ([`validate`]). Then three stages, each a type owning its own state: the read path
+//! ([`validate`]); uploaded plugins ([`plugins`]: sandboxed coprocessors stored by their
+//! sha256). Then three stages, each a type owning its own state: the read path
 //! ([`ReadPath`]: [`read_points`], [`read`], [`endpoint`]: gets, scans, region-local endpoint
 //! reads, the registry of open read points); every call of a coprocessor hook ([`hooks`]:
 //! reads, writes, scanners, region lifecycle, WAL replay, load); maintenance
@@ -35,6 +36,7 @@ pub(crate) mod flush;
 pub(crate) mod hooks;
 pub(crate) mod open;
 pub(crate) mod ownership;
+pub(crate) mod plugins;
 pub(crate) mod read;
 pub(crate) mod read_points;
 pub(crate) mod shared;
@@ -93,7 +95,7 @@ impl Engine {
             report,
             records,
         } = recovery::recover(config)?;
-        let reads = Arc::new(ReadPath::new(shared.clone()));
+        let reads = ReadPath::new(shared.clone());
         let upkeep = Arc::new(Maintenance::new(shared.clone(), reads.clone(), file_ids));
         let writes = Arc::new(WritePipeline::new(
             shared.clone(),

@@ -22,7 +22,8 @@
 //! replayed into them, and their files are the snapshot's, shared, never copied.
 
 use crate::catalog::{
-    validate_snapshot_name, FileEntry, SnapshotDescription, SnapshotEntry, TableEntry,
+    all_snapshot_descriptions, snapshot_description, validate_snapshot_name, FileEntry,
+    SnapshotDescription, SnapshotEntry, TableEntry,
 };
 use crate::cell::now_ms;
 use crate::error::{Error, Result};
@@ -154,12 +155,12 @@ fn snapshot_scope(
 
 /// Every snapshot, in name order.
 pub(crate) fn list_snapshots(engine: &Engine) -> Vec<SnapshotDescription> {
-    engine.shared.catalog.snapshot().snapshot_descriptions()
+    all_snapshot_descriptions(&engine.shared.catalog.snapshot())
 }
 
 /// Snapshot `name`'s description.
 pub(crate) fn describe_snapshot(engine: &Engine, name: &str) -> Result<SnapshotDescription> {
-    engine.shared.catalog.snapshot().describe_snapshot(name)
+    snapshot_description(&engine.shared.catalog.snapshot(), name)
 }
 
 /// Deletes snapshot `name`, and then the files no table and no other snapshot lists.

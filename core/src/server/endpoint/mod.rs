@@ -279,6 +279,11 @@ pub struct RegionView<'a> {
 impl RegionView<'_> {
     region_accessors!();
 
+    /// The table of the region.
+    pub fn table(&self) -> &crate::schema::TableName {
+        &self.region.table
+    }
+
     /// The part of the call's range inside this region: what this call covers.
     pub fn range(&self) -> &RowRange {
         self.range
@@ -331,6 +336,50 @@ impl RegionView<'_> {
         }
         validate_versions(g.max_versions)?;
         self.reads.read_row_in(self.region, g, self.read_point)
+    }
+}
+
+impl RegionView<'_> {
+    /// This view, held past the call's borrow (a sandboxed endpoint's host functions keep
+    /// one while the plugin runs).
+    pub fn to_owned_view(&self) -> OwnedRegionView {
+        OwnedRegionView {
+            reads: Arc::clone(self.reads),
+            region: Arc::clone(self.region),
+            range: self.range.clone(),
+            read_point: self.read_point,
+        }
+    }
+}
+
+/// A [`RegionView`] that owns what it reads through ([`RegionView::to_owned_view`]).
+#[derive(Debug, Clone)]
+pub struct OwnedRegionView {
+    reads: Arc<ReadPath>,
+    region: Arc<Region>,
+    range: RowRange,
+    read_point: u64,
+}
+
+impl OwnedRegionView {
+    /// The view, borrowed from this one.
+    pub fn view(&self) -> RegionView<'_> {
+        RegionView {
+            reads: &self.reads,
+            region: &self.region,
+            range: &self.range,
+            read_point: self.read_point,
+        }
+    }
+
+    /// [`RegionView::scan`].
+    pub fn scan(&self, scan: &Scan) -> Result<LocalScanner> {
+        self.view().scan(scan)
+    }
+
+    /// [`RegionView::get`].
+    pub fn get(&self, g: &Get) -> Result<RowResult> {
+        self.view().get(g)
     }
 }
 

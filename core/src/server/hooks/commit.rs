@@ -30,19 +30,26 @@ impl<'a> HookCalls<'a> {
             // No veto: an empty list (vetoes past its end are none).
             return Ok(PreBatch {
                 vetoes: Vec::new(),
+                replaced: Vec::new(),
                 added,
                 absent,
                 local_absent,
             });
         }
         let mut vetoes: Vec<Option<Error>> = muts.iter().map(|_| None).collect();
+        let mut replaced: Vec<bool> = muts.iter().map(|_| false).collect();
         let t = self.t;
         for (region, idx) in by_region(t, muts)? {
             let ops: Vec<&Mutation> = idx.iter().filter_map(|i| muts.get(*i).copied()).collect();
             let env = HookEnv::new(self.reads, &t.name, region);
             let mut mb = MiniBatch::new(&ops, now, pending);
             self.hooks.pre_batch_mutate(&env, &mut mb).await?;
-            let (v, same, elsewhere, required, local) = mb.into_parts();
+            let (v, r, same, elsewhere, required, local) = mb.into_parts();
+            for (j, was) in r.into_iter().enumerate() {
+                if let (true, Some(slot)) = (was, idx.get(j).and_then(|i| replaced.get_mut(*i))) {
+                    *slot = true;
+                }
+            }
             local_absent.extend(local);
             for (name, row, owner) in required {
                 if name == t.name {
@@ -87,6 +94,7 @@ impl<'a> HookCalls<'a> {
         }
         Ok(PreBatch {
             vetoes,
+            replaced,
             added,
             absent,
             local_absent,

@@ -58,6 +58,9 @@ pub(crate) type RowIncrements<'a> = (&'a TableState, BTreeMap<(&'a Bytes, &'a By
 pub(crate) struct PreBatch {
     /// Each operation's veto, in order; operations past its end have none.
     pub(crate) vetoes: Vec<Option<Error>>,
+    /// Each operation replaced by an added write ([`crate::coprocessor::MiniBatch::replace`]);
+    /// operations past its end are not.
+    pub(crate) replaced: Vec<bool>,
     /// The writes the hooks added, checked against their tables.
     pub(crate) added: Vec<AddedWrite>,
     /// Rows that must be absent (or their owner's) for the batch to commit (unique index
@@ -148,6 +151,10 @@ pub(crate) fn copy_error(e: &Error) -> Error {
             msg: msg.clone(),
         },
         Error::BadArgument(m) => Error::BadArgument(m.clone()),
+        Error::PluginFault { name, msg } => Error::PluginFault {
+            name: name.clone(),
+            msg: msg.clone(),
+        },
         Error::InvalidAddedMutation { table, reason } => Error::InvalidAddedMutation {
             table: table.clone(),
             reason: Box::new(copy_error(reason)),

@@ -19,6 +19,7 @@ use crate::objects::Objects;
 use crate::schema::TableName;
 use crate::server::config::Config;
 use crate::server::hooks::lifecycle::observe_wal_rolls;
+use crate::server::plugins::{sweep_unlisted, ObjectPlugins};
 use crate::server::shared::CacheLine;
 use crate::server::shared::EngineShared;
 use crate::storage::storefile::BlockCache;
@@ -78,6 +79,11 @@ pub(crate) fn recover(config: Config) -> Result<Recovered> {
     // What a crashed writer left unfinished (the engine is the directory's only writer).
     objects.sweep_unfinished("")?;
     let catalog = Catalog::open(&objects)?;
+    if let Some(loader) = &config.coprocessor_loader {
+        loader.bind_plugins(Arc::new(ObjectPlugins {
+            objects: objects.clone(),
+        }));
+    }
     let shared_store = config.objects.as_ref().filter(|o| !o.is_local());
     let writer_folders = || match shared_store {
         Some(o) => Wal::writers(o),
@@ -219,6 +225,13 @@ pub(crate) fn recover(config: Config) -> Result<Recovered> {
     // An engine serving some regions leaves files alone: the others serve the rest.
     if config.serve_regions.is_none() {
         remove_orphans(&*objects, &live_files, orphan_ids)?;
+        let unlisted = sweep_unlisted(&*objects, &full)?;
+        if unlisted > 0 {
+            tracing::info!(
+                plugins = unlisted,
+                "removed plugin uploads a crash interrupted"
+            );
+        }
     }
     if mode == WalRecoveryMode::Salvage && !recovered.damage.is_empty() {
         // Skipped records may have held any table's writes: a data row may have lost

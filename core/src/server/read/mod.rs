@@ -99,6 +99,8 @@ fn read_spec(g: &Get, read_point: u64) -> ReadSpec {
 /// it registers so that flushes and compactions keep what an open reader may still need.
 pub(crate) struct ReadPath {
     pub(crate) shared: Arc<EngineShared>,
+    /// This stage itself, for the region readers hooks keep past a call's borrow.
+    me: std::sync::Weak<ReadPath>,
     /// Read points of open gets and scans.
     read_points: ReadPoints,
 }
@@ -150,11 +152,12 @@ impl Drop for LocalReadPoint<'_> {
 
 impl ReadPath {
     /// The read stage over `shared`.
-    pub(crate) fn new(shared: Arc<EngineShared>) -> Self {
-        ReadPath {
+    pub(crate) fn new(shared: Arc<EngineShared>) -> Arc<Self> {
+        Arc::new_cyclic(|me| ReadPath {
             shared,
+            me: me.clone(),
             read_points: ReadPoints::default(),
-        }
+        })
     }
 
     /// Takes the current read point for a scan and registers it until the guard drops.
@@ -464,5 +467,11 @@ impl crate::coprocessor::HookReads for ReadPath {
         pending: &[PreparedCell],
     ) -> Result<(RowResult, RowResult)> {
         self.read_row_before_after(region, g, pending)
+    }
+
+    fn owned(&self) -> Option<Arc<dyn crate::coprocessor::HookReads>> {
+        self.me
+            .upgrade()
+            .map(|r| r as Arc<dyn crate::coprocessor::HookReads>)
     }
 }

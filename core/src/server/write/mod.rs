@@ -285,6 +285,11 @@ impl WritePipeline {
             if let Some(e) = std::mem::take(&mut pre.vetoes).into_iter().flatten().next() {
                 return Err(e);
             }
+            if pre.replaced.iter().any(|r| *r) {
+                return Err(Error::bad_argument(
+                    "an atomic mutation's operations cannot be replaced in pre_batch_mutate",
+                ));
+            }
             let held: Vec<Bytes> = refs.iter().map(|m| m.row().clone()).collect();
             self.commit_with_added(&calls, &held, &refs, cells, durability, pre, plan, now)
                 .await
@@ -488,15 +493,19 @@ impl WritePipeline {
         drop(refs);
         let mut pre = pre;
         let mut vetoes = std::mem::take(&mut pre.vetoes).into_iter();
+        let mut replaced = std::mem::take(&mut pre.replaced).into_iter();
         let mut kept_spans = spans.drain(..);
         let mut keep = vec![false; cells.len()];
         group.retain(|(i, _)| {
             let span = kept_spans.next().unwrap_or_default();
+            let replaced = replaced.next().unwrap_or(false);
             match vetoes.next().flatten() {
                 Some(e) => {
                     set(results, *i, Err(e));
                     false
                 }
+                // Its replacement, an added write, carries it: none of its own cells.
+                None if replaced => true,
                 None => {
                     for k in span {
                         if let Some(slot) = keep.get_mut(k) {

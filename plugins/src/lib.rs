@@ -1,0 +1,42 @@
+//! Basalt's coprocessors as sandboxed plugins: WebAssembly components of the WIT package
+//! `basalt:coprocessor@0.1.0` (`plugins/wit/coprocessor.wit`), run by wasmtime.
+//!
+//! [`PluginHost`] is the runtime: set it on a coprocessor registry
+//! (`Registry::set_plugin_runtime`) and every coprocessor named `plugin:{sha256}` (uploaded
+//! with `Admin::upload_plugin`, attached with `Admin::add_coprocessor`) runs in it. Per
+//! call an epoch deadline ([`PluginLimits::call_deadline`]); per instance a memory cap and
+//! a wasm stack cap; nothing of the host is reachable but the `region` interface (reads of
+//! the call's region, a log line): every other import a component declares (WASI's clocks,
+//! random, files, sockets) is linked to a trap, so it can be loaded but never reached.
+//! Instances are pooled and reused; a trap, a deadline or an out-of-memory drops that
+//! instance and fails the call with `Error::PluginFault`, which the coprocessor host
+//! handles under the attachment's failure policy: never the server.
+//!
+//! Layers, bottom to top: `bindings`, `state`, `convert`, `runtime`, `observer`,
+//! `endpoint`. That is: the bindings generated from the WIT; what a store holds and the
+//! host side of `region`; mutations across the interface; the engine, its ticker and the
+//! compilation cache; the `RegionObserver` a plugin becomes (and the registry's
+//! `PluginRuntime`); a plugin endpoint and its merge.
+//!
+//! Public modules: none; what users name is re-exported here.
+//!
+//! Invariants: a store is never re-entered (host functions call no plugin) and never used
+//! again after a trap; the compiled component of an id is cached for the host's life and
+//! shared by every table that attaches it.
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![deny(clippy::unwrap_used, clippy::expect_used)]
+
+mod bindings;
+mod convert;
+mod endpoint;
+mod observer;
+mod runtime;
+mod state;
+
+pub use endpoint::PluginEndpoint;
+pub use observer::PluginObserver;
+pub use runtime::{PluginHost, PluginLimits};
+
+/// The interface's text, `basalt:coprocessor@0.1.0`.
+pub const WIT: &str = include_str!("../wit/coprocessor.wit");

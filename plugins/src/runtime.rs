@@ -1,0 +1,161 @@
+//! The plugin runtime: one wasmtime engine with epoch interruption, a background ticker,
+//! compiled components cached by id, and per-plugin instance pools.
+//!
+//! Invariants: the ticker advances the epoch every [`TICK`]; a call's deadline is set in
+//! ticks before it starts, so no call runs more than `call_deadline + TICK` of wasm; the
+//! ticker stops when the host drops.
+
+use crate::bindings::{endpoint_world::RegionEndpointPre, observer_world::RegionObserverPre};
+use crate::state::HostState;
+use basalt_core::{Error, Result};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine};
+
+/// How often the epoch advances.
+pub const TICK: Duration = Duration::from_millis(5);
+
+/// What one plugin call or instance may use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// The longest one call may run (default 100 ms); an attachment's `timeout_ms`
+    /// overrides it.
+    pub call_deadline: Duration,
+    /// The most linear memory one instance may grow to (default 16 MiB).
+    pub memory_bytes: usize,
+    /// The deepest wasm stack a call may use (default 512 KiB).
+    pub stack_bytes: usize,
+    /// Idle instances kept per attachment for reuse (default 8).
+    pub idle_instances: usize,
+}
+
+impl Default for PluginLimits {
+    fn default() -> Self {
+        PluginLimits {
+            call_deadline: Duration::from_millis(100),
+            memory_bytes: 16 << 20,
+            stack_bytes: 512 << 10,
+            idle_instances: 8,
+        }
+    }
+}
+
+/// The plugin runtime ([`basalt_coprocessors::PluginRuntime`] for the coprocessor registry).
+pub struct PluginHost {
+    pub(crate) engine: Engine,
+    pub(crate) limits: PluginLimits,
+    compiled: Mutex<HashMap<String, Component>>,
+    /// Dropping it stops the ticker.
+    _ticker: mpsc::Sender<()>,
+}
+
+impl std::fmt::Debug for PluginHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginHost")
+            .field("limits", &self.limits)
+            .field("compiled", &self.compiled.lock().len())
+            .finish()
+    }
+}
+
+pub(crate) fn engine_err(e: impl std::fmt::Display) -> Error {
+    Error::bad_argument(format!("plugin runtime: {e}"))
+}
+
+impl PluginHost {
+    /// A runtime with these limits.
+    pub fn new(limits: PluginLimits) -> Result<Arc<Self>> {
+        let mut config = Config::new();
+        config
+            .wasm_component_model(true)
+            .epoch_interruption(true)
+            .max_wasm_stack(limits.stack_bytes);
+        let engine = Engine::new(&config).map_err(engine_err)?;
+        let (tx, rx) = mpsc::channel::<()>();
+        let ticking = engine.clone();
+        std::thread::Builder::new()
+            .name("basalt-plugin-epoch".into())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
+                    ticking.increment_epoch();
+                }
+            })?;
+        Ok(Arc::new(PluginHost {
+            engine,
+            limits,
+            compiled: Mutex::new(HashMap::new()),
+            _ticker: tx,
+        }))
+    }
+
+    /// A runtime with the default limits.
+    pub fn with_defaults() -> Result<Arc<Self>> {
+        Self::new(PluginLimits::default())
+    }
+
+    /// The limits.
+    pub fn limits(&self) -> PluginLimits {
+        self.limits
+    }
+
+    /// The compiled component of `bytes` (id `id`), compiled once and cached.
+    pub(crate) fn compile(&self, id: &str, bytes: &[u8]) -> Result<Component> {
+        if let Some(c) = self.compiled.lock().get(id) {
+            return Ok(c.clone());
+        }
+        let c = Component::new(&self.engine, bytes)
+            .map_err(|e| Error::bad_argument(format!("not a valid component: {e:#}")))?;
+        self.compiled.lock().insert(id.to_string(), c.clone());
+        Ok(c)
+    }
+
+    /// A linker for `component`: the `region` interface, and a trap for every other import.
+    pub(crate) fn linker(&self, component: &Component) -> Result<Linker<HostState>> {
+        let mut linker = Linker::<HostState>::new(&self.engine);
+        crate::bindings::observer_world::RegionObserver::add_to_linker::<_, HasSelf<_>>(
+            &mut linker,
+            |s| s,
+        )
+        .map_err(engine_err)?;
+        linker
+            .define_unknown_imports_as_traps(component)
+            .map_err(engine_err)?;
+        Ok(linker)
+    }
+
+    /// The observer world's pre-instance of `component`, or why it is not one.
+    pub(crate) fn observer_pre(
+        &self,
+        component: &Component,
+    ) -> Result<RegionObserverPre<HostState>> {
+        let pre = self
+            .linker(component)?
+            .instantiate_pre(component)
+            .map_err(engine_err)?;
+        RegionObserverPre::new(pre)
+            .map_err(|e| Error::bad_argument(format!("not a region-observer component: {e:#}")))
+    }
+
+    /// The endpoint world's pre-instance of `component`, or why it is not one.
+    pub(crate) fn endpoint_pre(
+        &self,
+        component: &Component,
+    ) -> Result<RegionEndpointPre<HostState>> {
+        let pre = self
+            .linker(component)?
+            .instantiate_pre(component)
+            .map_err(engine_err)?;
+        RegionEndpointPre::new(pre)
+            .map_err(|e| Error::bad_argument(format!("not a region-endpoint component: {e:#}")))
+    }
+
+    /// The epoch ticks of a call limited to `deadline`.
+    pub(crate) fn ticks(deadline: Duration) -> u64 {
+        let tick = TICK.as_micros().max(1);
+        (deadline.as_micros() / tick + 1) as u64
+    }
+}
