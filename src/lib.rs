@@ -13,6 +13,11 @@ pub use basalt_index as index;
 #[cfg(feature = "plugins")]
 pub use basalt_plugins as plugins;
 
+/// The snippets of `docs/plugins.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/plugins.md")]
+pub struct PluginsGuideSnippets;
+
 /// The snippets of `docs/recovery.md`, compiled by `cargo test --doc`.
 #[cfg(doctest)]
 #[doc = include_str!("../docs/recovery.md")]

@@ -144,3 +144,21 @@ pub async fn open(dir: &std::path::Path, limits: PluginLimits) -> (Connection, A
         .unwrap();
     (conn, registry)
 }
+
+/// Counts the mutations of every batch into `stats` row `n`, column `f:{qualifier}` (two
+/// characters): one increment per batch, added to the batch itself.
+pub fn counter(qualifier: &str) -> Observer {
+    assert_eq!(qualifier.len(), 2);
+    Observer {
+        hooks: 2,
+        configure: None,
+        // The answer at 256: no decisions, no writes, one increment at 512.
+        pre_batch: "(i64.store (i32.const 544) (i64.extend_i32_u (local.get 8))) (i32.const 256)"
+            .into(),
+        extra: format!(
+            r#"(data (i32.const 256) "\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\02\00\00\01\00\00\00")
+               (data (i32.const 512) "\58\02\00\00\05\00\00\00\62\02\00\00\01\00\00\00\63\02\00\00\01\00\00\00\64\02\00\00\02\00\00\00")
+               (data (i32.const 600) "stats\00\00\00\00\00nf{qualifier}")"#
+        ),
+    }
+}
