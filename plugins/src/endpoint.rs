@@ -8,10 +8,12 @@ use crate::bindings::endpoint_world::{RegionEndpoint as Bindings, RegionEndpoint
 use crate::bindings::wit;
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
-use basalt_coprocessors::Endpoint;
+use basalt_coprocessors::{Endpoint, EndpointRegistry, Endpoints, KeyRange};
 use basalt_core::endpoint::RegionView;
-use basalt_core::{Error, Result};
+use basalt_core::{plugin_coprocessor_name, Connection, Error, IntoTableName, Result};
+use futures::StreamExt;
 use parking_lot::Mutex;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::Store;
@@ -144,5 +146,98 @@ impl Endpoint for PluginEndpoint {
                 .call_call(store, &info, request)
         })?;
         self.answer(r)
+    }
+}
+
+/// A loaded endpoint as the endpoint registry holds it (shared with the merge).
+struct Shared(Arc<PluginEndpoint>);
+
+impl Endpoint for Shared {
+    type Request = Vec<u8>;
+    type Response = Vec<u8>;
+
+    fn call(&self, region: &RegionView<'_>, request: &Vec<u8>) -> Result<Vec<u8>> {
+        Endpoint::call(&*self.0, region, request)
+    }
+}
+
+/// Calls endpoint plugins: each uploaded endpoint is loaded once (its bytes read through
+/// the connection, compiled by the host) and registered system-wide in this object's
+/// endpoint registry under `plugin:{sha256}`; a call runs it once per region of the range,
+/// every region at one read point, and folds the answers with the plugin's `merge`.
+pub struct PluginEndpoints {
+    host: Arc<PluginHost>,
+    registry: Arc<EndpointRegistry>,
+    loaded: Mutex<HashMap<String, Arc<PluginEndpoint>>>,
+}
+
+impl std::fmt::Debug for PluginEndpoints {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PluginEndpoints")
+            .field("loaded", &self.loaded.lock().len())
+            .finish()
+    }
+}
+
+impl PluginEndpoints {
+    /// Endpoint calls run by `host`.
+    pub fn new(host: Arc<PluginHost>) -> Self {
+        PluginEndpoints {
+            host,
+            registry: Arc::new(EndpointRegistry::new()),
+            loaded: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The registry the loaded plugins are registered in (as `plugin:{sha256}`).
+    pub fn registry(&self) -> &Arc<EndpointRegistry> {
+        &self.registry
+    }
+
+    /// Plugin `id`, loaded on first use.
+    pub async fn load(&self, conn: &Connection, id: &str) -> Result<Arc<PluginEndpoint>> {
+        if let Some(e) = self.loaded.lock().get(id) {
+            return Ok(e.clone());
+        }
+        let bytes = conn.admin().plugin_bytes(id).await?;
+        let endpoint = Arc::new(PluginEndpoint::load(&self.host, id, &bytes)?);
+        let mut loaded = self.loaded.lock();
+        if let Some(e) = loaded.get(id) {
+            return Ok(e.clone());
+        }
+        self.registry
+            .register_system(plugin_coprocessor_name(id), Shared(endpoint.clone()))?;
+        loaded.insert(id.to_string(), endpoint.clone());
+        Ok(endpoint)
+    }
+
+    /// Runs endpoint plugin `id` over `range` of `table` with `request`, and merges the
+    /// regions' answers in key order; `None` when no region overlaps the range. A region's
+    /// failure fails the call.
+    pub async fn call(
+        &self,
+        conn: &Connection,
+        table: impl IntoTableName,
+        id: &str,
+        range: KeyRange,
+        request: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let endpoint = self.load(conn, id).await?;
+        let mut answers = Endpoints::new(conn, self.registry.clone())
+            .coprocessor_service::<Shared>(
+                table,
+                &plugin_coprocessor_name(id),
+                range,
+                &request.to_vec(),
+            )?;
+        let mut acc: Option<Vec<u8>> = None;
+        while let Some(r) = answers.next().await {
+            let answer = r.result?;
+            acc = Some(match acc {
+                None => answer,
+                Some(a) => endpoint.merge(&a, &answer)?,
+            });
+        }
+        Ok(acc)
     }
 }

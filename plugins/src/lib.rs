@@ -34,7 +34,7 @@ mod observer;
 mod runtime;
 mod state;
 
-pub use endpoint::PluginEndpoint;
+pub use endpoint::{PluginEndpoint, PluginEndpoints};
 pub use observer::PluginObserver;
 pub use runtime::{PluginHost, PluginLimits};
 

@@ -29,6 +29,8 @@ impl RegionObserver for Defaults {}
 struct Instance {
     store: Store<HostState>,
     bindings: Bindings,
+    /// What its `configure` answered.
+    hooks: Hooks,
 }
 
 /// An uploaded plugin attached to a table as an observer.
@@ -36,6 +38,8 @@ pub struct PluginObserver {
     name: Arc<str>,
     pre: RegionObserverPre<HostState>,
     hooks: Hooks,
+    /// The attachment's arguments: every new instance is configured with them.
+    args: Vec<(String, String)>,
     ticks: u64,
     memory_bytes: usize,
     idle: Mutex<Vec<Instance>>,
@@ -70,27 +74,25 @@ impl PluginObserver {
         let deadline = cp
             .timeout_ms
             .map_or(host.limits.call_deadline, std::time::Duration::from_millis);
-        let mut me = PluginObserver {
-            name: Arc::from(cp.name.as_str()),
-            pre,
-            hooks: Hooks::empty(),
-            ticks: PluginHost::ticks(deadline),
-            memory_bytes: host.limits.memory_bytes,
-            idle: Mutex::new(Vec::new()),
-            max_idle: host.limits.idle_instances,
-        };
         let args: Vec<(String, String)> = cp
             .args
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let hooks = me.call(Reads::None, |store, b| {
-            b.basalt_coprocessor_observer().call_configure(store, &args)
-        })?;
-        me.hooks = hooks.map_err(|msg| Error::Coprocessor {
-            name: cp.name.clone(),
-            msg: format!("the plugin refused its configuration: {msg}"),
-        })?;
+        let mut me = PluginObserver {
+            name: Arc::from(cp.name.as_str()),
+            pre,
+            hooks: Hooks::empty(),
+            args,
+            ticks: PluginHost::ticks(deadline),
+            memory_bytes: host.limits.memory_bytes,
+            idle: Mutex::new(Vec::new()),
+            max_idle: host.limits.idle_instances,
+        };
+        // The first instance, configured: its answer is the hooks to call.
+        let first = me.instance()?;
+        me.hooks = first.hooks;
+        me.idle.lock().push(first);
         Ok(me)
     }
 
@@ -124,7 +126,20 @@ impl PluginObserver {
             .pre
             .instantiate(&mut store)
             .map_err(|e| self.fault(&e))?;
-        Ok(Instance { store, bindings })
+        // Each instance has its own memory: each is configured before its first hook.
+        let configured = bindings
+            .basalt_coprocessor_observer()
+            .call_configure(&mut store, &self.args)
+            .map_err(|e| self.fault(&e))?;
+        let hooks = configured.map_err(|msg| Error::Coprocessor {
+            name: self.name.to_string(),
+            msg: format!("the plugin refused its configuration: {msg}"),
+        })?;
+        Ok(Instance {
+            store,
+            bindings,
+            hooks,
+        })
     }
 
     fn fault(&self, e: &wasmtime::Error) -> Error {
