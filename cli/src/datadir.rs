@@ -1,6 +1,7 @@
 //! Opening a data directory the way the tool does ([`DataDir::open`]): with Basalt's
-//! built-in coprocessors registered (secondary indexes, relations) and the built-in
-//! endpoints (aggregation, fast row count), and every table that lists a coprocessor the
+//! built-in coprocessors registered (secondary indexes, relations), the plugin runtime (so
+//! tables run their uploaded plugins, `plugin:{sha256}`), the built-in endpoints
+//! (aggregation, fast row count) and endpoint plugins, and every table that lists a coprocessor the
 //! tool does not have opened read-only (reads work, writes fail with
 //! `Error::ReadOnlyTable` naming the missing coprocessors), so looking at any directory
 //! never needs the application's code.
@@ -10,6 +11,7 @@
 
 use basalt_coprocessors::{EndpointRegistry, Endpoints, Registry};
 use basalt_core::{Config, Connection, Result, TableName};
+use basalt_plugins::{PluginEndpoints, PluginHost};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -24,15 +26,19 @@ pub struct DataDir {
     pub indexes: Arc<basalt_index::Runtime>,
     /// The endpoint services the tool can call (the built-in aggregations).
     pub endpoints: Arc<EndpointRegistry>,
+    /// Endpoint plugins, loaded on first call.
+    pub plugins: Arc<PluginEndpoints>,
 }
 
 impl DataDir {
     /// The tool's coprocessor registry: the built-ins, read-only for unknown names.
-    fn registry() -> Result<(Arc<Registry>, Arc<basalt_index::Runtime>)> {
+    fn registry() -> Result<(Arc<Registry>, Arc<basalt_index::Runtime>, Arc<PluginHost>)> {
         let registry = Arc::new(Registry::new().read_only_when_missing());
+        let host = PluginHost::with_defaults()?;
+        registry.set_plugin_runtime(host.clone());
         let indexes = basalt_index::register(&registry)?;
         basalt_coprocessors::relations::register_relations(&registry)?;
-        Ok((registry, indexes))
+        Ok((registry, indexes, host))
     }
 
     /// Opens (creating if missing) the data directory `dir`.
@@ -43,13 +49,14 @@ impl DataDir {
     /// Opens with the settings of `config` (its coprocessor loader is replaced by the
     /// tool's).
     pub async fn open_with(config: Config) -> Result<DataDir> {
-        let (coprocessors, indexes) = Self::registry()?;
+        let (coprocessors, indexes, host) = Self::registry()?;
         let conn = Connection::open_with(config.coprocessor_loader(coprocessors.clone())).await?;
         Ok(DataDir {
             conn,
             coprocessors,
             indexes,
             endpoints: Arc::new(EndpointRegistry::with_builtins()),
+            plugins: Arc::new(PluginEndpoints::new(host)),
         })
     }
 

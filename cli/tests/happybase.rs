@@ -36,6 +36,12 @@ fn happybase_calls_in_every_transport_and_protocol() {
     pytest("test_happybase.py");
 }
 
+/// The example plugins (validation, counter) under happybase, the sum endpoint in the shell.
+#[test]
+fn plugins_serve_happybase() {
+    pytest("test_plugins.py");
+}
+
 /// 32 concurrent happybase clients: no error, every acknowledged put read back.
 #[test]
 fn thirty_two_happybase_clients_lose_nothing() {

@@ -152,7 +152,7 @@ async fn alter_hash(
 }
 
 /// HBase's `'[path|]class|priority|k=v,k=v'`, with Basalt's registered names for classes.
-fn coprocessor_spec(
+pub(super) fn coprocessor_spec(
     dir: &DataDir,
     a: &Args<'_>,
     spec: &str,

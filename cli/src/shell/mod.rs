@@ -18,6 +18,7 @@ pub mod complete;
 mod data;
 mod ddl;
 mod index;
+mod plugins;
 mod regions;
 mod snapshots;
 pub use ddl::{family_settings, show_name};
@@ -141,6 +142,11 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("snapshots", "clone_snapshot", "clone_snapshot 'name', 'new_table' (shares the snapshot's files; index tables follow the data table)"),
     ("snapshots", "restore_snapshot", "restore_snapshot 'name' (disable its tables first; takes a fail-safe snapshot, leaves the tables disabled)"),
     ("snapshots", "delete_snapshot", "delete_snapshot 'name'"),
+    ("plugins", "upload_coprocessor", "upload_coprocessor '/path/plugin.wasm' (a WebAssembly component of basalt:coprocessor@0.1.0; prints its sha256; attach with alter 't', METHOD => 'table_att', 'coprocessor' => 'plugin:SHA256|priority|key=value')"),
+    ("plugins", "list_plugins", "list_plugins (sha256, kind, size, upload time, the tables it is attached to)"),
+    ("plugins", "delete_plugin", "delete_plugin 'sha256' (detach it first)"),
+    ("plugins", "swap_coprocessor", "swap_coprocessor 't', 'plugin:OLD', 'plugin:NEW|priority|key=value' (one schema change: hot swap, or roll back)"),
+    ("plugins", "call_endpoint", "call_endpoint 't', 'sha256', 'request' [, {STARTROW => 'a', STOPROW => 'b'}] (an endpoint plugin over the regions, merged)"),
     ("admin", "flush", "flush 't'"),
     ("admin", "compact", "compact 't'"),
     ("admin", "major_compact", "major_compact 't'"),
@@ -264,6 +270,11 @@ impl Shell {
             }
             "aggregate" => aggregate::aggregate(&self.dir, &a, out).await?,
             "list_coprocessors" => admin::list_coprocessors(&self.dir, &a, out).await?,
+            "upload_coprocessor" => plugins::upload(&self.dir, &a, out).await?,
+            "list_plugins" => plugins::list(&self.dir, &a, out).await?,
+            "delete_plugin" => plugins::delete(&self.dir, &a).await?,
+            "swap_coprocessor" => plugins::swap(&self.dir, &a).await?,
+            "call_endpoint" => plugins::call(&self.dir, &a, out).await?,
             "get_splits" | "list_regions" => regions::regions(&self.conn, &a, out).await?,
             "snapshot" => snapshots::snapshot(&self.dir, &a).await?,
             "list_snapshots" => snapshots::list_snapshots(&self.dir, &a, out).await?,

@@ -29,8 +29,9 @@ def basalt_bin():
 class Server:
     """A running `basalt serve` over a temporary directory."""
 
-    def __init__(self, *flags):
-        self.dir = tempfile.TemporaryDirectory(prefix="basalt-happybase-")
+    def __init__(self, *flags, data_dir=None):
+        # A directory prepared beforehand (a `tempfile.TemporaryDirectory`), or a fresh one.
+        self.dir = data_dir or tempfile.TemporaryDirectory(prefix="basalt-happybase-")
         self.proc = subprocess.Popen(
             [basalt_bin(), "serve", self.dir.name, "--port", "0", "--info-port", "0", *flags],
             stdout=subprocess.PIPE,
