@@ -1,8 +1,9 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, gateway, ycsb, opcost, snapshots, all (`all` runs
-//! all but gateway, ycsb, opcost and snapshots). The `snapshots` suite measures table
+//! filters, coprocessors, salting, index, gateway, ycsb, opcost, snapshots, plugins, all
+//! (`all` runs all but gateway, ycsb, opcost, snapshots and plugins). The `plugins` suite
+//! measures sandboxed plugins against native coprocessors (see its module doc). The `snapshots` suite measures table
 //! snapshots, clones and backups against a flush, a file copy and `cp -r` (see its module
 //! doc). The
 //! `ycsb` suite runs YCSB's core workloads (load, then A, B, C, F, D, E) on Basalt, fjall and,
@@ -34,6 +35,7 @@ mod gateway;
 mod index;
 mod measure;
 mod opcost;
+mod plugins;
 mod put_rounds;
 mod salting;
 mod snapshots;
@@ -51,7 +53,7 @@ use std::process::ExitCode;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Every suite the CLI knows, implemented or not.
-const SUITES: [&str; 11] = [
+const SUITES: [&str; 12] = [
     "core",
     "storage",
     "filters",
@@ -62,6 +64,7 @@ const SUITES: [&str; 11] = [
     "ycsb",
     "opcost",
     "snapshots",
+    "plugins",
     "all",
 ];
 
@@ -188,12 +191,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | gateway | ycsb |
-            opcost | snapshots | all
+            opcost | snapshots | plugins | all
             (`all` runs all but gateway, which needs the `basalt` binary
-            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb, opcost and snapshots)
+            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb, opcost, snapshots
+            and plugins)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
-            gateway 200000, snapshots 1000000)
+            gateway 200000, snapshots 1000000, plugins 1000000)
   --dir P   where the temporary data directories go (default: the system temp dir)
   --block-size B  Basalt's data block size for the bench family (default 8192)
   --compression C Basalt's block compression of flushed files in the core suite:
@@ -402,6 +406,7 @@ fn main() -> ExitCode {
         "ycsb" => &["ycsb"],
         "opcost" => &["opcost"],
         "snapshots" => &["snapshots"],
+        "plugins" => &["plugins"],
         other => {
             eprintln!("unknown suite {other}");
             return ExitCode::from(3);
@@ -461,6 +466,7 @@ fn main() -> ExitCode {
             "index" => index::DEFAULT_ROWS,
             "gateway" => gateway::DEFAULT_ROWS,
             "snapshots" => snapshots::DEFAULT_ROWS,
+            "plugins" => plugins::DEFAULT_ROWS,
             _ => storage_dataset::DEFAULT_ROWS,
         };
         let mut settings =
@@ -476,11 +482,13 @@ fn main() -> ExitCode {
             "index",
             "gateway",
             "snapshots",
+            "plugins",
         ]
         .contains(&suite)
         {
             let r = match suite {
                 "snapshots" => snapshots::run(&settings),
+                "plugins" => plugins::run(&settings),
                 "filters" => filters::run(&settings),
                 "gateway" => gateway::run(&settings),
                 "coprocessors" => coprocessors::run(&settings),

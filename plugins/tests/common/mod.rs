@@ -162,3 +162,20 @@ pub fn counter(qualifier: &str) -> Observer {
         ),
     }
 }
+
+/// A `pre-batch` that grows its memory a page at a time, writing to every 4 KiB of every
+/// new page (so that each is resident).
+pub fn hog() -> Observer {
+    Observer::pre_batch_runs(
+        "(call $hog)",
+        "(func $hog (local $p i32) (local $end i32)
+           (loop $l
+             (local.set $p (i32.mul (memory.grow (i32.const 1)) (i32.const 65536)))
+             (local.set $end (i32.add (local.get $p) (i32.const 65536)))
+             (loop $touch
+               (i32.store (local.get $p) (i32.const 1))
+               (local.set $p (i32.add (local.get $p) (i32.const 4096)))
+               (br_if $touch (i32.lt_u (local.get $p) (local.get $end))))
+             (br $l)))",
+    )
+}
