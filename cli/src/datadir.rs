@@ -28,6 +28,8 @@ pub struct DataDir {
     pub endpoints: Arc<EndpointRegistry>,
     /// Endpoint plugins, loaded on first call.
     pub plugins: Arc<PluginEndpoints>,
+    /// The plugin runtime (its per-attachment counters: p99 latency, memory).
+    pub plugin_host: Arc<PluginHost>,
 }
 
 impl DataDir {
@@ -56,7 +58,8 @@ impl DataDir {
             coprocessors,
             indexes,
             endpoints: Arc::new(EndpointRegistry::with_builtins()),
-            plugins: Arc::new(PluginEndpoints::new(host)),
+            plugins: Arc::new(PluginEndpoints::new(host.clone())),
+            plugin_host: host,
         })
     }
 

@@ -99,11 +99,18 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
     // The pre-split table, made by the shell before the server opens the directory.
     let splits: Vec<String> = SPLITS.iter().map(|s| format!("'{s}'")).collect();
     // A second table with a secondary index: its coprocessors and index are on the page.
+    // And the example validation plugin attached to it: its p99 and memory are too.
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/plugins/validation.wasm");
+    let plugin_id = std::fs::read_to_string(plugin.with_extension("wasm.sha256")).unwrap();
+    let plugin_id = plugin_id.split_whitespace().next().unwrap().to_string();
     let script = format!(
         "create 'events', {{NAME => 'd', VERSIONS => 3}}, 'm', SPLITS => [{}]\n\
          create 'users', 'info'\n\
-         create_index 'users', 'by_email', 'info:email', {{UNIQUE => true}}\n",
-        splits.join(", ")
+         create_index 'users', 'by_email', 'info:email', {{UNIQUE => true}}\n\
+         upload_coprocessor '{}'\n\
+         alter 'users', METHOD => 'table_att', 'coprocessor' => 'plugin:{plugin_id}'\n",
+        splits.join(", "),
+        plugin.display()
     );
     let mut shell = basalt()
         .args(["shell", "-n"])
@@ -251,6 +258,19 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
         cps.iter().any(|c| c["calls"].as_u64() >= Some(5)),
         "{users}"
     );
+    let validation = cps
+        .iter()
+        .find(|c| c["name"] == format!("plugin:{plugin_id}"))
+        .unwrap_or_else(|| panic!("no plugin in {users}"));
+    assert!(validation["calls"].as_u64() >= Some(1), "{validation}");
+    assert!(
+        validation["p99_latency_micros"].as_f64() > Some(0.0),
+        "{validation}"
+    );
+    assert!(
+        validation["memory_bytes"].as_u64() >= Some(65536),
+        "{validation}"
+    );
 
     // The page as chromium renders it: every region's row with its write count.
     let profile = tempfile::tempdir().unwrap();
@@ -265,6 +285,18 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
         .unwrap_or_else(|| panic!("no section of table users: {dom}"));
     assert!(users_section.contains("by_email"), "{users_section}");
     assert!(users_section.contains("info:email"), "{users_section}");
+    let plugin_row = users_section
+        .split(plugin_id.as_str())
+        .nth(1)
+        .and_then(|r| r.split("</tr>").next())
+        .unwrap_or_else(|| panic!("no row of the plugin: {users_section}"));
+    for cell in ["class=\"num p99\">", "class=\"num memory\">"] {
+        let value = plugin_row.split(cell).nth(1).unwrap_or("-");
+        assert!(
+            !value.starts_with('-'),
+            "{cell} of the plugin: {plugin_row}"
+        );
+    }
     let events_section = dom
         .split("data-table=\"events\"")
         .nth(1)
@@ -305,6 +337,12 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
     );
     assert!(
         metrics.contains("basalt_wal_written_bytes_total"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "basalt_plugin_memory_bytes{{coprocessor=\"plugin:{plugin_id}\",table=\"users\"}}"
+        )),
         "{metrics}"
     );
     let (status, _) = http_get(&info, "/nothing-here");

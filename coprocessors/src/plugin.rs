@@ -7,7 +7,7 @@
 //! attachment only ever names bytes that compiled once.
 
 use crate::observer::RegionObserver;
-use basalt_core::{CoprocessorDescriptor, PluginKind, Result};
+use basalt_core::{CoprocessorDescriptor, PluginKind, Result, TableName};
 use bytes::Bytes;
 use std::sync::Arc;
 
@@ -16,10 +16,11 @@ pub trait PluginRuntime: Send + Sync + std::fmt::Debug {
     /// Checks that `bytes` are a plugin this runtime can run, and what they export.
     fn validate(&self, bytes: &[u8]) -> Result<PluginKind>;
 
-    /// The observer of plugin `id` (whose bytes are `bytes`) as table attachment `cp`
-    /// configures it (arguments, timeout). An error refuses the attachment.
+    /// The observer of plugin `id` (whose bytes are `bytes`) for `table`, as its
+    /// attachment `cp` configures it (arguments, timeout). An error refuses the attachment.
     fn observer(
         &self,
+        table: &TableName,
         id: &str,
         bytes: &Bytes,
         cp: &CoprocessorDescriptor,

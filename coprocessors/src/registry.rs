@@ -177,7 +177,7 @@ impl Registry {
         let mut chain = Vec::with_capacity(table.coprocessors.len());
         for d in &table.coprocessors {
             if let Some(id) = plugin_id_of(&d.name) {
-                let observer = self.plugin_observer(id, d)?;
+                let observer = self.plugin_observer(&table.name, id, d)?;
                 chain.push(Loaded::new(d, self.default_timeout, observer));
                 continue;
             }
@@ -210,6 +210,7 @@ impl Registry {
     /// Plugin `id`'s observer, configured by `d`.
     fn plugin_observer(
         &self,
+        table: &TableName,
         id: &str,
         d: &CoprocessorDescriptor,
     ) -> Result<Arc<dyn RegionObserver>> {
@@ -226,7 +227,7 @@ impl Registry {
             .clone()
             .ok_or_else(|| failed("the engine gave no plugin store".into()))?;
         let bytes = source.plugin_bytes(id)?;
-        runtime.observer(id, &bytes, d).map_err(|e| match e {
+        runtime.observer(table, id, &bytes, d).map_err(|e| match e {
             e @ Error::Coprocessor { .. } => e,
             e => failed(format!("plugin failed to load: {e}")),
         })

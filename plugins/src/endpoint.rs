@@ -8,6 +8,7 @@ use crate::bindings::endpoint_world::{RegionEndpoint as Bindings, RegionEndpoint
 use crate::bindings::wit;
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
+use crate::stats::Stats;
 use basalt_coprocessors::{Endpoint, EndpointRegistry, Endpoints, KeyRange};
 use basalt_core::endpoint::RegionView;
 use basalt_core::{plugin_coprocessor_name, Connection, Error, IntoTableName, Result};
@@ -32,6 +33,7 @@ pub struct PluginEndpoint {
     memory_bytes: usize,
     idle: Mutex<Vec<Instance>>,
     max_idle: usize,
+    stats: Arc<Stats>,
 }
 
 impl std::fmt::Debug for PluginEndpoint {
@@ -47,8 +49,10 @@ impl PluginEndpoint {
     pub fn load(host: &PluginHost, id: &str, bytes: &[u8]) -> Result<Self> {
         let component = host.compile(id, bytes)?;
         let pre = host.endpoint_pre(&component)?;
+        let name = plugin_coprocessor_name(id);
         Ok(PluginEndpoint {
-            name: Arc::from(basalt_core::plugin_coprocessor_name(id).as_str()),
+            stats: host.track(&name, "", "endpoint"),
+            name: Arc::from(name.as_str()),
             pre,
             ticks: PluginHost::ticks(host.limits.call_deadline),
             memory_bytes: host.limits.memory_bytes,
@@ -100,7 +104,11 @@ impl PluginEndpoint {
         };
         inst.store.data_mut().reads = reads;
         inst.store.set_epoch_deadline(self.ticks);
-        match f(&mut inst.store, &inst.bindings) {
+        let start = std::time::Instant::now();
+        let out = f(&mut inst.store, &inst.bindings);
+        let memory = inst.store.data().limits.memory as u64;
+        self.stats.record(start.elapsed(), out.is_err(), memory);
+        match out {
             Ok(r) => {
                 inst.store.data_mut().reads = Reads::None;
                 let mut idle = self.idle.lock();

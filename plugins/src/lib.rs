@@ -12,10 +12,11 @@
 //! instance and fails the call with `Error::PluginFault`, which the coprocessor host
 //! handles under the attachment's failure policy: never the server.
 //!
-//! Layers, bottom to top: `bindings`, `state`, `convert`, `runtime`, `observer`,
+//! Layers, bottom to top: `bindings`, `state`, `stats`, `convert`, `runtime`, `observer`,
 //! `endpoint`. That is: the bindings generated from the WIT; what a store holds and the
-//! host side of `region`; mutations across the interface; the engine, its ticker and the
-//! compilation cache; the `RegionObserver` a plugin becomes (and the registry's
+//! host side of `region`; each attachment's counters (calls, faults, mean and p99
+//! latency, memory); mutations across the interface; the engine, its ticker, the
+//! compilation cache and the list of counters; the `RegionObserver` a plugin becomes (and the registry's
 //! `PluginRuntime`); a plugin endpoint and its merge.
 //!
 //! Public modules: none; what users name is re-exported here.
@@ -33,10 +34,12 @@ mod endpoint;
 mod observer;
 mod runtime;
 mod state;
+mod stats;
 
 pub use endpoint::{PluginEndpoint, PluginEndpoints};
 pub use observer::PluginObserver;
 pub use runtime::{PluginHost, PluginLimits};
+pub use stats::PluginStats;
 
 /// The interface's text, `basalt:coprocessor@0.1.0`.
 pub const WIT: &str = include_str!("../wit/coprocessor.wit");

@@ -12,6 +12,7 @@ use crate::bindings::wit::{self, Decision, Hooks};
 use crate::convert::{from_wit, to_wit};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
+use crate::stats::Stats;
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, PluginRuntime, RegionObserver};
 use basalt_core::client::{Delete, Increment, Mutation, Put};
@@ -44,6 +45,7 @@ pub struct PluginObserver {
     memory_bytes: usize,
     idle: Mutex<Vec<Instance>>,
     max_idle: usize,
+    stats: Arc<Stats>,
 }
 
 impl std::fmt::Debug for PluginObserver {
@@ -68,6 +70,7 @@ impl PluginObserver {
     /// Loads the plugin for attachment `cp`: one instance, configured with its arguments.
     pub(crate) fn load(
         host: &PluginHost,
+        table: &TableName,
         cp: &CoprocessorDescriptor,
         pre: RegionObserverPre<HostState>,
     ) -> Result<Self> {
@@ -88,6 +91,7 @@ impl PluginObserver {
             memory_bytes: host.limits.memory_bytes,
             idle: Mutex::new(Vec::new()),
             max_idle: host.limits.idle_instances,
+            stats: host.track(&cp.name, &table.to_string(), "observer"),
         };
         // The first instance, configured: its answer is the hooks to call.
         let first = me.instance()?;
@@ -159,7 +163,10 @@ impl PluginObserver {
         let mut inst = self.instance()?;
         inst.store.data_mut().reads = reads;
         inst.store.set_epoch_deadline(self.ticks);
+        let start = std::time::Instant::now();
         let out = f(&mut inst.store, &inst.bindings);
+        let memory = inst.store.data().limits.memory as u64;
+        self.stats.record(start.elapsed(), out.is_err(), memory);
         match out {
             Ok(r) => {
                 inst.store.data_mut().reads = Reads::None;
@@ -393,13 +400,14 @@ impl PluginRuntime for PluginHost {
 
     fn observer(
         &self,
+        table: &TableName,
         id: &str,
         bytes: &Bytes,
         cp: &CoprocessorDescriptor,
     ) -> Result<Arc<dyn RegionObserver>> {
         let component = self.compile(id, bytes)?;
         let pre = self.observer_pre(&component)?;
-        let observer = PluginObserver::load(self, cp, pre)?;
+        let observer = PluginObserver::load(self, table, cp, pre)?;
         Ok(Arc::new(observer))
     }
 }

@@ -7,11 +7,12 @@
 
 use crate::bindings::{endpoint_world::RegionEndpointPre, observer_world::RegionObserverPre};
 use crate::state::HostState;
+use crate::stats::{PluginStats, Stats};
 use basalt_core::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::mpsc;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine};
@@ -49,6 +50,8 @@ pub struct PluginHost {
     pub(crate) engine: Engine,
     pub(crate) limits: PluginLimits,
     compiled: Mutex<HashMap<String, Component>>,
+    /// The counters of every attachment loaded, held weakly.
+    stats: Mutex<Vec<Weak<Stats>>>,
     /// Dropping it stops the ticker.
     _ticker: mpsc::Sender<()>,
 }
@@ -88,6 +91,7 @@ impl PluginHost {
             engine,
             limits,
             compiled: Mutex::new(HashMap::new()),
+            stats: Mutex::new(Vec::new()),
             _ticker: tx,
         }))
     }
@@ -100,6 +104,27 @@ impl PluginHost {
     /// The limits.
     pub fn limits(&self) -> PluginLimits {
         self.limits
+    }
+
+    /// What every loaded plugin has done (those still attached or registered), by table
+    /// and name.
+    pub fn plugin_stats(&self) -> Vec<PluginStats> {
+        let mut stats = self.stats.lock();
+        stats.retain(|w| w.strong_count() > 0);
+        let mut out: Vec<PluginStats> = stats
+            .iter()
+            .filter_map(Weak::upgrade)
+            .map(|s| s.snapshot())
+            .collect();
+        out.sort_by(|a, b| (&a.table, &a.name).cmp(&(&b.table, &b.name)));
+        out
+    }
+
+    /// New counters for an attachment, listed by [`PluginHost::plugin_stats`] while held.
+    pub(crate) fn track(&self, name: &str, table: &str, kind: &'static str) -> Arc<Stats> {
+        let s = Arc::new(Stats::new(name.to_string(), table.to_string(), kind));
+        self.stats.lock().push(Arc::downgrade(&s));
+        s
     }
 
     /// The compiled component of `bytes` (id `id`), compiled once and cached.

@@ -11,7 +11,6 @@ use basalt_core::client::{Get, Scan};
 use basalt_core::coprocessor::RegionReader;
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
-use wasmtime::{StoreLimits, StoreLimitsBuilder};
 
 /// The most rows one `next-rows` call returns.
 const MAX_ROWS_PER_CALL: u32 = 4096;
@@ -26,9 +25,61 @@ pub(crate) enum Reads {
     Endpoint(basalt_core::endpoint::OwnedRegionView),
 }
 
+/// An instance's resource limits: its linear memory (every memory together) may not grow
+/// past `cap` bytes; growing past it traps the call with an out-of-memory message.
+pub(crate) struct Limits {
+    cap: usize,
+    /// The size its memories reached, in bytes.
+    pub(crate) memory: usize,
+}
+
+impl wasmtime::ResourceLimiter for Limits {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let total = self.memory.saturating_sub(current).saturating_add(desired);
+        if total > self.cap {
+            return Err(wasmtime::Error::msg(format!(
+                "out of memory: its memory would grow to {} KiB, past its cap of {} KiB",
+                total >> 10,
+                self.cap >> 10
+            )));
+        }
+        self.memory = total;
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= MAX_TABLE_ELEMENTS)
+    }
+
+    fn instances(&self) -> usize {
+        16
+    }
+
+    fn tables(&self) -> usize {
+        16
+    }
+
+    fn memories(&self) -> usize {
+        4
+    }
+}
+
+/// The most elements a plugin's tables may hold.
+const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
 /// One plugin instance's store data.
 pub(crate) struct HostState {
-    pub(crate) limits: StoreLimits,
+    pub(crate) limits: Limits,
     pub(crate) table: ResourceTable,
     pub(crate) reads: Reads,
     pub(crate) plugin: Arc<str>,
@@ -37,13 +88,10 @@ pub(crate) struct HostState {
 impl HostState {
     pub(crate) fn new(plugin: Arc<str>, memory_bytes: usize) -> Self {
         HostState {
-            limits: StoreLimitsBuilder::new()
-                .memory_size(memory_bytes)
-                .instances(16)
-                .tables(16)
-                .memories(4)
-                .trap_on_grow_failure(true)
-                .build(),
+            limits: Limits {
+                cap: memory_bytes,
+                memory: 0,
+            },
             table: ResourceTable::new(),
             reads: Reads::None,
             plugin,

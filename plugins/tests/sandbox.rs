@@ -229,3 +229,61 @@ async fn runaway_plugins_fail_only_their_own_operation() {
     assert!(!m[0].loaded, "{m:?}");
     conn.close().await.unwrap();
 }
+
+/// The host's counters of an attachment: calls, faults, mean and p99 latency, memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_host_counts_calls_faults_latency_and_memory_per_attachment() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = basalt_plugins::PluginHost::with_defaults().unwrap();
+    let registry = std::sync::Arc::new(basalt::coprocessors::Registry::new());
+    registry.set_plugin_runtime(host.clone());
+    let config = basalt::Config::new(dir.path()).coprocessor_loader(registry);
+    let conn = Connection::open_with(config).await.unwrap();
+    let admin = conn.admin();
+    let keep = admin
+        .upload_plugin(Observer::keep_all().component())
+        .await
+        .unwrap()
+        .id;
+    let trap = admin
+        .upload_plugin(Observer::pre_batch_runs("unreachable", "").component())
+        .await
+        .unwrap()
+        .id;
+    table(
+        &conn,
+        "k",
+        vec![CoprocessorDescriptor::new(plugin_coprocessor_name(&keep))],
+    )
+    .await;
+    table(
+        &conn,
+        "x",
+        vec![CoprocessorDescriptor::new(plugin_coprocessor_name(&trap))],
+    )
+    .await;
+    for i in 0..20 {
+        conn.table("k")
+            .unwrap()
+            .put(put(&format!("r{i}")))
+            .await
+            .unwrap();
+    }
+    assert!(conn.table("x").unwrap().put(put("r")).await.is_err());
+    let stats = host.plugin_stats();
+    let k = stats.iter().find(|s| s.table == "default:k").unwrap();
+    // One pre-batch call per put (configure is not a hook call).
+    assert_eq!((k.calls, k.faults), (20, 0), "{k:?}");
+    assert_eq!(k.name, plugin_coprocessor_name(&keep));
+    assert!(k.mean.is_some() && k.p99 >= k.mean.map(|m| m / 2), "{k:?}");
+    assert!(k.memory_bytes >= 65536, "{k:?}");
+    let x = stats.iter().find(|s| s.table == "default:x").unwrap();
+    assert_eq!((x.calls, x.faults), (1, 1), "{x:?}");
+    // Detached, its counters go.
+    admin
+        .remove_coprocessor("k", &plugin_coprocessor_name(&keep))
+        .await
+        .unwrap();
+    assert!(host.plugin_stats().iter().all(|s| s.table != "default:k"));
+    conn.close().await.unwrap();
+}

@@ -233,16 +233,22 @@ fn table_section(h: &mut String, t: &TableStatus) {
         h.push_str(
             "<table><tr><th>Name</th><th class=\"num\">Priority</th><th>State</th>\
              <th class=\"num\">Calls</th><th class=\"num\">Errors</th>\
-             <th class=\"num\">Mean latency</th></tr>",
+             <th class=\"num\">Mean latency</th><th class=\"num\">p99 (plugins)</th>\
+             <th class=\"num\">Memory (plugins)</th></tr>",
         );
         for c in &t.coprocessors {
             let latency = c
                 .mean_latency_micros
                 .map_or_else(|| "-".to_string(), |us| format!("{us:.1} µs"));
+            let p99 = c
+                .p99_latency_micros
+                .map_or_else(|| "-".to_string(), |us| format!("{us:.1} µs"));
+            let memory = c.memory_bytes.map_or_else(|| "-".to_string(), human_bytes);
             let _ = write!(
                 h,
                 "<tr><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"state-{}\">{}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{latency}</td></tr>",
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{latency}</td>\
+                 <td class=\"num p99\">{p99}</td><td class=\"num memory\">{memory}</td></tr>",
                 escape(&c.name),
                 c.priority,
                 c.state.split(' ').next().unwrap_or_default(),

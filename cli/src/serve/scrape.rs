@@ -152,6 +152,20 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
         ),
         cp_labels,
     )?;
+    let plugin_p99 = prometheus::GaugeVec::new(
+        Opts::new(
+            "basalt_plugin_latency_p99_seconds",
+            "A plugin's 99th-percentile hook call latency",
+        ),
+        cp_labels,
+    )?;
+    let plugin_memory = IntGaugeVec::new(
+        Opts::new(
+            "basalt_plugin_memory_bytes",
+            "The largest memory one of a plugin's instances reached",
+        ),
+        cp_labels,
+    )?;
     let gauge_of = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
     for t in &status.tables {
         for reg in &t.regions {
@@ -174,6 +188,12 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
             cp_calls.with_label_values(&l).inc_by(cp.calls);
             cp_errors.with_label_values(&l).inc_by(cp.errors);
             cp_time.with_label_values(&l).inc_by(cp.total_latency_secs);
+            if let Some(us) = cp.p99_latency_micros {
+                plugin_p99.with_label_values(&l).set(us / 1e6);
+            }
+            if let Some(bytes) = cp.memory_bytes {
+                plugin_memory.with_label_values(&l).set(gauge_of(bytes));
+            }
         }
     }
     r.register(Box::new(reads))?;
@@ -184,6 +204,8 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
     r.register(Box::new(cp_calls))?;
     r.register(Box::new(cp_errors))?;
     r.register(Box::new(cp_time))?;
+    r.register(Box::new(plugin_p99))?;
+    r.register(Box::new(plugin_memory))?;
     let uptime = Counter::new(
         "basalt_uptime_seconds_total",
         "Seconds since the server started",

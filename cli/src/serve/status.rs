@@ -155,6 +155,12 @@ pub struct CoprocessorStatus {
     pub mean_latency_micros: Option<f64>,
     /// Time spent in its hooks, in seconds.
     pub total_latency_secs: f64,
+    /// A plugin's 99th-percentile call latency in microseconds (`None` for a native
+    /// coprocessor, or before the first call).
+    pub p99_latency_micros: Option<f64>,
+    /// The largest memory one of a plugin's instances reached, in bytes (`None` for a
+    /// native coprocessor).
+    pub memory_bytes: Option<u64>,
 }
 
 /// One secondary index.
@@ -248,11 +254,19 @@ async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, 
         .collect();
     let missing = data.coprocessors.missing(&d);
     let metrics = data.coprocessors.metrics(&name);
+    let full_name = name.to_string();
+    let plugin_stats: Vec<_> = data
+        .plugin_host
+        .plugin_stats()
+        .into_iter()
+        .filter(|s| s.table == full_name)
+        .collect();
     let coprocessors = d
         .coprocessors
         .iter()
         .map(|cp| {
             let m = metrics.iter().find(|m| m.name == cp.name);
+            let plugin = plugin_stats.iter().find(|p| p.name == cp.name);
             let state = if missing.contains(&cp.name) {
                 "MISSING"
             } else if !missing.is_empty() {
@@ -273,6 +287,8 @@ async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, 
                 errors,
                 mean_latency_micros: (calls > 0).then(|| total * 1e6 / calls as f64),
                 total_latency_secs: total,
+                p99_latency_micros: plugin.and_then(|p| p.p99).map(|d| d.as_secs_f64() * 1e6),
+                memory_bytes: plugin.map(|p| p.memory_bytes),
             }
         })
         .collect();

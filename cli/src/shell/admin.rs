@@ -348,6 +348,8 @@ pub(super) async fn list_coprocessors(
     let desc = dir.conn.admin().describe_table(name.clone()).await?;
     let missing = dir.coprocessors.missing(&desc);
     let metrics = dir.coprocessors.metrics(&name);
+    let full_name = name.to_string();
+    let plugins = dir.plugin_host.plugin_stats();
     out.push_str(&format!(
         "{:<4}{:<28}{:>11}  {:<8}{:>10}{:>8}{:>9}{:>8}{:>14}  ARGS\n",
         "#", "NAME", "PRIORITY", "STATE", "CALLS", "ERRORS", "REFUSED", "FAULTS", "AVG_LATENCY"
@@ -390,6 +392,20 @@ pub(super) async fn list_coprocessors(
             cp.priority,
             args.join(",")
         ));
+        if let Some(p) = plugins
+            .iter()
+            .find(|p| p.table == full_name && p.name == cp.name)
+        {
+            let p99 = p
+                .p99
+                .map_or("-".into(), |d| format!("{:.1}us", d.as_secs_f64() * 1e6));
+            out.push_str(&format!(
+                "    plugin: {} calls, {} faults, p99 {p99}, memory {}\n",
+                p.calls,
+                p.faults,
+                crate::offline::human_bytes(p.memory_bytes)
+            ));
+        }
     }
     if !missing.is_empty() {
         out.push_str(&format!(
