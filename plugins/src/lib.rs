@@ -6,16 +6,17 @@
 //! with `Admin::upload_plugin`, attached with `Admin::add_coprocessor`) runs in it. Per
 //! call an epoch deadline ([`PluginLimits::call_deadline`]); per instance a memory cap and
 //! a wasm stack cap; nothing of the host is reachable but the `region` interface (reads of
-//! the call's region, a log line): every other import a component declares (WASI's clocks,
-//! random, files, sockets) is linked to a trap, so it can be loaded but never reached.
+//! the call's region, a log line) and what the attachment grants ([`Grants`]: WASI's clocks,
+//! random numbers): every other import a component declares (files, sockets, environment)
+//! is linked to a trap, so it can be loaded but never reached.
 //! Instances are pooled and reused; a trap, a deadline or an out-of-memory drops that
 //! instance and fails the call with `Error::PluginFault`, which the coprocessor host
 //! handles under the attachment's failure policy: never the server.
 //!
-//! Layers, bottom to top: `bindings`, `state`, `stats`, `convert`, `runtime`, `observer`,
-//! `endpoint`. That is: the bindings generated from the WIT; what a store holds and the
-//! host side of `region`; each attachment's counters (calls, faults, mean and p99
-//! latency, memory); mutations across the interface; the engine, its ticker, the
+//! Layers, bottom to top: `bindings`, `state`, `stats`, `grants`, `convert`, `runtime`,
+//! `observer`, `endpoint`. That is: the bindings generated from the WIT; what a store holds
+//! and the host side of `region`; each attachment's counters (calls, faults, mean and p99
+//! latency, memory); the functions a grant links; mutations across the interface; the engine, its ticker, the
 //! compilation cache and the list of counters; the `RegionObserver` a plugin becomes (and the registry's
 //! `PluginRuntime`); a plugin endpoint and its merge.
 //!
@@ -31,12 +32,14 @@
 mod bindings;
 mod convert;
 mod endpoint;
+mod grants;
 mod observer;
 mod runtime;
 mod state;
 mod stats;
 
 pub use endpoint::{PluginEndpoint, PluginEndpoints};
+pub use grants::{Grants, GRANTS_ARG};
 pub use observer::PluginObserver;
 pub use runtime::{PluginHost, PluginLimits};
 pub use stats::PluginStats;

@@ -10,6 +10,7 @@
 use crate::bindings::observer_world::{RegionObserver as Bindings, RegionObserverPre};
 use crate::bindings::wit::{self, Decision, Hooks};
 use crate::convert::{from_wit, to_wit};
+use crate::grants::{Grants, GRANTS_ARG};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
 use crate::stats::Stats;
@@ -386,7 +387,7 @@ impl PluginRuntime for PluginHost {
     fn validate(&self, bytes: &[u8]) -> Result<PluginKind> {
         let id = basalt_core::plugin_id(bytes);
         let component = self.compile(&id, bytes)?;
-        let observer = match self.observer_pre(&component) {
+        let observer = match self.observer_pre(&component, Grants::default()) {
             Ok(_) => return Ok(PluginKind::Observer),
             Err(e) => e,
         };
@@ -406,7 +407,8 @@ impl PluginRuntime for PluginHost {
         cp: &CoprocessorDescriptor,
     ) -> Result<Arc<dyn RegionObserver>> {
         let component = self.compile(id, bytes)?;
-        let pre = self.observer_pre(&component)?;
+        let grants = Grants::parse(cp.args.get(GRANTS_ARG).map_or("", String::as_str))?;
+        let pre = self.observer_pre(&component, grants)?;
         let observer = PluginObserver::load(self, table, cp, pre)?;
         Ok(Arc::new(observer))
     }

@@ -6,6 +6,7 @@
 //! ticker stops when the host drops.
 
 use crate::bindings::{endpoint_world::RegionEndpointPre, observer_world::RegionObserverPre};
+use crate::grants::Grants;
 use crate::state::HostState;
 use crate::stats::{PluginStats, Stats};
 use basalt_core::{Error, Result};
@@ -138,14 +139,20 @@ impl PluginHost {
         Ok(c)
     }
 
-    /// A linker for `component`: the `region` interface, and a trap for every other import.
-    pub(crate) fn linker(&self, component: &Component) -> Result<Linker<HostState>> {
+    /// A linker for `component`: the `region` interface, what `grants` allow, and a trap
+    /// for every other import.
+    pub(crate) fn linker(
+        &self,
+        component: &Component,
+        grants: Grants,
+    ) -> Result<Linker<HostState>> {
         let mut linker = Linker::<HostState>::new(&self.engine);
         crate::bindings::observer_world::RegionObserver::add_to_linker::<_, HasSelf<_>>(
             &mut linker,
             |s| s,
         )
         .map_err(engine_err)?;
+        crate::grants::link(&mut linker, &self.engine, component, grants).map_err(engine_err)?;
         linker
             .define_unknown_imports_as_traps(component)
             .map_err(engine_err)?;
@@ -156,9 +163,10 @@ impl PluginHost {
     pub(crate) fn observer_pre(
         &self,
         component: &Component,
+        grants: Grants,
     ) -> Result<RegionObserverPre<HostState>> {
         let pre = self
-            .linker(component)?
+            .linker(component, grants)?
             .instantiate_pre(component)
             .map_err(engine_err)?;
         RegionObserverPre::new(pre)
@@ -171,7 +179,7 @@ impl PluginHost {
         component: &Component,
     ) -> Result<RegionEndpointPre<HostState>> {
         let pre = self
-            .linker(component)?
+            .linker(component, Grants::default())?
             .instantiate_pre(component)
             .map_err(engine_err)?;
         RegionEndpointPre::new(pre)

@@ -287,3 +287,38 @@ async fn the_host_counts_calls_faults_latency_and_memory_per_attachment() {
     assert!(host.plugin_stats().iter().all(|s| s.table != "default:k"));
     conn.close().await.unwrap();
 }
+
+/// Deny by default: a plugin that reads WASI's wall clock loads, but its call traps until
+/// its attachment grants `clock`; an unknown grant refuses the attachment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_clock_is_reached_only_when_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, _registry) = open(dir.path(), PluginLimits::default()).await;
+    let mut clocked = Observer::pre_batch_runs(
+        "(call $now (i32.const 800)) (if (i64.eqz (i64.load (i32.const 800))) (then unreachable))",
+        "",
+    );
+    clocked.imports =
+        r#"(import "wasi:clocks/wall-clock@0.2.0" "now" (func $now (param i32)))"#.into();
+    let bytes = common::component(&clocked.wat(), "clocked");
+    let id = conn.admin().upload_plugin(bytes).await.unwrap().id;
+    let name = plugin_coprocessor_name(&id);
+    table(&conn, "denied", vec![CoprocessorDescriptor::new(&name)]).await;
+    let err = conn
+        .table("denied")
+        .unwrap()
+        .put(put("a"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Coprocessor { .. }), "{err:?}");
+    let granted = CoprocessorDescriptor::new(&name).arg(basalt_plugins::GRANTS_ARG, "clock");
+    table(&conn, "granted", vec![granted]).await;
+    conn.table("granted").unwrap().put(put("a")).await.unwrap();
+    let bad = CoprocessorDescriptor::new(&name).arg(basalt_plugins::GRANTS_ARG, "files");
+    let err = conn
+        .admin()
+        .add_coprocessor("denied", bad.clone().priority(7))
+        .await;
+    assert!(err.is_err(), "{err:?}");
+    conn.close().await.unwrap();
+}

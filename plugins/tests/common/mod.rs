@@ -23,6 +23,8 @@ pub struct Observer {
     pub pre_batch: String,
     /// Extra module fields (functions, data).
     pub extra: String,
+    /// Imports, first in the module.
+    pub imports: String,
 }
 
 impl Observer {
@@ -33,6 +35,7 @@ impl Observer {
             configure: None,
             // Three empty lists at 256.
             pre_batch: "(i32.const 256)".into(),
+            imports: String::new(),
             extra: String::new(),
         }
     }
@@ -45,6 +48,7 @@ impl Observer {
             configure: None,
             pre_batch: "(i32.const 320)".into(),
             // decisions: one at 400: tag 2 (veto), string at 480.
+            imports: String::new(),
             extra: format!(
                 r#"(data (i32.const 320) "\90\01\00\00\01\00\00\00")
                    (data (i32.const 400) "\02\00\00\00\e0\01\00\00\{len:02x}\00\00\00")
@@ -59,6 +63,7 @@ impl Observer {
             hooks: 2,
             configure: None,
             pre_batch: format!("{body} (i32.const 256)"),
+            imports: String::new(),
             extra: extra.into(),
         }
     }
@@ -73,6 +78,7 @@ impl Observer {
         });
         format!(
             r#"(module
+  {imports}
   (memory (export "memory") 1)
   (global $bump (mut i32) (i32.const 4096))
   (func (export "cabi_realloc") (param i32 i32 i32 i32) (result i32)
@@ -103,6 +109,7 @@ impl Observer {
 )"#,
             pre_batch = self.pre_batch,
             extra = self.extra,
+            imports = self.imports,
         )
     }
 
@@ -112,13 +119,33 @@ impl Observer {
     }
 }
 
-/// Wraps core module `wat` into a component of `world`.
+/// WASI's wall clock, as much of it as the clock test imports.
+const WASI_CLOCKS: &str = "package wasi:clocks@0.2.0;
+interface wall-clock {
+    record datetime { seconds: u64, nanoseconds: u32 }
+    now: func() -> datetime;
+    resolution: func() -> datetime;
+}";
+
+/// A world that imports WASI's wall clock besides being a region observer.
+const CLOCKED: &str = "package test:clocked;
+world clocked {
+    import wasi:clocks/wall-clock@0.2.0;
+    include basalt:coprocessor/region-observer@0.1.0;
+}";
+
+/// Wraps core module `wat` into a component of `world` (`clocked`: a region observer that
+/// imports WASI's wall clock).
 pub fn component(wat: &str, world: &str) -> Vec<u8> {
     let mut module = wat::parse_str(wat).unwrap();
     let mut resolve = wit_parser::Resolve::default();
-    let pkg = resolve
+    let mut pkg = resolve
         .push_str("coprocessor.wit", basalt_plugins::WIT)
         .unwrap();
+    if world == "clocked" {
+        resolve.push_str("clocks.wit", WASI_CLOCKS).unwrap();
+        pkg = resolve.push_str("clocked.wit", CLOCKED).unwrap();
+    }
     let world = resolve.select_world(&[pkg], Some(world)).unwrap();
     wit_component::embed_component_metadata(
         &mut module,
@@ -155,6 +182,7 @@ pub fn counter(qualifier: &str) -> Observer {
         // The answer at 256: no decisions, no writes, one increment at 512.
         pre_batch: "(i64.store (i32.const 544) (i64.extend_i32_u (local.get 8))) (i32.const 256)"
             .into(),
+        imports: String::new(),
         extra: format!(
             r#"(data (i32.const 256) "\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\02\00\00\01\00\00\00")
                (data (i32.const 512) "\58\02\00\00\05\00\00\00\62\02\00\00\01\00\00\00\63\02\00\00\01\00\00\00\64\02\00\00\02\00\00\00")
