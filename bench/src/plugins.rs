@@ -18,6 +18,9 @@
 //!   the built-in aggregation's sum (baseline `native`, which reads values in place), in
 //!   rows per second. Goal: within 2x (ratio at least 0.5). Both must give the same sum.
 //!
+//! `BASALT_BENCH_PUT_ONLY=none|native|plugin` runs that table's batched puts alone and
+//! prints no figure (for a profiler).
+//!
 //! Puts: 8 writers, each row `v<round><i>` with `info:age` (a valid age) and a 100-byte
 //! `info:p`, `SyncWal`. Each table runs 5 rounds (flushed and compacted before each, the
 //! tables taking turns); the median round counts. Endpoints: median of 5 calls.
@@ -181,6 +184,12 @@ async fn put_figures(conn: &Connection, n: u64, plugin: &str) -> BenchResult<Vec
         conn.table("native")?,
         conn.table("plugin")?,
     );
+    // Profiling aid (as the coprocessors suite's): one table's batched puts, no figure.
+    if let Some(only) = crate::put_rounds::put_only() {
+        let t = conn.table(only.as_str())?;
+        medians(conn, &[&t], n, 100).await?;
+        return Ok(Vec::new());
+    }
     let tables = [&none, &native, &plugin];
     let batched = medians(conn, &tables, n, 100).await?;
     let single = medians(conn, &tables, n / 4, 1).await?;
@@ -327,7 +336,9 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
     let validation = conn.admin().upload_plugin(example("validation")?).await?.id;
     let sum = conn.admin().upload_plugin(example("sum")?).await?.id;
     let mut out = put_figures(&conn, (s.rows / 10).max(1000), &validation).await?;
-    out.push(sum_figure(&conn, s.rows, host, &sum).await?);
+    if crate::put_rounds::put_only().is_none() {
+        out.push(sum_figure(&conn, s.rows, host, &sum).await?);
+    }
     conn.close().await?;
     Ok(out)
 }
