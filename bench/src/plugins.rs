@@ -13,6 +13,11 @@
 //! - `hook_call_us`: the time one plugin hook call adds, in microseconds (`better=lower`):
 //!   (time per single put with the plugin - time per put with none); baseline: the same
 //!   for the native observer.
+//! - `batch100_beside_runaway`: 100-put batches into the table with no coprocessor while
+//!   two tasks keep writing to a table whose plugin (`examples/plugins/spin`) never
+//!   returns, each of their puts stopped at the 100 ms deadline; baseline: the same batches
+//!   with no such tasks (`alone`). `BASALT_PLUGIN_OFFLOAD=1` runs plugin calls with
+//!   `block_in_place`, off the async workers (`PluginLimits::offload`, for comparison).
 //! - `sum_endpoint`: the sum plugin's sum of an 8-byte column over `rows` rows in 8
 //!   regions (rows read through the plugin's region scanner, in batches of 1,024), against
 //!   the built-in aggregation's sum (baseline `native`, which reads values in place), in
@@ -37,8 +42,9 @@ use basalt_core::{
     plugin_coprocessor_name, ColumnFamilyDescriptor, Config, Connection, CoprocessorDescriptor,
     Durability, Error, PreSplit, TableDescriptor, TableName,
 };
-use basalt_plugins::{PluginEndpoints, PluginHost};
+use basalt_plugins::{PluginEndpoints, PluginHost, PluginLimits};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -241,6 +247,58 @@ async fn put_figures(conn: &Connection, n: u64, plugin: &str) -> BenchResult<Vec
     ])
 }
 
+/// 100-put batches into the table with no coprocessor while two tasks keep writing to a
+/// table whose plugin never returns (each of their puts runs to the 100 ms deadline and
+/// fails), against the same batches with no such tasks; rounds alternate.
+async fn isolation_figure(conn: &Connection, n: u64, spin: &str) -> BenchResult<Figure> {
+    let d = TableDescriptor::new(TableName::parse("spun")?)
+        .family(ColumnFamilyDescriptor::new("info"))
+        .coprocessor(CoprocessorDescriptor::new(plugin_coprocessor_name(spin)));
+    conn.admin().create_table(d).await?;
+    let plain = conn.table("none")?;
+    let (mut alone, mut beside) = (Vec::new(), Vec::new());
+    let faults = Arc::new(AtomicU64::new(0));
+    for r in 0..ROUNDS {
+        conn.admin().flush("none").await?;
+        conn.admin().compact("none").await?;
+        alone.push(round(&plain, 100 + r, n, 100).await?);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut spinners = Vec::new();
+        for w in 0..2u64 {
+            let (t, stop, faults) = (conn.table("spun")?, stop.clone(), faults.clone());
+            spinners.push(tokio::spawn(async move {
+                let mut i = 0;
+                while !stop.load(Ordering::Acquire) {
+                    if t.put(put(w as usize, i)).await.is_err() {
+                        faults.fetch_add(1, Ordering::Relaxed);
+                    }
+                    i += 1;
+                }
+            }));
+        }
+        beside.push(round(&plain, 200 + r, n, 100).await?);
+        stop.store(true, Ordering::Release);
+        for s in spinners {
+            s.await?;
+        }
+    }
+    let (a, b) = (median(alone), median(beside));
+    let rate = |d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
+    println!(
+        "plugins: 100-put batches {:.0} puts/s alone, {:.0} beside a runaway plugin ({} runaway puts failed at their deadline)",
+        rate(a),
+        rate(b),
+        faults.load(Ordering::Relaxed)
+    );
+    Ok(Figure {
+        name: "batch100_beside_runaway",
+        baseline: "alone",
+        basalt: rate(b),
+        base: rate(a),
+        unit: "puts/s",
+    })
+}
+
 async fn sum_figure(
     conn: &Connection,
     rows: u64,
@@ -321,7 +379,12 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
     let dir = tempfile::Builder::new()
         .prefix("basalt-plugins")
         .tempdir_in(&s.dir)?;
-    let host = PluginHost::with_defaults()?;
+    // `BASALT_PLUGIN_OFFLOAD=1`: plugin calls run off the async worker (for A/B runs).
+    let offload = std::env::var("BASALT_PLUGIN_OFFLOAD").is_ok_and(|v| v == "1");
+    let host = PluginHost::new(PluginLimits {
+        offload,
+        ..PluginLimits::default()
+    })?;
     let registry = Arc::new(Registry::new());
     registry.set_plugin_runtime(host.clone());
     registry.register("age-native", |_| {
@@ -335,8 +398,10 @@ async fn run_async(s: &Settings) -> BenchResult<Vec<Figure>> {
     .await?;
     let validation = conn.admin().upload_plugin(example("validation")?).await?.id;
     let sum = conn.admin().upload_plugin(example("sum")?).await?.id;
+    let spin = conn.admin().upload_plugin(example("spin")?).await?.id;
     let mut out = put_figures(&conn, (s.rows / 10).max(1000), &validation).await?;
     if crate::put_rounds::put_only().is_none() {
+        out.push(isolation_figure(&conn, (s.rows / 10).max(1000), &spin).await?);
         out.push(sum_figure(&conn, s.rows, host, &sum).await?);
     }
     conn.close().await?;

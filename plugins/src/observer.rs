@@ -13,7 +13,7 @@ use crate::convert::{from_wit, to_wit};
 use crate::grants::{Grants, GRANTS_ARG};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
-use crate::stats::Stats;
+use crate::stats::{Backoff, Stats};
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, PluginRuntime, RegionObserver};
 use basalt_core::client::{Delete, Increment, Mutation, Put};
@@ -46,7 +46,9 @@ pub struct PluginObserver {
     memory_bytes: usize,
     idle: Mutex<Vec<Instance>>,
     max_idle: usize,
+    offload: bool,
     stats: Arc<Stats>,
+    backoff: Backoff,
 }
 
 impl std::fmt::Debug for PluginObserver {
@@ -92,6 +94,8 @@ impl PluginObserver {
             memory_bytes: host.limits.memory_bytes,
             idle: Mutex::new(Vec::new()),
             max_idle: host.limits.idle_instances,
+            offload: host.limits.offload,
+            backoff: Backoff::new(host.limits.backoff),
             stats: host.track(&cp.name, &table.to_string(), "observer"),
         };
         // The first instance, configured: its answer is the hooks to call.
@@ -161,15 +165,29 @@ impl PluginObserver {
         reads: Reads,
         f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        let mut inst = self.instance()?;
+        let start = std::time::Instant::now();
+        if let Some(msg) = self.backoff.check(start) {
+            self.stats.record(start.elapsed(), true, 0);
+            return Err(Error::PluginFault {
+                name: self.name.to_string(),
+                msg,
+            });
+        }
+        let mut inst = match self.instance() {
+            Ok(i) => i,
+            Err(e) => {
+                self.backoff.record(start, Some(&e.to_string()));
+                return Err(e);
+            }
+        };
         inst.store.data_mut().reads = reads;
         inst.store.set_epoch_deadline(self.ticks);
-        let start = std::time::Instant::now();
-        let out = f(&mut inst.store, &inst.bindings);
+        let out = PluginHost::run(self.offload, || f(&mut inst.store, &inst.bindings));
         let memory = inst.store.data().limits.memory as u64;
         self.stats.record(start.elapsed(), out.is_err(), memory);
         match out {
             Ok(r) => {
+                self.backoff.record(start, None);
                 inst.store.data_mut().reads = Reads::None;
                 let mut idle = self.idle.lock();
                 if idle.len() < self.max_idle {
@@ -178,7 +196,15 @@ impl PluginObserver {
                 Ok(r)
             }
             // The instance is dropped: a trapped store is never entered again.
-            Err(e) => Err(self.fault(&e)),
+            Err(e) => {
+                let fault = self.fault(&e);
+                let msg = match &fault {
+                    Error::PluginFault { msg, .. } => msg.as_str(),
+                    _ => "fault",
+                };
+                self.backoff.record(start, Some(msg));
+                Err(fault)
+            }
         }
     }
 

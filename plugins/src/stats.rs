@@ -165,3 +165,101 @@ mod tests {
         assert_eq!(mean, Duration::from_nanos(50_500));
     }
 }
+
+/// The back-off of an attachment after faults (as Envoy recreates a crashed VM with
+/// back-off): after `k` faults in a row, calls fail at once for `first * 2^(k-1)` (at most
+/// [`MAX_BACKOFF`]); a call that succeeds ends it. So a plugin that runs to its deadline on
+/// every call burns at most one deadline per back-off period, however hard it is called.
+#[derive(Debug)]
+pub(crate) struct Backoff {
+    first: Duration,
+    state: parking_lot::Mutex<BackoffState>,
+}
+
+#[derive(Debug, Default)]
+struct BackoffState {
+    faults_in_a_row: u32,
+    until: Option<std::time::Instant>,
+    last: String,
+}
+
+/// The longest back-off.
+pub(crate) const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+impl Backoff {
+    pub(crate) fn new(first: Duration) -> Self {
+        Backoff {
+            first,
+            state: parking_lot::Mutex::new(BackoffState::default()),
+        }
+    }
+
+    /// `Some(why)` while backing off: the call must not run.
+    pub(crate) fn check(&self, now: std::time::Instant) -> Option<String> {
+        let s = self.state.lock();
+        match s.until {
+            Some(until) if now < until => Some(format!(
+                "backing off for {} ms after {} fault(s) in a row; the last: {}",
+                until.duration_since(now).as_millis(),
+                s.faults_in_a_row,
+                s.last
+            )),
+            _ => None,
+        }
+    }
+
+    /// Records a call's outcome: a fault (its message) or a success (`None`).
+    pub(crate) fn record(&self, now: std::time::Instant, fault: Option<&str>) {
+        if self.first.is_zero() {
+            return;
+        }
+        let mut s = self.state.lock();
+        match fault {
+            None => {
+                s.faults_in_a_row = 0;
+                s.until = None;
+            }
+            Some(msg) => {
+                s.faults_in_a_row = s.faults_in_a_row.saturating_add(1);
+                let shift = s.faults_in_a_row.saturating_sub(1).min(20);
+                let wait = self.first.saturating_mul(1 << shift).min(MAX_BACKOFF);
+                s.until = Some(now + wait);
+                s.last = msg.to_string();
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod backoff_tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn faults_in_a_row_double_the_back_off_and_a_success_ends_it() {
+        let b = Backoff::new(Duration::from_millis(50));
+        let t0 = Instant::now();
+        assert!(b.check(t0).is_none());
+        b.record(t0, Some("trap"));
+        assert!(b.check(t0 + Duration::from_millis(49)).is_some());
+        assert!(b.check(t0 + Duration::from_millis(50)).is_none());
+        let t1 = t0 + Duration::from_millis(60);
+        b.record(t1, Some("trap"));
+        let why = b.check(t1 + Duration::from_millis(99)).unwrap();
+        assert!(why.contains("2 fault(s)") && why.contains("trap"), "{why}");
+        assert!(b.check(t1 + Duration::from_millis(100)).is_none());
+        for _ in 0..40 {
+            b.record(t1, Some("trap"));
+        }
+        assert!(b
+            .check(t1 + MAX_BACKOFF - Duration::from_millis(1))
+            .is_some());
+        assert!(b.check(t1 + MAX_BACKOFF).is_none());
+        b.record(t1, None);
+        assert!(b.check(t1).is_none());
+        // A zero first back-off turns it off.
+        let off = Backoff::new(Duration::ZERO);
+        off.record(t0, Some("trap"));
+        assert!(off.check(t0).is_none());
+    }
+}
