@@ -37,8 +37,8 @@ const TASKS: u64 = 8;
 const OPS_PER_TASK: usize = 200;
 
 /// Keeps `<stats table>/<user>` `f:followers` and `f:following` in step with `follows`.
-struct FollowerCounter {
-    stats: TableName,
+pub struct FollowerCounter {
+    pub stats: TableName,
 }
 
 fn is_on(v: Option<&Bytes>) -> bool {

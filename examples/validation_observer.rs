@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 /// Refuses puts whose `info:age` is not a decimal in `0..=150`.
-struct AgeRule;
+pub struct AgeRule;
 
 /// Why `value` is not a valid age, if it is not.
 fn age_problem(value: &[u8]) -> Option<String> {

@@ -6,9 +6,9 @@
 
 use crate::bindings::endpoint_world::{RegionEndpoint as Bindings, RegionEndpointPre};
 use crate::bindings::wit;
+use crate::pool::{Pool, Slot};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
-use crate::stats::Stats;
 use basalt_coprocessors::{Endpoint, EndpointRegistry, Endpoints, KeyRange};
 use basalt_core::endpoint::RegionView;
 use basalt_core::{plugin_coprocessor_name, Connection, Error, IntoTableName, Result};
@@ -16,30 +16,19 @@ use futures::StreamExt;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
 use wasmtime::Store;
-
-struct Instance {
-    store: Store<HostState>,
-    bindings: Bindings,
-}
 
 /// An uploaded endpoint plugin: register it in an `EndpointRegistry` (requests and
 /// answers are the plugin's own bytes) and fold the answers with [`PluginEndpoint::merge`].
 pub struct PluginEndpoint {
-    name: Arc<str>,
+    pool: Pool<Bindings>,
     pre: RegionEndpointPre<HostState>,
-    ticks: u64,
-    memory_bytes: usize,
-    idle: Mutex<Vec<Instance>>,
-    max_idle: usize,
-    stats: Arc<Stats>,
 }
 
 impl std::fmt::Debug for PluginEndpoint {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginEndpoint")
-            .field("name", &self.name)
+            .field("name", &self.pool.name)
             .finish()
     }
 }
@@ -51,33 +40,9 @@ impl PluginEndpoint {
         let pre = host.endpoint_pre(&component)?;
         let name = plugin_coprocessor_name(id);
         Ok(PluginEndpoint {
-            stats: host.track(&name, "", "endpoint"),
-            name: Arc::from(name.as_str()),
+            pool: Pool::new(host, &name, "", "endpoint", host.limits.call_deadline),
             pre,
-            ticks: PluginHost::ticks(host.limits.call_deadline),
-            memory_bytes: host.limits.memory_bytes,
-            idle: Mutex::new(Vec::new()),
-            max_idle: host.limits.idle_instances,
         })
-    }
-
-    /// This endpoint with another per-call deadline.
-    pub fn with_deadline(mut self, deadline: Duration) -> Self {
-        self.ticks = PluginHost::ticks(deadline);
-        self
-    }
-
-    fn fault(&self, e: &wasmtime::Error) -> Error {
-        let ms = u128::from(self.ticks) * crate::runtime::TICK.as_millis();
-        let msg = match e.downcast_ref::<wasmtime::Trap>() {
-            Some(wasmtime::Trap::Interrupt) => format!("ran past its deadline of {ms} ms"),
-            Some(wasmtime::Trap::StackOverflow) => "overflowed its wasm stack".to_string(),
-            _ => format!("{e:#}"),
-        };
-        Error::PluginFault {
-            name: self.name.to_string(),
-            msg,
-        }
     }
 
     fn call<R>(
@@ -85,45 +50,20 @@ impl PluginEndpoint {
         reads: Reads,
         f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        let popped = self.idle.lock().pop();
-        let mut inst = match popped {
-            Some(i) => i,
-            None => {
-                let mut store = Store::new(
-                    self.pre.engine(),
-                    HostState::new(self.name.clone(), self.memory_bytes),
-                );
-                store.limiter(|s| &mut s.limits);
-                store.set_epoch_deadline(self.ticks);
-                let bindings = self
-                    .pre
-                    .instantiate(&mut store)
-                    .map_err(|e| self.fault(&e))?;
-                Instance { store, bindings }
-            }
+        let make = |pool: &Pool<Bindings>| {
+            let mut store = pool.store();
+            let inst = self
+                .pre
+                .instantiate(&mut store)
+                .map_err(|e| pool.fault(&e))?;
+            Ok(Slot { store, inst })
         };
-        inst.store.data_mut().reads = reads;
-        inst.store.set_epoch_deadline(self.ticks);
-        let start = std::time::Instant::now();
-        let out = f(&mut inst.store, &inst.bindings);
-        let memory = inst.store.data().limits.memory as u64;
-        self.stats.record(start.elapsed(), out.is_err(), memory);
-        match out {
-            Ok(r) => {
-                inst.store.data_mut().reads = Reads::None;
-                let mut idle = self.idle.lock();
-                if idle.len() < self.max_idle {
-                    idle.push(inst);
-                }
-                Ok(r)
-            }
-            Err(e) => Err(self.fault(&e)),
-        }
+        self.pool.call(reads, make, f)
     }
 
     fn answer(&self, r: std::result::Result<Vec<u8>, String>) -> Result<Vec<u8>> {
         r.map_err(|msg| Error::Coprocessor {
-            name: self.name.to_string(),
+            name: self.pool.name.to_string(),
             msg,
         })
     }

@@ -14,10 +14,11 @@
 //! handles under the attachment's failure policy: never the server.
 //!
 //! Layers, bottom to top: `bindings`, `state`, `stats`, `grants`, `convert`, `runtime`,
-//! `observer`, `endpoint`. That is: the bindings generated from the WIT; what a store holds
+//! `pool`, `observer`, `endpoint`. That is: the bindings generated from the WIT; what a store holds
 //! and the host side of `region`; each attachment's counters (calls, faults, mean and p99
 //! latency, memory); the functions a grant links; mutations across the interface; the engine, its ticker, the
-//! compilation cache and the list of counters; the `RegionObserver` a plugin becomes (and the registry's
+//! compilation cache and the list of counters; an attachment's pool of instances (deadline,
+//! limits, timing, back-off); the `RegionObserver` a plugin becomes (and the registry's
 //! `PluginRuntime`); a plugin endpoint and its merge.
 //!
 //! Public modules: none; what users name is re-exported here.
@@ -34,6 +35,7 @@ mod convert;
 mod endpoint;
 mod grants;
 mod observer;
+mod pool;
 mod runtime;
 mod state;
 mod stats;

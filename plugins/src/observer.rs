@@ -11,15 +11,14 @@ use crate::bindings::observer_world::{RegionObserver as Bindings, RegionObserver
 use crate::bindings::wit::{self, Decision, Hooks};
 use crate::convert::{from_wit, to_wit};
 use crate::grants::{Grants, GRANTS_ARG};
+use crate::pool::{Pool, Slot};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
-use crate::stats::{Backoff, Stats};
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, PluginRuntime, RegionObserver};
 use basalt_core::client::{Delete, Increment, Mutation, Put};
 use basalt_core::{CompactionOutcome, CoprocessorDescriptor, Error, PluginKind, Result, TableName};
 use bytes::Bytes;
-use parking_lot::Mutex;
 use std::sync::Arc;
 use wasmtime::Store;
 
@@ -27,45 +26,22 @@ use wasmtime::Store;
 struct Defaults;
 impl RegionObserver for Defaults {}
 
-/// One instance with its store.
-struct Instance {
-    store: Store<HostState>,
-    bindings: Bindings,
-    /// What its `configure` answered.
-    hooks: Hooks,
-}
-
 /// An uploaded plugin attached to a table as an observer.
 pub struct PluginObserver {
-    name: Arc<str>,
+    /// Its instances, each with what its `configure` answered.
+    pool: Pool<(Bindings, Hooks)>,
     pre: RegionObserverPre<HostState>,
     hooks: Hooks,
     /// The attachment's arguments: every new instance is configured with them.
     args: Vec<(String, String)>,
-    ticks: u64,
-    memory_bytes: usize,
-    idle: Mutex<Vec<Instance>>,
-    max_idle: usize,
-    offload: bool,
-    stats: Arc<Stats>,
-    backoff: Backoff,
 }
 
 impl std::fmt::Debug for PluginObserver {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PluginObserver")
-            .field("name", &self.name)
+            .field("name", &self.pool.name)
             .field("hooks", &self.hooks)
             .finish()
-    }
-}
-
-/// What a trap or other runtime error of a call says.
-fn describe(e: &wasmtime::Error, deadline_ms: u128) -> String {
-    match e.downcast_ref::<wasmtime::Trap>() {
-        Some(wasmtime::Trap::Interrupt) => format!("ran past its deadline of {deadline_ms} ms"),
-        Some(wasmtime::Trap::StackOverflow) => "overflowed its wasm stack".to_string(),
-        _ => format!("{e:#}"),
     }
 }
 
@@ -86,22 +62,15 @@ impl PluginObserver {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let mut me = PluginObserver {
-            name: Arc::from(cp.name.as_str()),
+            pool: Pool::new(host, &cp.name, &table.to_string(), "observer", deadline),
             pre,
             hooks: Hooks::empty(),
             args,
-            ticks: PluginHost::ticks(deadline),
-            memory_bytes: host.limits.memory_bytes,
-            idle: Mutex::new(Vec::new()),
-            max_idle: host.limits.idle_instances,
-            offload: host.limits.offload,
-            backoff: Backoff::new(host.limits.backoff),
-            stats: host.track(&cp.name, &table.to_string(), "observer"),
         };
         // The first instance, configured: its answer is the hooks to call.
-        let first = me.instance()?;
-        me.hooks = first.hooks;
-        me.idle.lock().push(first);
+        let first = me.make()?;
+        me.hooks = first.inst.1;
+        me.pool.put_back(first);
         Ok(me)
     }
 
@@ -121,42 +90,26 @@ impl PluginObserver {
         .collect()
     }
 
-    fn instance(&self) -> Result<Instance> {
-        if let Some(i) = self.idle.lock().pop() {
-            return Ok(i);
-        }
-        let mut store = Store::new(
-            self.pre.engine(),
-            HostState::new(self.name.clone(), self.memory_bytes),
-        );
-        store.limiter(|s| &mut s.limits);
-        store.set_epoch_deadline(self.ticks);
+    /// A new instance, configured with the attachment's arguments (each instance has its
+    /// own memory, so each is configured before its first hook).
+    fn make(&self) -> Result<Slot<(Bindings, Hooks)>> {
+        let mut store = self.pool.store();
         let bindings = self
             .pre
             .instantiate(&mut store)
-            .map_err(|e| self.fault(&e))?;
-        // Each instance has its own memory: each is configured before its first hook.
+            .map_err(|e| self.pool.fault(&e))?;
         let configured = bindings
             .basalt_coprocessor_observer()
             .call_configure(&mut store, &self.args)
-            .map_err(|e| self.fault(&e))?;
+            .map_err(|e| self.pool.fault(&e))?;
         let hooks = configured.map_err(|msg| Error::Coprocessor {
-            name: self.name.to_string(),
+            name: self.pool.name.to_string(),
             msg: format!("the plugin refused its configuration: {msg}"),
         })?;
-        Ok(Instance {
+        Ok(Slot {
             store,
-            bindings,
-            hooks,
+            inst: (bindings, hooks),
         })
-    }
-
-    fn fault(&self, e: &wasmtime::Error) -> Error {
-        let ms = u128::from(self.ticks) * crate::runtime::TICK.as_millis();
-        Error::PluginFault {
-            name: self.name.to_string(),
-            msg: describe(e, ms),
-        }
     }
 
     /// Runs `f` on a pooled instance with `reads` as the call's region.
@@ -165,47 +118,8 @@ impl PluginObserver {
         reads: Reads,
         f: impl FnOnce(&mut Store<HostState>, &Bindings) -> wasmtime::Result<R>,
     ) -> Result<R> {
-        let start = std::time::Instant::now();
-        if let Some(msg) = self.backoff.check(start) {
-            self.stats.record(start.elapsed(), true, 0);
-            return Err(Error::PluginFault {
-                name: self.name.to_string(),
-                msg,
-            });
-        }
-        let mut inst = match self.instance() {
-            Ok(i) => i,
-            Err(e) => {
-                self.backoff.record(start, Some(&e.to_string()));
-                return Err(e);
-            }
-        };
-        inst.store.data_mut().reads = reads;
-        inst.store.set_epoch_deadline(self.ticks);
-        let out = PluginHost::run(self.offload, || f(&mut inst.store, &inst.bindings));
-        let memory = inst.store.data().limits.memory as u64;
-        self.stats.record(start.elapsed(), out.is_err(), memory);
-        match out {
-            Ok(r) => {
-                self.backoff.record(start, None);
-                inst.store.data_mut().reads = Reads::None;
-                let mut idle = self.idle.lock();
-                if idle.len() < self.max_idle {
-                    idle.push(inst);
-                }
-                Ok(r)
-            }
-            // The instance is dropped: a trapped store is never entered again.
-            Err(e) => {
-                let fault = self.fault(&e);
-                let msg = match &fault {
-                    Error::PluginFault { msg, .. } => msg.as_str(),
-                    _ => "fault",
-                };
-                self.backoff.record(start, Some(msg));
-                Err(fault)
-            }
-        }
+        self.pool
+            .call(reads, |_| self.make(), |store, inst| f(store, &inst.0))
     }
 
     fn region(ctx: &ObserverContext<'_>) -> wit::RegionInfo {
@@ -223,7 +137,7 @@ impl PluginObserver {
 
     fn refused(&self, msg: String) -> Error {
         Error::Coprocessor {
-            name: self.name.to_string(),
+            name: self.pool.name.to_string(),
             msg,
         }
     }

@@ -5,18 +5,16 @@
 
 mod common;
 
-use async_trait::async_trait;
-use basalt::client::{BatchOp, Get, Increment, Mutation, Put, RowResult, Scan};
+use basalt::client::{BatchOp, Increment, Put, RowResult, Scan};
 use basalt::coprocessors::{
-    AggregationClient, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange, MiniBatch,
-    Number, ObserverContext, RegionObserver, Registry,
+    AggregationClient, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange, Number,
+    RegionObserver, Registry,
 };
 use basalt::{
     plugin_coprocessor_name, plugin_id, ColumnFamilyDescriptor, Config, Connection,
     CoprocessorDescriptor, Error, PreSplit, Result, TableDescriptor, TableName,
 };
 use basalt_plugins::{PluginEndpoints, PluginHost};
-use bytes::Bytes;
 use futures::TryStreamExt;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -36,99 +34,20 @@ fn example(name: &str) -> Vec<u8> {
     bytes
 }
 
-// ---- the native versions, as the examples write them ---------------------------------
+// ---- the native versions: the examples' own observers ----------------------------------
 
-fn age_problem(value: &[u8]) -> Option<String> {
-    let Ok(text) = std::str::from_utf8(value) else {
-        return Some("age is not UTF-8 text".to_string());
-    };
-    let valid = !text.is_empty()
-        && text.bytes().all(|b| b.is_ascii_digit())
-        && text.parse::<u32>().is_ok_and(|n| n <= 150);
-    (!valid).then(|| format!("age {text:?} is not a decimal number from 0 to 150"))
-}
+/// `examples/validation_observer.rs`, whose `AgeRule` is the native validation observer.
+#[allow(dead_code)]
+#[path = "../../examples/validation_observer.rs"]
+mod validation_example;
 
-struct AgeRule;
+/// `examples/follower_counter.rs`, whose `FollowerCounter` is the native counter.
+#[allow(dead_code)]
+#[path = "../../examples/follower_counter.rs"]
+mod counter_example;
 
-#[async_trait]
-impl RegionObserver for AgeRule {
-    async fn pre_batch_mutate(
-        &self,
-        ctx: &mut ObserverContext<'_>,
-        batch: &mut MiniBatch<'_>,
-    ) -> Result<()> {
-        let mut refused = Vec::new();
-        for (i, m) in batch.operations().enumerate() {
-            let Mutation::Put(p) = m else { continue };
-            for (family, qualifier, _, value) in p.cells() {
-                if family == b"info" && qualifier == b"age" {
-                    if let Some(why) = age_problem(value) {
-                        refused.push((i, why));
-                    }
-                }
-            }
-        }
-        for (i, msg) in refused {
-            let name = ctx.coprocessor_name().to_string();
-            batch.veto(i, Error::Coprocessor { name, msg });
-        }
-        Ok(())
-    }
-}
-
-struct FollowerCounter {
-    stats: TableName,
-}
-
-fn is_on(v: Option<&Bytes>) -> bool {
-    v.is_some_and(|v| v.as_ref() == b"1")
-}
-
-#[async_trait]
-impl RegionObserver for FollowerCounter {
-    async fn pre_batch_mutate(
-        &self,
-        ctx: &mut ObserverContext<'_>,
-        batch: &mut MiniBatch<'_>,
-    ) -> Result<()> {
-        let mut state: BTreeMap<Bytes, bool> = BTreeMap::new();
-        let mut changes = Vec::new();
-        for m in batch.operations() {
-            let row = m.row().clone();
-            let before = match state.get(&row) {
-                Some(s) => *s,
-                None => is_on(
-                    ctx.get(&Get::new(&row).add_column("f", "on"))?
-                        .value("f", "on"),
-                ),
-            };
-            let after = match m {
-                Mutation::Put(p) => p
-                    .cells()
-                    .find(|(f, q, _, _)| *f == b"f" && *q == b"on")
-                    .map_or(before, |(_, _, _, v)| v == b"1"),
-                Mutation::Delete(_) => false,
-            };
-            state.insert(row.clone(), after);
-            if before != after {
-                changes.push((row, if after { 1 } else { -1 }));
-            }
-        }
-        for (row, delta) in changes {
-            let edge = String::from_utf8_lossy(&row).into_owned();
-            let (follower, followed) = edge.split_once('|').unwrap();
-            batch.add_increment_to(
-                self.stats.clone(),
-                Increment::new(follower).add_column("f", "following", delta),
-            );
-            batch.add_increment_to(
-                self.stats.clone(),
-                Increment::new(followed).add_column("f", "followers", delta),
-            );
-        }
-        Ok(())
-    }
-}
+use counter_example::FollowerCounter;
+use validation_example::AgeRule;
 
 // ---- the comparisons --------------------------------------------------------------------
 
