@@ -85,6 +85,7 @@ mod tests {
                     "list_indexes ".into(),
                     "list_namespace ".into(),
                     "list_namespace_tables ".into(),
+                    "list_plugins ".into(),
                     "list_regions ".into(),
                     "list_snapshots ".into()
                 ]
