@@ -79,6 +79,12 @@ async fn create(conn: &Connection, name: &str, family: &str, cp: Option<Coproces
     conn.admin().create_table(d).await.unwrap();
 }
 
+/// Every row of `table`.
+async fn scan_all(conn: &Connection, table: &str) -> Vec<RowResult> {
+    let t = conn.table(table).unwrap();
+    t.scan(Scan::new()).unwrap().try_collect().await.unwrap()
+}
+
 /// What a write did, with the coprocessor's name left out (the two differ by name only).
 fn outcome(r: &Result<()>) -> String {
     match r {
@@ -117,12 +123,8 @@ async fn age_story(conn: &Connection, table: &str) -> Vec<String> {
     for r in out {
         log.push(format!("batch: {}", outcome(&r.map(drop))));
     }
-    let rows: Vec<String> = t
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect::<Vec<RowResult>>()
+    let rows: Vec<String> = scan_all(conn, table)
         .await
-        .unwrap()
         .iter()
         .map(|r| String::from_utf8_lossy(&r.row).into_owned())
         .collect();
@@ -197,14 +199,7 @@ async fn churn(conn: &Connection, follows: &str, stats: &str) -> BTreeMap<String
         })
     };
     let mut recount: BTreeMap<String, (i64, i64)> = BTreeMap::new();
-    let edges: Vec<RowResult> = conn
-        .table(follows)
-        .unwrap()
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let edges = scan_all(conn, follows).await;
     for e in edges {
         if e.value("f", "on").is_some_and(|v| v.as_ref() == b"1") {
             let edge = String::from_utf8_lossy(&e.row).into_owned();
@@ -213,14 +208,7 @@ async fn churn(conn: &Connection, follows: &str, stats: &str) -> BTreeMap<String
             recount.entry(a.to_string()).or_default().1 += 1;
         }
     }
-    let counted: Vec<RowResult> = conn
-        .table(stats)
-        .unwrap()
-        .scan(Scan::new())
-        .unwrap()
-        .try_collect()
-        .await
-        .unwrap();
+    let counted = scan_all(conn, stats).await;
     let mut got: BTreeMap<String, (i64, i64)> = BTreeMap::new();
     for r in counted {
         let c = (count(&r, "followers"), count(&r, "following"));
