@@ -9,11 +9,15 @@
 
 use crate::bindings::observer_world::{RegionObserver as Bindings, RegionObserverPre};
 use crate::bindings::wit::{self, Decision, Hooks};
-use crate::convert::{from_wit, to_wit};
+use crate::convert::{from_wit, pack};
 use crate::grants::{Grants, GRANTS_ARG};
 use crate::pool::{Pool, Slot};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
+
+/// Bytes to reserve per mutation when packing a batch (a row, two cells and their values
+/// fit; more grows the buffer).
+const PACKED_MUTATION_HINT: usize = 192;
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, PluginRuntime, RegionObserver};
 use basalt_core::client::{Delete, Increment, Mutation, Put};
@@ -145,7 +149,8 @@ impl PluginObserver {
     /// `pre-mutate` over one mutation: its decision.
     fn pre_mutate(&self, ctx: &ObserverContext<'_>, m: &Mutation) -> Result<Option<Mutation>> {
         let region = Self::region(ctx);
-        let muts = [to_wit(m)];
+        let mut muts = Vec::new();
+        pack(std::iter::once(m), &mut muts);
         let decisions = self.call(Self::reads(ctx), |store, b| {
             b.basalt_coprocessor_observer()
                 .call_pre_mutate(store, &region, &muts)
@@ -167,7 +172,8 @@ impl PluginObserver {
     /// `post-mutate` over one mutation.
     fn post_mutate(&self, ctx: &ObserverContext<'_>, m: &Mutation) -> Result<()> {
         let region = Self::region(ctx);
-        let muts = [to_wit(m)];
+        let mut muts = Vec::new();
+        pack(std::iter::once(m), &mut muts);
         self.call(Self::reads(ctx), |store, b| {
             b.basalt_coprocessor_observer()
                 .call_post_mutate(store, &region, &muts)
@@ -227,7 +233,8 @@ impl RegionObserver for PluginObserver {
             return Defaults.pre_batch_mutate(ctx, batch).await;
         }
         let region = Self::region(ctx);
-        let muts: Vec<wit::Mutation> = batch.operations().map(to_wit).collect();
+        let mut muts = Vec::with_capacity(PACKED_MUTATION_HINT * batch.len());
+        pack(batch.operations(), &mut muts);
         let answer = self.call(Self::reads(ctx), |store, b| {
             b.basalt_coprocessor_observer()
                 .call_pre_batch(store, &region, &muts)
@@ -269,7 +276,8 @@ impl RegionObserver for PluginObserver {
             return Defaults.post_batch(ctx, ops, outcome).await;
         }
         let region = Self::region(ctx);
-        let muts: Vec<wit::Mutation> = ops.iter().map(|m| to_wit(m)).collect();
+        let mut muts = Vec::with_capacity(PACKED_MUTATION_HINT * ops.len());
+        pack(ops.iter().copied(), &mut muts);
         let outcome = outcome.as_ref().map(|_| ()).map_err(|e| e.to_string());
         let outcome = outcome.as_ref().map(|_| ()).map_err(String::as_str);
         self.call(Self::reads(ctx), |store, b| {

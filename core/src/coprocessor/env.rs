@@ -301,7 +301,7 @@ impl<'a> MiniBatch<'a> {
     }
 
     /// Every operation, in order.
-    pub fn operations(&self) -> impl Iterator<Item = &Mutation> + '_ {
+    pub fn operations(&self) -> impl ExactSizeIterator<Item = &Mutation> + '_ {
         self.ops.iter().copied()
     }
 

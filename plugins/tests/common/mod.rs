@@ -7,7 +7,7 @@ use basalt::{Config, Connection};
 use basalt_plugins::{PluginHost, PluginLimits};
 use std::sync::Arc;
 
-/// The canonical-ABI parameters of a hook taking `(region-info, list<mutation>)`.
+/// The canonical-ABI parameters of a hook taking `(region-info, packed-mutations)`.
 pub const REGION_MUTS: &str = "(param i32 i32 i64 i32 i32 i32 i32 i32 i32)";
 
 /// Bodies of an observer's core module: each is the body of one export, `None` for
@@ -180,8 +180,10 @@ pub fn counter(qualifier: &str) -> Observer {
         hooks: 2,
         configure: None,
         // The answer at 256: no decisions, no writes, one increment at 512.
-        pre_batch: "(i64.store (i32.const 544) (i64.extend_i32_u (local.get 8))) (i32.const 256)"
-            .into(),
+        // The count of the batch's mutations: the first u32 of its packed bytes.
+        pre_batch:
+            "(i64.store (i32.const 544) (i64.extend_i32_u (i32.load (local.get 7)))) (i32.const 256)"
+                .into(),
         imports: String::new(),
         extra: format!(
             r#"(data (i32.const 256) "\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\00\02\00\00\01\00\00\00")

@@ -401,8 +401,7 @@ impl WritePipeline {
             .collect();
         let last = added_rows
             .iter()
-            .filter_map(|(target, row)| self.row_slot(target, row))
-            .map(|s| s.load(std::sync::atomic::Ordering::Acquire))
+            .map(|(target, row)| self.row_clock.bound(self.row_hash(target, row)))
             .max()
             .unwrap_or(0);
         if last >= now && plan.attempts < RELOCK_ATTEMPTS {
@@ -465,23 +464,16 @@ impl WritePipeline {
         }
         let out = self.commit(&tables, cells, durability, Some(post)).await;
         for (target, row) in added_rows.into_iter().filter(|_| out.is_ok()) {
-            if let Some(s) = self.row_slot(target, row) {
-                s.fetch_max(now, std::sync::atomic::Ordering::AcqRel);
-            }
+            self.row_clock.record(self.row_hash(target, row), now);
         }
         out
     }
 
-    pub(in crate::server) fn row_slot(
-        &self,
-        t: &TableState,
-        row: &[u8],
-    ) -> Option<&std::sync::atomic::AtomicU64> {
+    /// Where `row` of `t` is in the hooked-write clock.
+    pub(in crate::server) fn row_hash(&self, t: &TableState, row: &[u8]) -> u64 {
         // XXH3 of the row seeded with the table's: slots only need spreading, and SipHash
         // was 3% of an indexed put.
-        let h = xxhash_rust::xxh3::xxh3_64_with_seed(row, t.key_hash);
-        let n = self.row_clock.len().max(1) as u64;
-        self.row_clock.get((h % n) as usize)
+        xxhash_rust::xxh3::xxh3_64_with_seed(row, t.key_hash)
     }
 
     /// The timestamp of a hooked write of `rows` (the caller holds their locks): the wall
@@ -490,8 +482,8 @@ impl WritePipeline {
     /// `pre_batch_mutate` hooks run (they read the row as the batch leaves it), so a row
     /// deleted and written again in one millisecond would otherwise have its put hidden by
     /// the delete marker. The clock is never run ahead of the wall clock: a later write
-    /// stamped by the wall clock (a delete) still covers this one. Rows sharing a slot
-    /// only wait more.
+    /// stamped by the wall clock (a delete) still covers this one. The clock keeps a bound
+    /// per row ([`super::row_clock`]), rarely above its row's last write.
     pub(in crate::server) async fn hooked_now<'r>(
         &self,
         t: &TableState,
@@ -499,8 +491,7 @@ impl WritePipeline {
         min: Timestamp,
     ) -> Timestamp {
         let last = rows
-            .filter_map(|r| self.row_slot(t, r))
-            .map(|s| s.load(Ordering::Acquire))
+            .map(|r| self.row_clock.bound(self.row_hash(t, r)))
             .max()
             .unwrap_or(0)
             .max(min);
@@ -521,9 +512,7 @@ impl WritePipeline {
         now: Timestamp,
     ) {
         for r in rows {
-            if let Some(s) = self.row_slot(t, r) {
-                s.fetch_max(now, Ordering::AcqRel);
-            }
+            self.row_clock.record(self.row_hash(t, r), now);
         }
     }
 }

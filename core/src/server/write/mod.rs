@@ -39,6 +39,7 @@ use crate::server::shared::TableState;
 use crate::server::validate;
 use crate::wal::Durability;
 use bytes::Bytes;
+use row_clock::RowClock;
 use std::borrow::Cow;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
@@ -46,9 +47,11 @@ use std::sync::Arc;
 mod atomic;
 mod commit;
 pub(crate) mod prepare;
+mod row_clock;
 
 /// Slots of the hooked-write clock (512 KiB). A row waits for the next millisecond only
-/// when its slot saw a hooked write this millisecond; at 4,096 slots, 8 writers of indexed
+/// when its slot saw a hooked write of it, or of two other rows, this millisecond
+/// ([`row_clock`]); before slots had tags, at 4,096 slots, 8 writers of indexed
 /// puts (each marking a data row and an index row) collided often enough to cut indexed put
 /// throughput by a third (bench `index`: 75K -> 115K puts/s with 65,536 slots).
 const ROW_CLOCK_SLOTS: usize = 1 << 16;
@@ -62,10 +65,9 @@ pub(crate) struct WritePipeline {
     locks: RowLocks,
     /// Commits since the engine opened (every 1,024th checks the WAL's length).
     commits: AtomicU64,
-    /// Per (table, row) slot, the last timestamp a hooked write of the row took (see
-    /// [`WritePipeline::hooked_now`]). [`ROW_CLOCK_SLOTS`] slots: rows sharing a slot wait
-    /// for each other's millisecond to pass.
-    row_clock: Box<[AtomicU64]>,
+    /// For every (table, row), a bound on the last timestamp a hooked write of the row took
+    /// (see [`WritePipeline::hooked_now`] and [`row_clock`]).
+    row_clock: RowClock,
 }
 
 /// The strongest of several durabilities (their maximum: [`Durability`] is ordered).
@@ -149,7 +151,7 @@ impl WritePipeline {
             upkeep,
             locks: RowLocks::new(4096),
             commits: AtomicU64::new(0),
-            row_clock: (0..ROW_CLOCK_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            row_clock: RowClock::new(ROW_CLOCK_SLOTS, now_ms()),
         }
     }
 

@@ -5,8 +5,8 @@
 //! `stats`), committed in the same atomic batch as the edge.
 
 use basalt_plugin_sdk::observer::{
-    put_value, region, AddedIncrement, BatchDecisions, Decision, Hooks, Mutation, MutationKind,
-    Observer, RegionInfo,
+    mutations, put_value, region, AddedIncrement, BatchDecisions, Decision, Hooks, MutationKind,
+    Observer, PackedMutations, RegionInfo,
 };
 use basalt_plugin_sdk::arg;
 use basalt_plugin_sdk::observer::export_observer;
@@ -38,20 +38,21 @@ impl Observer for FollowerCounter {
         Ok(Hooks::PRE_BATCH)
     }
 
-    fn pre_mutate(_: RegionInfo, _: Vec<Mutation>) -> Vec<Decision> {
+    fn pre_mutate(_: RegionInfo, _: PackedMutations) -> Vec<Decision> {
         Vec::new()
     }
 
-    fn pre_batch(_: RegionInfo, mutations: Vec<Mutation>) -> BatchDecisions {
+    fn pre_batch(_: RegionInfo, packed: PackedMutations) -> BatchDecisions {
         let stats = STATS.get().map_or("", String::as_str);
-        let mut decisions = Vec::with_capacity(mutations.len());
+        let muts = mutations(&packed);
+        let mut decisions = Vec::with_capacity(muts.len());
         let mut increments = Vec::new();
         // An edge's state as the batch changes it, operation after operation.
         let mut state: BTreeMap<Vec<u8>, bool> = BTreeMap::new();
-        for m in &mutations {
-            let before = match state.get(&m.row) {
+        for m in muts {
+            let before = match state.get(m.row) {
                 Some(s) => *s,
-                None => match region::get(&m.row, Some(b"f"), Some(b"on")) {
+                None => match region::get(m.row, Some(b"f"), Some(b"on")) {
                     Ok(cells) => is_on(cells.first().map(|c| c.value.as_slice())),
                     Err(e) => {
                         decisions.push(Decision::Veto(e));
@@ -60,16 +61,16 @@ impl Observer for FollowerCounter {
                 },
             };
             let after = match m.kind {
-                MutationKind::Put => put_value(m, b"f", b"on").map_or(before, |v| v == b"1"),
+                MutationKind::Put => put_value(&m, b"f", b"on").map_or(before, |v| v == b"1"),
                 MutationKind::Delete => false,
             };
-            let edge = String::from_utf8_lossy(&m.row).into_owned();
+            let edge = String::from_utf8_lossy(m.row).into_owned();
             let Some((follower, followed)) = edge.split_once('|') else {
                 decisions.push(Decision::Veto(format!("edge {edge:?} is not follower|followed")));
                 continue;
             };
             decisions.push(Decision::Keep);
-            state.insert(m.row.clone(), after);
+            state.insert(m.row.to_vec(), after);
             if before != after {
                 let delta = if after { 1 } else { -1 };
                 increments.push(increment(stats, follower, "following", delta));
@@ -83,8 +84,8 @@ impl Observer for FollowerCounter {
         }
     }
 
-    fn post_batch(_: RegionInfo, _: Vec<Mutation>, _: Result<(), String>) {}
-    fn post_mutate(_: RegionInfo, _: Vec<Mutation>) {}
+    fn post_batch(_: RegionInfo, _: PackedMutations, _: Result<(), String>) {}
+    fn post_mutate(_: RegionInfo, _: PackedMutations) {}
     fn flushed(_: RegionInfo, _: Vec<u8>) {}
     fn compacted(_: RegionInfo, _: Vec<u8>, _: u32, _: u64) {}
 }

@@ -4,7 +4,9 @@
 //! bench suite; never attach it to a table you write to.
 
 use basalt_plugin_sdk::observer::export_observer;
-use basalt_plugin_sdk::observer::{BatchDecisions, Decision, Hooks, Mutation, Observer, RegionInfo};
+use basalt_plugin_sdk::observer::{
+    BatchDecisions, Decision, Hooks, Observer, PackedMutations, RegionInfo,
+};
 
 struct Spin;
 
@@ -13,19 +15,19 @@ impl Observer for Spin {
         Ok(Hooks::PRE_BATCH)
     }
 
-    fn pre_mutate(_: RegionInfo, _: Vec<Mutation>) -> Vec<Decision> {
+    fn pre_mutate(_: RegionInfo, _: PackedMutations) -> Vec<Decision> {
         Vec::new()
     }
 
-    fn pre_batch(_: RegionInfo, mutations: Vec<Mutation>) -> BatchDecisions {
+    fn pre_batch(_: RegionInfo, mutations: PackedMutations) -> BatchDecisions {
         let mut n = mutations.len() as u64;
         loop {
             n = std::hint::black_box(n.wrapping_mul(6364136223846793005).wrapping_add(1));
         }
     }
 
-    fn post_batch(_: RegionInfo, _: Vec<Mutation>, _: Result<(), String>) {}
-    fn post_mutate(_: RegionInfo, _: Vec<Mutation>) {}
+    fn post_batch(_: RegionInfo, _: PackedMutations, _: Result<(), String>) {}
+    fn post_mutate(_: RegionInfo, _: PackedMutations) {}
     fn flushed(_: RegionInfo, _: Vec<u8>) {}
     fn compacted(_: RegionInfo, _: Vec<u8>, _: u32, _: u64) {}
 }

@@ -5,7 +5,7 @@
 //! batch is written.
 
 use basalt_plugin_sdk::observer::{
-    put_value, BatchDecisions, Decision, Hooks, Mutation, Observer, RegionInfo,
+    mutations, put_value, BatchDecisions, Decision, Hooks, Observer, PackedMutations, RegionInfo,
 };
 use basalt_plugin_sdk::arg;
 use basalt_plugin_sdk::observer::export_observer;
@@ -47,11 +47,11 @@ impl Observer for AgeRule {
         Ok(Hooks::PRE_BATCH)
     }
 
-    fn pre_mutate(_: RegionInfo, _: Vec<Mutation>) -> Vec<Decision> {
+    fn pre_mutate(_: RegionInfo, _: PackedMutations) -> Vec<Decision> {
         Vec::new()
     }
 
-    fn pre_batch(_: RegionInfo, mutations: Vec<Mutation>) -> BatchDecisions {
+    fn pre_batch(_: RegionInfo, packed: PackedMutations) -> BatchDecisions {
         let Some(rule) = RULE.get() else {
             return BatchDecisions {
                 decisions: Vec::new(),
@@ -59,15 +59,18 @@ impl Observer for AgeRule {
                 increments: Vec::new(),
             };
         };
-        let decisions = mutations
-            .iter()
+        let mut decisions: Vec<Decision> = mutations(&packed)
             .map(|m| {
-                match put_value(m, &rule.family, &rule.qualifier).and_then(|v| problem(v, rule.max)) {
+                match put_value(&m, &rule.family, &rule.qualifier).and_then(|v| problem(v, rule.max)) {
                     Some(why) => Decision::Veto(why),
                     None => Decision::Keep,
                 }
             })
             .collect();
+        // Missing decisions keep: the answer ends at the last veto.
+        while matches!(decisions.last(), Some(Decision::Keep)) {
+            decisions.pop();
+        }
         BatchDecisions {
             decisions,
             writes: Vec::new(),
@@ -75,8 +78,8 @@ impl Observer for AgeRule {
         }
     }
 
-    fn post_batch(_: RegionInfo, _: Vec<Mutation>, _: Result<(), String>) {}
-    fn post_mutate(_: RegionInfo, _: Vec<Mutation>) {}
+    fn post_batch(_: RegionInfo, _: PackedMutations, _: Result<(), String>) {}
+    fn post_mutate(_: RegionInfo, _: PackedMutations) {}
     fn flushed(_: RegionInfo, _: Vec<u8>) {}
     fn compacted(_: RegionInfo, _: Vec<u8>, _: u32, _: u64) {}
 }
