@@ -26,28 +26,30 @@ fn root() -> &'static Path {
 
 /// The source directories of the library crates (the facade is `src`). `bench` (a binary of
 /// measurements) and `thrift` (generated code) are outside these rules.
-const LIBRARY_CRATES: [&str; 6] = [
+const LIBRARY_CRATES: [&str; 7] = [
     "core/src",
     "coprocessors/src",
     "index/src",
     "plugins/src",
+    "cluster/src",
     "cli/src",
     "src",
 ];
 
 /// The rooms that must declare their order.
-const DECLARED_ROOMS: [(&str, &str); 7] = [
+const DECLARED_ROOMS: [(&str, &str); 8] = [
     ("core/src", ""),
     ("core/src", "server"),
     ("core/src", "server/open"),
     ("coprocessors/src", ""),
     ("index/src", ""),
     ("plugins/src", ""),
+    ("cluster/src", ""),
     ("cli/src", ""),
 ];
 
 /// Each library crate's public modules, as its doc lists them (sorted).
-const PUBLIC_MODULES: [(&str, &[&str]); 5] = [
+const PUBLIC_MODULES: [(&str, &[&str]); 6] = [
     (
         "core/src",
         &[
@@ -66,6 +68,7 @@ const PUBLIC_MODULES: [(&str, &[&str]); 5] = [
     ("coprocessors/src", &["relations"]),
     ("index/src", &[]),
     ("plugins/src", &[]),
+    ("cluster/src", &[]),
     ("cli/src", &[]),
 ];
 

@@ -2,8 +2,8 @@
 //! catalog, and each region's manifest pointer. These are the facts a cluster keeps in a
 //! consistent store (HBase keeps them in ZooKeeper and `hbase:meta`; Basalt's cluster plan
 //! puts them in etcd). The embedded engine keeps them in memory ([`MemoryCoordination`]);
-//! an etcd implementation of [`Coordination`] takes its place for region servers. The
-//! conformance suite both run is `tests/coordination.rs`.
+//! region servers use `basalt_cluster::EtcdCoordination` (the `cluster` crate), the same
+//! [`Coordination`] on etcd v3. The conformance suite both run is `tests/coordination.rs`.
 //!
 //! The model:
 //!
