@@ -483,7 +483,9 @@ impl WritePipeline {
     /// deleted and written again in one millisecond would otherwise have its put hidden by
     /// the delete marker. The clock is never run ahead of the wall clock: a later write
     /// stamped by the wall clock (a delete) still covers this one. The clock keeps a bound
-    /// per row ([`super::row_clock`]), rarely above its row's last write.
+    /// per row ([`super::row_clock`]): at most the newest write of the row's slot, a
+    /// millisecond below it for a row that did not make it, so a row waits for another's
+    /// millisecond only when two others shared its slot in it.
     pub(in crate::server) async fn hooked_now<'r>(
         &self,
         t: &TableState,

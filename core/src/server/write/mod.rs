@@ -50,8 +50,9 @@ pub(crate) mod prepare;
 mod row_clock;
 
 /// Slots of the hooked-write clock (512 KiB). A row waits for the next millisecond only
-/// when its slot saw a hooked write of it, or of two other rows, this millisecond
-/// ([`row_clock`]); before slots had tags, at 4,096 slots, 8 writers of indexed
+/// when its slot's newest hooked write (stamped this millisecond or, by a region's clock,
+/// up to a second ahead) was its own, or two other rows' ([`row_clock`]); before slots had
+/// tags, at 4,096 slots, 8 writers of indexed
 /// puts (each marking a data row and an index row) collided often enough to cut indexed put
 /// throughput by a third (bench `index`: 75K -> 115K puts/s with 65,536 slots).
 const ROW_CLOCK_SLOTS: usize = 1 << 16;

@@ -12,8 +12,12 @@
 //! tag, rows sharing a slot waited for each other, and 100-row batches of distinct rows
 //! waited for a millisecond in one batch of four (bench `plugins`).
 //!
-//! Invariant (checked against a model in the tests): [`RowClock::bound`] of a row is never
-//! below the last timestamp [`RowClock::record`] recorded for it.
+//! Invariant (checked against a model in the tests, and under concurrent writers):
+//! [`RowClock::bound`] of a row is never below the last timestamp [`RowClock::record`]
+//! recorded for it, for timestamps within 2^42 ms (139 years) of the clock's origin (the
+//! hooked-write clock records the wall clock's, at most a second ahead). A slot never
+//! written bounds its rows at 0, so a wall clock stepped back below the engine's start
+//! makes no row of it wait.
 
 use crate::cell::Timestamp;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,14 +27,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 const TAG_BITS: u32 = 22;
 const TAG_MASK: u64 = (1 << TAG_BITS) - 1;
 /// The largest timestamp offset a slot holds; later ones are recorded as this (with the
-/// tag [`SHARED`]: every row of the slot then waits for it).
+/// tag [`SHARED`]: every row of the slot then waits for it, although not for the
+/// timestamp itself: the invariant's range ends here).
 const MAX_OFFSET: u64 = u64::MAX >> TAG_BITS;
 /// The tag of a slot two rows recorded the same timestamp in: it bounds every row.
 const SHARED: u64 = 0;
 
 /// The per-row memory of the hooked-write clock (see the module doc).
 pub(crate) struct RowClock {
-    /// Timestamps are kept as offsets from here (a millisecond before the clock was made).
+    /// Timestamps are kept as offsets from here (a millisecond before the clock was made);
+    /// a recorded offset is at least 1, so a slot of 0 was never written.
     origin: Timestamp,
     slots: Box<[AtomicU64]>,
 }
@@ -43,7 +49,8 @@ struct Place {
 }
 
 impl RowClock {
-    /// A clock of `slots` slots (at least one) whose timestamps start at `origin`.
+    /// A clock of `slots` slots (at least one) for timestamps from about `origin` on (the
+    /// engine's start; earlier ones are bounded by `origin`).
     pub(crate) fn new(slots: usize, origin: Timestamp) -> Self {
         RowClock {
             origin: origin.saturating_sub(1),
@@ -61,14 +68,18 @@ impl RowClock {
         }
     }
 
-    /// A bound on the timestamp of the last hooked write recorded for the row of `hash`
-    /// (the clock's origin, before its first write, when the slot has none).
+    /// A bound on the timestamp of the last hooked write recorded for the row of `hash`:
+    /// at most the slot's latest, a millisecond below it for a row that did not write it
+    /// (0 when the slot was never written).
     pub(crate) fn bound(&self, hash: u64) -> Timestamp {
         let p = self.place(hash);
         let Some(slot) = self.slots.get(p.slot) else {
             return 0;
         };
         let v = slot.load(Ordering::Acquire);
+        if v == 0 {
+            return 0;
+        }
         let (offset, tag) = (v >> TAG_BITS, v & TAG_MASK);
         let offset = if tag == p.tag || tag == SHARED {
             offset
@@ -85,7 +96,9 @@ impl RowClock {
         let Some(slot) = self.slots.get(p.slot) else {
             return;
         };
-        let offset = ts.saturating_sub(self.origin);
+        // At least 1: a slot of 0 is one never written (a timestamp at or before the origin
+        // is bounded by the origin's next millisecond).
+        let offset = ts.saturating_sub(self.origin).max(1);
         let (offset, tag) = if offset > MAX_OFFSET {
             (MAX_OFFSET, SHARED)
         } else {
@@ -122,19 +135,36 @@ mod tests {
         #[test]
         fn bound_is_never_below_the_rows_last_write(
             slots in 1usize..6,
-            writes in prop::collection::vec((0u64..24, 0u64..40), 1..200),
+            writes in prop::collection::vec((0u64..24, 0u64..48), 1..200),
         ) {
             let clock = RowClock::new(slots, ORIGIN);
             let mut model: HashMap<u64, Timestamp> = HashMap::new();
+            let mut slot_newest: HashMap<u64, Timestamp> = HashMap::new();
             // Rows 0..24 hashed so that some share a slot and a few share a tag.
             let hash = |row: u64| (row % 5) << (64 - TAG_BITS) | row.wrapping_mul(7);
             for (row, dt) in writes {
-                let ts = ORIGIN + dt;
+                // Mostly near the origin; a few before it, at it and at the range's end.
+                let ts = match dt {
+                    40 => 0,
+                    41 => ORIGIN - 2,
+                    42 => ORIGIN - 1,
+                    43 => ORIGIN,
+                    44 => ORIGIN - 1 + MAX_OFFSET - 1,
+                    _ => ORIGIN + dt,
+                };
                 clock.record(hash(row), ts);
                 let last = model.entry(row).or_insert(0);
                 *last = (*last).max(ts);
+                let slot = |r: u64| hash(r) % slots as u64;
+                let newest = slot_newest.entry(slot(row)).or_insert(0);
+                *newest = (*newest).max(ts);
                 for (r, t) in &model {
-                    prop_assert!(clock.bound(hash(*r)) >= *t, "row {r}: bound below {t}");
+                    let bound = clock.bound(hash(*r));
+                    prop_assert!(bound >= *t, "row {r}: bound {bound} below {t}");
+                    // Never above the newest write of its slot (one at or before the
+                    // origin counts as the origin's next millisecond).
+                    let newest = slot_newest.get(&slot(*r)).copied().unwrap_or(0);
+                    prop_assert!(bound <= newest.max(ORIGIN), "row {r}: bound {bound} above {newest}");
                 }
             }
         }
@@ -144,7 +174,7 @@ mod tests {
     fn a_row_sharing_a_slot_waits_only_when_the_slot_is_shared_in_its_millisecond() {
         let clock = RowClock::new(1, ORIGIN);
         let (a, b, c) = (1u64 << 60, 2u64 << 60, 3u64 << 60);
-        assert_eq!(clock.bound(a), ORIGIN - 1);
+        assert_eq!(clock.bound(a), 0, "a slot never written");
         clock.record(a, ORIGIN + 10);
         assert_eq!(clock.bound(a), ORIGIN + 10);
         // b was never written: it was written (if ever) before a's millisecond.
@@ -161,9 +191,42 @@ mod tests {
     }
 
     #[test]
-    fn timestamps_past_the_range_bound_every_row() {
+    fn timestamps_past_the_range_bound_every_row_at_its_end() {
         let clock = RowClock::new(4, 0);
         clock.record(5, u64::MAX);
-        assert!(clock.bound(5 + (1 << 50)) >= MAX_OFFSET);
+        assert_eq!(clock.bound(5 + (1 << 50)), MAX_OFFSET);
+    }
+
+    #[test]
+    fn timestamps_before_the_origin_are_bounded_and_empty_slots_are_not() {
+        let clock = RowClock::new(2, ORIGIN);
+        clock.record(0, ORIGIN - 500);
+        assert!(clock.bound(0) >= ORIGIN - 500);
+        assert!(clock.bound(0) <= ORIGIN);
+        assert_eq!(clock.bound(1), 0, "the other slot was never written");
+    }
+
+    /// Threads recording rising timestamps of their own rows, all in one slot: after each
+    /// record, the row's bound is at least what it recorded (the compare-and-swap keeps
+    /// every row's bound while the slot changes under it).
+    #[test]
+    fn concurrent_records_keep_every_rows_bound() {
+        let clock = std::sync::Arc::new(RowClock::new(1, ORIGIN));
+        let threads: Vec<_> = (1..=4u64)
+            .map(|t| {
+                let clock = clock.clone();
+                std::thread::spawn(move || {
+                    let hash = t << 60;
+                    for i in 0..20_000u64 {
+                        let ts = ORIGIN + i / 3 + t % 2;
+                        clock.record(hash, ts);
+                        assert!(clock.bound(hash) >= ts, "thread {t}, write {i}");
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 }
