@@ -57,7 +57,7 @@ mod wal;
 /// ([`endpoint::RegionView`]), and the fan-out of one call over a table's regions.
 pub mod endpoint {
     pub use crate::server::endpoint::{
-        EndpointCall, LocalScanner, OwnedRegionView, RegionPart, RegionSpan, RegionView,
+        ColumnRow, EndpointCall, LocalScanner, OwnedRegionView, RegionPart, RegionSpan, RegionView,
     };
 }
 

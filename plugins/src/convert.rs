@@ -10,41 +10,38 @@
 
 use crate::bindings::wit;
 use basalt_core::client::{Delete, DeleteKind, Mutation, Put};
-use basalt_core::LATEST_TIMESTAMP;
+use basalt_core::{Error, Result, LATEST_TIMESTAMP};
 
 /// Appends `muts` to `out` in the encoding of `types.packed-mutations` (see the WIT): a
-/// count, then each mutation's kind, row and cells, integers little-endian. A count or
-/// length past `u32::MAX` cannot occur: the engine bounds rows, cells and batches far
-/// below it (saturated all the same).
-pub(crate) fn pack<'m>(muts: impl ExactSizeIterator<Item = &'m Mutation>, out: &mut Vec<u8>) {
-    fn len(out: &mut Vec<u8>, n: usize) {
-        out.extend_from_slice(&u32::try_from(n).unwrap_or(u32::MAX).to_le_bytes());
-    }
-    fn bytes(out: &mut Vec<u8>, b: &[u8]) {
-        len(out, b.len());
-        out.extend_from_slice(b);
-    }
-    fn cell(out: &mut Vec<u8>, family: &[u8], qualifier: &[u8], ts: u64, value: &[u8]) {
-        bytes(out, family);
-        bytes(out, qualifier);
-        out.extend_from_slice(&ts.to_le_bytes());
-        bytes(out, value);
-    }
-    len(out, muts.len());
+/// count, then each mutation's kind, row, cell count, the cells' length in bytes and the
+/// cells, integers little-endian. A count or length past `u32::MAX` (a value of 4 GiB)
+/// fails the call with [`Error::BadArgument`]: the encoding cannot carry it.
+pub(crate) fn pack<'m>(
+    muts: impl ExactSizeIterator<Item = &'m Mutation>,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let mut p = Packer {
+        out,
+        too_large: false,
+    };
+    p.len(muts.len());
     for m in muts {
         match m {
-            Mutation::Put(p) => {
-                out.push(0);
-                bytes(out, p.row());
-                len(out, p.cells().len());
-                for (f, q, ts, v) in p.cells() {
-                    cell(out, f, q, ts, v);
+            Mutation::Put(put) => {
+                p.out.push(0);
+                p.bytes(put.row());
+                p.len(put.cells().len());
+                let at = p.cells_len();
+                for (f, q, ts, v) in put.cells() {
+                    p.cell(f, q, ts, v);
                 }
+                p.patch_len(at);
             }
             Mutation::Delete(d) => {
-                out.push(1);
-                bytes(out, d.row());
-                len(out, d.kinds().len());
+                p.out.push(1);
+                p.bytes(d.row());
+                p.len(d.kinds().len());
+                let at = p.cells_len();
                 for k in d.kinds() {
                     let (family, qualifier, ts): (&[u8], &[u8], _) = match k {
                         DeleteKind::Version {
@@ -60,10 +57,65 @@ pub(crate) fn pack<'m>(muts: impl ExactSizeIterator<Item = &'m Mutation>, out: &
                         DeleteKind::Family { family, ts } => (family, &[], *ts),
                         DeleteKind::FamilyVersion { family, ts } => (family, &[], Some(*ts)),
                     };
-                    cell(out, family, qualifier, ts.unwrap_or(LATEST_TIMESTAMP), &[]);
+                    p.cell(family, qualifier, ts.unwrap_or(LATEST_TIMESTAMP), &[]);
                 }
+                p.patch_len(at);
             }
         }
+    }
+    if p.too_large {
+        return Err(Error::bad_argument(
+            "a mutation too large for a plugin hook (a count or length past 4 GiB)",
+        ));
+    }
+    Ok(())
+}
+
+/// The writer of [`pack`]: remembers a length that did not fit in a `u32`.
+struct Packer<'o> {
+    out: &'o mut Vec<u8>,
+    too_large: bool,
+}
+
+impl Packer<'_> {
+    fn u32_of(&mut self, n: usize) -> [u8; 4] {
+        u32::try_from(n)
+            .unwrap_or_else(|_| {
+                self.too_large = true;
+                u32::MAX
+            })
+            .to_le_bytes()
+    }
+
+    fn len(&mut self, n: usize) {
+        let b = self.u32_of(n);
+        self.out.extend_from_slice(&b);
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        self.len(b.len());
+        self.out.extend_from_slice(b);
+    }
+
+    /// Room for a `cells-len`; the offset just past it.
+    fn cells_len(&mut self) -> usize {
+        self.out.extend_from_slice(&[0; 4]);
+        self.out.len()
+    }
+
+    /// Writes the length of what follows the `cells-len` ending at `at`.
+    fn patch_len(&mut self, at: usize) {
+        let n = self.u32_of(self.out.len().saturating_sub(at));
+        if let Some(slot) = self.out.get_mut(at.saturating_sub(4)..at) {
+            slot.copy_from_slice(&n);
+        }
+    }
+
+    fn cell(&mut self, family: &[u8], qualifier: &[u8], ts: u64, value: &[u8]) {
+        self.bytes(family);
+        self.bytes(qualifier);
+        self.out.extend_from_slice(&ts.to_le_bytes());
+        self.bytes(value);
     }
 }
 
@@ -165,10 +217,14 @@ mod tests {
             .map(|_| {
                 let kind = match take(&mut b, 1)[0] {
                     0 => wit::MutationKind::Put,
-                    _ => wit::MutationKind::Delete,
+                    1 => wit::MutationKind::Delete,
+                    k => panic!("kind {k}"),
                 };
                 let row = bytes(&mut b);
-                let cells = (0..u32_(&mut b))
+                let count = u32_(&mut b);
+                let cells_len = u32_(&mut b);
+                let before = b.len();
+                let cells: Vec<wit::Cell> = (0..count)
                     .map(|_| wit::Cell {
                         family: bytes(&mut b),
                         qualifier: bytes(&mut b),
@@ -176,6 +232,7 @@ mod tests {
                         value: bytes(&mut b),
                     })
                     .collect();
+                assert_eq!(before - b.len(), cells_len, "cells-len");
                 wit::Mutation { kind, row, cells }
             })
             .collect();
@@ -191,10 +248,12 @@ mod tests {
             prop::collection::vec((name(), name(), ts(), name()), 0..4),
         )
             .prop_map(|(row, cells)| {
-                let put = cells.into_iter().fold(Put::new(row), |p, (f, q, ts, v)| match ts {
-                    Some(ts) => p.add_column_ts(f, q, ts, v),
-                    None => p.add_column(f, q, v),
-                });
+                let put = cells
+                    .into_iter()
+                    .fold(Put::new(row), |p, (f, q, ts, v)| match ts {
+                        Some(ts) => p.add_column_ts(f, q, ts, v),
+                        None => p.add_column(f, q, v),
+                    });
                 Mutation::Put(put)
             });
         let delete = (
@@ -202,12 +261,14 @@ mod tests {
             prop::collection::vec((0u8..4, name(), name(), 0u64..1_000), 0..4),
         )
             .prop_map(|(row, kinds)| {
-                let d = kinds.into_iter().fold(Delete::new(row), |d, (k, f, q, ts)| match k {
-                    0 => d.add_columns(f, q),
-                    1 => d.add_column_ts(f, q, ts),
-                    2 => d.add_family(f),
-                    _ => d.add_family_ts(f, ts),
-                });
+                let d = kinds
+                    .into_iter()
+                    .fold(Delete::new(row), |d, (k, f, q, ts)| match k {
+                        0 => d.add_columns(f, q),
+                        1 => d.add_column_ts(f, q, ts),
+                        2 => d.add_family(f),
+                        _ => d.add_family_ts(f, ts),
+                    });
                 Mutation::Delete(d)
             });
         prop_oneof![put, delete]
@@ -220,10 +281,32 @@ mod tests {
             muts in prop::collection::vec(arb_mutation(), 0..6),
         ) {
             let mut out = vec![9u8];
-            pack(muts.iter(), &mut out);
+            pack(muts.iter(), &mut out).unwrap();
             let model: Vec<wit::Mutation> = muts.iter().map(to_wit).collect();
             prop_assert_eq!(unpack(&out[1..]), model);
         }
+    }
+
+    /// The encoding's bytes, pinned: the guest SDK reads exactly these.
+    #[test]
+    fn packed_bytes_are_the_wits_grammar() {
+        let muts: Vec<Mutation> = vec![
+            Put::new("r").add_column_ts("f", "q", 7, "v").into(),
+            Delete::new("s").add_family("g").into(),
+        ];
+        let mut out = Vec::new();
+        pack(muts.iter(), &mut out).unwrap();
+        let mut want: Vec<u8> = vec![2, 0, 0, 0];
+        // A put: kind, row, one cell of 1+1+8+1 bytes and their four lengths.
+        want.extend([0, 1, 0, 0, 0, b'r', 1, 0, 0, 0, 23, 0, 0, 0]);
+        want.extend([1, 0, 0, 0, b'f', 1, 0, 0, 0, b'q', 7, 0, 0, 0, 0, 0, 0, 0]);
+        want.extend([1, 0, 0, 0, b'v']);
+        // A delete of a family: its cell with an empty qualifier and value, at the write's time.
+        want.extend([1, 1, 0, 0, 0, b's', 1, 0, 0, 0, 21, 0, 0, 0]);
+        want.extend([1, 0, 0, 0, b'g', 0, 0, 0, 0]);
+        want.extend([255; 8]);
+        want.extend([0, 0, 0, 0]);
+        assert_eq!(out, want);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::bindings::wit;
 use crate::pool::{Pool, Slot};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
-use basalt_coprocessors::{Endpoint, EndpointRegistry, Endpoints, KeyRange};
+use basalt_coprocessors::{CallOptions, Endpoint, EndpointRegistry, Endpoints, KeyRange};
 use basalt_core::endpoint::RegionView;
 use basalt_core::{plugin_coprocessor_name, Connection, Error, IntoTableName, Result};
 use futures::StreamExt;
@@ -117,6 +117,7 @@ pub struct PluginEndpoints {
     host: Arc<PluginHost>,
     registry: Arc<EndpointRegistry>,
     loaded: Mutex<HashMap<String, Arc<PluginEndpoint>>>,
+    options: CallOptions,
 }
 
 impl std::fmt::Debug for PluginEndpoints {
@@ -134,7 +135,16 @@ impl PluginEndpoints {
             host,
             registry: Arc::new(EndpointRegistry::new()),
             loaded: Mutex::new(HashMap::new()),
+            options: CallOptions::default(),
         }
+    }
+
+    /// The same, with `options` for every call (how many regions run at once, timeouts;
+    /// default `CallOptions::default()`). Answers are merged in key order whatever
+    /// `options.ordered` says.
+    pub fn with_options(mut self, options: CallOptions) -> Self {
+        self.options = options;
+        self
     }
 
     /// The registry the loaded plugins are registered in (as `plugin:{sha256}`).
@@ -172,6 +182,7 @@ impl PluginEndpoints {
     ) -> Result<Option<Vec<u8>>> {
         let endpoint = self.load(conn, id).await?;
         let mut answers = Endpoints::new(conn, self.registry.clone())
+            .with_options(self.options.clone().ordered(true))
             .coprocessor_service::<Shared>(
                 table,
                 &plugin_coprocessor_name(id),

@@ -1,5 +1,5 @@
 //! Basalt's coprocessors as sandboxed plugins: WebAssembly components of the WIT package
-//! `basalt:coprocessor@0.1.0` (`plugins/wit/coprocessor.wit`), run by wasmtime.
+//! `basalt:coprocessor@0.2.0` (`plugins/wit/coprocessor.wit`), run by wasmtime.
 //!
 //! [`PluginHost`] is the runtime: set it on a coprocessor registry
 //! (`Registry::set_plugin_runtime`) and every coprocessor named `plugin:{sha256}` (uploaded
@@ -13,9 +13,10 @@
 //! instance and fails the call with `Error::PluginFault`, which the coprocessor host
 //! handles under the attachment's failure policy: never the server.
 //!
-//! Layers, bottom to top: `bindings`, `state`, `stats`, `grants`, `convert`, `runtime`,
-//! `pool`, `observer`, `endpoint`. That is: the bindings generated from the WIT; what a store holds
-//! and the host side of `region`; each attachment's counters (calls, faults, mean and p99
+//! Layers, bottom to top: `bindings`, `state`, `columns`, `stats`, `grants`, `convert`,
+//! `runtime`, `pool`, `observer`, `endpoint`. That is: the bindings generated from the WIT;
+//! what a store holds and the host side of `region`; its column scanner (pages of a few
+//! columns packed into bytes); each attachment's counters (calls, faults, mean and p99
 //! latency, memory); the functions a grant links; mutations across the interface; the engine, its ticker, the
 //! compilation cache and the list of counters; an attachment's pool of instances (deadline,
 //! limits, timing, back-off); the `RegionObserver` a plugin becomes (and the registry's
@@ -31,6 +32,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod bindings;
+mod columns;
 mod convert;
 mod endpoint;
 mod grants;
@@ -46,5 +48,5 @@ pub use observer::PluginObserver;
 pub use runtime::{PluginHost, PluginLimits};
 pub use stats::PluginStats;
 
-/// The interface's text, `basalt:coprocessor@0.1.0`.
+/// The interface's text, `basalt:coprocessor@0.2.0`.
 pub const WIT: &str = include_str!("../wit/coprocessor.wit");

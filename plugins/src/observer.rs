@@ -14,10 +14,6 @@ use crate::grants::{Grants, GRANTS_ARG};
 use crate::pool::{Pool, Slot};
 use crate::runtime::PluginHost;
 use crate::state::{HostState, Reads};
-
-/// Bytes to reserve per mutation when packing a batch (a row, two cells and their values
-/// fit; more grows the buffer).
-const PACKED_MUTATION_HINT: usize = 192;
 use async_trait::async_trait;
 use basalt_coprocessors::{MiniBatch, ObserverContext, PluginRuntime, RegionObserver};
 use basalt_core::client::{Delete, Increment, Mutation, Put};
@@ -25,6 +21,10 @@ use basalt_core::{CompactionOutcome, CoprocessorDescriptor, Error, PluginKind, R
 use bytes::Bytes;
 use std::sync::Arc;
 use wasmtime::Store;
+
+/// Bytes to reserve per mutation when packing a batch (a row, two cells and their values
+/// fit; more grows the buffer).
+const PACKED_MUTATION_HINT: usize = 192;
 
 /// The trait's default bodies, for hooks a plugin does not implement.
 struct Defaults;
@@ -150,7 +150,7 @@ impl PluginObserver {
     fn pre_mutate(&self, ctx: &ObserverContext<'_>, m: &Mutation) -> Result<Option<Mutation>> {
         let region = Self::region(ctx);
         let mut muts = Vec::new();
-        pack(std::iter::once(m), &mut muts);
+        pack(std::iter::once(m), &mut muts)?;
         let decisions = self.call(Self::reads(ctx), |store, b| {
             b.basalt_coprocessor_observer()
                 .call_pre_mutate(store, &region, &muts)
@@ -173,7 +173,7 @@ impl PluginObserver {
     fn post_mutate(&self, ctx: &ObserverContext<'_>, m: &Mutation) -> Result<()> {
         let region = Self::region(ctx);
         let mut muts = Vec::new();
-        pack(std::iter::once(m), &mut muts);
+        pack(std::iter::once(m), &mut muts)?;
         self.call(Self::reads(ctx), |store, b| {
             b.basalt_coprocessor_observer()
                 .call_post_mutate(store, &region, &muts)
@@ -233,8 +233,8 @@ impl RegionObserver for PluginObserver {
             return Defaults.pre_batch_mutate(ctx, batch).await;
         }
         let region = Self::region(ctx);
-        let mut muts = Vec::with_capacity(PACKED_MUTATION_HINT * batch.len());
-        pack(batch.operations(), &mut muts);
+        let mut muts = Vec::with_capacity(PACKED_MUTATION_HINT.saturating_mul(batch.len()));
+        pack(batch.operations(), &mut muts)?;
         let answer = self.call(Self::reads(ctx), |store, b| {
             b.basalt_coprocessor_observer()
                 .call_pre_batch(store, &region, &muts)
@@ -276,8 +276,8 @@ impl RegionObserver for PluginObserver {
             return Defaults.post_batch(ctx, ops, outcome).await;
         }
         let region = Self::region(ctx);
-        let mut muts = Vec::with_capacity(PACKED_MUTATION_HINT * ops.len());
-        pack(ops.iter().copied(), &mut muts);
+        let mut muts = Vec::with_capacity(PACKED_MUTATION_HINT.saturating_mul(ops.len()));
+        pack(ops.iter().copied(), &mut muts)?;
         let outcome = outcome.as_ref().map(|_| ()).map_err(|e| e.to_string());
         let outcome = outcome.as_ref().map(|_| ()).map_err(String::as_str);
         self.call(Self::reads(ctx), |store, b| {
@@ -342,7 +342,7 @@ impl PluginRuntime for PluginHost {
         match self.endpoint_pre(&component) {
             Ok(_) => Ok(PluginKind::Endpoint),
             Err(endpoint) => Err(Error::bad_argument(format!(
-                "the component targets neither world of basalt:coprocessor@0.1.0: {observer}; {endpoint}"
+                "the component targets neither world of basalt:coprocessor@0.2.0: {observer}; {endpoint}"
             ))),
         }
     }

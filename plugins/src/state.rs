@@ -1,5 +1,6 @@
 //! What a plugin instance's store holds (its memory limits, its resources, the region of
-//! the current call) and the host side of the `region` interface.
+//! the current call) and the host side of the `region` interface (but its column scanner,
+//! in `columns`).
 //!
 //! Invariants: reads reach only the region of the current call (`reader` is set for the
 //! call and cleared after it); a call with no region (configure, merge) reads nothing;

@@ -142,7 +142,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("snapshots", "clone_snapshot", "clone_snapshot 'name', 'new_table' (shares the snapshot's files; index tables follow the data table)"),
     ("snapshots", "restore_snapshot", "restore_snapshot 'name' (disable its tables first; takes a fail-safe snapshot, leaves the tables disabled)"),
     ("snapshots", "delete_snapshot", "delete_snapshot 'name'"),
-    ("plugins", "upload_coprocessor", "upload_coprocessor '/path/plugin.wasm' (a WebAssembly component of basalt:coprocessor@0.1.0; prints its sha256; attach with alter 't', METHOD => 'table_att', 'coprocessor' => 'plugin:SHA256|priority|key=value')"),
+    ("plugins", "upload_coprocessor", "upload_coprocessor '/path/plugin.wasm' (a WebAssembly component of basalt:coprocessor@0.2.0; prints its sha256; attach with alter 't', METHOD => 'table_att', 'coprocessor' => 'plugin:SHA256|priority|key=value')"),
     ("plugins", "list_plugins", "list_plugins (sha256, kind, size, upload time, the tables it is attached to)"),
     ("plugins", "delete_plugin", "delete_plugin 'sha256' (detach it first)"),
     ("plugins", "swap_coprocessor", "swap_coprocessor 't', 'plugin:OLD', 'plugin:NEW|priority|key=value' (one schema change: hot swap, or roll back)"),

@@ -1,5 +1,5 @@
 //! Test plugins written as core-module WAT and wrapped into components of
-//! `basalt:coprocessor@0.1.0` with `wit-component` at test time: no guest toolchain needed.
+//! `basalt:coprocessor@0.2.0` with `wit-component` at test time: no guest toolchain needed.
 #![allow(dead_code)]
 
 use basalt::coprocessors::Registry;
@@ -91,19 +91,19 @@ impl Observer {
       (then (drop (memory.grow (i32.add (i32.div_u (i32.sub (global.get $bump)
                 (i32.mul (memory.size) (i32.const 65536))) (i32.const 65536)) (i32.const 1))))))
     (local.get $p))
-  (func (export "basalt:coprocessor/observer@0.1.0#configure") (param i32 i32) (result i32)
+  (func (export "basalt:coprocessor/observer@0.2.0#configure") (param i32 i32) (result i32)
     (global.set $bump (i32.const 4096))
     {configure})
-  (func (export "basalt:coprocessor/observer@0.1.0#pre-mutate") {REGION_MUTS} (result i32)
+  (func (export "basalt:coprocessor/observer@0.2.0#pre-mutate") {REGION_MUTS} (result i32)
     (i32.const 256))
-  (func (export "basalt:coprocessor/observer@0.1.0#pre-batch") {REGION_MUTS} (result i32)
+  (func (export "basalt:coprocessor/observer@0.2.0#pre-batch") {REGION_MUTS} (result i32)
     (global.set $bump (i32.const 4096))
     {pre_batch})
-  (func (export "basalt:coprocessor/observer@0.1.0#post-batch")
+  (func (export "basalt:coprocessor/observer@0.2.0#post-batch")
     (param i32 i32 i64 i32 i32 i32 i32 i32 i32 i32 i32 i32))
-  (func (export "basalt:coprocessor/observer@0.1.0#post-mutate") {REGION_MUTS})
-  (func (export "basalt:coprocessor/observer@0.1.0#flushed") (param i32 i32 i64 i32 i32 i32 i32 i32 i32))
-  (func (export "basalt:coprocessor/observer@0.1.0#compacted")
+  (func (export "basalt:coprocessor/observer@0.2.0#post-mutate") {REGION_MUTS})
+  (func (export "basalt:coprocessor/observer@0.2.0#flushed") (param i32 i32 i64 i32 i32 i32 i32 i32 i32))
+  (func (export "basalt:coprocessor/observer@0.2.0#compacted")
     (param i32 i32 i64 i32 i32 i32 i32 i32 i32 i32 i64))
   {extra}
 )"#,
@@ -131,7 +131,7 @@ interface wall-clock {
 const CLOCKED: &str = "package test:clocked;
 world clocked {
     import wasi:clocks/wall-clock@0.2.0;
-    include basalt:coprocessor/region-observer@0.1.0;
+    include basalt:coprocessor/region-observer@0.2.0;
 }";
 
 /// Wraps core module `wat` into a component of `world` (`clocked`: a region observer that

@@ -29,7 +29,10 @@
 //! point is one file (empty MemStores, every cell at or below the read point, no TTL) and
 //! the range holds no delete marker: every put there is then visible, and the first entry of
 //! a row (or column) is its newest cell. A walk that meets a delete marker starts over
-//! through the scanner, so the answer is always the scanner's.
+//! through the scanner, so the answer is always the scanner's. [`RegionView::read_columns`]
+//! reads a page of a few columns' newest values the same way (a sandboxed plugin's column
+//! scanner): a walk that meets a delete marker goes on through the scanner from that row.
+//! These reads live in `columns`.
 //!
 //! Invariants: a function sees only rows of its part's range, at the pinned read point; each
 //! row of the range is counted in exactly one part's answer.
@@ -38,18 +41,16 @@ use super::read::resolve;
 use super::read::ScanPoint;
 use super::validate::validate_versions;
 use crate::cell::now_ms;
-use crate::cell::CellType;
 use crate::coprocessor::region_accessors;
 use crate::error::Result;
 use crate::keys::RowRange;
 use crate::ops::{Get, RowResult, Scan};
 use crate::region::scanner::RegionScanner;
-use crate::region::{Region, Store};
+use crate::region::Region;
 use crate::schema::TableName;
 use crate::server::read::ReadPath;
 use crate::server::shared::TableState;
 use crate::storage::matcher::ReadSpec;
-use crate::storage::storefile::{CacheMode, StoreFileReader};
 use bytes::Bytes;
 use std::collections::VecDeque;
 use std::ops::Bound;
@@ -298,9 +299,15 @@ impl RegionView<'_> {
     /// start, stop or prefix) at the pinned read point. The scan's columns, time range,
     /// versions, filter, direction and limit apply; `batch` does not (rows come whole).
     pub fn scan(&self, scan: &Scan) -> Result<LocalScanner> {
+        self.scan_rows(scan, &scan.row_range())
+    }
+
+    /// [`RegionView::scan`] of the rows of `rows` (in the call's range) instead of the
+    /// scan's own start, stop or prefix.
+    fn scan_rows(&self, scan: &Scan, rows: &RowRange) -> Result<LocalScanner> {
         self.reads.shared.check_open()?;
         validate_versions(scan.max_versions)?;
-        let range = self.range.intersect(&scan.row_range());
+        let range = self.range.intersect(rows);
         let filter = match &scan.filter {
             Some(f) => Some(Box::new(f.compile(scan.reverse)?)),
             None => None,
@@ -383,158 +390,6 @@ impl OwnedRegionView {
     }
 }
 
-/// Where one store's data at a read point can be read in place (see [`RegionView`]).
-enum InPlace {
-    /// The store holds nothing at all: no file, empty MemStores.
-    Empty,
-    /// Everything the store holds is in this one file, all of it at or below the read point,
-    /// and the family has no TTL.
-    File(Arc<StoreFileReader>, CacheMode),
-    /// Anything else: read through the merging scanner.
-    No,
-}
-
-/// How `store` can be read in place at `read_point`. The MemStores and the file list are
-/// looked at under one lock: writes at or below a pinned read point are all in a MemStore
-/// or a listed file, so an empty MemStore pair and one file of cells at or below the read
-/// point hold every cell the read point sees (a file held stays readable after a
-/// compaction replaces it).
-fn in_place(store: &Store, read_point: u64) -> InPlace {
-    let ttl = store.descriptor().ttl_secs.is_some();
-    let mode = store.cache_mode(true);
-    let st = store.state.read();
-    if !st.active.is_empty() || st.snapshot.as_ref().is_some_and(|m| !m.is_empty()) {
-        return InPlace::No;
-    }
-    match st.files.as_slice() {
-        [] => InPlace::Empty,
-        [f] if !ttl && f.info().max_seq <= read_point => InPlace::File(f.clone(), mode),
-        _ => InPlace::No,
-    }
-}
-
-impl RegionView<'_> {
-    /// How many endpoint answers of this region were read in place so far (all calls).
-    pub fn in_place_reads(&self) -> u64 {
-        self.region.in_place_reads.load(Ordering::Relaxed)
-    }
-
-    /// Counts the rows of the call's range with at least one visible cell, as
-    /// `scan(&Scan::new())?.count_rows()` would, but in place when it can: when the only
-    /// store holding data has it all in one file at or below the read point, the family has
-    /// no TTL and the file holds no delete marker in the range, the distinct rows of the
-    /// file's entries in the range are counted straight from its blocks (every put there is
-    /// visible: nothing deletes or expires it). Otherwise (a delete marker met, MemStore
-    /// data, several files or stores, a TTL) it counts through the scanner.
-    pub fn count_rows(&self) -> Result<u64> {
-        self.reads.shared.check_open()?;
-        let stores: Vec<Arc<Store>> = self.region.user_stores();
-        let mut source = None;
-        for store in &stores {
-            match in_place(store, self.read_point) {
-                InPlace::Empty => {}
-                InPlace::File(f, mode) if source.is_none() => source = Some((f, mode)),
-                _ => return self.scan(&Scan::new())?.count_rows(),
-            }
-        }
-        let Some((file, mode)) = source else {
-            return Ok(0);
-        };
-        let mut rows = 0u64;
-        let mut last: Vec<u8> = Vec::new();
-        let mut clean = true;
-        file.walk_range(self.range, mode, |e| {
-            if e.kind != CellType::Put {
-                clean = false;
-                return false;
-            }
-            if rows == 0 || e.row != last.as_slice() {
-                rows += 1;
-                last.clear();
-                last.extend_from_slice(e.row);
-            }
-            true
-        })?;
-        if clean {
-            self.region.in_place_reads.fetch_add(1, Ordering::Relaxed);
-            Ok(rows)
-        } else {
-            self.scan(&Scan::new())?.count_rows()
-        }
-    }
-
-    /// Folds the newest visible value of column `family:qualifier` of every row of the
-    /// call's range, in row order, into `init()` with `step`; returns the number of rows
-    /// having the column and the folded value. The same as scanning the column and folding
-    /// each row's cell, but in place when it can (the family's store holds everything in
-    /// one file at or below the read point, no TTL, no delete marker in the range): the
-    /// first entry of the column in each row of the file is its newest version. When the
-    /// in-place walk meets a delete marker it starts over through the scanner, with a fresh
-    /// `init()`.
-    pub fn fold_column<A>(
-        &self,
-        family: &[u8],
-        qualifier: &[u8],
-        init: impl Fn() -> A,
-        mut step: impl FnMut(&mut A, &[u8]) -> Result<()>,
-    ) -> Result<(u64, A)> {
-        self.reads.shared.check_open()?;
-        let store = self.region.stores.read().get(family).cloned();
-        let source = match &store {
-            // A family the table lacks: the scan reports it.
-            None => InPlace::No,
-            Some(store) => in_place(store, self.read_point),
-        };
-        match source {
-            InPlace::Empty => return Ok((0, init())),
-            InPlace::File(file, mode) => {
-                let mut acc = init();
-                let mut rows = 0u64;
-                let mut last: Vec<u8> = Vec::new();
-                let mut clean = true;
-                let mut failed = None;
-                file.walk_range(self.range, mode, |e| {
-                    if e.kind != CellType::Put {
-                        clean = false;
-                        return false;
-                    }
-                    if e.qualifier != qualifier || (rows > 0 && e.row == last.as_slice()) {
-                        return true;
-                    }
-                    rows += 1;
-                    last.clear();
-                    last.extend_from_slice(e.row);
-                    match step(&mut acc, e.value) {
-                        Ok(()) => true,
-                        Err(err) => {
-                            failed = Some(err);
-                            false
-                        }
-                    }
-                })?;
-                if let Some(err) = failed {
-                    return Err(err);
-                }
-                if clean {
-                    self.region.in_place_reads.fetch_add(1, Ordering::Relaxed);
-                    return Ok((rows, acc));
-                }
-            }
-            InPlace::No => {}
-        }
-        let mut acc = init();
-        let mut rows = 0u64;
-        let mut scanner = self.scan(&Scan::new().add_column(family, qualifier))?;
-        while let Some(row) = scanner.next_row()? {
-            rows += 1;
-            if let Some(cell) = row.cells.first() {
-                step(&mut acc, &cell.value)?;
-            }
-        }
-        Ok((rows, acc))
-    }
-}
-
 /// The rows of a region-local scan, as an iterator (see [`RegionView::scan`]).
 pub struct LocalScanner {
     inner: RegionScanner,
@@ -594,6 +449,9 @@ impl Iterator for LocalScanner {
         }
     }
 }
+
+mod columns;
+pub use columns::ColumnRow;
 
 #[cfg(test)]
 mod tests;

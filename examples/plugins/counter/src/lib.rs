@@ -44,7 +44,10 @@ impl Observer for FollowerCounter {
 
     fn pre_batch(_: RegionInfo, packed: PackedMutations) -> BatchDecisions {
         let stats = STATS.get().map_or("", String::as_str);
-        let muts = mutations(&packed);
+        // A buffer this SDK cannot read fails the call (a trap): no count goes unchanged.
+        let Ok(muts) = mutations(&packed) else {
+            std::process::abort()
+        };
         let mut decisions = Vec::with_capacity(muts.len());
         let mut increments = Vec::new();
         // An edge's state as the batch changes it, operation after operation.

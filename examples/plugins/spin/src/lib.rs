@@ -20,6 +20,7 @@ impl Observer for Spin {
     }
 
     fn pre_batch(_: RegionInfo, mutations: PackedMutations) -> BatchDecisions {
+        // Seeded by the batch's size in bytes, so that the loop cannot be folded away.
         let mut n = mutations.len() as u64;
         loop {
             n = std::hint::black_box(n.wrapping_mul(6364136223846793005).wrapping_add(1));

@@ -5,8 +5,11 @@
 //! Request: `family:qualifier` as text. Answer: 16 bytes, the sum (i64, big-endian, wrapping)
 //! then the count of values (u64, big-endian).
 
-use basalt_plugin_sdk::endpoint::{region, Endpoint, RegionInfo};
 use basalt_plugin_sdk::endpoint::export_endpoint;
+use basalt_plugin_sdk::endpoint::{column_rows, region, Endpoint, RegionInfo};
+
+/// Rows per page of the column scanner (the host caps a page at 16 Ki rows and ~1 MiB).
+const PAGE_ROWS: u32 = 16 * 1024;
 
 fn answer(sum: i64, count: u64) -> Vec<u8> {
     let mut out = sum.to_be_bytes().to_vec();
@@ -33,20 +36,19 @@ impl Endpoint for Sum {
         let (family, qualifier) = text
             .split_once(':')
             .ok_or_else(|| format!("column {text:?} is not family:qualifier"))?;
-        let scan = region::Scanner::new(&[], &[], Some(family.as_bytes()));
+        // The one column, projected by the host: pages of (row, newest value), read in place.
+        let columns = [(family.as_bytes().to_vec(), qualifier.as_bytes().to_vec())];
+        let scan = region::ColumnScanner::new(&[], &[], &columns);
         let (mut sum, mut count) = (0i64, 0u64);
         loop {
-            let rows = scan.next_rows(1024)?;
-            if rows.is_empty() {
+            let page = scan.next(PAGE_ROWS)?;
+            if page.is_empty() {
                 break;
             }
-            for row in rows {
-                // Cells come newest first per column: the first of the column is its value.
-                if let Some(c) = row.cells.iter().find(|c| c.qualifier == qualifier.as_bytes()) {
-                    if let Ok(v) = <[u8; 8]>::try_from(c.value.as_slice()) {
-                        sum = sum.wrapping_add(i64::from_be_bytes(v));
-                        count += 1;
-                    }
+            for row in column_rows(&page, columns.len()) {
+                if let Some(Ok(v)) = row.value(0).map(<[u8; 8]>::try_from) {
+                    sum = sum.wrapping_add(i64::from_be_bytes(v));
+                    count += 1;
                 }
             }
         }

@@ -59,17 +59,19 @@ impl Observer for AgeRule {
                 increments: Vec::new(),
             };
         };
-        let mut decisions: Vec<Decision> = mutations(&packed)
-            .map(|m| {
-                match put_value(&m, &rule.family, &rule.qualifier).and_then(|v| problem(v, rule.max)) {
-                    Some(why) => Decision::Veto(why),
-                    None => Decision::Keep,
-                }
-            })
-            .collect();
-        // Missing decisions keep: the answer ends at the last veto.
-        while matches!(decisions.last(), Some(Decision::Keep)) {
-            decisions.pop();
+        // Missing decisions keep: the answer runs to the last veto.
+        let mut decisions = Vec::new();
+        // A buffer this SDK cannot read fails the call (a trap): never a batch let through
+        // unchecked.
+        let Ok(muts) = mutations(&packed) else {
+            std::process::abort()
+        };
+        for (i, m) in muts.enumerate() {
+            let value = put_value(&m, &rule.family, &rule.qualifier);
+            if let Some(why) = value.and_then(|v| problem(v, rule.max)) {
+                decisions.resize_with(i, || Decision::Keep);
+                decisions.push(Decision::Veto(why));
+            }
         }
         BatchDecisions {
             decisions,
