@@ -322,3 +322,24 @@ async fn the_clock_is_reached_only_when_granted() {
     assert!(err.is_err(), "{err:?}");
     conn.close().await.unwrap();
 }
+
+/// A component built against an earlier version of the interface (0.1.0 passed hooks a
+/// list of records where 0.2.0 passes packed bytes) is refused at upload, never run
+/// against a layout it does not read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_component_of_an_earlier_interface_version_is_refused_at_upload() {
+    let dir = tempfile::tempdir().unwrap();
+    let (conn, _registry) = open(dir.path(), PluginLimits::default()).await;
+    let old_wit = basalt_plugins::WIT.replace("@0.2.0", "@0.1.0");
+    let old_wat = Observer::keep_all().wat().replace("@0.2.0", "@0.1.0");
+    let old = common::component_of(&old_wat, "region-observer", &old_wit);
+    let err = conn.admin().upload_plugin(old).await.unwrap_err();
+    assert!(err.to_string().contains("0.2.0"), "{err}");
+    assert!(conn.admin().list_plugins().await.unwrap().is_empty());
+    // The same module against the current interface is taken.
+    conn.admin()
+        .upload_plugin(Observer::keep_all().component())
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+}

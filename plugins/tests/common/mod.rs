@@ -137,11 +137,14 @@ world clocked {
 /// Wraps core module `wat` into a component of `world` (`clocked`: a region observer that
 /// imports WASI's wall clock).
 pub fn component(wat: &str, world: &str) -> Vec<u8> {
+    component_of(wat, world, basalt_plugins::WIT)
+}
+
+/// [`component`] against the interface text `wit` (another version of it, say).
+pub fn component_of(wat: &str, world: &str, wit: &str) -> Vec<u8> {
     let mut module = wat::parse_str(wat).unwrap();
     let mut resolve = wit_parser::Resolve::default();
-    let mut pkg = resolve
-        .push_str("coprocessor.wit", basalt_plugins::WIT)
-        .unwrap();
+    let mut pkg = resolve.push_str("coprocessor.wit", wit).unwrap();
     if world == "clocked" {
         resolve.push_str("clocks.wit", WASI_CLOCKS).unwrap();
         pkg = resolve.push_str("clocked.wit", CLOCKED).unwrap();
