@@ -98,8 +98,8 @@ impl EtcdConfig {
 /// live ends; until then it still owns its regions.
 #[derive(Debug, Clone)]
 pub struct EtcdCoordination {
-    client: EtcdClient,
-    keys: Keys,
+    pub(crate) client: EtcdClient,
+    pub(crate) keys: Keys,
 }
 
 fn op(request: Request) -> RequestOp {
@@ -108,25 +108,30 @@ fn op(request: Request) -> RequestOp {
     }
 }
 
-fn get(key: Vec<u8>) -> RequestOp {
+pub(crate) fn get(key: Vec<u8>) -> RequestOp {
     op(Request::Range(RangeRequest {
         key,
         range_end: Vec::new(),
     }))
 }
 
-fn put(key: Vec<u8>, value: Vec<u8>, lease: i64) -> RequestOp {
+pub(crate) fn put(key: Vec<u8>, value: Vec<u8>, lease: i64) -> RequestOp {
     op(Request::Put(PutRequest { key, value, lease }))
 }
 
-fn delete(key: Vec<u8>) -> RequestOp {
+pub(crate) fn delete(key: Vec<u8>) -> RequestOp {
     op(Request::DeleteRange(DeleteRangeRequest {
         key,
         range_end: Vec::new(),
     }))
 }
 
-fn compare(key: Vec<u8>, target: CompareTarget, result: CompareResult, v: TargetUnion) -> Compare {
+pub(crate) fn compare(
+    key: Vec<u8>,
+    target: CompareTarget,
+    result: CompareResult,
+    v: TargetUnion,
+) -> Compare {
     Compare {
         result: result as i32,
         target: target as i32,
@@ -136,36 +141,36 @@ fn compare(key: Vec<u8>, target: CompareTarget, result: CompareResult, v: Target
 }
 
 /// `key` does not exist.
-fn absent(key: Vec<u8>) -> Compare {
+pub(crate) fn absent(key: Vec<u8>) -> Compare {
     let v = TargetUnion::Version(0);
     compare(key, CompareTarget::Version, CompareResult::Equal, v)
 }
 
 /// `key` exists.
-fn present(key: Vec<u8>) -> Compare {
+pub(crate) fn present(key: Vec<u8>) -> Compare {
     let v = TargetUnion::Version(0);
     compare(key, CompareTarget::Version, CompareResult::Greater, v)
 }
 
 /// `key` was last changed at `revision` (0: it does not exist).
-fn unchanged(key: Vec<u8>, revision: i64) -> Compare {
+pub(crate) fn unchanged(key: Vec<u8>, revision: i64) -> Compare {
     let v = TargetUnion::ModRevision(revision);
     compare(key, CompareTarget::Mod, CompareResult::Equal, v)
 }
 
 /// The key-values a transaction's `i`-th operation read (none when it was not a read).
-fn read_at(resp: &TxnResponse, i: usize) -> Option<&KeyValue> {
+pub(crate) fn read_at(resp: &TxnResponse, i: usize) -> Option<&KeyValue> {
     match resp.responses.get(i).and_then(|r| r.response.as_ref()) {
         Some(Response::Range(r)) => r.kvs.first(),
         _ => None,
     }
 }
 
-fn to_i64(n: u64) -> Option<i64> {
+pub(crate) fn to_i64(n: u64) -> Option<i64> {
     i64::try_from(n).ok()
 }
 
-fn to_u64(n: i64) -> u64 {
+pub(crate) fn to_u64(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)
 }
 
@@ -198,7 +203,7 @@ impl EtcdCoordination {
 
     /// Runs a transaction; "lease not found" (a put under a dead lease) becomes
     /// [`Error::LeaseExpired`] of `lease`.
-    async fn txn(&self, what: &str, req: TxnRequest, lease: u64) -> Result<TxnResponse> {
+    pub(crate) async fn txn(&self, what: &str, req: TxnRequest, lease: u64) -> Result<TxnResponse> {
         self.client.txn(req).await.map_err(|s| {
             if lease_not_found(&s) {
                 Error::LeaseExpired { lease }
@@ -209,7 +214,7 @@ impl EtcdCoordination {
     }
 
     /// Reads `keys` at one revision (a transaction of reads only).
-    async fn read(&self, what: &str, keys: Vec<Vec<u8>>) -> Result<TxnResponse> {
+    pub(crate) async fn read(&self, what: &str, keys: Vec<Vec<u8>>) -> Result<TxnResponse> {
         let req = TxnRequest {
             compare: Vec::new(),
             success: keys.into_iter().map(get).collect(),

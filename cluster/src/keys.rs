@@ -12,9 +12,11 @@
 //! | `P/generations/<table>/<region>` | `<generation> <lease:016x> held\|released <process>` | none |
 //! | `P/catalog/<table>/<region>` | the record's start and end rows ([`encode_record`]) | none |
 //! | `P/manifests/<table>/<region>` | the manifest pointer's bytes | none |
+//! | `P/servers/<process>` | a registered server ([`ServerRecord`]): `<node generation> <start ms> <info port> <rpc address>` | the server's |
+//! | `P/master` | the elected master: `<node generation> <process>` | the master's |
 //!
-//! Invariants: the values are written only by transactions of `coordination`, which write
-//! an owner key and its generation key together; a generation key's generation only grows,
+//! Invariants: the values are written only by transactions of `coordination` and
+//! `election`; `coordination` writes an owner key and its generation key together; a generation key's generation only grows,
 //! and it outlives its owner key (which etcd deletes with the owner's lease), so a dead
 //! owner is still known. Parsing a value that does not have its key's shape is an error
 //! ([`Error::Corruption`]), never a default.
@@ -83,6 +85,31 @@ impl Keys {
     /// `P/manifests/<table>/<region>`.
     pub(crate) fn manifest(&self, region: &RegionKey) -> Vec<u8> {
         self.region_key("manifests", region)
+    }
+
+    /// `P/servers/<process>`.
+    pub(crate) fn server(&self, process: &str) -> Vec<u8> {
+        format!("{}/servers/{process}", self.prefix).into_bytes()
+    }
+
+    /// The prefix of every server key, `P/servers/`.
+    pub(crate) fn servers_prefix(&self) -> Vec<u8> {
+        format!("{}/servers/", self.prefix).into_bytes()
+    }
+
+    /// The process name at the end of a server key.
+    pub(crate) fn server_of(&self, key: &[u8]) -> Result<String> {
+        let prefix = self.servers_prefix();
+        key.strip_prefix(prefix.as_slice())
+            .and_then(|p| std::str::from_utf8(p).ok())
+            .filter(|p| !p.is_empty())
+            .map(str::to_string)
+            .ok_or_else(|| corrupt(key, "a server key must end with a process name"))
+    }
+
+    /// `P/master`.
+    pub(crate) fn master(&self) -> Vec<u8> {
+        format!("{}/master", self.prefix).into_bytes()
     }
 
     /// The region id at the end of a catalog key.
@@ -193,6 +220,55 @@ pub(crate) fn decode_lease(key: &[u8], value: &[u8]) -> Result<(u64, String)> {
     Ok((generation, process.to_string()))
 }
 
+/// The value of a server key: what a region server registered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ServerRecord {
+    /// The node generation of the lease it registered under.
+    pub(crate) node_generation: u64,
+    /// When the server started, in milliseconds since the Unix epoch.
+    pub(crate) started_ms: u64,
+    /// The port of its status page.
+    pub(crate) info_port: u16,
+    /// Where its RPC service listens (`host:port`).
+    pub(crate) rpc_address: String,
+}
+
+impl ServerRecord {
+    /// `<node generation> <start ms> <info port> <rpc address>`.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        format!(
+            "{} {} {} {}",
+            self.node_generation, self.started_ms, self.info_port, self.rpc_address
+        )
+        .into_bytes()
+    }
+
+    /// Reads what [`ServerRecord::encode`] wrote under `key`.
+    pub(crate) fn decode(key: &[u8], value: &[u8]) -> Result<Self> {
+        let bad = || {
+            corrupt(
+                key,
+                "expected `<node generation> <start ms> <info port> <rpc address>`",
+            )
+        };
+        let text = std::str::from_utf8(value).map_err(|_| bad())?;
+        let mut parts = text.splitn(4, ' ');
+        let mut number = || parts.next().and_then(|n| n.parse::<u64>().ok());
+        let node_generation = number().ok_or_else(bad)?;
+        let started_ms = number().ok_or_else(bad)?;
+        let info_port = number()
+            .and_then(|p| u16::try_from(p).ok())
+            .ok_or_else(bad)?;
+        let rpc_address = parts.next().ok_or_else(bad)?.to_string();
+        Ok(ServerRecord {
+            node_generation,
+            started_ms,
+            info_port,
+            rpc_address,
+        })
+    }
+}
+
 /// A catalog record's value: the start row's length (4 bytes, big-endian), the start row,
 /// the end row.
 pub(crate) fn encode_record(start: &[u8], end: &[u8]) -> Result<Vec<u8>> {
@@ -236,6 +312,9 @@ mod tests {
         let other = RegionKey::new(TableName::parse("orders2").unwrap(), 1);
         assert!(!k.catalog(&other).starts_with(&k.catalog_prefix(&r.table)));
         assert_eq!(k.lease(255), b"/basalt/leases/00000000000000ff");
+        assert_eq!(k.server_of(&k.server("rs-1")).unwrap(), "rs-1");
+        assert!(k.server_of(&k.servers_prefix()).is_err());
+        assert_eq!(k.master(), b"/basalt/master");
     }
 
     #[test]
@@ -267,5 +346,17 @@ mod tests {
         );
         assert!(decode_record(b"k", &[0, 0, 0, 9, 1]).is_err());
         assert!(parse_u64(b"k", b"x1").is_err());
+        let server = ServerRecord {
+            node_generation: 4,
+            started_ms: 1_700_000_000_000,
+            info_port: 16030,
+            rpc_address: "[::1]:16020".into(),
+        };
+        assert_eq!(
+            ServerRecord::decode(b"k", &server.encode()).unwrap(),
+            server
+        );
+        assert!(ServerRecord::decode(b"k", b"4 17 70000 h:1").is_err());
+        assert!(ServerRecord::decode(b"k", b"4 17 80").is_err());
     }
 }

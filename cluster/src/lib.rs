@@ -1,8 +1,11 @@
 //! Basalt's cluster coordination on etcd v3: [`EtcdCoordination`] implements
 //! `basalt_core::coord::Coordination` (leases with keep-alive and node generations, region
 //! ownership with generations, the region catalog and manifest pointers as compare-and-swap
-//! transactions) for region servers that share one etcd; [`LocalEtcd`] starts and stops a
-//! one-member etcd for tests and for trying a cluster on one machine.
+//! transactions) for region servers that share one etcd, with region servers' registration
+//! under their leases ([`EtcdCoordination::register_server`]) and the master's election
+//! ([`EtcdCoordination::campaign`], a [`Leadership`] per term, whose writes are fenced by
+//! the term); [`LocalEtcd`] starts and stops a one-member etcd for tests and for trying a
+//! cluster on one machine.
 //!
 //! The conformance suite `tests/coordination.rs` (the `basalt` package) runs the same checks
 //! on `MemoryCoordination` and on [`EtcdCoordination`] against a [`LocalEtcd`], with real
@@ -10,23 +13,27 @@
 //! needs written out in `proto` (no `protoc` at build time); it works with etcd 3.4 (Debian's
 //! `etcd-server`) and later.
 //!
-//! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `local`. That is:
-//! etcd's messages; the key layout and the values' encodings; the gRPC client; the
-//! `Coordination` implementation; the local etcd process.
+//! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`, `local`.
+//! That is: etcd's messages; the key layout and the values' encodings; the gRPC client; the
+//! `Coordination` implementation; servers' registration and the master's election; the
+//! local etcd process.
 //!
 //! Public modules: none; what users name is re-exported here.
 //!
 //! Invariants: every change to etcd is one transaction that compares what it was decided on
-//! (see `coordination`); every key is under the configured prefix.
+//! (see `coordination`; a master's writes also compare its term, see `election`); every
+//! key is under the configured prefix.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod client;
 mod coordination;
+mod election;
 mod keys;
 mod local;
 mod proto;
 
 pub use coordination::{EtcdConfig, EtcdCoordination};
+pub use election::{Leadership, LiveServer, ServerInfo};
 pub use local::{LocalEtcd, ETCD_BIN_VAR};
