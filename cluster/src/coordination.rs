@@ -214,6 +214,19 @@ impl EtcdCoordination {
     }
 
     /// Reads `keys` at one revision (a transaction of reads only).
+    /// Every key under `prefix`, with its value, in key order.
+    pub(crate) async fn read_prefix(&self, prefix: Vec<u8>) -> Result<Vec<KeyValue>> {
+        let range_end = prefix_end(&prefix);
+        let resp = self
+            .client
+            .range(RangeRequest {
+                key: prefix,
+                range_end,
+            })
+            .await?;
+        Ok(resp.kvs)
+    }
+
     pub(crate) async fn read(&self, what: &str, keys: Vec<Vec<u8>>) -> Result<TxnResponse> {
         let req = TxnRequest {
             compare: Vec::new(),
@@ -477,17 +490,9 @@ impl Coordination for EtcdCoordination {
     }
 
     async fn regions(&self, table: &TableName) -> Result<Vec<RegionRecord>> {
-        let prefix = self.keys.catalog_prefix(table);
-        let range_end = prefix_end(&prefix);
-        let resp = self
-            .client
-            .range(RangeRequest {
-                key: prefix,
-                range_end,
-            })
-            .await?;
-        let mut out = Vec::with_capacity(resp.kvs.len());
-        for kv in resp.kvs {
+        let kvs = self.read_prefix(self.keys.catalog_prefix(table)).await?;
+        let mut out = Vec::with_capacity(kvs.len());
+        for kv in kvs {
             let (start, end) = decode_record(&kv.key, &kv.value)?;
             out.push(RegionRecord {
                 key: RegionKey::new(table.clone(), self.keys.region_of(&kv.key)?),

@@ -36,8 +36,8 @@
 use crate::coordination::{
     compare, delete, get, present, put, read_at, to_i64, to_u64, unchanged, EtcdCoordination,
 };
-use crate::keys::{decode_lease, encode_lease, prefix_end, ServerRecord};
-use crate::proto::{Compare, CompareResult, CompareTarget, RangeRequest, TargetUnion, TxnRequest};
+use crate::keys::{decode_lease, encode_lease, ServerRecord};
+use crate::proto::{Compare, CompareResult, CompareTarget, TargetUnion, TxnRequest};
 use basalt_core::coord::Lease;
 use basalt_core::{Error, Result};
 use std::time::Duration;
@@ -218,17 +218,9 @@ impl EtcdCoordination {
 
     /// The registered servers whose lease is alive, by process name.
     pub async fn live_servers(&self) -> Result<Vec<LiveServer>> {
-        let prefix = self.keys.servers_prefix();
-        let range_end = prefix_end(&prefix);
-        let resp = self
-            .client
-            .range(RangeRequest {
-                key: prefix,
-                range_end,
-            })
-            .await?;
-        let mut out = Vec::with_capacity(resp.kvs.len());
-        for kv in resp.kvs {
+        let kvs = self.read_prefix(self.keys.servers_prefix()).await?;
+        let mut out = Vec::with_capacity(kvs.len());
+        for kv in kvs {
             let record = ServerRecord::decode(&kv.key, &kv.value)?;
             out.push(LiveServer {
                 process: self.keys.server_of(&kv.key)?,
