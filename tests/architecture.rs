@@ -68,7 +68,7 @@ const PUBLIC_MODULES: [(&str, &[&str]); 6] = [
     ("coprocessors/src", &["relations"]),
     ("index/src", &[]),
     ("plugins/src", &[]),
-    ("cluster/src", &[]),
+    ("cluster/src", &["regionserver", "rpc"]),
     ("cli/src", &[]),
 ];
 

@@ -13,12 +13,18 @@
 //! needs written out in `proto` (no `protoc` at build time); it works with etcd 3.4 (Debian's
 //! `etcd-server`) and later.
 //!
-//! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`, `local`.
-//! That is: etcd's messages; the key layout and the values' encodings; the gRPC client; the
-//! `Coordination` implementation; servers' registration and the master's election; the
-//! local etcd process.
+//! On top of them the cluster itself: the RPC protocol between clients and region servers
+//! ([`rpc`]: gRPC on tonic, Basalt's values as postcard messages), the client's remote
+//! backend ([`RemoteBackend`], [`connect`]: the same `Connection` API as an embedded
+//! engine) and the region server ([`regionserver`]).
 //!
-//! Public modules: none; what users name is re-exported here.
+//! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`, `local`,
+//! `rpc`, `remote`, `regionserver`. That is: etcd's messages; the key layout and the
+//! values' encodings; the etcd gRPC client; the `Coordination` implementation; servers'
+//! registration and the master's election; the local etcd process; the region servers'
+//! protocol; the remote client; the region server.
+//!
+//! Public modules: `rpc`, `regionserver`; what else users name is re-exported here.
 //!
 //! Invariants: every change to etcd is one transaction that compares what it was decided on
 //! (see `coordination`; a master's writes also compare its term, see `election`); every
@@ -33,7 +39,11 @@ mod election;
 mod keys;
 mod local;
 mod proto;
+pub mod regionserver;
+mod remote;
+pub mod rpc;
 
 pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};
 pub use local::{LocalEtcd, ETCD_BIN_VAR};
+pub use remote::{connect, connect_with, RemoteBackend, RemoteReadPoint, RetryPolicy};

@@ -8,6 +8,7 @@
 //! this single order, defined here by [`StoreKey`]'s `Ord`.
 
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 
 /// A cell timestamp, in milliseconds since the Unix epoch unless the caller chooses otherwise.
@@ -22,8 +23,11 @@ pub const MAX_ROW_LENGTH: usize = 32_767;
 
 /// The kind of a cell: a value or one of HBase's four delete markers.
 ///
-/// The discriminants are HBase's `KeyValue.Type` codes and are part of the on-disk formats.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The discriminants are HBase's `KeyValue.Type` codes and are part of the on-disk formats;
+/// serde writes a cell type as its code too (not as the variant's index), and refuses an
+/// unknown code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(into = "u8", try_from = "u8")]
 #[repr(u8)]
 pub enum CellType {
     /// A value.
@@ -88,6 +92,22 @@ impl CellType {
     }
 }
 
+impl From<CellType> for u8 {
+    fn from(t: CellType) -> u8 {
+        t.code()
+    }
+}
+
+impl TryFrom<u8> for CellType {
+    type Error = crate::error::Error;
+
+    /// [`CellType::from_code`], failing with [`crate::Error::BadArgument`] on an unknown code.
+    fn try_from(code: u8) -> crate::error::Result<Self> {
+        CellType::from_code(code)
+            .ok_or_else(|| crate::error::Error::bad_argument(format!("unknown cell type {code}")))
+    }
+}
+
 /// The stored value of an [`CellType::ExpiringPut`]: the TTL in milliseconds, 8 bytes
 /// big-endian, then the value.
 pub fn expiring_value(ttl_ms: u64, value: &[u8]) -> Bytes {
@@ -129,7 +149,7 @@ pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// A cell as returned to callers: one version of one column of one row.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cell {
     /// The row key.
     pub row: Bytes,
@@ -147,7 +167,10 @@ pub struct Cell {
 }
 
 /// The cells of one row (or of part of a row, for a scan with a batch size).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+///
+/// Serde reads back any list of cells, in any order: nothing of the client relies on the
+/// order to be safe (only [`RowResult::value`] on it to be right).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RowResult {
     /// The row key (empty when a get found nothing).
     pub row: Bytes,

@@ -79,7 +79,7 @@ pub use catalog::{
 pub use cell::{now_ms, Cell, CellType, Timestamp, LATEST_TIMESTAMP, MAX_ROW_LENGTH};
 pub use client::{Admin, Backend, Config, Connection, PreSplit, RegionReport, SaltedTable, Table};
 pub use coprocessor::CompactionOutcome;
-pub use error::{Error, Result};
+pub use error::{Error, ErrorWire, Result};
 pub use filter::{Comparator, Filter};
 pub use region::{RegionInfo, MAX_CLOCK_LEAD_MS};
 pub use schema::salt::{HashedPart, SaltFormat, SaltHash, SaltSpec};

@@ -30,7 +30,7 @@ pub fn validate_snapshot_name(name: &str) -> Result<()> {
 }
 
 /// A table snapshot as `describe_snapshot` and `list_snapshots` show it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SnapshotDescription {
     /// Its name.
     pub name: String,

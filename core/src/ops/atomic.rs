@@ -5,6 +5,7 @@ pub use crate::filter::CompareOp;
 use super::{b, Delete, Put, RowMutations, TimeRange};
 use crate::wal::Durability;
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 
 /// The fields and methods Increment and Append share: the row, the columns with their
 /// deltas, the durability, the time range the current values are read in, and the new
@@ -12,7 +13,7 @@ use bytes::Bytes;
 macro_rules! read_modify_write {
     ($(#[$doc:meta])* $name:ident, $delta:ty, $new_doc:literal) => {
         $(#[$doc])*
-        #[derive(Debug, Clone)]
+        #[derive(Debug, Clone, Serialize, Deserialize)]
         pub struct $name {
             pub(crate) row: Bytes,
             pub(crate) columns: Vec<(Bytes, Bytes, $delta)>,
@@ -126,7 +127,7 @@ impl Append {
 /// zero-length value, for every operator but `NotEqual`, which matches a column holding a
 /// non-empty value. [`Condition::Absent`] is HBase's `ifNotExists`: an absent column or a
 /// zero-length value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum Condition {
     /// `stored op value` holds (see above for an empty `value`).
     Value(CompareOp, Bytes),
@@ -168,7 +169,7 @@ impl Condition {
 ///     .if_value(CompareOp::Equal, "old")
 ///     .then_put(Put::new("r").add_column("f", "q", "new"));
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CheckAndMutate {
     pub(crate) row: Bytes,
     pub(crate) family: Bytes,

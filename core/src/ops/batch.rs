@@ -1,9 +1,10 @@
 //! Batches: many operations in one call, one outcome per operation.
 
 use super::{Append, CheckAndMutate, Delete, Get, Increment, Put, RowMutations, RowResult};
+use serde::{Deserialize, Serialize};
 
 /// One operation of a batch.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum BatchOp {
     /// A put.
     Put(Put),
@@ -22,7 +23,7 @@ pub enum BatchOp {
 }
 
 /// The outcome of one batch operation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum BatchOutcome {
     /// A mutation was applied.
     Done,

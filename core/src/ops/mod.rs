@@ -3,6 +3,8 @@
 //!
 //! These are plain builders; validation (row length, families, value size) happens in the
 //! engine before anything is written, so a bad operation never leaves partial state.
+//! They all serialize with serde, for a network protocol; `wire` says how one decoded from
+//! a peer's bytes stays as safe to use as one built here.
 
 use crate::cell::MAX_ROW_LENGTH;
 
@@ -10,6 +12,7 @@ mod atomic;
 mod batch;
 mod mutate;
 mod read;
+mod wire;
 
 pub use atomic::*;
 pub use batch::*;

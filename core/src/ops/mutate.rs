@@ -4,10 +4,11 @@ use super::b;
 use crate::cell::{Timestamp, LATEST_TIMESTAMP};
 use crate::wal::Durability;
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
 /// Where one column of a [`Put`] lies in its buffer: family, qualifier, timestamp, value.
-type ColumnSpans = (Range<usize>, Range<usize>, Timestamp, Range<usize>);
+pub(super) type ColumnSpans = (Range<usize>, Range<usize>, Timestamp, Range<usize>);
 
 /// Appends `x` to `data` and returns where it lies.
 fn push_span(data: &mut Vec<u8>, x: &[u8]) -> Range<usize> {
@@ -29,14 +30,17 @@ pub struct Put {
     pub(crate) ts: Timestamp,
     /// Every family, qualifier and value, back to back: one buffer instead of three
     /// allocations per column, shared by all cells once the put is committed.
-    data: Vec<u8>,
-    /// (family, qualifier, timestamp, value) as spans of `data`.
-    spans: Vec<ColumnSpans>,
+    pub(super) data: Vec<u8>,
+    /// (family, qualifier, timestamp, value) as spans of `data`. Invariant: they tile
+    /// `data` in order (each span starts where the one before it ends, the last ends at
+    /// `data`'s end). The builders keep it, and decoding a put (`ops::wire`) refuses any
+    /// other layout.
+    pub(super) spans: Vec<ColumnSpans>,
     pub(crate) durability: Durability,
     /// The cells' own time to live in milliseconds, if any.
     pub(crate) ttl_ms: Option<u64>,
     /// A touch: writes nothing, only runs the table's batch hooks for its row.
-    touch: bool,
+    pub(super) touch: bool,
 }
 
 impl Put {
@@ -189,7 +193,7 @@ impl Put {
 }
 
 /// One delete marker requested by a [`Delete`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum DeleteKind {
     /// One version of a column: at `ts`, or the latest version when `ts` is `None`.
     Version {
@@ -247,7 +251,7 @@ impl DeleteKind {
 /// assert!(whole_row.kinds().is_empty());
 /// assert_eq!(one_column.kinds().len(), 1);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Delete {
     pub(crate) row: Bytes,
     pub(crate) ts: Timestamp,
@@ -373,7 +377,7 @@ impl Delete {
 }
 
 /// A put or a delete, as used by row mutations and check-and-mutate.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub enum Mutation {
     /// A put.
     Put(Put),
@@ -412,7 +416,7 @@ impl From<Delete> for Mutation {
 }
 
 /// Puts and deletes applied to one row atomically.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RowMutations {
     pub(crate) row: Bytes,
     pub(crate) mutations: Vec<Mutation>,

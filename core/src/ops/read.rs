@@ -7,10 +7,11 @@ use crate::cell::Timestamp;
 use crate::error::{Error, Result};
 use crate::keys::{prefix_successor, RowRange};
 use bytes::Bytes;
+use serde::{Deserialize, Serialize};
 use std::ops::Bound;
 
 /// A time range `[min, max)` of cell timestamps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TimeRange {
     /// Inclusive lower bound.
     pub min: Timestamp,
@@ -51,7 +52,7 @@ impl Default for TimeRange {
 }
 
 /// Which columns a read returns: whole families or single columns.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ColumnSelection {
     /// (family, qualifier or None for the whole family).
     pub(crate) items: Vec<(Bytes, Option<Bytes>)>,
@@ -72,7 +73,7 @@ impl ColumnSelection {
 /// use basalt_core::client::Get;
 /// let g = Get::new("r").add_family("f").max_versions(3);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Get {
     pub(crate) row: Bytes,
     pub(crate) columns: ColumnSelection,
@@ -139,7 +140,7 @@ impl Get {
 /// use basalt_core::client::Scan;
 /// let s = Scan::new().with_prefix("user1").reversed(true).limit(10);
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Scan {
     pub(crate) start_row: Option<Bytes>,
     pub(crate) stop_row: Option<Bytes>,
@@ -157,6 +158,9 @@ pub struct Scan {
     pub(crate) cache_blocks: bool,
     pub(crate) filter: Option<crate::filter::Filter>,
     pub(crate) raw: bool,
+    /// Region bounds `[start, end)` (an empty end: none) the scan is narrowed to besides its
+    /// own range ([`Scan::within`]).
+    pub(crate) clamp: Option<(Bytes, Bytes)>,
 }
 
 impl Default for Scan {
@@ -169,6 +173,15 @@ impl Scan {
     /// The scan's rows as a range, following HBase's reverse-scan convention (a reverse
     /// scan starts at `start_row`, inclusive, and stops above `stop_row`, exclusive).
     pub fn row_range(&self) -> RowRange {
+        let range = self.own_range();
+        match &self.clamp {
+            Some((start, end)) => range.clip(start, end),
+            None => range,
+        }
+    }
+
+    /// The scan's rows as its start, stop and prefix name them (no [`Scan::within`]).
+    fn own_range(&self) -> RowRange {
         if let Some(p) = &self.prefix {
             let hi = match prefix_successor(p) {
                 Some(s) => Bound::Excluded(s),
@@ -212,7 +225,59 @@ impl Scan {
             cache_blocks: true,
             filter: None,
             raw: false,
+            clamp: None,
         }
+    }
+
+    /// The part of this scan inside region bounds `[start, end)` (an empty `end`: no upper
+    /// bound), or `None` when none of its rows can lie there: what a client sends the
+    /// server of each region when a scan spans regions on several servers. Everything else
+    /// (direction, columns, filter, limit) stays; a scan narrowed twice keeps both.
+    ///
+    /// ```
+    /// use basalt_core::client::Scan;
+    /// let s = Scan::new().start_row("b").stop_row("x");
+    /// let part = s.within(b"m", b"q").unwrap();
+    /// assert!(part.row_range().contains(b"m") && !part.row_range().contains(b"q"));
+    /// assert!(s.within(b"x", b"").is_none());
+    /// ```
+    pub fn within(&self, start: &[u8], end: &[u8]) -> Option<Scan> {
+        let (start, end) = match &self.clamp {
+            None => (start.to_vec(), end.to_vec()),
+            Some((s, e)) => {
+                let lo = std::cmp::max(s.as_ref(), start).to_vec();
+                let hi = match (e.is_empty(), end.is_empty()) {
+                    (true, _) => end.to_vec(),
+                    (false, true) => e.to_vec(),
+                    (false, false) => std::cmp::min(e.as_ref(), end).to_vec(),
+                };
+                (lo, hi)
+            }
+        };
+        if !end.is_empty() && start >= end {
+            return None;
+        }
+        if !self.own_range().overlaps(&start, &end) {
+            return None;
+        }
+        let mut out = self.clone();
+        out.clamp = Some((Bytes::from(start), Bytes::from(end)));
+        Some(out)
+    }
+
+    /// The region bounds the scan was narrowed to ([`Scan::within`]), if any.
+    pub fn bounds(&self) -> Option<(&Bytes, &Bytes)> {
+        self.clamp.as_ref().map(|(s, e)| (s, e))
+    }
+
+    /// The most rows the scan returns, if limited (a limit of 0 is none).
+    pub fn get_limit(&self) -> Option<usize> {
+        self.limit.filter(|n| *n > 0)
+    }
+
+    /// True for a scan from high rows to low rows.
+    pub fn is_reversed(&self) -> bool {
+        self.reverse
     }
     /// A raw scan (HBase's `Scan.setRaw`, the shell's `RAW => true`): the cells the stores
     /// hold, delete markers as cells of their kind ([`crate::cell::Cell::kind`]), with no
@@ -307,5 +372,48 @@ impl Scan {
     pub fn cache_blocks(mut self, on: bool) -> Self {
         self.cache_blocks = on;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Scan;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = Vec<u8>> {
+        proptest::collection::vec(0u8..4, 0..3)
+    }
+
+    proptest! {
+        /// `within` keeps exactly the scan's rows inside the bounds, in either direction,
+        /// narrowed once or twice; `None` only when no row of the scan lies there.
+        #[test]
+        fn within_is_the_intersection(
+            start in proptest::option::of(key()),
+            stop in proptest::option::of(key()),
+            prefix in proptest::option::of(key()),
+            reverse in any::<bool>(),
+            bounds in proptest::collection::vec((key(), key()), 1..3),
+            probe in key(),
+        ) {
+            let mut scan = Scan::new().reversed(reverse);
+            if let Some(s) = &start { scan = scan.start_row(s); }
+            if let Some(s) = &stop { scan = scan.stop_row(s); }
+            if let Some(p) = &prefix { scan = scan.with_prefix(p); }
+            let inside = |lo: &[u8], hi: &[u8], row: &[u8]| row >= lo && (hi.is_empty() || row < hi);
+            let mut narrowed = Some(scan.clone());
+            for (lo, hi) in &bounds {
+                narrowed = narrowed.and_then(|n| n.within(lo, hi));
+            }
+            let want = scan.row_range().contains(&probe)
+                && bounds.iter().all(|(lo, hi)| inside(lo, hi, &probe));
+            match narrowed {
+                Some(n) => {
+                    prop_assert_eq!(n.row_range().contains(&probe), want);
+                    prop_assert_eq!(n.is_reversed(), reverse);
+                }
+                None => prop_assert!(!want),
+            }
+        }
     }
 }

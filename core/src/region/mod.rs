@@ -334,7 +334,7 @@ impl<T: RegionCell> RegionCell for &T {
 }
 
 /// Facts about one region, as HBase's region page shows them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RegionInfo {
     /// `table,start,id`.
     pub name: String,

@@ -49,7 +49,7 @@ pub fn plugin_id(bytes: &[u8]) -> String {
 }
 
 /// One uploaded plugin, as [`crate::client::Admin::list_plugins`] reports it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PluginInfo {
     /// The hex sha256 of its bytes.
     pub id: String,

@@ -152,6 +152,13 @@ impl Drop for HookedScan {
 
 /// The region a scan starts in, in its direction.
 fn first_region(t: &TableState, scan: &Scan) -> Option<Arc<Region>> {
+    // A scan narrowed to one region's bounds starts (either way) in that region.
+    if let Some((start, _)) = scan.bounds() {
+        return match start.is_empty() {
+            true => t.regions.read().first().cloned(),
+            false => t.locate(start),
+        };
+    }
     let start = scan
         .prefix
         .clone()

@@ -19,7 +19,7 @@ use std::collections::HashSet;
 use std::fmt;
 
 /// The check of one store file of one region's family.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StoreFileReport {
     /// The region's id.
     pub region_id: u64,
@@ -44,7 +44,7 @@ impl StoreFileReport {
 }
 
 /// What `Engine::check_table` found, file by file, with totals.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct IntegrityReport {
     /// The table checked.
     pub table: TableName,

@@ -400,7 +400,7 @@ impl std::fmt::Display for RecoveryReport {
 
 /// A region that refuses reads and writes because a store file it lists is missing or
 /// cannot be opened (see `crate::region::Region::offline`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OfflineRegion {
     /// The table.
     pub table: TableName,

@@ -55,7 +55,7 @@ use crate::storage::matcher::{FamilyRules, Masks};
 use bytes::Bytes;
 
 /// Minor (part of a store's files) or major (all of them).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CompactionKind {
     /// Some files, or a MemStore flush: never changes a read result.
     Minor,

@@ -2,13 +2,14 @@
 //! file, the offset at fault, its [`FindingKind`] and the reason in words).
 //!
 //! Invariants kept: a finding always names the file its check is about ([`FileCheck::add`]);
-//! a file is healthy exactly when its check holds no finding.
+//! a file is healthy exactly when its check holds no finding. (A report decoded with serde,
+//! from a peer, is taken as it was sent: nothing relies on these for safety.)
 
 use std::fmt;
 use std::path::PathBuf;
 
 /// What kind of problem a [`Finding`] is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub enum FindingKind {
     /// The file does not exist (the catalog lists it).
@@ -58,7 +59,7 @@ impl fmt::Display for FindingKind {
 }
 
 /// One problem found in one file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Finding {
     /// The file.
     pub file: PathBuf,
@@ -84,7 +85,7 @@ impl fmt::Display for Finding {
 }
 
 /// The result of checking one store file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct FileCheck {
     /// The file checked.
     pub path: PathBuf,

@@ -2,8 +2,16 @@
 //!
 //! Every fallible public call returns [`Result<T>`]; callers match on [`Error`]'s variants.
 //! Bad input is reported before any state changes, so an error never leaves a partial write.
+//! An error crosses a network as its serializable mirror, [`ErrorWire`] (module `wire`).
 
 use std::path::PathBuf;
+
+mod wire;
+
+pub use wire::ErrorWire;
+
+#[cfg(test)]
+mod tests;
 
 /// Result alias used throughout Basalt.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

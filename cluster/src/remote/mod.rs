@@ -1,0 +1,196 @@
+//! The client's second backend: [`RemoteBackend`] implements `basalt_core::Backend` over a
+//! cluster, so `Connection<RemoteBackend>` gives the same `Table`, `Admin`, `SaltedTable`
+//! and `Snapshot` API as an embedded connection ([`connect`]).
+//!
+//! Row operations go to the server of the row's region (`route`); a scan goes through the
+//! table's regions in order (`scan`); schema, snapshot and plugin operations go to any
+//! live server, which acts on the shared catalog. A batch goes to the one server of its
+//! rows' regions; a batch whose rows live on more than one server is refused
+//! ([`Error::BadArgument`] saying so), as its atomicity is per server.
+//!
+//! Layers, bottom to top: `route`, `read_point`, `scan`, `backend` (the trait's
+//! implementation).
+//!
+//! Invariants: what the client caches (locations, table descriptors) is a hint the servers
+//! correct: a refusal that means "not here" re-reads it and retries within the operation's
+//! deadline ([`RetryPolicy`]); a call that may have reached a server is repeated only when
+//! repeating it is harmless (reads, puts, deletes); increments, appends, checks and batches
+//! are not retried after a timeout.
+//!
+//! [`Error::BadArgument`]: basalt_core::Error::BadArgument
+
+mod backend;
+mod read_point;
+mod route;
+mod scan;
+
+pub use read_point::RemoteReadPoint;
+pub use route::RetryPolicy;
+
+use crate::rpc::client::{unexpected, RpcClient};
+use crate::rpc::messages::{Reply, Request};
+use crate::{EtcdConfig, EtcdCoordination};
+use basalt_core::client::BatchOp;
+use basalt_core::{Connection, Error, Result, TableDescriptor, TableName};
+use route::{lock, with_retries, Router};
+use std::collections::HashMap;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+
+/// Connects to the cluster whose etcd is at `endpoints` (keys under the default prefix,
+/// `/basalt`): the same client API as `Connection::open(dir)`, on [`RemoteBackend`].
+pub async fn connect<S: AsRef<str>>(
+    endpoints: impl IntoIterator<Item = S>,
+) -> Result<Connection<RemoteBackend>> {
+    connect_with(EtcdConfig::new(endpoints), RetryPolicy::default()).await
+}
+
+/// [`connect`] with an etcd configuration and a retry policy of one's own.
+pub async fn connect_with(
+    etcd: EtcdConfig,
+    policy: RetryPolicy,
+) -> Result<Connection<RemoteBackend>> {
+    let coord = EtcdCoordination::connect(etcd).await?;
+    let backend = Arc::new(RemoteBackend {
+        router: Arc::new(Router::new(coord)),
+        policy,
+        descriptors: Mutex::new(HashMap::new()),
+        read_points: AtomicU64::new(0),
+    });
+    backend.refresh_descriptors().await?;
+    Ok(Connection::new(backend))
+}
+
+/// A cluster as a client's `Backend` (see the module doc).
+#[derive(Debug)]
+pub struct RemoteBackend {
+    router: Arc<Router>,
+    policy: RetryPolicy,
+    /// Table descriptors as last read (`describe_table` answers from them).
+    descriptors: Mutex<HashMap<TableName, TableDescriptor>>,
+    /// Read points taken so far.
+    read_points: AtomicU64,
+}
+
+/// Which server a call goes to.
+enum Target<'a> {
+    /// The server of `row`'s region of the table.
+    Row(&'a TableName, &'a [u8]),
+    /// Any live server.
+    Any,
+}
+
+impl RemoteBackend {
+    /// The retry policy.
+    pub fn policy(&self) -> RetryPolicy {
+        self.policy
+    }
+
+    /// Sends `request` to `target`'s server, retrying as the module doc says.
+    async fn send(&self, target: Target<'_>, request: Request, idempotent: bool) -> Result<Reply> {
+        let rpc = self.policy.rpc_timeout;
+        let router = &self.router;
+        let table = match &target {
+            Target::Row(t, _) => Some(*t),
+            Target::Any => None,
+        };
+        with_retries(router, table, self.policy, idempotent, || {
+            let request = request.clone();
+            let target = &target;
+            async move {
+                let server = match target {
+                    Target::Row(t, row) => router.locate(t, row).await?.server,
+                    Target::Any => router.any().await?,
+                };
+                server.call(request, rpc).await
+            }
+        })
+        .await
+    }
+
+    /// Sends a row operation of `table` to its row's server.
+    async fn row_call(&self, table: &TableName, row: &[u8], request: Request) -> Result<Reply> {
+        let idempotent = matches!(
+            request,
+            Request::Put(..) | Request::Delete(..) | Request::Get(..) | Request::Exists(..)
+        );
+        self.send(Target::Row(table, row), request, idempotent)
+            .await
+    }
+
+    /// Sends a schema, snapshot or plugin operation to any server.
+    async fn any_call(&self, request: Request, idempotent: bool) -> Result<Reply> {
+        self.send(Target::Any, request, idempotent).await
+    }
+
+    /// Re-reads every table's descriptor.
+    async fn refresh_descriptors(&self) -> Result<Vec<TableDescriptor>> {
+        let tables = match self.any_call(Request::ListTables, true).await {
+            Ok(Reply::Tables(t)) => t,
+            Ok(other) => return Err(unexpected("list_tables", &other)),
+            // A cluster with no server yet: nothing to describe.
+            Err(Error::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(e),
+        };
+        let mut cache = lock(&self.descriptors)?;
+        cache.clear();
+        for t in &tables {
+            cache.insert(t.name.clone(), t.clone());
+        }
+        Ok(tables)
+    }
+
+    /// After a schema change of `table`: re-reads its descriptor and forgets its locations.
+    async fn changed(&self, table: &TableName) -> Result<()> {
+        self.router.forget(table);
+        match self
+            .any_call(Request::DescribeTable(table.clone()), true)
+            .await
+        {
+            Ok(Reply::Table(d)) => {
+                lock(&self.descriptors)?.insert(table.clone(), d);
+            }
+            Ok(other) => return Err(unexpected("describe_table", &other)),
+            Err(Error::TableNotFound(_)) => {
+                lock(&self.descriptors)?.remove(table);
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
+    /// The one server the rows of `ops` live on.
+    async fn batch_server(&self, table: &TableName, ops: &[BatchOp]) -> Result<RpcClient> {
+        let mut server: Option<RpcClient> = None;
+        for op in ops {
+            let row = batch_row(op);
+            let here = self.router.locate(table, row).await?.server;
+            match &server {
+                Some(s) if s.address() != here.address() => {
+                    return Err(Error::bad_argument(format!(
+                        "a batch's rows live on more than one server ({} and {}): a batch \
+                         is atomic per server only; send one batch per server",
+                        s.address(),
+                        here.address()
+                    )));
+                }
+                Some(_) => {}
+                None => server = Some(here),
+            }
+        }
+        server.ok_or_else(|| Error::bad_argument("an empty batch"))
+    }
+}
+
+/// The row a batch operation writes or reads.
+fn batch_row(op: &BatchOp) -> &[u8] {
+    match op {
+        BatchOp::Put(p) => p.row(),
+        BatchOp::Delete(d) => d.row(),
+        BatchOp::Get(g) => g.row(),
+        BatchOp::Increment(i) => i.row(),
+        BatchOp::Append(a) => a.row(),
+        BatchOp::RowMutations(m) => m.row(),
+        BatchOp::CheckAndMutate(c) => c.row(),
+    }
+}

@@ -1,0 +1,159 @@
+//! The client's side of the RPC: one region server's channel, calls with deadlines, scans
+//! as streams of rows, and the mapping of what comes back to `basalt_core::Error`.
+//!
+//! Invariants: an engine's refusal comes back as the same [`Error`] variant the engine
+//! raised ([`Reply::Error`] carries it); a failure of the transport maps to
+//! [`Error::Io`] with the kind a caller can act on (`TimedOut` for a deadline,
+//! `ConnectionRefused` for a server that cannot be reached: both may be retried
+//! elsewhere), and bytes the server refused as malformed or too large to
+//! [`Error::BadArgument`]. No call waits past its deadline.
+
+use super::messages::{Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
+use super::service::region_server_client::RegionServerClient;
+use super::MAX_MESSAGE_BYTES;
+use basalt_core::client::RowResult;
+use basalt_core::{Error, Result};
+use futures::{Stream, StreamExt};
+use std::io::ErrorKind;
+use std::time::Duration;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Code, Status};
+
+/// How long a connection attempt may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A connection to one region server (cheap to clone: clones share the channel).
+#[derive(Debug, Clone)]
+pub struct RpcClient {
+    address: String,
+    client: RegionServerClient<Channel>,
+}
+
+impl RpcClient {
+    /// A client of the server at `address` (`host:port`); connects on first use, and
+    /// reconnects after a failure.
+    pub fn new(address: &str) -> Result<Self> {
+        let uri = format!("http://{address}");
+        let endpoint = Endpoint::from_shared(uri)
+            .map_err(|e| Error::bad_argument(format!("bad server address {address:?}: {e}")))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true)
+            .http2_keep_alive_interval(Duration::from_secs(10))
+            .keep_alive_timeout(Duration::from_secs(20));
+        let client = RegionServerClient::new(endpoint.connect_lazy())
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Ok(RpcClient {
+            address: address.to_string(),
+            client,
+        })
+    }
+
+    /// The server's address.
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Checks the server speaks this protocol; returns its process name.
+    pub async fn hello(&self, deadline: Duration) -> Result<String> {
+        let version = PROTOCOL_VERSION;
+        match self.call(Request::Hello { version }, deadline).await? {
+            Reply::Hello { process, .. } => Ok(process),
+            other => Err(unexpected("hello", &other)),
+        }
+    }
+
+    /// Sends `request` and waits at most `deadline` for its reply; an engine's refusal is
+    /// its error.
+    pub async fn call(&self, request: Request, deadline: Duration) -> Result<Reply> {
+        let name = request.name();
+        let mut req = tonic::Request::new(request);
+        req.set_timeout(deadline);
+        let mut client = self.client.clone();
+        let reply = tokio::time::timeout(deadline, client.call(req))
+            .await
+            .map_err(|_| timed_out(name, &self.address, deadline))?
+            .map_err(|s| from_status(name, &self.address, s))?
+            .into_inner();
+        match reply {
+            Reply::Error(e) => Err(e.into()),
+            other => Ok(other),
+        }
+    }
+
+    /// Opens `request`'s scan, waiting at most `deadline` for the server to answer, and
+    /// streams its rows; each page is awaited at most `deadline` too.
+    pub async fn scan(
+        &self,
+        request: ScanRequest,
+        deadline: Duration,
+    ) -> Result<impl Stream<Item = Result<RowResult>> + Send + Unpin + 'static> {
+        let address = self.address.clone();
+        let mut client = self.client.clone();
+        let pages = tokio::time::timeout(deadline, client.scan(tonic::Request::new(request)))
+            .await
+            .map_err(|_| timed_out("scan", &address, deadline))?
+            .map_err(|s| from_status("scan", &address, s))?
+            .into_inner();
+        let state = (pages, address, false);
+        let rows = futures::stream::unfold(state, move |(mut pages, address, done)| async move {
+            if done {
+                return None;
+            }
+            let next = tokio::time::timeout(deadline, pages.message()).await;
+            let item: Result<Option<Vec<RowResult>>> = match next {
+                Err(_) => Err(timed_out("scan", &address, deadline)),
+                Ok(Err(s)) => Err(from_status("scan", &address, s)),
+                Ok(Ok(None)) => Ok(None),
+                Ok(Ok(Some(ScanPage::Rows(rows)))) => Ok(Some(rows)),
+                Ok(Ok(Some(ScanPage::Error(e)))) => Err(e.into()),
+            };
+            match item {
+                Ok(None) => None,
+                Ok(Some(rows)) => Some((
+                    futures::stream::iter(rows.into_iter().map(Ok)).left_stream(),
+                    (pages, address, false),
+                )),
+                Err(e) => Some((
+                    futures::stream::iter([Err(e)]).right_stream(),
+                    (pages, address, true),
+                )),
+            }
+        })
+        .flatten();
+        Ok(Box::pin(rows))
+    }
+}
+
+/// The error of a call that passed its deadline.
+fn timed_out(call: &str, address: &str, deadline: Duration) -> Error {
+    Error::Io(std::io::Error::new(
+        ErrorKind::TimedOut,
+        format!("{call} to {address}: no answer within {deadline:?}"),
+    ))
+}
+
+/// The error of a reply of the wrong kind (a server of another protocol).
+pub(crate) fn unexpected(call: &str, reply: &Reply) -> Error {
+    let kind = format!("{reply:?}");
+    let kind = kind.split(['(', ' ', '{']).next().unwrap_or("?");
+    Error::Io(std::io::Error::new(
+        ErrorKind::InvalidData,
+        format!("{call}: the server answered {kind}"),
+    ))
+}
+
+/// What a gRPC status means to a caller.
+pub(crate) fn from_status(call: &str, address: &str, status: Status) -> Error {
+    let msg = format!("{call} to {address}: {}", status.message());
+    match status.code() {
+        Code::InvalidArgument | Code::OutOfRange | Code::ResourceExhausted => {
+            Error::BadArgument(msg)
+        }
+        Code::DeadlineExceeded | Code::Cancelled => {
+            Error::Io(std::io::Error::new(ErrorKind::TimedOut, msg))
+        }
+        Code::Unavailable => Error::Io(std::io::Error::new(ErrorKind::ConnectionRefused, msg)),
+        _ => Error::Io(std::io::Error::other(msg)),
+    }
+}

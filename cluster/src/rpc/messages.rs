@@ -1,0 +1,265 @@
+//! The RPC's messages: one [`Request`] per operation of the client's `Backend` seam but
+//! scans, answered by one [`Reply`]; a [`ScanRequest`] answered by a stream of
+//! [`ScanPage`]s.
+//!
+//! Every value inside is one of `basalt_core`'s own (operations, descriptors, reports),
+//! encoded by their serde forms; an engine's refusal travels as a [`Reply::Error`] (or
+//! [`ScanPage::Error`]) carrying the typed error ([`ErrorWire`]), so the client raises the
+//! same `basalt_core::Error` variant an embedded engine would. Failures of the transport
+//! itself (a deadline, a message too large, bytes that do not decode) are gRPC statuses.
+//!
+//! Invariants: the enums only ever grow at their end (postcard names a variant by its
+//! index), and [`PROTOCOL_VERSION`] rises with any other change.
+
+use basalt_core::client::{
+    Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
+    RowResult, Scan,
+};
+use basalt_core::{
+    ColumnFamilyDescriptor, CompactionKind, CoprocessorDescriptor, ErrorWire, IntegrityReport,
+    OfflineRegion, PluginInfo, PreSplit, RegionInfo, SnapshotDescription, TableDescriptor,
+    TableName,
+};
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+/// The protocol's version, sent by [`Request::Hello`] and checked by the server.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One operation.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    /// Checks the protocol version; answered by [`Reply::Hello`].
+    Hello {
+        /// The client's [`PROTOCOL_VERSION`].
+        version: u32,
+    },
+    /// `Backend::put`.
+    Put(TableName, Put),
+    /// `Backend::delete`.
+    Delete(TableName, Delete),
+    /// `Backend::get`.
+    Get(TableName, Get),
+    /// `Backend::exists`.
+    Exists(TableName, Get),
+    /// `Backend::increment`.
+    Increment(TableName, Increment),
+    /// `Backend::append`.
+    Append(TableName, Append),
+    /// `Backend::check_and_mutate`.
+    CheckAndMutate(TableName, CheckAndMutate),
+    /// `Backend::mutate_row`.
+    MutateRow(TableName, RowMutations),
+    /// `Backend::batch`.
+    Batch(TableName, Vec<BatchOp>),
+    /// Pins a read point on the server; answered by [`Reply::ReadPoint`].
+    PinReadPoint,
+    /// Unpins a read point [`Request::PinReadPoint`] pinned.
+    ReleaseReadPoint(u64),
+    /// `Backend::create_table`.
+    CreateTable(TableDescriptor, PreSplit),
+    /// `Backend::delete_table`.
+    DeleteTable(TableName),
+    /// `Backend::enable_table`.
+    EnableTable(TableName),
+    /// `Backend::disable_table`.
+    DisableTable(TableName),
+    /// `Backend::is_table_enabled`.
+    IsTableEnabled(TableName),
+    /// `Backend::table_exists`.
+    TableExists(TableName),
+    /// `Backend::list_tables`.
+    ListTables,
+    /// `Backend::describe_table`.
+    DescribeTable(TableName),
+    /// `Backend::add_column_family`.
+    AddColumnFamily(TableName, ColumnFamilyDescriptor),
+    /// `Backend::modify_column_family`.
+    ModifyColumnFamily(TableName, ColumnFamilyDescriptor),
+    /// `Backend::delete_column_family`.
+    DeleteColumnFamily(TableName, Bytes),
+    /// `Backend::add_coprocessor`.
+    AddCoprocessor(TableName, CoprocessorDescriptor),
+    /// `Backend::remove_coprocessor`.
+    RemoveCoprocessor(TableName, String),
+    /// `Backend::set_coprocessors`.
+    SetCoprocessors(TableName, Vec<CoprocessorDescriptor>),
+    /// `Backend::create_namespace`.
+    CreateNamespace(String),
+    /// `Backend::delete_namespace`.
+    DeleteNamespace(String),
+    /// `Backend::list_namespaces`.
+    ListNamespaces,
+    /// `Backend::regions`.
+    Regions(TableName),
+    /// `Backend::flush`.
+    Flush(TableName),
+    /// `Backend::compact`.
+    Compact(TableName, CompactionKind),
+    /// `Backend::compact_region`.
+    CompactRegion(TableName, u64, CompactionKind),
+    /// `Backend::split_region`.
+    SplitRegion(TableName, u64, Option<Bytes>),
+    /// `Backend::merge_regions`.
+    MergeRegions(TableName, u64, u64),
+    /// `Backend::check_table`.
+    CheckTable(TableName),
+    /// `Backend::offline_regions`.
+    OfflineRegions,
+    /// `Backend::snapshot`.
+    Snapshot(String, Vec<TableName>, bool),
+    /// `Backend::list_snapshots`.
+    ListSnapshots,
+    /// `Backend::describe_snapshot`.
+    DescribeSnapshot(String),
+    /// `Backend::delete_snapshot`.
+    DeleteSnapshot(String),
+    /// `Backend::clone_snapshot`.
+    CloneSnapshot(String, Vec<(TableName, TableDescriptor)>),
+    /// `Backend::restore_snapshot`.
+    RestoreSnapshot(String),
+    /// `Backend::upload_plugin`.
+    UploadPlugin(Bytes),
+    /// `Backend::list_plugins`.
+    ListPlugins,
+    /// `Backend::describe_plugin`.
+    DescribePlugin(String),
+    /// `Backend::plugin_bytes`.
+    PluginBytes(String),
+    /// `Backend::delete_plugin`.
+    DeletePlugin(String),
+}
+
+impl Request {
+    /// The operation's name, for logs, metrics and errors.
+    pub fn name(&self) -> &'static str {
+        use Request::*;
+        match self {
+            Hello { .. } => "hello",
+            Put(..) => "put",
+            Delete(..) => "delete",
+            Get(..) => "get",
+            Exists(..) => "exists",
+            Increment(..) => "increment",
+            Append(..) => "append",
+            CheckAndMutate(..) => "check_and_mutate",
+            MutateRow(..) => "mutate_row",
+            Batch(..) => "batch",
+            PinReadPoint => "pin_read_point",
+            ReleaseReadPoint(..) => "release_read_point",
+            CreateTable(..) => "create_table",
+            DeleteTable(..) => "delete_table",
+            EnableTable(..) => "enable_table",
+            DisableTable(..) => "disable_table",
+            IsTableEnabled(..) => "is_table_enabled",
+            TableExists(..) => "table_exists",
+            ListTables => "list_tables",
+            DescribeTable(..) => "describe_table",
+            AddColumnFamily(..) => "add_column_family",
+            ModifyColumnFamily(..) => "modify_column_family",
+            DeleteColumnFamily(..) => "delete_column_family",
+            AddCoprocessor(..) => "add_coprocessor",
+            RemoveCoprocessor(..) => "remove_coprocessor",
+            SetCoprocessors(..) => "set_coprocessors",
+            CreateNamespace(..) => "create_namespace",
+            DeleteNamespace(..) => "delete_namespace",
+            ListNamespaces => "list_namespaces",
+            Regions(..) => "regions",
+            Flush(..) => "flush",
+            Compact(..) => "compact",
+            CompactRegion(..) => "compact_region",
+            SplitRegion(..) => "split_region",
+            MergeRegions(..) => "merge_regions",
+            CheckTable(..) => "check_table",
+            OfflineRegions => "offline_regions",
+            Snapshot(..) => "snapshot",
+            ListSnapshots => "list_snapshots",
+            DescribeSnapshot(..) => "describe_snapshot",
+            DeleteSnapshot(..) => "delete_snapshot",
+            CloneSnapshot(..) => "clone_snapshot",
+            RestoreSnapshot(..) => "restore_snapshot",
+            UploadPlugin(..) => "upload_plugin",
+            ListPlugins => "list_plugins",
+            DescribePlugin(..) => "describe_plugin",
+            PluginBytes(..) => "plugin_bytes",
+            DeletePlugin(..) => "delete_plugin",
+        }
+    }
+}
+
+/// One operation's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    /// The server's [`PROTOCOL_VERSION`] and process name.
+    Hello {
+        /// The server's protocol version.
+        version: u32,
+        /// The server's process name.
+        process: String,
+    },
+    /// The engine refused the operation: its typed error.
+    Error(ErrorWire),
+    /// Done, nothing to return.
+    Done,
+    /// A row.
+    Row(RowResult),
+    /// A yes or no.
+    Flag(bool),
+    /// A batch's outcomes, one per operation, in order.
+    Batch(Vec<Result<BatchOutcome, ErrorWire>>),
+    /// A pinned read point: its handle on the server, and the read point.
+    ReadPoint {
+        /// The handle [`Request::ReleaseReadPoint`] and [`ScanRequest::read_point`] name.
+        handle: u64,
+        /// The read point (sequence id).
+        point: u64,
+    },
+    /// Table descriptors.
+    Tables(Vec<TableDescriptor>),
+    /// One table descriptor.
+    Table(TableDescriptor),
+    /// Names (namespaces).
+    Names(Vec<String>),
+    /// Facts of regions.
+    Regions(Vec<RegionInfo>),
+    /// A split's daughters.
+    Split(Option<(u64, u64)>),
+    /// A region's id (a merge's result).
+    Region(u64),
+    /// A table's check.
+    Integrity(IntegrityReport),
+    /// Offline regions.
+    Offline(Vec<OfflineRegion>),
+    /// One snapshot.
+    Snapshot(SnapshotDescription),
+    /// Snapshots.
+    Snapshots(Vec<SnapshotDescription>),
+    /// A restore's fail-safe snapshot.
+    Restored(Option<String>),
+    /// One plugin.
+    Plugin(PluginInfo),
+    /// Plugins.
+    Plugins(Vec<PluginInfo>),
+    /// Bytes (a plugin's).
+    Bytes(Bytes),
+}
+
+/// A scan.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScanRequest {
+    /// The table.
+    pub table: TableName,
+    /// The scan.
+    pub scan: Scan,
+    /// A read point pinned on this server ([`Reply::ReadPoint`]'s handle), if any.
+    pub read_point: Option<u64>,
+}
+
+/// One page of a scan's stream.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ScanPage {
+    /// Rows, in the scan's order.
+    Rows(Vec<RowResult>),
+    /// The scan failed: its typed error, the stream's last page.
+    Error(ErrorWire),
+}

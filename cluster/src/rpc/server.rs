@@ -1,0 +1,330 @@
+//! The region server's side of the RPC: every [`Request`] dispatched to a
+//! `basalt_core::Backend` (the region server's engine), scans streamed in pages.
+//!
+//! Invariants: every call runs in a task of its own, so a client that gives up (its
+//! deadline passed, its connection dropped) never cancels an operation half way: the
+//! engine finishes it or refuses it, as it would for an embedded caller, and a panic in it
+//! becomes an `Internal` status, not a dead server. A scan's pages are produced one at a
+//! time into a channel of [`SCAN_PAGES_AHEAD`] pages, so a client that reads slowly holds
+//! the scan (HTTP/2 flow control, then the channel) instead of the server buffering its
+//! rows. Pinned read points are bounded in number ([`MAX_PINNED_READ_POINTS`]) and expire
+//! when unused for [`READ_POINT_IDLE`], so a client that vanished pins nothing for long.
+
+use super::messages::{Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
+use super::service::region_server_server::{RegionServer, RegionServerServer};
+use super::MAX_MESSAGE_BYTES;
+use basalt_core::client::{Backend, RowResult};
+use basalt_core::{Error, ErrorWire, Result};
+use futures::{Stream, StreamExt};
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::TcpListener;
+use tonic::{Response, Status};
+
+/// Pages a scan produces ahead of its client.
+pub const SCAN_PAGES_AHEAD: usize = 2;
+/// Rows per scan page, at most.
+pub const PAGE_ROWS: usize = 1024;
+/// Bytes of cells per scan page, about (a page ends after the row that passes it).
+pub const PAGE_BYTES: usize = 1 << 20;
+/// Read points one server keeps pinned for its clients, at most.
+pub const MAX_PINNED_READ_POINTS: usize = 10_000;
+/// How long a pinned read point lives unused.
+pub const READ_POINT_IDLE: Duration = Duration::from_secs(300);
+
+/// A region server's RPC service over `backend`.
+pub struct RegionRpc<B: Backend> {
+    inner: Arc<Inner<B>>,
+}
+
+impl<B: Backend> std::fmt::Debug for RegionRpc<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RegionRpc")
+            .field("process", &self.inner.process)
+            .finish()
+    }
+}
+
+struct Inner<B: Backend> {
+    backend: Arc<B>,
+    process: String,
+    read_points: Mutex<HashMap<u64, (B::ReadPoint, Instant)>>,
+    next_handle: AtomicU64,
+}
+
+impl<B: Backend> RegionRpc<B> {
+    /// The service of `backend`, for the server named `process`.
+    pub fn new(backend: Arc<B>, process: impl Into<String>) -> Self {
+        RegionRpc {
+            inner: Arc::new(Inner {
+                backend,
+                process: process.into(),
+                read_points: Mutex::new(HashMap::new()),
+                next_handle: AtomicU64::new(1),
+            }),
+        }
+    }
+
+    /// The tonic service, with the message size bounds of [`MAX_MESSAGE_BYTES`].
+    pub fn into_service(self) -> RegionServerServer<Self> {
+        RegionServerServer::new(self)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    }
+}
+
+/// Serves `backend` on `listener` until `shutdown` completes.
+pub async fn serve<B: Backend>(
+    backend: Arc<B>,
+    process: impl Into<String>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let service = RegionRpc::new(backend, process).into_service();
+    tonic::transport::Server::builder()
+        .concurrency_limit_per_connection(256)
+        .max_concurrent_streams(256)
+        .http2_max_header_list_size(16 << 10)
+        .http2_keepalive_interval(Some(Duration::from_secs(10)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .tcp_nodelay(true)
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener),
+            shutdown,
+        )
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(format!("RPC server: {e}"))))
+}
+
+type PageStream = Pin<Box<dyn Stream<Item = std::result::Result<ScanPage, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl<B: Backend> RegionServer for RegionRpc<B> {
+    async fn call(
+        &self,
+        request: tonic::Request<Request>,
+    ) -> std::result::Result<Response<Reply>, Status> {
+        let inner = Arc::clone(&self.inner);
+        let request = request.into_inner();
+        let name = request.name();
+        let task = tokio::spawn(async move {
+            match inner.dispatch(request).await {
+                Ok(reply) => reply,
+                Err(e) => Reply::Error(ErrorWire::from(&e)),
+            }
+        });
+        match task.await {
+            Ok(reply) => Ok(Response::new(reply)),
+            Err(e) => Err(Status::internal(format!(
+                "{name} failed on the server: {e}"
+            ))),
+        }
+    }
+
+    type ScanStream = PageStream;
+
+    async fn scan(
+        &self,
+        request: tonic::Request<ScanRequest>,
+    ) -> std::result::Result<Response<Self::ScanStream>, Status> {
+        let request = request.into_inner();
+        let at = match request.read_point {
+            None => None,
+            Some(h) => match self.inner.read_point(h) {
+                Some(at) => Some(at),
+                None => {
+                    let e = Error::bad_argument(format!(
+                        "read point {h} is not pinned on this server (released or expired)"
+                    ));
+                    let page: PageStream =
+                        Box::pin(futures::stream::iter([Ok(ScanPage::Error((&e).into()))]));
+                    return Ok(Response::new(page));
+                }
+            },
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel(SCAN_PAGES_AHEAD);
+        let opened = self
+            .inner
+            .backend
+            .scan(&request.table, request.scan, at.as_ref());
+        tokio::spawn(async move {
+            let mut rows = match opened {
+                Ok(rows) => rows,
+                Err(e) => {
+                    let _ = tx.send(Ok(ScanPage::Error((&e).into()))).await;
+                    return;
+                }
+            };
+            loop {
+                let mut page: Vec<RowResult> = Vec::new();
+                let mut bytes = 0usize;
+                let mut failed = None;
+                let mut ended = false;
+                while page.len() < PAGE_ROWS && bytes < PAGE_BYTES {
+                    match rows.next().await {
+                        Some(Ok(row)) => {
+                            bytes += row_bytes(&row);
+                            page.push(row);
+                        }
+                        Some(Err(e)) => {
+                            failed = Some(e);
+                            break;
+                        }
+                        None => {
+                            ended = true;
+                            break;
+                        }
+                    }
+                }
+                if !page.is_empty() && tx.send(Ok(ScanPage::Rows(page))).await.is_err() {
+                    return; // the client went away
+                }
+                if let Some(e) = failed {
+                    let _ = tx.send(Ok(ScanPage::Error((&e).into()))).await;
+                    return;
+                }
+                if ended {
+                    return;
+                }
+            }
+        });
+        let pages: PageStream = Box::pin(futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|page| (page, rx))
+        }));
+        Ok(Response::new(pages))
+    }
+}
+
+/// About how many bytes a row's cells take.
+fn row_bytes(row: &RowResult) -> usize {
+    row.cells
+        .iter()
+        .map(|c| c.row.len() + c.family.len() + c.qualifier.len() + c.value.len() + 16)
+        .sum()
+}
+
+impl<B: Backend> Inner<B> {
+    /// A pinned read point by its handle, renewed.
+    fn read_point(&self, handle: u64) -> Option<B::ReadPoint> {
+        let mut pins = self.read_points.lock().ok()?;
+        let (at, used) = pins.get_mut(&handle)?;
+        *used = Instant::now();
+        Some(at.clone())
+    }
+
+    /// Pins the backend's read point under a new handle.
+    fn pin(&self) -> Result<Reply> {
+        use basalt_core::client::ReadPointHandle;
+        let mut pins = self
+            .read_points
+            .lock()
+            .map_err(|_| Error::Busy("the read point table is poisoned".into()))?;
+        let now = Instant::now();
+        pins.retain(|_, (_, used)| now.duration_since(*used) < READ_POINT_IDLE);
+        if pins.len() >= MAX_PINNED_READ_POINTS {
+            return Err(Error::Busy(format!(
+                "{MAX_PINNED_READ_POINTS} read points pinned on this server; release some"
+            )));
+        }
+        let at = self.backend.pin_read_point()?;
+        let point = at.read_point();
+        let handle = self.next_handle.fetch_add(1, Ordering::Relaxed);
+        pins.insert(handle, (at, now));
+        Ok(Reply::ReadPoint { handle, point })
+    }
+
+    async fn dispatch(&self, request: Request) -> Result<Reply> {
+        use Request as Q;
+        let b = &self.backend;
+        Ok(match request {
+            Q::Hello { version } => {
+                if version != PROTOCOL_VERSION {
+                    return Err(Error::bad_argument(format!(
+                        "protocol version {version} is not this server's {PROTOCOL_VERSION}"
+                    )));
+                }
+                Reply::Hello {
+                    version: PROTOCOL_VERSION,
+                    process: self.process.clone(),
+                }
+            }
+            Q::Put(t, put) => b.put(&t, put).await.map(|()| Reply::Done)?,
+            Q::Delete(t, d) => b.delete(&t, d).await.map(|()| Reply::Done)?,
+            Q::Get(t, g) => Reply::Row(b.get(&t, g).await?),
+            Q::Exists(t, g) => Reply::Flag(b.exists(&t, g).await?),
+            Q::Increment(t, i) => Reply::Row(b.increment(&t, i).await?),
+            Q::Append(t, a) => Reply::Row(b.append(&t, a).await?),
+            Q::CheckAndMutate(t, c) => Reply::Flag(b.check_and_mutate(&t, c).await?),
+            Q::MutateRow(t, m) => b.mutate_row(&t, m).await.map(|()| Reply::Done)?,
+            Q::Batch(t, ops) => Reply::Batch(
+                b.batch(&t, ops)
+                    .await?
+                    .into_iter()
+                    .map(|r| r.map_err(|e| ErrorWire::from(&e)))
+                    .collect(),
+            ),
+            Q::PinReadPoint => self.pin()?,
+            Q::ReleaseReadPoint(h) => {
+                if let Ok(mut pins) = self.read_points.lock() {
+                    pins.remove(&h);
+                }
+                Reply::Done
+            }
+            Q::CreateTable(desc, split) => {
+                b.create_table(desc, split).await.map(|()| Reply::Done)?
+            }
+            Q::DeleteTable(t) => b.delete_table(&t).await.map(|()| Reply::Done)?,
+            Q::EnableTable(t) => b.enable_table(&t).await.map(|()| Reply::Done)?,
+            Q::DisableTable(t) => b.disable_table(&t).await.map(|()| Reply::Done)?,
+            Q::IsTableEnabled(t) => Reply::Flag(b.is_table_enabled(&t).await?),
+            Q::TableExists(t) => Reply::Flag(b.table_exists(&t).await?),
+            Q::ListTables => Reply::Tables(b.list_tables().await?),
+            Q::DescribeTable(t) => Reply::Table(b.describe_table(&t)?),
+            Q::AddColumnFamily(t, f) => b.add_column_family(&t, f).await.map(|()| Reply::Done)?,
+            Q::ModifyColumnFamily(t, f) => {
+                b.modify_column_family(&t, f).await.map(|()| Reply::Done)?
+            }
+            Q::DeleteColumnFamily(t, f) => {
+                b.delete_column_family(&t, &f).await.map(|()| Reply::Done)?
+            }
+            Q::AddCoprocessor(t, c) => b.add_coprocessor(&t, c).await.map(|()| Reply::Done)?,
+            Q::RemoveCoprocessor(t, n) => {
+                b.remove_coprocessor(&t, &n).await.map(|()| Reply::Done)?
+            }
+            Q::SetCoprocessors(t, c) => b.set_coprocessors(&t, c).await.map(|()| Reply::Done)?,
+            Q::CreateNamespace(n) => b.create_namespace(&n).await.map(|()| Reply::Done)?,
+            Q::DeleteNamespace(n) => b.delete_namespace(&n).await.map(|()| Reply::Done)?,
+            Q::ListNamespaces => Reply::Names(b.list_namespaces().await?),
+            Q::Regions(t) => Reply::Regions(b.regions(&t).await?),
+            Q::Flush(t) => b.flush(&t).await.map(|()| Reply::Done)?,
+            Q::Compact(t, k) => b.compact(&t, k).await.map(|()| Reply::Done)?,
+            Q::CompactRegion(t, id, k) => {
+                b.compact_region(&t, id, k).await.map(|()| Reply::Done)?
+            }
+            Q::SplitRegion(t, id, at) => Reply::Split(b.split_region(&t, id, at.as_deref()).await?),
+            Q::MergeRegions(t, a, c) => Reply::Region(b.merge_regions(&t, a, c).await?),
+            Q::CheckTable(t) => Reply::Integrity(b.check_table(&t).await?),
+            Q::OfflineRegions => Reply::Offline(b.offline_regions().await?),
+            Q::Snapshot(n, tables, companions) => {
+                Reply::Snapshot(b.snapshot(&n, &tables, companions).await?)
+            }
+            Q::ListSnapshots => Reply::Snapshots(b.list_snapshots().await?),
+            Q::DescribeSnapshot(n) => Reply::Snapshot(b.describe_snapshot(&n).await?),
+            Q::DeleteSnapshot(n) => b.delete_snapshot(&n).await.map(|()| Reply::Done)?,
+            Q::CloneSnapshot(n, targets) => {
+                b.clone_snapshot(&n, targets).await.map(|()| Reply::Done)?
+            }
+            Q::RestoreSnapshot(n) => Reply::Restored(b.restore_snapshot(&n).await?),
+            Q::UploadPlugin(bytes) => Reply::Plugin(b.upload_plugin(bytes.to_vec()).await?),
+            Q::ListPlugins => Reply::Plugins(b.list_plugins().await?),
+            Q::DescribePlugin(id) => Reply::Plugin(b.describe_plugin(&id).await?),
+            Q::PluginBytes(id) => Reply::Bytes(b.plugin_bytes(&id).await?),
+            Q::DeletePlugin(id) => b.delete_plugin(&id).await.map(|()| Reply::Done)?,
+        })
+    }
+}

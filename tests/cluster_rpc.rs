@@ -1,0 +1,159 @@
+//! The cluster's client and region servers end to end: a local etcd, three region servers
+//! in this process on a shared directory, and a client that finds them through etcd
+//! (`basalt_cluster::connect`).
+//!
+//! What it shows: every kind of call crosses the RPC and comes back as the embedded engine
+//! answers it (rows, counters, batches, scans over regions in both directions, typed
+//! errors); a server stopped gracefully hands the store to a standby, and the client finds
+//! it there with every acknowledged write.
+
+#[path = "common/cluster.rs"]
+mod cluster;
+
+use basalt::client::{BatchOp, BatchOutcome, Delete, Get, Increment, Put, Scan};
+use basalt::{ColumnFamilyDescriptor, Error, PreSplit, TableDescriptor, TableName};
+use cluster::TestCluster;
+use futures::TryStreamExt;
+
+fn orders() -> TableDescriptor {
+    TableDescriptor::new(TableName::parse("orders").unwrap())
+        .family(ColumnFamilyDescriptor::new("d"))
+}
+
+fn splits() -> PreSplit {
+    PreSplit::Keys(vec![b"g".to_vec(), b"n".to_vec(), b"t".to_vec()])
+}
+
+async fn keys<B: basalt::Backend>(t: &basalt::client::Table<B>, scan: Scan) -> Vec<String> {
+    let rows: Vec<_> = t.scan(scan).unwrap().try_collect().await.unwrap();
+    rows.iter()
+        .map(|r| String::from_utf8(r.row.to_vec()).unwrap())
+        .collect()
+}
+
+fn rows(n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| format!("{}{:03}", (b'a' + (i % 26) as u8) as char, i))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_cross_the_rpc_with_the_engines_answers() {
+    let cluster = TestCluster::start(3).await;
+    let conn = cluster.connect().await;
+    let admin = conn.admin();
+    admin
+        .create_table_with_splits(orders(), splits())
+        .await
+        .unwrap();
+    assert_eq!(admin.regions("orders").await.unwrap().len(), 4);
+    let t = conn.table("orders").unwrap();
+    for r in rows(200) {
+        t.put(Put::new(&r).add_column("d", "v", r.as_bytes()))
+            .await
+            .unwrap();
+    }
+    let got = t.get(Get::new("c002")).await.unwrap();
+    assert_eq!(&got.cells[0].value[..], b"c002");
+    assert!(t.get(Get::new("zz")).await.unwrap().is_empty());
+
+    // Scans over the four regions, both ways, with a limit that crosses them.
+    let mut want = rows(200);
+    want.sort();
+    let all = keys(&t, Scan::new()).await;
+    assert_eq!(all, want);
+    let back = keys(&t, Scan::new().reversed(true).limit(150)).await;
+    let mut rev = want.clone();
+    rev.reverse();
+    assert_eq!(back, rev[..150].to_vec());
+    let mid = keys(&t, Scan::new().start_row("f").stop_row("p")).await;
+    let want_mid: Vec<String> = want
+        .iter()
+        .filter(|r| r.as_str() >= "f" && r.as_str() < "p")
+        .cloned()
+        .collect();
+    assert_eq!(mid, want_mid);
+
+    // Counters, batches and deletes.
+    let inc = t
+        .increment(Increment::new("k1").add_column("d", "n", 5))
+        .await
+        .unwrap();
+    assert_eq!(inc.cells[0].value.as_ref(), 5i64.to_be_bytes());
+    let out = t
+        .batch(vec![
+            BatchOp::Put(Put::new("k2").add_column("d", "v", "x")),
+            BatchOp::Get(Get::new("k1")),
+            BatchOp::Put(Put::new("k3").add_column("nope", "v", "x")),
+        ])
+        .await
+        .unwrap();
+    assert!(matches!(out[0], Ok(BatchOutcome::Done)));
+    assert!(matches!(&out[1], Ok(BatchOutcome::Row(r)) if !r.is_empty()));
+    assert!(
+        matches!(out[2], Err(Error::FamilyNotFound { .. })),
+        "{:?}",
+        out[2]
+    );
+    t.delete(Delete::new("k2")).await.unwrap();
+    assert!(t.get(Get::new("k2")).await.unwrap().is_empty());
+
+    // Typed errors come back as the engine's.
+    let missing = conn.table("missing").unwrap();
+    assert!(matches!(
+        missing.get(Get::new("a")).await,
+        Err(Error::TableNotFound(_))
+    ));
+    assert!(matches!(
+        t.put(Put::new("a").add_column("nope", "q", "v")).await,
+        Err(Error::FamilyNotFound { .. })
+    ));
+    assert!(matches!(
+        t.put(Put::new("").add_column("d", "q", "v")).await,
+        Err(Error::InvalidRow(_))
+    ));
+    assert!(matches!(
+        admin.create_table(orders()).await,
+        Err(Error::TableExists(_))
+    ));
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_hands_the_store_to_a_standby() {
+    let mut cluster = TestCluster::start(2).await;
+    let conn = cluster.connect().await;
+    conn.admin()
+        .create_table_with_splits(orders(), splits())
+        .await
+        .unwrap();
+    let t = conn.table("orders").unwrap();
+    for r in rows(100) {
+        t.put(Put::new(&r).add_column("d", "v", r.as_bytes()))
+            .await
+            .unwrap();
+    }
+    // Stop whichever server serves; the other opens the store and serves.
+    let live = basalt_cluster::EtcdCoordination::connect(cluster.etcd_config())
+        .await
+        .unwrap();
+    let serving = live.live_servers().await.unwrap();
+    assert_eq!(serving.len(), 1, "one server serves, the other stands by");
+    let i: usize = serving[0]
+        .process
+        .trim_start_matches("rs-")
+        .parse()
+        .unwrap();
+    cluster.servers[i].take().unwrap().stop().await.unwrap();
+    for r in rows(100) {
+        let got = t.get(Get::new(&r)).await.unwrap();
+        assert_eq!(got.cells[0].value.as_ref(), r.as_bytes());
+    }
+    t.put(Put::new("after").add_column("d", "v", "1"))
+        .await
+        .unwrap();
+    let now = live.live_servers().await.unwrap();
+    assert_eq!(now.len(), 1);
+    assert_ne!(now[0].process, serving[0].process);
+    cluster.stop().await;
+}
