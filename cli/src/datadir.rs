@@ -43,6 +43,11 @@ impl DataDir {
         Ok((registry, indexes, host))
     }
 
+    /// The tool's coprocessor loader on its own (a region server's, `regionserver`).
+    pub(crate) fn tool_registry() -> Result<Arc<Registry>> {
+        Ok(Self::registry()?.0)
+    }
+
     /// Opens (creating if missing) the data directory `dir`.
     pub async fn open(dir: &Path) -> Result<DataDir> {
         Self::open_with(Config::new(dir)).await

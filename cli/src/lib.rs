@@ -7,13 +7,13 @@
 //! only parses arguments and calls into these.
 //!
 //! Layers, bottom to top: `error`, `progress`, `datadir`, `offline`, `import`, `report`,
-//! `backup`, `shell`, `serve`.
+//! `backup`, `shell`, `serve`, `regionserver`.
 //!
 //! Each module uses only modules before it in that list: the error type and progress bars
 //! at the bottom, then opening a data directory the tool's way; the offline check and
 //! repair; the importer; the region report (which prints sizes as the check does);
 //! backups ([`run_backup`], [`run_verify_backup`], [`run_restore`]); the shell; and on top the Thrift gateway, whose status page prints families as the shell's
-//! `describe` does.
+//! `describe` does; and a cluster's region server ([`run_regionserver`]).
 //!
 //! Public modules: none. Every module is private: what the binary, the tests and the docs
 //! use is re-exported at the crate root, so the compiler reports what no one uses.
@@ -31,6 +31,7 @@ mod error;
 mod import;
 mod offline;
 mod progress;
+mod regionserver;
 mod report;
 mod serve;
 mod shell;
@@ -44,6 +45,7 @@ pub use import::{
 };
 pub use offline::{check_offline, run_check, run_repair};
 pub use progress::Interrupt;
+pub use regionserver::{run as run_regionserver, RegionServerOptions};
 pub use report::{run_report, RegionRow, TableReport};
 pub use serve::{
     init_logging, serve, CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, Listening,

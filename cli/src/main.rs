@@ -14,6 +14,9 @@
 //!
 //! `basalt serve DIR` serves HBase's Thrift1 service over DIR ([`basalt_cli::serve()`]), so
 //! happybase and other HBase Thrift clients work unchanged.
+//!
+//! `basalt regionserver --etcd URLS --store DIR --data DIR` runs a region server of a
+//! cluster ([`basalt_cli::run_regionserver`], docs/cluster.md).
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
@@ -56,6 +59,8 @@ enum Command {
     },
     /// Serves HBase's Thrift1 service (as happybase uses it) over a data directory.
     Serve(ServeArgs),
+    /// Runs a region server of a cluster: etcd for coordination, a shared store directory.
+    Regionserver(RegionServerArgs),
     #[command(flatten)]
     Tool(Tool),
 }
@@ -171,6 +176,54 @@ struct ServeArgs {
     scanner_lease: u64,
 }
 
+/// `basalt regionserver`'s flags (docs/cluster.md).
+#[derive(clap::Args)]
+struct RegionServerArgs {
+    /// etcd's members, comma-separated (`host:port` or URLs).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd: Vec<String>,
+    /// The prefix of the cluster's keys in etcd.
+    #[arg(long, default_value = "/basalt")]
+    prefix: String,
+    /// The cluster's shared store: a directory every server reaches.
+    #[arg(long)]
+    store: PathBuf,
+    /// This server's scratch directory (nothing durable is kept there).
+    #[arg(long)]
+    data: PathBuf,
+    /// The server's name, unique in the cluster (default: regionserver-<port>).
+    #[arg(long)]
+    name: Option<String>,
+    /// The address the RPC service listens on (loopback unless asked).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// The RPC port (0 picks a free one).
+    #[arg(long, default_value_t = 16020)]
+    port: u16,
+    /// The lease's time to live, in seconds: how long a dead server's regions wait.
+    #[arg(long, default_value_t = 10)]
+    lease_secs: u64,
+}
+
+fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
+    basalt_cli::init_logging();
+    let options = basalt_cli::RegionServerOptions {
+        etcd: a.etcd,
+        prefix: a.prefix,
+        store: a.store,
+        data_dir: a.data,
+        name: a.name.unwrap_or_else(|| format!("regionserver-{}", a.port)),
+        listen: std::net::SocketAddr::new(a.bind, a.port),
+        lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
+    };
+    basalt_cli::run_regionserver(options, None, |at| {
+        // One line once listening (scripts and tests wait for it).
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "listening on {at}");
+        let _ = out.flush();
+    })
+}
+
 fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
     use basalt_cli::{Protocol, ServeOptions, Transport};
     use std::time::Duration;
@@ -228,6 +281,13 @@ fn main() -> ExitCode {
             }
         },
         Command::Serve(args) => match serve(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ERROR: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Regionserver(args) => match regionserver(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ERROR: {e}");

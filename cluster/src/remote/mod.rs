@@ -88,7 +88,10 @@ impl RemoteBackend {
 
     /// Sends `request` to `target`'s server, retrying as the module doc says.
     async fn send(&self, target: Target<'_>, request: Request, idempotent: bool) -> Result<Reply> {
-        let rpc = self.policy.rpc_timeout;
+        let rpc = match target {
+            Target::Row(..) => self.policy.rpc_timeout,
+            Target::Any => self.policy.operation_timeout,
+        };
         let router = &self.router;
         let table = match &target {
             Target::Row(t, _) => Some(*t),

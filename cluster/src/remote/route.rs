@@ -173,7 +173,10 @@ pub struct RetryPolicy {
     /// The whole operation's deadline, retries included (HBase's
     /// `hbase.client.operation.timeout`).
     pub operation_timeout: Duration,
-    /// Each call's deadline (HBase's `hbase.rpc.timeout`).
+    /// Each row operation's or scan page's deadline (HBase's `hbase.rpc.timeout`): a
+    /// server that does not answer in time (paused, cut off) is given up and the region
+    /// located again. Schema, snapshot and maintenance calls, which may run long (a major
+    /// compaction), wait up to the operation's deadline instead.
     pub rpc_timeout: Duration,
     /// The first pause between tries; it doubles up to [`RetryPolicy::max_pause`].
     pub pause: Duration,
@@ -185,7 +188,7 @@ impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             operation_timeout: Duration::from_secs(30),
-            rpc_timeout: Duration::from_secs(10),
+            rpc_timeout: Duration::from_secs(5),
             pause: Duration::from_millis(20),
             max_pause: Duration::from_millis(1000),
         }

@@ -67,6 +67,7 @@ impl RpcClient {
     /// its error.
     pub async fn call(&self, request: Request, deadline: Duration) -> Result<Reply> {
         let name = request.name();
+        fits(name, &self.address, &request)?;
         let mut req = tonic::Request::new(request);
         req.set_timeout(deadline);
         let mut client = self.client.clone();
@@ -89,6 +90,7 @@ impl RpcClient {
         deadline: Duration,
     ) -> Result<impl Stream<Item = Result<RowResult>> + Send + Unpin + 'static> {
         let address = self.address.clone();
+        fits("scan", &address, &request)?;
         let mut client = self.client.clone();
         let pages = tokio::time::timeout(deadline, client.scan(tonic::Request::new(request)))
             .await
@@ -123,6 +125,22 @@ impl RpcClient {
         .flatten();
         Ok(Box::pin(rows))
     }
+}
+
+/// Refuses a request larger than [`MAX_MESSAGE_BYTES`] before it is sent, as
+/// [`Error::BadArgument`]: tonic's encoder would refuse it too, but half way through the
+/// request's body, and the client would then see only the stream's reset ("h2 protocol
+/// error"), not why.
+fn fits<T: serde::Serialize>(call: &str, address: &str, request: &T) -> Result<()> {
+    let size = postcard::experimental::serialized_size(request)
+        .map_err(|e| Error::bad_argument(format!("{call} to {address}: cannot encode: {e}")))?;
+    if size > MAX_MESSAGE_BYTES {
+        return Err(Error::bad_argument(format!(
+            "{call} to {address}: the request is too large: {size} bytes, the limit is \
+             {MAX_MESSAGE_BYTES} bytes"
+        )));
+    }
+    Ok(())
 }
 
 /// The error of a call that passed its deadline.

@@ -1,0 +1,273 @@
+//! Failover of `basalt regionserver` processes: a local etcd, two region servers (real
+//! processes of the `basalt` binary, 3 s leases) on one shared store directory, and a
+//! client in this process writing under load through `basalt_cluster::connect`.
+//!
+//! Faults: the serving process killed with SIGKILL (the standby takes the store over once
+//! its lease expires: fences its WAL, replays it, serves), and the serving process paused
+//! with SIGSTOP for two lease lengths, then resumed (it finds itself fenced and stands by
+//! again). Afterwards every write the client saw acknowledged reads back, the cluster took
+//! writes again within 15 s of each fault (the measured times are printed), and the
+//! processes are stopped.
+
+use basalt_cluster::{EtcdConfig, EtcdCoordination, LocalEtcd, RetryPolicy};
+use basalt_core::client::{Get, Put};
+use basalt_core::{ColumnFamilyDescriptor, PreSplit, TableDescriptor, TableName};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A `basalt regionserver` process, killed when dropped.
+struct Server {
+    name: String,
+    child: Child,
+}
+
+impl Server {
+    fn start(etcd: &str, prefix: &str, store: &Path, scratch: &Path, name: &str) -> Server {
+        let data = scratch.join(name);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_basalt"))
+            .args([
+                "regionserver",
+                "--etcd",
+                etcd,
+                "--prefix",
+                prefix,
+                "--port",
+                "0",
+            ])
+            .args(["--lease-secs", "3", "--name", name])
+            .arg("--store")
+            .arg(store)
+            .arg("--data")
+            .arg(&data)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the basalt binary starts");
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("a first line");
+        assert!(line.starts_with("listening on "), "{line:?}");
+        Server {
+            name: name.to_string(),
+            child,
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(status.success());
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The process name of the server that serves now (waiting up to 20 s for one other
+/// than `not`).
+async fn serving_other_than(coord: &EtcdCoordination, not: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let live = coord.live_servers().await.unwrap();
+        if let Some(s) = live.iter().find(|s| s.process != not) {
+            return s.process.clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no server other than {not:?} serves"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The process name of the server that serves now (waiting up to 20 s for one).
+async fn serving(coord: &EtcdCoordination) -> String {
+    serving_other_than(coord, "").await
+}
+
+/// Writers putting unique rows until stopped; every acknowledged row is logged, with the
+/// time of the last acknowledgement.
+struct Load {
+    acked: Arc<Mutex<Vec<String>>>,
+    last_ack_ms: Arc<AtomicU64>,
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    start: Instant,
+}
+
+impl Load {
+    fn start(
+        conn: &basalt_core::Connection<basalt_cluster::RemoteBackend>,
+        writers: usize,
+    ) -> Load {
+        let acked = Arc::new(Mutex::new(Vec::new()));
+        let last_ack_ms = Arc::new(AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let start = Instant::now();
+        let tasks = (0..writers)
+            .map(|w| {
+                let t = conn.table("orders").unwrap();
+                let (acked, last, stop) = (acked.clone(), last_ack_ms.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let mut i = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let row = format!("{}-{w}-{i:08}", (b'a' + (i % 26) as u8) as char);
+                        let put = Put::new(&row).add_column("d", "v", row.as_bytes());
+                        if t.put(put).await.is_ok() {
+                            acked.lock().unwrap().push(row);
+                            last.store(start.elapsed().as_millis() as u64, Ordering::Relaxed);
+                        }
+                        i += 1;
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                    }
+                })
+            })
+            .collect();
+        Load {
+            acked,
+            last_ack_ms,
+            stop,
+            tasks,
+            start,
+        }
+    }
+
+    /// How long after `fault` (an instant after `start`) the first acknowledgement came
+    /// (an answer sent before the fault may still arrive within its first 200 ms: those do
+    /// not count).
+    async fn writable_after(&self, fault: Instant) -> Duration {
+        let from = fault.duration_since(self.start).as_millis() as u64 + 200;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let last = self.last_ack_ms.load(Ordering::Relaxed);
+            if last > from {
+                return Duration::from_millis(last - from);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no write acknowledged within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn stop(self) -> Vec<String> {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.unwrap();
+        }
+        let acked = self.acked.lock().unwrap().clone();
+        acked
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
+    let etcd = LocalEtcd::start().expect("a local etcd (Debian's etcd-server)");
+    let endpoint = etcd.endpoint();
+    let prefix = format!("/failover-{}", std::process::id());
+    let store = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    let config = EtcdConfig::new([endpoint.clone()]).prefix(prefix.clone());
+    let coord = EtcdCoordination::connect(config.clone()).await.unwrap();
+    let mut servers = vec![
+        Server::start(&endpoint, &prefix, store.path(), scratch.path(), "rs-0"),
+        Server::start(&endpoint, &prefix, store.path(), scratch.path(), "rs-1"),
+    ];
+    serving(&coord).await;
+
+    let conn = basalt_cluster::connect_with(config, RetryPolicy::default())
+        .await
+        .unwrap();
+    let desc = TableDescriptor::new(TableName::parse("orders").unwrap())
+        .family(ColumnFamilyDescriptor::new("d"));
+    let split = PreSplit::Keys(vec![b"g".to_vec(), b"n".to_vec(), b"t".to_vec()]);
+    conn.admin()
+        .create_table_with_splits(desc, split)
+        .await
+        .unwrap();
+    let load = Load::start(&conn, 4);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // kill -9 the serving server; the standby takes over.
+    let victim = serving(&coord).await;
+    let i = servers.iter().position(|s| s.name == victim).unwrap();
+    let killed_at = Instant::now();
+    servers[i].signal("-KILL");
+    let survivor = serving_other_than(&coord, &victim).await;
+    println!(
+        "kill -9 {victim}: {survivor} serves after {:?}",
+        killed_at.elapsed()
+    );
+    let after_kill = load.writable_after(killed_at).await;
+    println!(
+        "kill -9 {victim}: writable again after {:?}",
+        after_kill + Duration::from_millis(200)
+    );
+    assert!(after_kill < Duration::from_secs(15), "{after_kill:?}");
+    // The killed server comes back, as a standby.
+    servers[i] = Server::start(&endpoint, &prefix, store.path(), scratch.path(), &victim);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+
+    // SIGSTOP the serving server for two lease lengths, then SIGCONT.
+    let paused = serving(&coord).await;
+    let j = servers.iter().position(|s| s.name == paused).unwrap();
+    let paused_at = Instant::now();
+    servers[j].signal("-STOP");
+    // Another server takes over while it is paused.
+    let now = serving_other_than(&coord, &paused).await;
+    println!(
+        "SIGSTOP {paused}: {now} serves after {:?}",
+        paused_at.elapsed()
+    );
+    let after_pause = load.writable_after(paused_at).await;
+    println!(
+        "SIGSTOP {paused}: writable again after {:?}",
+        after_pause + Duration::from_millis(200)
+    );
+    assert!(after_pause < Duration::from_secs(15), "{after_pause:?}");
+    tokio::time::sleep(Duration::from_secs(6).saturating_sub(paused_at.elapsed())).await;
+    servers[j].signal("-CONT");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        serving(&coord).await,
+        now,
+        "the paused server was fenced and stands by"
+    );
+
+    let acked = load.stop().await;
+    assert!(
+        acked.len() > 100,
+        "only {} writes acknowledged",
+        acked.len()
+    );
+    let t = conn.table("orders").unwrap();
+    let mut lost = Vec::new();
+    for row in &acked {
+        let got = t.get(Get::new(row)).await.unwrap();
+        if got.is_empty() {
+            lost.push(row.clone());
+        }
+    }
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged writes lost: {:?}",
+        lost.len(),
+        &lost[..lost.len().min(10)]
+    );
+    println!("{} acknowledged writes, none lost", acked.len());
+    drop(servers);
+}
