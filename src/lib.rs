@@ -18,6 +18,11 @@ pub use basalt_plugins as plugins;
 #[doc = include_str!("../docs/plugins.md")]
 pub struct PluginsGuideSnippets;
 
+/// The snippets of `docs/cluster.md`, compiled by `cargo test --doc`.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/cluster.md")]
+pub struct ClusterGuideSnippets;
+
 /// The snippets of `docs/recovery.md`, compiled by `cargo test --doc`.
 #[cfg(doctest)]
 #[doc = include_str!("../docs/recovery.md")]

@@ -4,11 +4,13 @@
 //!
 //! Faults: the serving process killed with SIGKILL (the standby takes the store over once
 //! its lease expires: fences its WAL, replays it, serves), and the serving process paused
-//! with SIGSTOP for two lease lengths, then resumed (it finds itself fenced and stands by
-//! again). Afterwards every write the client saw acknowledged reads back, the cluster took
+//! with SIGSTOP for two lease lengths, then resumed (it answers nothing, not even a read,
+//! finds itself fenced and stands by again). Afterwards every write the client saw acknowledged reads back, the cluster took
 //! writes again within 15 s of each fault (the measured times are printed), and the
 //! processes are stopped.
 
+use basalt_cluster::rpc::client::RpcClient;
+use basalt_cluster::rpc::messages::Request;
 use basalt_cluster::{EtcdConfig, EtcdCoordination, LocalEtcd, RetryPolicy};
 use basalt_core::client::{Get, Put};
 use basalt_core::{ColumnFamilyDescriptor, PreSplit, TableDescriptor, TableName};
@@ -224,6 +226,10 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
 
     // SIGSTOP the serving server for two lease lengths, then SIGCONT.
     let paused = serving(&coord).await;
+    let paused_address = coord.live_servers().await.unwrap()[0]
+        .info
+        .rpc_address
+        .clone();
     let j = servers.iter().position(|s| s.name == paused).unwrap();
     let paused_at = Instant::now();
     servers[j].signal("-STOP");
@@ -241,6 +247,18 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
     assert!(after_pause < Duration::from_secs(15), "{after_pause:?}");
     tokio::time::sleep(Duration::from_secs(6).saturating_sub(paused_at.elapsed())).await;
     servers[j].signal("-CONT");
+    // Woken up, it answers nothing: not even a read (its lease is past, by its own clock).
+    let direct = RpcClient::new(&paused_address).unwrap();
+    let get = Request::Get(
+        TableName::parse("orders").unwrap(),
+        Get::new("a-0-00000000"),
+    );
+    let answer = direct.call(get, Duration::from_secs(3)).await;
+    assert!(answer.is_err(), "the paused server answered {answer:?}");
+    println!(
+        "SIGCONT {paused}: a read sent to it at once: {:?}",
+        answer.err()
+    );
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(
         serving(&coord).await,

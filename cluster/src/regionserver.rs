@@ -1,11 +1,14 @@
 //! A region server: an engine on the cluster's shared store, its regions owned through
 //! etcd, its RPC service on the network, registered under its lease while it serves.
 //!
-//! [`start`] connects to etcd, binds the RPC address, then opens the engine on the shared
-//! store with [`EtcdCoordination`] as its coordination. The engine claims the regions it
-//! opens; while another live server owns them, the open fails with `RegionOwned` and the
-//! server waits as a standby, trying again every [`STANDBY_RETRY`]. When the owner's lease
-//! ends (killed, paused, cut off), the standby's open succeeds: the engine fences the
+//! [`start`] connects to etcd, binds the RPC address, then waits for its turn to serve
+//! the store: the cluster's election (`EtcdCoordination::campaign`, one key under a lease
+//! of the server's own, renewed every third of its time to live), so that at most one
+//! server opens the store at a time, even one with no region yet. Having won, it opens the
+//! engine on the shared store with [`EtcdCoordination`] as its coordination. The engine
+//! claims the regions it opens; while the previous server's engine lease still owns them,
+//! the open fails with `RegionOwned` and is tried again every [`STANDBY_RETRY`]. When the
+//! owner's lease ends (killed, paused, cut off), the standby's open succeeds: the engine fences the
 //! owner's WAL writer, replays its edits above the regions' flushed sequence ids and
 //! serves (`basalt_core`'s `server/open/takeover.rs`). Only then does the server register
 //! (`P/servers/<process>` under the engine's lease) and answer RPCs, so clients, which
@@ -16,19 +19,23 @@
 //! by the lease check) and starts over as a standby with a new lease, a new node
 //! generation.
 //!
-//! Invariants: the RPC service answers only while the engine that serves it holds the
-//! lease its registration is bound to (within one [`LEASE_CHECK`]; a write after the lease
-//! ended is refused by the engine itself, and a takeover fences its WAL); every life of a
+//! Invariants: the RPC service answers only while the lease its registration is bound to
+//! surely lives (the sending time of the engine's last successful renewal plus the time
+//! to live, checked on the local clock before every call and scan page: a paused server
+//! that wakes up answers nothing, reads included); a write after the lease ended is also
+//! refused by the engine itself, and a takeover fences its WAL; every life of a
 //! server listens on the same address, and nothing listens there while it stands by.
 
-use crate::rpc::server::serve;
+use crate::rpc::server::{serve_rpc, Guard, RegionRpc};
 use crate::{EtcdConfig, EtcdCoordination, ServerInfo};
+use basalt_core::coord::Coordination;
 use basalt_core::objects::{Objects, StoreObjects};
 use basalt_core::{Config, Connection, Error, Result};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
@@ -164,7 +171,11 @@ impl Lives {
     ) -> Result<()> {
         let mut first = Some(listener);
         loop {
+            let Some(turn) = self.campaign(&mut stopped).await? else {
+                return Ok(());
+            };
             let Some(conn) = self.open(&mut stopped).await? else {
+                turn.end(&self.coord).await;
                 return Ok(());
             };
             // The first life serves on the listener bound at start; a later one binds the
@@ -180,8 +191,55 @@ impl Lives {
                     }
                 },
             };
-            if self.serve(conn, listener, &mut stopped).await? {
+            let ended = self.serve(conn, listener, &turn, &mut stopped).await;
+            turn.end(&self.coord).await;
+            if ended? {
                 return Ok(());
+            }
+        }
+    }
+
+    /// Waits for this server's turn to serve the store (the cluster's election, under a
+    /// lease of its own renewed by a task); `None` when stopped first.
+    async fn campaign(&self, stopped: &mut watch::Receiver<bool>) -> Result<Option<Turn>> {
+        let name = format!("{}.serving", self.config.process);
+        let lease = self.coord.grant_lease(&name, self.config.lease_ttl).await?;
+        let lost = Arc::new(AtomicBool::new(false));
+        let renewal = {
+            let (coord, id, lost) = (self.coord.clone(), lease.id, Arc::clone(&lost));
+            let every = self.config.lease_ttl / 3;
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(every).await;
+                    if coord.keep_alive(id).await.is_err() {
+                        lost.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                }
+            })
+        };
+        let mut turn = Turn {
+            lease,
+            term: None,
+            renewal,
+            lost,
+        };
+        let won = tokio::select! {
+            won = self.coord.campaign(&turn.lease, STANDBY_RETRY) => Some(won),
+            _ = stopped.wait_for(|s| *s) => None,
+        };
+        match won {
+            Some(Ok(term)) => {
+                turn.term = Some(term);
+                Ok(Some(turn))
+            }
+            Some(Err(e)) => {
+                turn.end(&self.coord).await;
+                Err(e)
+            }
+            None => {
+                turn.end(&self.coord).await;
+                Ok(None)
             }
         }
     }
@@ -221,6 +279,7 @@ impl Lives {
         &self,
         conn: Connection,
         listener: std::net::TcpListener,
+        turn: &Turn,
         stopped: &mut watch::Receiver<bool>,
     ) -> Result<bool> {
         let engine = Arc::clone(conn.engine());
@@ -242,18 +301,23 @@ impl Lives {
         let tokio_listener = TcpListener::from_std(listener)?;
         let (quit, quitting) = watch::channel(false);
         let mut quitting_rx = quitting.clone();
-        let server = tokio::spawn(serve(
-            Arc::clone(&engine),
-            self.config.process.clone(),
-            tokio_listener,
-            async move {
-                let _ = quitting_rx.wait_for(|q| *q).await;
-            },
-        ));
+        // Nothing is answered past the lease: a paused server that wakes up refuses every
+        // call at once, before it learns that another server took over.
+        let lease_engine = Arc::clone(&engine);
+        let lease_id = lease.id;
+        let guard: Guard = Arc::new(move || match lease_engine.lease_valid_until() {
+            Some(until) if Instant::now() >= until => Err(Error::LeaseExpired { lease: lease_id }),
+            _ => Ok(()),
+        });
+        let process = self.config.process.clone();
+        let rpc = RegionRpc::with_guard(Arc::clone(&engine), process, Some(guard));
+        let server = tokio::spawn(serve_rpc(rpc, tokio_listener, async move {
+            let _ = quitting_rx.wait_for(|q| *q).await;
+        }));
         let ended = loop {
             tokio::select! {
                 _ = tokio::time::sleep(LEASE_CHECK) => {
-                    if !self.registered(lease.id).await {
+                    if turn.lost.load(Ordering::SeqCst) || !self.registered(lease.id).await {
                         tracing::warn!(process = %self.config.process, "lease lost: serving stops");
                         break false;
                     }
@@ -293,4 +357,26 @@ fn bind(address: SocketAddr) -> Result<std::net::TcpListener> {
     let listener = std::net::TcpListener::bind(address)?;
     listener.set_nonblocking(true)?;
     Ok(listener)
+}
+
+/// A server's turn as the one serving the store: its election lease, renewed by a task,
+/// and the term it won.
+struct Turn {
+    lease: basalt_core::coord::Lease,
+    term: Option<crate::Leadership>,
+    renewal: tokio::task::JoinHandle<()>,
+    /// Set when a renewal failed: the turn is over.
+    lost: Arc<AtomicBool>,
+}
+
+impl Turn {
+    /// Ends the turn: resigns the term and revokes the lease (best effort: an unreachable
+    /// etcd lets them expire).
+    async fn end(self, coord: &EtcdCoordination) {
+        self.renewal.abort();
+        if let Some(term) = &self.term {
+            let _ = coord.resign(term).await;
+        }
+        let _ = coord.revoke_lease(self.lease.id).await;
+    }
 }

@@ -7,7 +7,9 @@
 //! becomes an `Internal` status, not a dead server. A scan's pages are produced one at a
 //! time into a channel of [`SCAN_PAGES_AHEAD`] pages, so a client that reads slowly holds
 //! the scan (HTTP/2 flow control, then the channel) instead of the server buffering its
-//! rows. Pinned read points are bounded in number ([`MAX_PINNED_READ_POINTS`]) and expire
+//! rows. A region server's service answers only while its lease surely lives
+//! ([`RegionRpc::with_guard`]): checked before every call and every scan page. Pinned read
+//! points are bounded in number ([`MAX_PINNED_READ_POINTS`]) and expire
 //! when unused for [`READ_POINT_IDLE`], so a client that vanished pins nothing for long.
 
 use super::messages::{Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
@@ -49,9 +51,14 @@ impl<B: Backend> std::fmt::Debug for RegionRpc<B> {
     }
 }
 
+/// Whether the server may answer now (a region server's lease check); an error is the
+/// refusal every call gets.
+pub type Guard = Arc<dyn Fn() -> Result<()> + Send + Sync>;
+
 struct Inner<B: Backend> {
     backend: Arc<B>,
     process: String,
+    guard: Option<Guard>,
     read_points: Mutex<HashMap<u64, (B::ReadPoint, Instant)>>,
     next_handle: AtomicU64,
 }
@@ -59,10 +66,17 @@ struct Inner<B: Backend> {
 impl<B: Backend> RegionRpc<B> {
     /// The service of `backend`, for the server named `process`.
     pub fn new(backend: Arc<B>, process: impl Into<String>) -> Self {
+        Self::with_guard(backend, process, None)
+    }
+
+    /// [`RegionRpc::new`], answering only while `guard` says so (when given): every call,
+    /// and every page of a scan, is refused with its error otherwise.
+    pub fn with_guard(backend: Arc<B>, process: impl Into<String>, guard: Option<Guard>) -> Self {
         RegionRpc {
             inner: Arc::new(Inner {
                 backend,
                 process: process.into(),
+                guard,
                 read_points: Mutex::new(HashMap::new()),
                 next_handle: AtomicU64::new(1),
             }),
@@ -84,7 +98,16 @@ pub async fn serve<B: Backend>(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
-    let service = RegionRpc::new(backend, process).into_service();
+    serve_rpc(RegionRpc::new(backend, process), listener, shutdown).await
+}
+
+/// Serves `rpc` on `listener` until `shutdown` completes.
+pub async fn serve_rpc<B: Backend>(
+    rpc: RegionRpc<B>,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    let service = rpc.into_service();
     tonic::transport::Server::builder()
         .concurrency_limit_per_connection(256)
         .max_concurrent_streams(256)
@@ -112,6 +135,9 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
         let inner = Arc::clone(&self.inner);
         let request = request.into_inner();
         let name = request.name();
+        if let Err(e) = inner.allowed() {
+            return Ok(Response::new(Reply::Error((&e).into())));
+        }
         let task = tokio::spawn(async move {
             match inner.dispatch(request).await {
                 Ok(reply) => reply,
@@ -133,6 +159,11 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
         request: tonic::Request<ScanRequest>,
     ) -> std::result::Result<Response<Self::ScanStream>, Status> {
         let request = request.into_inner();
+        if let Err(e) = self.inner.allowed() {
+            let page: PageStream =
+                Box::pin(futures::stream::iter([Ok(ScanPage::Error((&e).into()))]));
+            return Ok(Response::new(page));
+        }
         let at = match request.read_point {
             None => None,
             Some(h) => match self.inner.read_point(h) {
@@ -148,6 +179,7 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
             },
         };
         let (tx, rx) = tokio::sync::mpsc::channel(SCAN_PAGES_AHEAD);
+        let inner = Arc::clone(&self.inner);
         let opened = self
             .inner
             .backend
@@ -181,6 +213,10 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
                         }
                     }
                 }
+                if let Err(e) = inner.allowed() {
+                    let _ = tx.send(Ok(ScanPage::Error((&e).into()))).await;
+                    return;
+                }
                 if !page.is_empty() && tx.send(Ok(ScanPage::Rows(page))).await.is_err() {
                     return; // the client went away
                 }
@@ -209,6 +245,14 @@ fn row_bytes(row: &RowResult) -> usize {
 }
 
 impl<B: Backend> Inner<B> {
+    /// Whether the server may answer now.
+    fn allowed(&self) -> Result<()> {
+        match &self.guard {
+            Some(guard) => guard(),
+            None => Ok(()),
+        }
+    }
+
     /// A pinned read point by its handle, renewed.
     fn read_point(&self, handle: u64) -> Option<B::ReadPoint> {
         let mut pins = self.read_points.lock().ok()?;

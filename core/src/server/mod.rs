@@ -265,6 +265,14 @@ impl Engine {
         self.shared.ownership.get().map(|o| o.lease().clone())
     }
 
+    /// Until when the engine's lease surely lives: the sending time of its last successful
+    /// renewal plus its time to live (`None` when it never expires: the engine's own
+    /// coordination store). A server answers nothing past it (HBase's gap of a paused
+    /// region server serving stale reads, closed by a local clock check).
+    pub fn lease_valid_until(&self) -> Option<std::time::Instant> {
+        self.shared.ownership.get().and_then(|o| o.valid_until())
+    }
+
     /// The generation at which the engine owns region `region` of `table`, if it owns it.
     pub fn region_generation(&self, table: &TableName, region: u64) -> Option<u64> {
         let key = crate::coord::RegionKey::new(table.clone(), region);

@@ -30,7 +30,7 @@ use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The engine's lease and the generation of each region it owns.
 #[derive(Debug)]
@@ -45,6 +45,10 @@ pub(crate) struct Ownership {
     /// False for the engine's private store: nothing else can see it, so its lease never
     /// expires (a laptop's sleep must not stop an embedded engine's writes).
     renews: bool,
+    /// Until when the lease surely lives: the sending time of its grant or of its last
+    /// successful renewal, plus its time to live (the store starts the lease's clock when it
+    /// gets the request, which is no earlier).
+    valid_until: Mutex<Instant>,
 }
 
 impl Ownership {
@@ -67,7 +71,9 @@ impl Ownership {
             }
         };
         let process = process_name(config);
+        let asked = Instant::now();
         let lease = coord.grant_lease(&process, ttl).await?;
+        let valid_until = asked.checked_add(ttl).unwrap_or(asked);
         let own = Arc::new(Ownership {
             coord,
             lease,
@@ -75,6 +81,7 @@ impl Ownership {
             pointed: Mutex::new(HashMap::new()),
             pointing: tokio::sync::Mutex::new(()),
             renews,
+            valid_until: Mutex::new(valid_until),
         });
         let keys = regions.iter().map(|r| r.key.clone()).collect();
         let claimed = match own.claim(keys).await {
@@ -204,7 +211,19 @@ impl Ownership {
 
     /// Renews the lease once.
     pub(crate) async fn keep_alive(&self) -> Result<()> {
-        self.coord.keep_alive(self.lease.id).await
+        let asked = Instant::now();
+        self.coord.keep_alive(self.lease.id).await?;
+        if let Some(until) = asked.checked_add(self.lease.ttl) {
+            let mut valid = self.valid_until.lock();
+            *valid = (*valid).max(until);
+        }
+        Ok(())
+    }
+
+    /// Until when the lease surely lives (`None`: it never expires, the engine's private
+    /// store): past it, another process may own the engine's regions.
+    pub(crate) fn valid_until(&self) -> Option<Instant> {
+        self.renews.then(|| *self.valid_until.lock())
     }
 
     /// Releases every region and revokes the lease.
