@@ -7,10 +7,12 @@
 //! becomes an `Internal` status, not a dead server. A scan's pages are produced one at a
 //! time into a channel of [`SCAN_PAGES_AHEAD`] pages, so a client that reads slowly holds
 //! the scan (HTTP/2 flow control, then the channel) instead of the server buffering its
-//! rows. A region server's service answers only while its lease surely lives
-//! ([`RegionRpc::with_guard`]): checked before every call and every scan page. Pinned read
-//! points are bounded in number ([`MAX_PINNED_READ_POINTS`]) and expire
-//! when unused for [`READ_POINT_IDLE`], so a client that vanished pins nothing for long.
+//! rows; a scan whose client takes no page for [`SCANNER_LEASE`] is closed, and at most
+//! [`MAX_OPEN_SCANS`] run at once (more are refused with `Busy`). A region server's
+//! service answers only while its lease surely lives ([`RegionRpc::with_guard`]): checked
+//! before every call and every scan page. Pinned read points are bounded in number
+//! ([`MAX_PINNED_READ_POINTS`]) and expire when unused for [`READ_POINT_IDLE`], so a
+//! client that vanished pins nothing for long.
 
 use super::messages::{Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
 use super::service::region_server_server::{RegionServer, RegionServerServer};
@@ -37,6 +39,12 @@ pub const PAGE_BYTES: usize = 1 << 20;
 pub const MAX_PINNED_READ_POINTS: usize = 10_000;
 /// How long a pinned read point lives unused.
 pub const READ_POINT_IDLE: Duration = Duration::from_secs(300);
+/// Scans one server runs at once, at most (more are refused with `Busy`): each holds up to
+/// [`SCAN_PAGES_AHEAD`] pages and its engine scanner.
+pub const MAX_OPEN_SCANS: usize = 512;
+/// How long a scan waits for its client to take a page (HBase's scanner lease): past it,
+/// the scan ends with an error page and frees what it held.
+pub const SCANNER_LEASE: Duration = Duration::from_secs(60);
 
 /// A region server's RPC service over `backend`.
 pub struct RegionRpc<B: Backend> {
@@ -61,6 +69,35 @@ struct Inner<B: Backend> {
     guard: Option<Guard>,
     read_points: Mutex<HashMap<u64, (B::ReadPoint, Instant)>>,
     next_handle: AtomicU64,
+    /// Scans running now.
+    open_scans: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// One running scan, counted while it lives.
+struct OpenScan(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for OpenScan {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Sends `page` within the scanner lease; false when the client went away or let the lease
+/// pass (the scan then ends).
+async fn deliver(
+    tx: &tokio::sync::mpsc::Sender<std::result::Result<ScanPage, Status>>,
+    page: ScanPage,
+) -> bool {
+    match tokio::time::timeout(SCANNER_LEASE, tx.send(Ok(page))).await {
+        Ok(sent) => sent.is_ok(),
+        Err(_) => {
+            let e = Error::Busy(format!(
+                "the scan waited {SCANNER_LEASE:?} for its client to read; it was closed"
+            ));
+            let _ = tx.try_send(Ok(ScanPage::Error((&e).into())));
+            false
+        }
+    }
 }
 
 impl<B: Backend> RegionRpc<B> {
@@ -79,6 +116,7 @@ impl<B: Backend> RegionRpc<B> {
                 guard,
                 read_points: Mutex::new(HashMap::new()),
                 next_handle: AtomicU64::new(1),
+                open_scans: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             }),
         }
     }
@@ -114,10 +152,9 @@ pub async fn serve_rpc<B: Backend>(
         .http2_max_header_list_size(16 << 10)
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
-        .tcp_nodelay(true)
         .add_service(service)
         .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener),
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown,
         )
         .await
@@ -178,6 +215,15 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
                 }
             },
         };
+        let open = OpenScan(Arc::clone(&self.inner.open_scans));
+        if open.0.fetch_add(1, Ordering::SeqCst) >= MAX_OPEN_SCANS {
+            let e = Error::Busy(format!(
+                "{MAX_OPEN_SCANS} scans run on this server; retry later"
+            ));
+            let page: PageStream =
+                Box::pin(futures::stream::iter([Ok(ScanPage::Error((&e).into()))]));
+            return Ok(Response::new(page));
+        }
         let (tx, rx) = tokio::sync::mpsc::channel(SCAN_PAGES_AHEAD);
         let inner = Arc::clone(&self.inner);
         let opened = self
@@ -185,10 +231,11 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
             .backend
             .scan(&request.table, request.scan, at.as_ref());
         tokio::spawn(async move {
+            let _open = open;
             let mut rows = match opened {
                 Ok(rows) => rows,
                 Err(e) => {
-                    let _ = tx.send(Ok(ScanPage::Error((&e).into()))).await;
+                    deliver(&tx, ScanPage::Error((&e).into())).await;
                     return;
                 }
             };
@@ -214,14 +261,14 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
                     }
                 }
                 if let Err(e) = inner.allowed() {
-                    let _ = tx.send(Ok(ScanPage::Error((&e).into()))).await;
+                    deliver(&tx, ScanPage::Error((&e).into())).await;
                     return;
                 }
-                if !page.is_empty() && tx.send(Ok(ScanPage::Rows(page))).await.is_err() {
-                    return; // the client went away
+                if !page.is_empty() && !deliver(&tx, ScanPage::Rows(page)).await {
+                    return; // the client went away, or let the lease pass
                 }
                 if let Some(e) = failed {
-                    let _ = tx.send(Ok(ScanPage::Error((&e).into()))).await;
+                    deliver(&tx, ScanPage::Error((&e).into())).await;
                     return;
                 }
                 if ended {
