@@ -1,9 +1,12 @@
 //! `basalt-bench`: Basalt's benchmark suites, each run against fjall in the same process.
 //!
 //! Usage: `basalt-bench <suite> [--rows N] [--dir PATH]`, suite one of core, storage,
-//! filters, coprocessors, salting, index, gateway, ycsb, opcost, snapshots, plugins, all
-//! (`all` runs all but gateway, ycsb, opcost, snapshots and plugins). The `plugins` suite
-//! measures sandboxed plugins against native coprocessors (see its module doc). The `snapshots` suite measures table
+//! filters, coprocessors, salting, index, gateway, ycsb, opcost, snapshots, plugins, cluster,
+//! all (`all` runs all but gateway, ycsb, opcost, snapshots, plugins and cluster). The
+//! `plugins` suite measures sandboxed plugins against native coprocessors (see its module
+//! doc). The `cluster` suite runs YCSB A and C through the cluster client (one, then three
+//! region servers in this process, a local etcd) against the embedded engine (`[--records N]
+//! [--operations N] [--threads N]`; see its module doc). The `snapshots` suite measures table
 //! snapshots, clones and backups against a flush, a file copy and `cp -r` (see its module
 //! doc). The
 //! `ycsb` suite runs YCSB's core workloads (load, then A, B, C, F, D, E) on Basalt, fjall and,
@@ -26,6 +29,7 @@
 #![forbid(unsafe_code)]
 
 mod basalt_side;
+mod cluster;
 mod coprocessors;
 mod core;
 mod figures;
@@ -53,7 +57,7 @@ use std::process::ExitCode;
 pub type BenchResult<T> = Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
 /// Every suite the CLI knows, implemented or not.
-const SUITES: [&str; 12] = [
+const SUITES: [&str; 13] = [
     "core",
     "storage",
     "filters",
@@ -65,6 +69,7 @@ const SUITES: [&str; 12] = [
     "opcost",
     "snapshots",
     "plugins",
+    "cluster",
     "all",
 ];
 
@@ -191,10 +196,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const USAGE: &str = "usage: basalt-bench <suite> [--rows N] [--dir PATH] [--block-size BYTES]
   suite     core | storage | filters | coprocessors | salting | index | gateway | ycsb |
-            opcost | snapshots | plugins | all
+            opcost | snapshots | plugins | cluster | all
             (`all` runs all but gateway, which needs the `basalt` binary
-            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb, opcost, snapshots
-            and plugins)
+            (cargo build --release -p basalt-cli) and python3 with happybase, ycsb, opcost,
+            snapshots, plugins and cluster)
   --rows N  rows loaded and random reads made (default: core 1000000, storage 200000,
             filters 1000000, coprocessors 1000000, salting 1000000, index 1000000,
             gateway 200000, snapshots 1000000, plugins 1000000)
@@ -214,6 +219,12 @@ with `--features rocksdb`):
   --chart FILE    also write an SVG bar chart of ops/s per workload and engine
   --engines LIST  comma-separated engines to run (default basalt,fjall and rocksdb when built)
   --workloads LIST  comma-separated workloads to run after the load (default a,b,c,f,d,e)
+cluster suite (YCSB A and C through the cluster client, with one and with three region
+servers in this process and a local etcd (Debian's etcd-server, or $BASALT_ETCD), against the
+embedded engine in the same run):
+  --records N     records loaded (default 20000)
+  --operations N  operations per workload (default 50000)
+  --threads N     clients (default 8)
 opcost suite (instructions and mallocs per operation on Basalt and fjall; phases open, put
 with its flush, warm, get_cached, scan_row, reopen with an 8 MiB block cache, warm2,
 get_missed, each ended by opcost::phase_end, which prints `OPCOST <engine> <phase> <ops>`).
@@ -244,7 +255,7 @@ struct Args {
     rounds: usize,
     records: Option<u64>,
     operations: Option<u64>,
-    threads: usize,
+    threads: Option<usize>,
     chart: Option<PathBuf>,
     engines: Vec<String>,
     workloads: Vec<String>,
@@ -297,7 +308,7 @@ fn parse_args() -> Result<Args, String> {
     let mut rounds = 3;
     let mut records = None;
     let mut operations = None;
-    let mut threads = ycsb::DEFAULT_THREADS;
+    let mut threads = None;
     let mut chart = None;
     let mut engines = ycsb::ENGINES.iter().map(|e| e.to_string()).collect();
     let mut workloads = ycsb::WORKLOADS.iter().map(|w| w.name.to_string()).collect();
@@ -330,10 +341,12 @@ fn parse_args() -> Result<Args, String> {
             "--records" => records = Some(count("--records", args.next())?),
             "--operations" => operations = Some(count("--operations", args.next())?),
             "--threads" => {
-                threads = usize::try_from(count("--threads", args.next())?)
-                    .ok()
-                    .filter(|&n| n > 0)
-                    .ok_or("--threads: not a positive number")?;
+                threads = Some(
+                    usize::try_from(count("--threads", args.next())?)
+                        .ok()
+                        .filter(|&n| n > 0)
+                        .ok_or("--threads: not a positive number")?,
+                );
             }
             "--chart" => chart = Some(args.next().ok_or("--chart needs a value")?.into()),
             "--engines" => {
@@ -407,6 +420,7 @@ fn main() -> ExitCode {
         "opcost" => &["opcost"],
         "snapshots" => &["snapshots"],
         "plugins" => &["plugins"],
+        "cluster" => &["cluster"],
         other => {
             eprintln!("unknown suite {other}");
             return ExitCode::from(3);
@@ -422,7 +436,7 @@ fn main() -> ExitCode {
             let settings = ycsb::Settings {
                 records,
                 operations: args.operations.unwrap_or(ycsb::DEFAULT_OPERATIONS),
-                threads: args.threads,
+                threads: args.threads.unwrap_or(ycsb::DEFAULT_THREADS),
                 core,
                 chart: args.chart.clone(),
                 engines: args.engines.clone(),
@@ -430,6 +444,31 @@ fn main() -> ExitCode {
             };
             if let Err(e) = ycsb::run(&settings) {
                 eprintln!("error: suite ycsb failed: {e}");
+                return ExitCode::FAILURE;
+            }
+            println!();
+            continue;
+        }
+        if suite == "cluster" {
+            let records = args
+                .records
+                .or(args.rows)
+                .unwrap_or(cluster::DEFAULT_RECORDS);
+            let mut core = measure::Settings::new(records, args.dir.clone());
+            core.block_size = args.block_size;
+            core.compression = args.compression;
+            core.compaction_compression = args.compaction_compression;
+            let settings = ycsb::Settings {
+                records,
+                operations: args.operations.unwrap_or(cluster::DEFAULT_OPERATIONS),
+                threads: args.threads.unwrap_or(cluster::DEFAULT_THREADS),
+                core,
+                chart: None,
+                engines: vec!["basalt".into()],
+                workloads: cluster::WORKLOADS.iter().map(|w| w.to_string()).collect(),
+            };
+            if let Err(e) = cluster::run(&settings) {
+                eprintln!("error: suite cluster failed: {e}");
                 return ExitCode::FAILURE;
             }
             println!();
@@ -447,7 +486,7 @@ fn main() -> ExitCode {
             let settings = opcost::Settings {
                 records,
                 operations: args.operations.unwrap_or(opcost::DEFAULT_OPERATIONS),
-                threads: args.threads,
+                threads: args.threads.unwrap_or(ycsb::DEFAULT_THREADS),
                 core,
                 engines: args.engines.clone(),
             };

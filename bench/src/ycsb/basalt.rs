@@ -8,6 +8,10 @@
 //! scan a `Scan` from the start key with a row limit (no prefetch: a scan of at most 100
 //! rows is one chunk, and many run at once on few cores).
 //!
+//! The driver is generic over the client's backend (`basalt_core::Backend`): the same
+//! operations run on an embedded table ([`run`]) and on a cluster's `Table<RemoteBackend>`
+//! (the `cluster` suite, `crate::cluster`).
+//!
 //! Invariant: a read or scanned row without its 10 fields fails the run, as on the other
 //! engines ([`check_fields`]).
 
@@ -17,7 +21,8 @@ use crate::workload::{split_keys, FIELDS, FIELD_NAMES};
 use crate::BenchResult;
 use basalt_core::client::{Get, Put, Scan};
 use basalt_core::{
-    ColumnFamilyDescriptor, Connection, Durability, PreSplit, Table, TableDescriptor, TableName,
+    Backend, ColumnFamilyDescriptor, Connection, Durability, PreSplit, Table, TableDescriptor,
+    TableName,
 };
 use futures::TryStreamExt;
 use std::path::Path;
@@ -30,13 +35,13 @@ pub(crate) const TABLE: &str = "usertable";
 const FAMILY: &str = "f";
 
 /// Reads every field of `key`; an error unless the row has its 10 fields.
-pub(crate) async fn read(table: &Table, key: &[u8]) -> BenchResult<()> {
+pub(crate) async fn read<B: Backend>(table: &Table<B>, key: &[u8]) -> BenchResult<()> {
     let row = table.get(Get::new(key)).await?;
     check_fields("basalt", key, row.cells.iter().map(|c| c.value.len()))
 }
 
 /// Runs `p` on `table`; returns the rows a scan read (0 for the other operations).
-async fn execute(table: &Table, p: &Planned<'_>) -> BenchResult<u64> {
+async fn execute<B: Backend>(table: &Table<B>, p: &Planned<'_>) -> BenchResult<u64> {
     match p {
         Planned::Insert { key, fields, .. } => {
             insert(table, key.as_bytes(), fields).await.map(|()| 0)
@@ -62,7 +67,11 @@ async fn execute(table: &Table, p: &Planned<'_>) -> BenchResult<u64> {
 }
 
 /// Inserts a row with every field, `SyncWal`.
-pub(crate) async fn insert(table: &Table, key: &[u8], fields: &[&[u8]; FIELDS]) -> BenchResult<()> {
+pub(crate) async fn insert<B: Backend>(
+    table: &Table<B>,
+    key: &[u8],
+    fields: &[&[u8]; FIELDS],
+) -> BenchResult<()> {
     let mut put = Put::new(key).durability(Durability::SyncWal);
     for (q, v) in FIELD_NAMES.iter().zip(fields) {
         put = put.add_column(FAMILY, q, v);
@@ -73,7 +82,11 @@ pub(crate) async fn insert(table: &Table, key: &[u8], fields: &[&[u8]; FIELDS]) 
 
 /// Reads up to `len` rows from `start` on (no prefetch); returns how many, each checked to
 /// have its 10 fields.
-pub(crate) async fn scan(table: &Table, start: &[u8], len: usize) -> BenchResult<u64> {
+pub(crate) async fn scan<B: Backend>(
+    table: &Table<B>,
+    start: &[u8],
+    len: usize,
+) -> BenchResult<u64> {
     let scan = Scan::new().start_row(start).limit(len).prefetch(false);
     let mut stream = table.scan(scan)?;
     let mut rows = 0;
@@ -89,7 +102,10 @@ pub(crate) async fn scan(table: &Table, start: &[u8], len: usize) -> BenchResult
 }
 
 /// Runs `phase` on `table`, one tokio task per client.
-async fn drive(table: Table, phase: Arc<PhasePlan>) -> BenchResult<Measured> {
+pub(crate) async fn drive<B: Backend>(
+    table: Table<B>,
+    phase: Arc<PhasePlan>,
+) -> BenchResult<Measured> {
     let start = Instant::now();
     let mut tasks = Vec::with_capacity(phase.clients);
     for t in 0..phase.clients {
@@ -120,6 +136,16 @@ pub(crate) async fn open(
     core: &crate::measure::Settings,
 ) -> BenchResult<(Connection, Table)> {
     let conn = Connection::open_with(crate::basalt_side::config(dir, core)).await?;
+    let table = create_table(&conn, core).await?;
+    Ok((conn, table))
+}
+
+/// Creates the table on `conn`'s backend as the core suite does (settings `core`: its
+/// pre-split regions, block size and codecs) and returns a handle on it.
+pub(crate) async fn create_table<B: Backend>(
+    conn: &Connection<B>,
+    core: &crate::measure::Settings,
+) -> BenchResult<Table<B>> {
     let splits = split_keys(core.regions)
         .iter()
         .map(|k| k.to_vec())
@@ -135,20 +161,22 @@ pub(crate) async fn open(
             PreSplit::Keys(splits),
         )
         .await?;
-    let table = conn.table(TABLE)?;
-    Ok((conn, table))
+    Ok(conn.table(TABLE)?)
 }
 
 /// Runs the load and every workload on Basalt in a fresh temporary directory.
 pub fn run(s: &Settings) -> BenchResult<Vec<Measured>> {
-    let tmp = super::temp_dir(s, "basalt")?;
+    run_as("basalt", s)
+}
+
+/// [`run`], with `engine` naming the run in its directory's name and its progress lines.
+pub fn run_as(engine: &str, s: &Settings) -> BenchResult<Vec<Measured>> {
+    let tmp = super::temp_dir(s, engine)?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let (conn, table) = rt.block_on(open(tmp.path(), &s.core))?;
-    let out = super::run_phases("basalt", s, |phase| {
-        rt.block_on(drive(table.clone(), phase))
-    });
+    let out = super::run_phases(engine, s, |phase| rt.block_on(drive(table.clone(), phase)));
     rt.block_on(conn.close())?;
     out
 }
