@@ -423,10 +423,13 @@ impl Wal {
                     break;
                 }
             }
-            self.shared
-                .segments
-                .lock()
-                .retain(|s| s.path != victim.path);
+            // Victims are the oldest segments, so each is found at the front, by its id
+            // (comparing paths over the whole list, under the lock every append takes, made
+            // a purge of thousands of segment objects quadratic).
+            let mut segments = self.shared.segments.lock();
+            if let Some(at) = segments.iter().position(|s| s.id == victim.id) {
+                segments.remove(at);
+            }
             purged += 1;
             tracing::debug!(segment = victim.id, "purged WAL segment");
         }
