@@ -119,15 +119,19 @@ impl Backend for RemoteBackend {
             return Ok(Vec::new());
         }
         let rpc = self.policy.rpc_timeout;
-        let request = Request::Batch(table.clone(), ops.clone());
-        let reply = with_retries(&self.router, Some(table), self.policy, false, || {
-            let request = request.clone();
-            let ops = &ops;
-            async move {
+        let ops = &ops;
+        let reply = with_retries(
+            &self.router,
+            Some(table),
+            self.policy,
+            false,
+            || async move {
                 let server = self.batch_server(table, ops).await?;
-                server.call(request, rpc).await
-            }
-        })
+                server
+                    .call(Request::Batch(table.clone(), ops.clone()), rpc)
+                    .await
+            },
+        )
         .await?;
         let outcomes = expect!("batch", reply, Reply::Batch)?;
         Ok(outcomes
