@@ -538,8 +538,8 @@ fn qualifier() -> impl Strategy<Value = &'static str> {
 /// holds a value that is not 8 bytes long; then applies it to the model.
 ///
 /// Server timestamps never go backwards within a region (issue 44): a burst of increments
-/// runs the region's clock ahead of the wall clock, and later server-time writes are
-/// stamped no earlier. `server_clock` is the largest timestamp the engine stamped a write
+/// runs the region's clock ahead of the wall clock, and later server-time writes (the
+/// call's own later columns among them) are stamped no earlier. `server_clock` is the largest timestamp the engine stamped a write
 /// with so far (of any region: an upper bound of each region's clock), never more than
 /// `MAX_CLOCK_LEAD_MS` past the wall clock.
 async fn read_modify_write(
@@ -631,8 +631,16 @@ async fn read_modify_write(
     }
     let mut put = PutSpec::new(row);
     put.ttl = ttl;
+    // The region's clock follows the stamps of this call's other columns too: a column
+    // stamped after one whose version read was later takes that later time.
+    let lead = after.saturating_add(basalt::MAX_CLOCK_LEAD_MS);
+    let call_clock = expected
+        .iter()
+        .map(|(_, _, _, floor)| *floor)
+        .filter(|floor| *floor <= lead)
+        .fold(*server_clock, u64::max);
     for ((f, q, value, ts), (wf, wq, want, floor)) in written.into_iter().zip(&expected) {
-        let (lo, hi) = (before.max(*floor), after.max(*floor).max(*server_clock));
+        let (lo, hi) = (before.max(*floor), after.max(*floor).max(call_clock));
         if (&f, &q, &value) != (wf, wq, want) || ts < lo || ts > hi {
             return Err(format!(
                 "engine wrote {f:?}:{q:?} = {value:?} at {ts}, model expects {want:?} at \
