@@ -3,11 +3,14 @@
 //! Every write batch takes the next sequence id from [`Mvcc::begin`]; its cells carry that id.
 //! The read point is the largest id such that every id at or below it has completed, so a
 //! reader that filters cells by `seq <= read_point` sees whole batches or nothing, across
-//! every region and table at once. Invariants: ids are handed out strictly increasing; the
-//! read point never moves backwards and never passes an id that has not completed.
+//! every region and table at once. [`Mvcc::advance_to`] skips ids (a region opened at run
+//! time holds cells numbered by the engine that wrote them, which must be visible and below
+//! every later write). Invariants: ids are handed out strictly increasing; the read point
+//! never moves backwards and never passes an id that has not completed (a skipped id was
+//! never handed out and counts as completed).
 
 use parking_lot::Mutex;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use tokio::sync::watch;
 
 /// Sequence ids and the read point.
@@ -22,6 +25,27 @@ struct State {
     next: u64,
     read_point: u64,
     completed: BTreeSet<u64>,
+    /// Runs of ids skipped by [`Mvcc::advance_to`] above the read point: first -> last.
+    skipped: BTreeMap<u64, u64>,
+}
+
+impl State {
+    /// Moves the read point over every contiguous completed or skipped id; true if it moved.
+    fn settle(&mut self) -> bool {
+        let start = self.read_point;
+        let mut rp = start;
+        loop {
+            if self.completed.remove(&(rp + 1)) {
+                rp += 1;
+            } else if let Some(last) = self.skipped.remove(&(rp + 1)) {
+                rp = last;
+            } else {
+                break;
+            }
+        }
+        self.read_point = rp;
+        rp != start
+    }
 }
 
 impl Mvcc {
@@ -33,6 +57,7 @@ impl Mvcc {
                 next: last_seq + 1,
                 read_point: last_seq,
                 completed: BTreeSet::new(),
+                skipped: BTreeMap::new(),
             }),
             read_point: tx,
         }
@@ -54,13 +79,24 @@ impl Mvcc {
             return;
         }
         s.completed.insert(seq);
-        let mut rp = s.read_point;
-        while s.completed.remove(&(rp + 1)) {
-            rp += 1;
+        if s.settle() {
+            self.read_point.send_replace(s.read_point);
         }
-        if rp != s.read_point {
-            s.read_point = rp;
-            self.read_point.send_replace(rp);
+    }
+
+    /// Makes `seq` the last id handed out when it is past it: the ids between are never
+    /// handed out and count as completed, so the read point reaches `seq` once every id
+    /// handed out before has completed. Nothing when `seq` was handed out already.
+    pub fn advance_to(&self, seq: u64) {
+        let mut s = self.state.lock();
+        if seq < s.next {
+            return;
+        }
+        let first = s.next;
+        s.next = seq + 1;
+        s.skipped.insert(first, seq);
+        if s.settle() {
+            self.read_point.send_replace(s.read_point);
         }
     }
 
@@ -102,6 +138,59 @@ mod tests {
         assert_eq!(m.read_point(), 13);
         m.complete(c);
         assert_eq!(m.read_point(), 13);
+    }
+
+    #[test]
+    fn advancing_skips_ids_but_waits_for_those_in_flight() {
+        let m = Mvcc::new(10);
+        let a = m.begin();
+        m.advance_to(100);
+        assert_eq!(m.read_point(), 10, "11 is still in flight");
+        assert_eq!(m.begin(), 101);
+        m.complete(a);
+        assert_eq!(m.read_point(), 100);
+        m.complete(101);
+        assert_eq!(m.read_point(), 101);
+        m.advance_to(50);
+        assert_eq!((m.read_point(), m.last_assigned()), (101, 101));
+        m.advance_to(101);
+        assert_eq!(m.begin(), 102);
+    }
+
+    proptest::proptest! {
+        /// Against a model: the read point is the largest id at or below which every id
+        /// handed out has completed, ids handed out only grow, skipped ids never show.
+        #[test]
+        fn read_point_matches_a_model(ops in proptest::collection::vec((0u8..3, 0u64..40), 0..80)) {
+            let m = Mvcc::new(5);
+            let mut handed: Vec<u64> = Vec::new();
+            let mut done: BTreeSet<u64> = BTreeSet::new();
+            let mut last = 5u64;
+            for (kind, n) in ops {
+                match kind {
+                    0 => {
+                        let id = m.begin();
+                        proptest::prop_assert!(id > last);
+                        last = id;
+                        handed.push(id);
+                    }
+                    1 if !handed.is_empty() => {
+                        let id = handed[(n as usize) % handed.len()];
+                        m.complete(id);
+                        done.insert(id);
+                    }
+                    _ => {
+                        let to = last + n;
+                        m.advance_to(to);
+                        last = last.max(to);
+                    }
+                }
+                let pending = handed.iter().filter(|id| !done.contains(id)).min().copied();
+                let want = pending.map_or(last, |p| p - 1);
+                proptest::prop_assert_eq!(m.read_point(), want);
+                proptest::prop_assert_eq!(m.last_assigned(), last);
+            }
+        }
     }
 
     #[tokio::test]

@@ -135,6 +135,8 @@ pub struct RegionEntry {
     /// region above `flushed_seq`: every claim adds the claimer's, a flush leaves only the
     /// flusher's. Whoever opens the region fences and reads these. Empty when unknown (a
     /// local directory, or a catalog older than format 9): then every writer is read.
+    /// Writer 0 ([`CLOSED_CLEANLY`]) stands for none: the region was closed after a flush
+    /// (a graceful move), and is never read.
     pub writers: Vec<u64>,
 }
 
@@ -282,6 +284,7 @@ pub struct Catalog {
 }
 
 mod versions;
+pub use versions::CLOSED_CLEANLY;
 
 impl Catalog {
     /// Opens the catalog of `objects` (its newest version on a versioned store), or starts

@@ -273,6 +273,40 @@ impl Engine {
         self.shared.ownership.get().and_then(|o| o.valid_until())
     }
 
+    /// Opens region `id` of `table` while the engine runs, as a region server does for an
+    /// assignment (`server/open/runtime.rs`): after it returns the region serves here with
+    /// every write an earlier owner acknowledged. Only an engine serving some regions of a
+    /// shared object store opens regions so ([`Error::BadArgument`] otherwise);
+    /// [`Error::RegionOwned`] when another live process owns the region. Opening a region
+    /// served here does nothing.
+    ///
+    /// [`Error::BadArgument`]: crate::Error::BadArgument
+    /// [`Error::RegionOwned`]: crate::Error::RegionOwned
+    pub async fn open_region(self: &Arc<Self>, table: &TableName, id: u64) -> Result<()> {
+        open::runtime::open_region(self, table, id).await
+    }
+
+    /// Closes region `id` of `table` while the engine runs: flushes it with its writes
+    /// stopped, records that no WAL holds an edit of it (its next opener replays nothing)
+    /// and gives it up; it then refuses reads and writes here
+    /// ([`Error::RegionNotServed`](crate::Error::RegionNotServed)). Closing a region not
+    /// served here does nothing.
+    pub async fn close_region(self: &Arc<Self>, table: &TableName, id: u64) -> Result<()> {
+        open::runtime::close_region(self, table, id).await
+    }
+
+    /// Re-reads the catalog of a shared object store, taking in the tables, regions and
+    /// schemas other engines changed (`server/open/runtime.rs`). Nothing on a local
+    /// directory.
+    pub fn refresh_catalog(&self) -> Result<()> {
+        open::runtime::refresh_catalog(self)
+    }
+
+    /// The regions served here, by table.
+    pub fn served_regions(&self) -> Vec<(TableName, u64)> {
+        open::runtime::served_regions(self)
+    }
+
     /// The generation at which the engine owns region `region` of `table`, if it owns it.
     pub fn region_generation(&self, table: &TableName, region: u64) -> Option<u64> {
         let key = crate::coord::RegionKey::new(table.clone(), region);

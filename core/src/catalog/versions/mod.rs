@@ -263,6 +263,110 @@ impl Catalog {
         }
     }
 
+    /// Reads the newest version of the store, when another engine stored a newer one than
+    /// this engine's: tables it created, dropped or split since. Changes nothing on the
+    /// store; nothing on a local directory.
+    pub fn refresh(&self) -> Result<()> {
+        let mut state = self.state.lock();
+        if self.version.lock().is_none() {
+            return Ok(());
+        }
+        let newest = Catalog::open(&self.objects)?;
+        let found = *newest.version.lock();
+        let mut version = self.version.lock();
+        if found > *version {
+            *state = newest.snapshot();
+            *version = found;
+        }
+        Ok(())
+    }
+
+    /// Claims regions `ids` for this engine while it runs, with the writer number it holds
+    /// already (HBase's open of a region on a live region server): raises their generations
+    /// and adds the engine's writer to their writers in the next version, so that from then
+    /// on the engine that held them before can change none of them. Returns their entries
+    /// as stored. The caller owns them in the coordination store first (no other live
+    /// process does); [`Error::RegionNotFound`] for an id no table has, [`Error::Fenced`]
+    /// when another engine claimed the whole store, [`Error::BadArgument`] on a local
+    /// directory or for an engine holding no claim.
+    pub fn adopt_regions(&self, ids: &BTreeSet<u64>) -> Result<Vec<RegionEntry>> {
+        let mut state = self.state.lock();
+        let mut version = self.version.lock();
+        let (Some(mut n), writer, epoch) = (*version, self.writer(), self.claim.lock().epoch)
+        else {
+            return Err(Error::bad_argument(
+                "only an engine on a shared object store opens regions at run time",
+            ));
+        };
+        if writer == 0 || epoch == 0 {
+            return Err(Error::bad_argument(
+                "the engine holds no claim of the store to open regions under",
+            ));
+        }
+        loop {
+            if state.store_claim > epoch {
+                return Err(fenced(state.store_claim));
+            }
+            let mut next: CatalogState = state.clone();
+            let known: BTreeSet<u64> = regions(&next).map(|r| r.id).collect();
+            if let Some(id) = ids.iter().find(|id| !known.contains(id)) {
+                return Err(Error::RegionNotFound {
+                    table: "(any table)".into(),
+                    id: *id,
+                });
+            }
+            raise_generations(&mut next, Some(ids), writer);
+            match create(&*self.objects, n + 1, &mut next) {
+                Ok(()) => {
+                    let adopted: Vec<RegionEntry> = regions(&next)
+                        .filter(|r| ids.contains(&r.id))
+                        .cloned()
+                        .collect();
+                    let mut claim = self.claim.lock();
+                    for r in &adopted {
+                        claim.held.insert(r.id, r.generation);
+                    }
+                    drop(claim);
+                    *state = next;
+                    *version = Some(n + 1);
+                    return Ok(adopted);
+                }
+                Err(Error::Fenced { .. }) => {
+                    let newer = Catalog::open(&self.objects)?;
+                    n = newer.version.lock().unwrap_or(n + 1);
+                    *state = newer.snapshot();
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Gives regions `ids` up while the engine runs (HBase's close of a region): after the
+    /// caller flushed them with their writes stopped, records that no WAL holds an edit of
+    /// theirs above their flushed sequence id (their writers become [`CLOSED_CLEANLY`]), so
+    /// their next opener fences and replays nothing; with `clean` false (an open that
+    /// failed before it wrote anything) only this engine's writer is taken off their writers.
+    /// Then the engine holds them no more.
+    pub fn give_up_regions(&self, ids: &BTreeSet<u64>, clean: bool) -> Result<()> {
+        let me = self.writer();
+        self.update(|s| {
+            for t in s.tables.values_mut() {
+                for r in t.regions.iter_mut().filter(|r| ids.contains(&r.id)) {
+                    match clean {
+                        true => r.writers = vec![CLOSED_CLEANLY],
+                        false => r.writers.retain(|w| *w != me),
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        let mut claim = self.claim.lock();
+        for id in ids {
+            claim.held.remove(id);
+        }
+        Ok(())
+    }
+
     /// Reserves the next block of store file ids for this engine, at `at_least` or past
     /// it: on a versioned store a catalog update (refused once another engine claimed the
     /// whole store), on a local directory every id from there on.
@@ -362,6 +466,11 @@ impl Catalog {
         }
     }
 }
+
+/// The writers of a region closed cleanly ([`Catalog::give_up_regions`]): no WAL holds an
+/// edit of it above its flushed sequence id. No engine writes as writer 0 on a shared
+/// store (writer numbers start at 1), and no reader reads it.
+pub const CLOSED_CLEANLY: u64 = 0;
 
 /// The error of an engine whose claim another engine's superseded.
 fn fenced(at: u64) -> Error {

@@ -356,19 +356,64 @@ pub(crate) async fn hooks_post_compact(
 /// with coprocessors. Returns how many cells were replayed.
 pub(crate) fn replay_wal(reads: &Arc<ReadPath>, records: Vec<WalRecord>) -> Result<usize> {
     let tables: Vec<Arc<TableState>> = reads.shared.tables.read().values().cloned().collect();
-    let mut by_id: HashMap<u64, (Arc<Region>, usize)> = HashMap::new();
-    for (i, t) in tables.iter().enumerate() {
+    let mut targets: ReplayTargets = HashMap::new();
+    for t in &tables {
         for r in t.regions.read().iter() {
-            by_id.insert(r.id, (r.clone(), i));
+            targets.insert(r.id, (r.clone(), t.clone()));
         }
     }
+    let (replayed, hooked) = replay_plain(&targets, records);
+    let opened: Vec<(Arc<TableState>, Arc<dyn RegionHooks>)> = tables
+        .iter()
+        .filter(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire))
+        .filter_map(|t| t.hooks().map(|h| (t.clone(), h)))
+        .collect();
+    if hooked.is_empty() && opened.is_empty() {
+        return Ok(replayed);
+    }
+    let engine = reads.clone();
+    let hooked_cells = block_on_hooks(async move {
+        let cells = replay_hooked(&engine, hooked).await;
+        for (t, hooks) in opened {
+            let regions = t.served_regions();
+            hooks_post_open(&engine, &t, &hooks, &regions).await;
+        }
+        Ok(cells)
+    })?;
+    Ok(replayed + hooked_cells)
+}
+
+/// Replays the WAL records `records` into `region` of `t`, a region opened while the
+/// engine runs and not yet serving (its edits only: the caller kept those), running the
+/// WAL-restore hooks when the table has coprocessors. Returns how many cells were
+/// replayed. `post_open` is the caller's, once the region serves.
+pub(crate) async fn replay_region(
+    reads: &ReadPath,
+    t: &Arc<TableState>,
+    region: &Arc<Region>,
+    records: Vec<WalRecord>,
+) -> usize {
+    let targets: ReplayTargets = [(region.id, (region.clone(), t.clone()))].into();
+    let (replayed, hooked) = replay_plain(&targets, records);
+    replayed + replay_hooked(reads, hooked).await
+}
+
+/// The regions replay applies edits to, by id, with their tables.
+type ReplayTargets = HashMap<u64, (Arc<Region>, Arc<TableState>)>;
+
+/// A region's edits of one WAL record, held for its table's WAL-restore hooks.
+type HookedEdits = (Arc<TableState>, Arc<Region>, u64, Vec<WalEdit>);
+
+/// Applies the edits of `records` above their region's flushed sequence id to the regions
+/// of `targets` whose tables have no hooks; returns how many cells it applied and, in
+/// record order, the edits of tables with hooks.
+fn replay_plain(targets: &ReplayTargets, records: Vec<WalRecord>) -> (usize, Vec<HookedEdits>) {
     let mut replayed = 0usize;
-    // Edits of tables with hooks, in record order: (table, region, seq, edits).
-    let mut hooked: Vec<(usize, Arc<Region>, u64, Vec<WalEdit>)> = Vec::new();
+    let mut hooked = Vec::new();
     for rec in records {
         let mut per_region: HashMap<u64, Vec<WalEdit>> = HashMap::new();
         for edit in rec.edits {
-            let Some((region, _)) = by_id.get(&edit.region_id) else {
+            let Some((region, _)) = targets.get(&edit.region_id) else {
                 // The table was deleted, or a split or merge retired the region: it
                 // flushed every write it took before the catalog dropped it, so the
                 // edit is in the files its successors list.
@@ -391,55 +436,45 @@ pub(crate) fn replay_wal(reads: &Arc<ReadPath>, records: Vec<WalRecord>) -> Resu
         let mut ids: Vec<u64> = per_region.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
-            let (Some(edits), Some((region, ti))) = (per_region.remove(&id), by_id.get(&id)) else {
+            let (Some(edits), Some((region, t))) = (per_region.remove(&id), targets.get(&id))
+            else {
                 continue;
             };
-            if tables.get(*ti).is_some_and(|t| t.hooks().is_some()) {
-                hooked.push((*ti, region.clone(), rec.seq, edits));
+            if t.hooks().is_some() {
+                hooked.push((t.clone(), region.clone(), rec.seq, edits));
             } else {
                 replayed += edits.len();
                 apply_edits(region, &edits);
             }
         }
     }
-    let opened: Vec<(Arc<TableState>, Arc<dyn RegionHooks>)> = tables
-        .iter()
-        .filter(|t| t.enabled.load(std::sync::atomic::Ordering::Acquire))
-        .filter_map(|t| t.hooks().map(|h| (t.clone(), h)))
-        .collect();
-    if hooked.is_empty() && opened.is_empty() {
-        return Ok(replayed);
-    }
-    let engine = reads.clone();
-    let hooked_cells = block_on_hooks(async move {
-        let mut cells = 0usize;
-        for (ti, region, seq, edits) in hooked {
-            let Some(t) = tables.get(ti) else { continue };
-            let Some(hooks) = t.hooks() else { continue };
-            let env = HookEnv::new(&*engine, &t.name, region.clone());
-            match hooks.pre_wal_restore(&env, seq, &edits).await {
-                Ok(Flow::Bypass) => continue,
-                Ok(Flow::Continue) => {}
-                Err(e) => {
-                    // Recovery never drops an acknowledged write for a hook's error.
-                    logged("pre_wal_restore", &region, Err(e));
-                }
+    (replayed, hooked)
+}
+
+/// Applies `hooked` edits with their tables' `pre_wal_restore` and `post_wal_restore`
+/// around each (a bypass skips them); returns how many cells it applied.
+async fn replay_hooked(reads: &ReadPath, hooked: Vec<HookedEdits>) -> usize {
+    let mut cells = 0usize;
+    for (t, region, seq, edits) in hooked {
+        let Some(hooks) = t.hooks() else { continue };
+        let env = HookEnv::new(reads, &t.name, region.clone());
+        match hooks.pre_wal_restore(&env, seq, &edits).await {
+            Ok(Flow::Bypass) => continue,
+            Ok(Flow::Continue) => {}
+            Err(e) => {
+                // Recovery never drops an acknowledged write for a hook's error.
+                logged("pre_wal_restore", &region, Err(e));
             }
-            cells += edits.len();
-            apply_edits(&region, &edits);
-            logged(
-                "post_wal_restore",
-                &region,
-                hooks.post_wal_restore(&env, seq, &edits).await,
-            );
         }
-        for (t, hooks) in opened {
-            let regions = t.served_regions();
-            hooks_post_open(&engine, &t, &hooks, &regions).await;
-        }
-        Ok(cells)
-    })?;
-    Ok(replayed + hooked_cells)
+        cells += edits.len();
+        apply_edits(&region, &edits);
+        logged(
+            "post_wal_restore",
+            &region,
+            hooks.post_wal_restore(&env, seq, &edits).await,
+        );
+    }
+    cells
 }
 
 /// Has `wal` call the engine observer's `post_wal_roll` at each segment roll, when the

@@ -3,11 +3,12 @@
 //! stopped engine on a shared store ([`takeover`]); regions are built from their catalog
 //! entries ([`regions`]); the directory's lock and the catalog's presence are checked first
 //! ([`directory`]); tables whose derived data must be verified are recorded durably
-//! ([`pending`]); store files are checked online and offline ([`check`]), and a closed
-//! directory is repaired ([`repair`]).
+//! ([`pending`]); store files are checked online and offline ([`check`]), a closed
+//! directory is repaired ([`repair`]), and regions are opened and closed while the engine
+//! runs ([`runtime`]: a region server's assignments).
 //!
 //! Rooms, bottom to top: `directory`, `pending`, `check`, `regions`, `takeover`,
-//! `recovery`, `repair`.
+//! `recovery`, `runtime`, `repair`.
 //!
 //! Invariants: an open or a repair holds the directory's lock throughout; no store file the
 //! catalog lists is ever deleted here (a missing or unreadable one takes its region offline,
@@ -20,4 +21,5 @@ pub(crate) mod pending;
 pub(crate) mod recovery;
 pub(crate) mod regions;
 pub(crate) mod repair;
+pub(crate) mod runtime;
 pub(crate) mod takeover;

@@ -138,7 +138,12 @@ pub(crate) fn recover(config: Config) -> Result<Recovered> {
         },
     };
     let mode = config.wal_recovery;
-    let to_read = super::takeover::writers_to_read(&full, &served, &listed, writer);
+    let to_read = super::takeover::writers_to_read(
+        &full,
+        (config.serve_regions.is_some(), &served),
+        &listed,
+        writer,
+    );
     let mut recovered = Wal::scan(&wal_store, mode, &to_read)?;
     if let Some(ids) = &config.serve_regions {
         recovered.keep_regions(ids);

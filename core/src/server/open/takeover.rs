@@ -28,7 +28,7 @@
 //! there. The writer folders are listed after the claim: an engine whose folder is not
 //! there yet fails its own claim check afterwards.
 
-use crate::catalog::{CatalogState, RegionEntry};
+use crate::catalog::{CatalogState, RegionEntry, CLOSED_CLEANLY};
 use crate::error::Result;
 use crate::server::shared::EngineShared;
 use crate::server::Engine;
@@ -44,12 +44,13 @@ pub(crate) fn scoped(full: &CatalogState, served: &dyn Fn(u64) -> bool) -> Catal
 }
 
 /// The WAL writers an engine with writer number `own` reads (and fences) at open on a
-/// shared store: for the whole store, every writer listed (`listed`) or named by a region;
-/// for some regions, the writers their catalog entries name, or all of them when one of
-/// those regions' writers are unknown (a catalog older than format 9). Never its own.
+/// shared store: for the whole store (`some` false, or every region of it), every writer
+/// listed (`listed`) or named by a region; for some regions (none: nothing), the writers their catalog entries name, or all of
+/// them when one of those regions' writers are unknown (a catalog older than format 9).
+/// Never its own, nor [`CLOSED_CLEANLY`] (no writer).
 pub(crate) fn writers_to_read(
     full: &CatalogState,
-    served: &dyn Fn(u64) -> bool,
+    (some, served): (bool, &dyn Fn(u64) -> bool),
     listed: &BTreeSet<u64>,
     own: u64,
 ) -> BTreeSet<u64> {
@@ -58,15 +59,16 @@ pub(crate) fn writers_to_read(
         listed.iter().copied().chain(named).collect()
     };
     let mine: Vec<&RegionEntry> = regions(full).filter(|r| served(r.id)).collect();
-    let mut out =
-        match mine.len() == regions(full).count() || mine.iter().any(|r| r.writers.is_empty()) {
-            true => all(),
-            false => mine
-                .iter()
-                .flat_map(|r| r.writers.iter().copied())
-                .collect(),
-        };
+    let every = !mine.is_empty() && mine.len() == regions(full).count();
+    let mut out = match !some || every || mine.iter().any(|r| r.writers.is_empty()) {
+        true => all(),
+        false => mine
+            .iter()
+            .flat_map(|r| r.writers.iter().copied())
+            .collect(),
+    };
     out.remove(&own);
+    out.remove(&CLOSED_CLEANLY);
     out
 }
 
