@@ -68,7 +68,7 @@ const PUBLIC_MODULES: [(&str, &[&str]); 6] = [
     ("coprocessors/src", &["relations"]),
     ("index/src", &[]),
     ("plugins/src", &[]),
-    ("cluster/src", &["regionserver", "rpc"]),
+    ("cluster/src", &["master", "regionserver", "rpc"]),
     ("cli/src", &[]),
 ];
 

@@ -120,7 +120,7 @@ async fn calls_cross_the_rpc_with_the_engines_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stopped_server_hands_the_store_to_a_standby() {
+async fn a_stopped_servers_regions_move_to_a_live_server() {
     let mut cluster = TestCluster::start(2).await;
     let conn = cluster.connect().await;
     conn.admin()
@@ -133,17 +133,17 @@ async fn a_stopped_server_hands_the_store_to_a_standby() {
             .await
             .unwrap();
     }
-    // Stop whichever server serves; the other opens the store and serves.
-    let live = basalt_cluster::EtcdCoordination::connect(cluster.etcd_config())
+    let coord = basalt_cluster::EtcdCoordination::connect(cluster.etcd_config())
         .await
         .unwrap();
-    let serving = live.live_servers().await.unwrap();
-    assert_eq!(serving.len(), 1, "one server serves, the other stands by");
-    let i: usize = serving[0]
-        .process
-        .trim_start_matches("rs-")
-        .parse()
-        .unwrap();
+    assert_eq!(coord.live_servers().await.unwrap().len(), 2, "both serve");
+    // The master assigns the new table's regions (a table group: one server).
+    let assigned = wait_for_assignments(&coord, 4).await;
+    let holders: std::collections::BTreeSet<String> = assigned.values().cloned().collect();
+    assert_eq!(holders.len(), 1, "{assigned:?}");
+    let holder = holders.into_iter().next().unwrap();
+    let i: usize = holder.trim_start_matches("rs-").parse().unwrap();
+    // Stop it: the master moves its regions to the other, which opens them and serves.
     cluster.servers[i].take().unwrap().stop().await.unwrap();
     for r in rows(100) {
         let got = t.get(Get::new(&r)).await.unwrap();
@@ -152,8 +152,25 @@ async fn a_stopped_server_hands_the_store_to_a_standby() {
     t.put(Put::new("after").add_column("d", "v", "1"))
         .await
         .unwrap();
-    let now = live.live_servers().await.unwrap();
+    let now = coord.live_servers().await.unwrap();
     assert_eq!(now.len(), 1);
-    assert_ne!(now[0].process, serving[0].process);
+    assert_ne!(now[0].process, holder);
+    let moved = coord.assignments().await.unwrap();
+    assert!(moved.values().all(|p| *p == now[0].process), "{moved:?}");
     cluster.stop().await;
+}
+
+/// The assignments once `n` regions have one, within 10 s.
+async fn wait_for_assignments(
+    coord: &basalt_cluster::EtcdCoordination,
+    n: usize,
+) -> basalt_cluster::Assignments {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let assigned = coord.assignments().await.unwrap();
+        if assigned.len() >= n || std::time::Instant::now() > deadline {
+            return assigned;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
 }

@@ -1,19 +1,22 @@
 //! Failover of `basalt regionserver` processes: a local etcd, two region servers (real
-//! processes of the `basalt` binary, 3 s leases) on one shared store directory, and a
-//! client in this process writing under load through `basalt_cluster::connect`.
+//! processes of the `basalt` binary, 3 s leases, both serving, one of them master) on one
+//! shared store directory, and a client in this process writing under load through
+//! `basalt_cluster::connect`.
 //!
-//! Faults: the serving process killed with SIGKILL (the standby takes the store over once
-//! its lease expires: fences its WAL, replays it, serves), and the serving process paused
-//! with SIGSTOP for two lease lengths, then resumed (it answers nothing, not even a read,
-//! finds itself fenced and stands by again). Afterwards every write the client saw acknowledged reads back, the cluster took
-//! writes again within 15 s of each fault (the measured times are printed), and the
-//! processes are stopped.
+//! Faults: the server holding the table killed with SIGKILL (once its lease expired the
+//! master assigns its regions to the other, which fences its WAL, replays the regions'
+//! edits and serves), and the server holding the table paused with SIGSTOP for two lease
+//! lengths, then resumed (it answers nothing, not even a read, finds itself fenced and
+//! starts a new life holding nothing). Afterwards every write the client saw acknowledged
+//! reads back, the cluster took writes again within 15 s of each fault (the measured times
+//! are printed), and the processes are stopped.
 
 use basalt_cluster::rpc::client::RpcClient;
 use basalt_cluster::rpc::messages::Request;
 use basalt_cluster::{EtcdConfig, EtcdCoordination, LocalEtcd, RetryPolicy};
 use basalt_core::client::{Get, Put};
 use basalt_core::{ColumnFamilyDescriptor, PreSplit, TableDescriptor, TableName};
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -78,26 +81,55 @@ impl Drop for Server {
     }
 }
 
-/// The process name of the server that serves now (waiting up to 20 s for one other
+/// The live server that owns every region of `orders` (waiting up to 20 s for one other
 /// than `not`).
-async fn serving_other_than(coord: &EtcdCoordination, not: &str) -> String {
+async fn holder_other_than(coord: &EtcdCoordination, not: &str) -> String {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let live = coord.live_servers().await.unwrap();
-        if let Some(s) = live.iter().find(|s| s.process != not) {
-            return s.process.clone();
+        let by_lease: HashMap<u64, String> = coord
+            .live_servers()
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|s| (s.lease, s.process))
+            .collect();
+        let owners: Vec<Option<&String>> = coord
+            .live_owners()
+            .await
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| k.table.qualifier() == "orders")
+            .map(|(_, lease)| by_lease.get(lease))
+            .collect();
+        let holders: BTreeSet<&String> = owners.iter().flatten().copied().collect();
+        if owners.len() == 4 && holders.len() == 1 {
+            if let Some(h) = holders.into_iter().next().filter(|h| *h != not) {
+                return h.clone();
+            }
         }
         assert!(
             Instant::now() < deadline,
-            "no server other than {not:?} serves"
+            "no server other than {not:?} holds the table"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
-/// The process name of the server that serves now (waiting up to 20 s for one).
-async fn serving(coord: &EtcdCoordination) -> String {
-    serving_other_than(coord, "").await
+/// The live server that owns every region of `orders` (waiting up to 20 s for one).
+async fn holder(coord: &EtcdCoordination) -> String {
+    holder_other_than(coord, "").await
+}
+
+/// Waits up to 20 s until `n` servers are registered.
+async fn wait_for_servers(coord: &EtcdCoordination, n: usize) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while coord.live_servers().await.unwrap().len() < n {
+        assert!(
+            Instant::now() < deadline,
+            "fewer than {n} servers registered"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// Writers putting unique rows until stopped; every acknowledged row is logged, with the
@@ -189,7 +221,7 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
         Server::start(&endpoint, &prefix, store.path(), scratch.path(), "rs-0"),
         Server::start(&endpoint, &prefix, store.path(), scratch.path(), "rs-1"),
     ];
-    serving(&coord).await;
+    wait_for_servers(&coord, 2).await;
 
     let conn = basalt_cluster::connect_with(config, RetryPolicy::default())
         .await
@@ -204,14 +236,14 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
     let load = Load::start(&conn, 4);
     tokio::time::sleep(Duration::from_millis(1500)).await;
 
-    // kill -9 the serving server; the standby takes over.
-    let victim = serving(&coord).await;
+    // kill -9 the server holding the table; the master moves its regions to the other.
+    let victim = holder(&coord).await;
     let i = servers.iter().position(|s| s.name == victim).unwrap();
     let killed_at = Instant::now();
     servers[i].signal("-KILL");
-    let survivor = serving_other_than(&coord, &victim).await;
+    let survivor = holder_other_than(&coord, &victim).await;
     println!(
-        "kill -9 {victim}: {survivor} serves after {:?}",
+        "kill -9 {victim}: {survivor} holds the table after {:?}",
         killed_at.elapsed()
     );
     let after_kill = load.writable_after(killed_at).await;
@@ -220,23 +252,29 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
         after_kill + Duration::from_millis(200)
     );
     assert!(after_kill < Duration::from_secs(15), "{after_kill:?}");
-    // The killed server comes back, as a standby.
+    // The killed server comes back, serving nothing until the master assigns it regions.
     servers[i] = Server::start(&endpoint, &prefix, store.path(), scratch.path(), &victim);
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    wait_for_servers(&coord, 2).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
 
-    // SIGSTOP the serving server for two lease lengths, then SIGCONT.
-    let paused = serving(&coord).await;
-    let paused_address = coord.live_servers().await.unwrap()[0]
+    // SIGSTOP the server holding the table for two lease lengths, then SIGCONT.
+    let paused = holder(&coord).await;
+    let paused_address = coord
+        .live_servers()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|s| s.process == paused)
+        .unwrap()
         .info
-        .rpc_address
-        .clone();
+        .rpc_address;
     let j = servers.iter().position(|s| s.name == paused).unwrap();
     let paused_at = Instant::now();
     servers[j].signal("-STOP");
     // Another server takes over while it is paused.
-    let now = serving_other_than(&coord, &paused).await;
+    let now = holder_other_than(&coord, &paused).await;
     println!(
-        "SIGSTOP {paused}: {now} serves after {:?}",
+        "SIGSTOP {paused}: {now} holds the table after {:?}",
         paused_at.elapsed()
     );
     let after_pause = load.writable_after(paused_at).await;
@@ -259,11 +297,12 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
         "SIGCONT {paused}: a read sent to it at once: {:?}",
         answer.err()
     );
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // It starts a new life (a new lease) and serves nothing of the table.
+    wait_for_servers(&coord, 2).await;
     assert_eq!(
-        serving(&coord).await,
+        holder(&coord).await,
         now,
-        "the paused server was fenced and stands by"
+        "the paused server was fenced and holds nothing"
     );
 
     let acked = load.stop().await;

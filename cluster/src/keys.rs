@@ -14,6 +14,7 @@
 //! | `P/manifests/<table>/<region>` | the manifest pointer's bytes | none |
 //! | `P/servers/<process>` | a registered server ([`ServerRecord`]): `<node generation> <start ms> <info port> <rpc address>` | the server's |
 //! | `P/master` | the elected master: `<node generation> <process>` | the master's |
+//! | `P/assign/<table>/<region>` | the server the master assigned the region to: `<term> <process>` | none |
 //!
 //! Invariants: the values are written only by transactions of `coordination` and
 //! `election`; `coordination` writes an owner key and its generation key together; a generation key's generation only grows,
@@ -105,6 +106,34 @@ impl Keys {
             .filter(|p| !p.is_empty())
             .map(str::to_string)
             .ok_or_else(|| corrupt(key, "a server key must end with a process name"))
+    }
+
+    /// The prefix of every region's keys of kind `kind` (`owners`, `catalog`, `assign`):
+    /// `P/<kind>/`.
+    pub(crate) fn kind_prefix(&self, kind: &str) -> Vec<u8> {
+        format!("{}/{kind}/", self.prefix).into_bytes()
+    }
+
+    /// `P/assign/<table>/<region>`.
+    pub(crate) fn assignment(&self, region: &RegionKey) -> Vec<u8> {
+        self.region_key("assign", region)
+    }
+
+    /// The region a key `P/<kind>/<table>/<region>` names.
+    pub(crate) fn region_key_of(&self, kind: &str, key: &[u8]) -> Result<RegionKey> {
+        let prefix = self.kind_prefix(kind);
+        let rest = key
+            .strip_prefix(prefix.as_slice())
+            .and_then(|r| std::str::from_utf8(r).ok())
+            .ok_or_else(|| corrupt(key, "not a region key of its kind"))?;
+        let (table, id) = rest
+            .rsplit_once('/')
+            .ok_or_else(|| corrupt(key, "a region key is <table>/<region>"))?;
+        let id = id
+            .parse()
+            .map_err(|_| corrupt(key, "a region key must end with a region id"))?;
+        let table = TableName::parse(table).map_err(|_| corrupt(key, "not a table name"))?;
+        Ok(RegionKey::new(table, id))
     }
 
     /// `P/master`.

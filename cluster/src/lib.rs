@@ -18,13 +18,15 @@
 //! backend ([`RemoteBackend`], [`connect`]: the same `Connection` API as an embedded
 //! engine) and the region server ([`regionserver`]).
 //!
-//! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`, `local`,
-//! `rpc`, `remote`, `regionserver`. That is: etcd's messages; the key layout and the
-//! values' encodings; the etcd gRPC client; the `Coordination` implementation; servers'
-//! registration and the master's election; the local etcd process; the region servers'
-//! protocol; the remote client; the region server.
+//! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`,
+//! `assignment`, `local`, `rpc`, `remote`, `master`, `regionserver`. That is: etcd's
+//! messages; the key layout and the values' encodings; the etcd gRPC client; the
+//! `Coordination` implementation; servers' registration and the master's election; the
+//! master's region assignments; the local etcd process; the region servers' protocol; the
+//! remote client; the master's reconciliation; the region server.
 //!
-//! Public modules: `rpc`, `regionserver`; what else users name is re-exported here.
+//! Public modules: `rpc`, `master`, `regionserver`; what else users name is re-exported
+//! here.
 //!
 //! Invariants: every change to etcd is one transaction that compares what it was decided on
 //! (see `coordination`; a master's writes also compare its term, see `election`); every
@@ -33,16 +35,19 @@
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod assignment;
 mod client;
 mod coordination;
 mod election;
 mod keys;
 mod local;
+pub mod master;
 mod proto;
 pub mod regionserver;
 mod remote;
 pub mod rpc;
 
+pub use assignment::Assignments;
 pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};
 pub use local::{LocalEtcd, ETCD_BIN_VAR};

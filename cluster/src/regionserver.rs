@@ -1,48 +1,50 @@
-//! A region server: an engine on the cluster's shared store, its regions owned through
-//! etcd, its RPC service on the network, registered under its lease while it serves.
+//! A region server: an engine on the cluster's shared store serving the regions the
+//! master assigns it, its regions owned through etcd, its RPC service on the network,
+//! registered under its lease while it serves; and a candidate for master.
 //!
-//! [`start`] connects to etcd, binds the RPC address, then waits for its turn to serve
-//! the store: the cluster's election (`EtcdCoordination::campaign`, one key under a lease
-//! of the server's own, renewed every third of its time to live), so that at most one
-//! server opens the store at a time, even one with no region yet. Having won, it opens the
-//! engine on the shared store with [`EtcdCoordination`] as its coordination. The engine
-//! claims the regions it opens; while the previous server's engine lease still owns them,
-//! the open fails with `RegionOwned` and is tried again every [`STANDBY_RETRY`]. When the
-//! owner's lease ends (killed, paused, cut off), the standby's open succeeds: the engine fences the
-//! owner's WAL writer, replays its edits above the regions' flushed sequence ids and
-//! serves (`basalt_core`'s `server/open/takeover.rs`). Only then does the server register
-//! (`P/servers/<process>` under the engine's lease) and answer RPCs, so clients, which
-//! route by the regions' owners and the registrations, reach only a serving server.
+//! [`start`] connects to etcd, binds the RPC address, and starts the server's lives. A
+//! life opens an engine on the shared store with [`EtcdCoordination`] as its
+//! coordination, serving no region yet (`Config::serve_regions([])`), registers
+//! (`P/servers/<process>` under the engine's lease), answers RPCs, and follows the
+//! master's assignments every [`FOLLOW_TICK`]: it closes each region it serves that is
+//! assigned elsewhere (a flush, then the region is given up: a graceful move) and opens
+//! each region assigned to it (`Engine::open_region`: while the previous owner's lease
+//! still owns it, the open fails with `RegionOwned` and is tried again on the next tick;
+//! once that lease ended, the open fences the owner's WAL and replays the region's edits).
+//! Alongside, the server campaigns for master (`master::master_duty`) unless told not to.
 //!
 //! A server whose registration vanished (its lease ended: it was paused or cut off past
 //! its time to live) stops answering, closes its engine (whose writes were already refused
-//! by the lease check) and starts over as a standby with a new lease, a new node
-//! generation.
+//! by the lease check) and starts a new life with a new lease, a new node generation,
+//! serving nothing until the master assigns it regions again.
 //!
 //! Invariants: the RPC service answers only while the lease its registration is bound to
 //! surely lives (the sending time of the engine's last successful renewal plus the time
 //! to live, checked on the local clock before every call and scan page: a paused server
 //! that wakes up answers nothing, reads included); a write after the lease ended is also
-//! refused by the engine itself, and a takeover fences its WAL; every life of a
-//! server listens on the same address, and nothing listens there while it stands by.
+//! refused by the engine itself, and a takeover fences its WAL; a region is opened here
+//! only when the master assigned it here; every life of a server listens on the same
+//! address, and nothing listens there between lives.
 
 use crate::rpc::server::{serve_rpc, Guard, RegionRpc};
 use crate::{EtcdConfig, EtcdCoordination, ServerInfo};
-use basalt_core::coord::Coordination;
+use basalt_core::coord::RegionKey;
 use basalt_core::objects::{Objects, StoreObjects};
-use basalt_core::{Config, Connection, Error, Result};
+use basalt_core::{Config, Connection, Engine, Error, Result};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-/// How often a standby tries to open the store again.
+/// How often a server that could not open its engine tries again.
 pub const STANDBY_RETRY: Duration = Duration::from_millis(500);
 /// How often a serving server checks that its registration (its lease) lives.
 pub const LEASE_CHECK: Duration = Duration::from_millis(250);
+/// How often a serving server follows the master's assignments.
+pub const FOLLOW_TICK: Duration = Duration::from_millis(200);
 
 /// What a region server needs.
 #[derive(Debug, Clone)]
@@ -61,11 +63,14 @@ pub struct RegionServerConfig {
     pub lease_ttl: Duration,
     /// The port of its status page, as registered (0: none).
     pub info_port: u16,
+    /// Whether it campaigns for master (true unless told otherwise).
+    pub master_candidate: bool,
 }
 
 impl RegionServerConfig {
     /// A server named `process` of the cluster at `etcd` and `store`, its scratch in
-    /// `data_dir`, listening on a free loopback port, with a 3 s lease.
+    /// `data_dir`, listening on a free loopback port, with a 3 s lease, a candidate for
+    /// master.
     pub fn new(
         etcd: EtcdConfig,
         store: impl Into<PathBuf>,
@@ -80,6 +85,7 @@ impl RegionServerConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             lease_ttl: Duration::from_secs(3),
             info_port: 0,
+            master_candidate: true,
         }
     }
 }
@@ -137,6 +143,14 @@ pub async fn start_with(
     let address = std_listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
     let task = tokio::spawn(async move {
+        let candidacy = config.master_candidate.then(|| {
+            tokio::spawn(crate::master::master_duty(
+                coord.clone(),
+                config.process.clone(),
+                config.lease_ttl,
+                stopped.clone(),
+            ))
+        });
         let lives = Lives {
             config,
             coord,
@@ -144,7 +158,11 @@ pub async fn start_with(
             address,
             configure: Box::new(configure),
         };
-        lives.run(std_listener, stopped).await
+        let out = lives.run(std_listener, stopped).await;
+        if let Some(c) = candidacy {
+            let _ = c.await;
+        }
+        out
     });
     Ok(RunningServer {
         address,
@@ -163,7 +181,7 @@ struct Lives {
 }
 
 impl Lives {
-    /// Standby, serve, and again, until stopped.
+    /// Opens, serves, and again after a lost lease, until stopped.
     async fn run(
         self,
         listener: std::net::TcpListener,
@@ -171,16 +189,12 @@ impl Lives {
     ) -> Result<()> {
         let mut first = Some(listener);
         loop {
-            let Some(turn) = self.campaign(&mut stopped).await? else {
-                return Ok(());
-            };
             let Some(conn) = self.open(&mut stopped).await? else {
-                turn.end(&self.coord).await;
                 return Ok(());
             };
             // The first life serves on the listener bound at start; a later one binds the
-            // same address again (closed while the server stood by, so that clients were
-            // refused at once instead of waiting on a backlog).
+            // same address again (closed between lives, so that clients were refused at
+            // once instead of waiting on a backlog).
             let listener = match first.take() {
                 Some(l) => l,
                 None => match bind(self.address) {
@@ -191,61 +205,14 @@ impl Lives {
                     }
                 },
             };
-            let ended = self.serve(conn, listener, &turn, &mut stopped).await;
-            turn.end(&self.coord).await;
-            if ended? {
+            if self.serve(conn, listener, &mut stopped).await? {
                 return Ok(());
             }
         }
     }
 
-    /// Waits for this server's turn to serve the store (the cluster's election, under a
-    /// lease of its own renewed by a task); `None` when stopped first.
-    async fn campaign(&self, stopped: &mut watch::Receiver<bool>) -> Result<Option<Turn>> {
-        let name = format!("{}.serving", self.config.process);
-        let lease = self.coord.grant_lease(&name, self.config.lease_ttl).await?;
-        let lost = Arc::new(AtomicBool::new(false));
-        let renewal = {
-            let (coord, id, lost) = (self.coord.clone(), lease.id, Arc::clone(&lost));
-            let every = self.config.lease_ttl / 3;
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(every).await;
-                    if coord.keep_alive(id).await.is_err() {
-                        lost.store(true, Ordering::SeqCst);
-                        return;
-                    }
-                }
-            })
-        };
-        let mut turn = Turn {
-            lease,
-            term: None,
-            renewal,
-            lost,
-        };
-        let won = tokio::select! {
-            won = self.coord.campaign(&turn.lease, STANDBY_RETRY) => Some(won),
-            _ = stopped.wait_for(|s| *s) => None,
-        };
-        match won {
-            Some(Ok(term)) => {
-                turn.term = Some(term);
-                Ok(Some(turn))
-            }
-            Some(Err(e)) => {
-                turn.end(&self.coord).await;
-                Err(e)
-            }
-            None => {
-                turn.end(&self.coord).await;
-                Ok(None)
-            }
-        }
-    }
-
-    /// Opens the engine, waiting as a standby while another server owns the store's
-    /// regions; `None` when stopped first.
+    /// Opens the engine serving no region yet, trying again while the store is busy
+    /// (another server's claim raced this one's); `None` when stopped first.
     async fn open(&self, stopped: &mut watch::Receiver<bool>) -> Result<Option<Connection>> {
         loop {
             if *stopped.borrow() {
@@ -255,13 +222,15 @@ impl Lives {
                 .objects(Arc::clone(&self.objects))
                 .coordination(Arc::new(self.coord.clone()))
                 .process_name(self.config.process.clone())
-                .lease_ttl_ms(self.config.lease_ttl.as_millis() as u64);
+                .lease_ttl_ms(self.config.lease_ttl.as_millis() as u64)
+                .serve_regions([]);
             match Connection::open_with((self.configure)(cfg)).await {
                 Ok(conn) => return Ok(Some(conn)),
-                Err(Error::RegionOwned { owner, .. }) => {
-                    tracing::debug!(%owner, "standby: the store's regions are owned");
-                }
-                Err(e @ (Error::CoordinationConflict(_) | Error::Fenced { .. })) => {
+                Err(
+                    e @ (Error::CoordinationConflict(_)
+                    | Error::Fenced { .. }
+                    | Error::LeaseExpired { .. }),
+                ) => {
                     tracing::info!(error = %e, "open lost a race; trying again");
                 }
                 Err(e) => return Err(e),
@@ -279,7 +248,6 @@ impl Lives {
         &self,
         conn: Connection,
         listener: std::net::TcpListener,
-        turn: &Turn,
         stopped: &mut watch::Receiver<bool>,
     ) -> Result<bool> {
         let engine = Arc::clone(conn.engine());
@@ -297,7 +265,10 @@ impl Lives {
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
         };
-        self.coord.register_server(&lease, &info).await?;
+        if let Err(e) = self.coord.register_server(&lease, &info).await {
+            let _ = conn.close().await;
+            return Err(e);
+        }
         let tokio_listener = TcpListener::from_std(listener)?;
         let (quit, quitting) = watch::channel(false);
         let mut quitting_rx = quitting.clone();
@@ -309,15 +280,19 @@ impl Lives {
             Some(until) if Instant::now() >= until => Err(Error::LeaseExpired { lease: lease_id }),
             _ => Ok(()),
         });
+        let catalog_engine = Arc::clone(&engine);
+        let refresh: Guard = Arc::new(move || catalog_engine.refresh_catalog());
         let process = self.config.process.clone();
-        let rpc = RegionRpc::with_guard(Arc::clone(&engine), process, Some(guard));
+        let rpc = RegionRpc::with_guard(Arc::clone(&engine), process.clone(), Some(guard))
+            .refreshing(refresh);
         let server = tokio::spawn(serve_rpc(rpc, tokio_listener, async move {
             let _ = quitting_rx.wait_for(|q| *q).await;
         }));
+        let follower = tokio::spawn(follow(Arc::clone(&engine), self.coord.clone(), process));
         let ended = loop {
             tokio::select! {
                 _ = tokio::time::sleep(LEASE_CHECK) => {
-                    if turn.lost.load(Ordering::SeqCst) || !self.registered(lease.id).await {
+                    if !self.registered(lease.id).await {
                         tracing::warn!(process = %self.config.process, "lease lost: serving stops");
                         break false;
                     }
@@ -329,6 +304,8 @@ impl Lives {
                 }
             }
         };
+        follower.abort();
+        let _ = follower.await;
         let _ = quit.send(true);
         drop(quitting);
         let _ = server.await;
@@ -352,31 +329,58 @@ impl Lives {
     }
 }
 
+/// Follows the master's assignments every [`FOLLOW_TICK`] until aborted.
+async fn follow(engine: Arc<Engine>, coord: EtcdCoordination, process: String) {
+    loop {
+        tokio::time::sleep(FOLLOW_TICK).await;
+        if let Err(e) = follow_once(&engine, &coord, &process).await {
+            tracing::debug!(%process, error = %e, "could not read the assignments");
+        }
+    }
+}
+
+/// Closes the regions served here that are assigned elsewhere, then opens those assigned
+/// here that are not served; a region that fails is tried again on the next pass.
+async fn follow_once(engine: &Arc<Engine>, coord: &EtcdCoordination, process: &str) -> Result<()> {
+    let assigned = coord.assignments().await?;
+    let served: BTreeSet<RegionKey> = engine
+        .served_regions()
+        .into_iter()
+        .map(|(t, id)| RegionKey::new(t, id))
+        .collect();
+    for key in &served {
+        let elsewhere = assigned.get(key).is_some_and(|p| p != process);
+        if elsewhere {
+            match engine.close_region(&key.table, key.region).await {
+                Ok(()) => {
+                    tracing::info!(%process, region = %key, "closed region assigned elsewhere")
+                }
+                Err(e) => {
+                    tracing::warn!(%process, region = %key, error = %e, "closing a region failed")
+                }
+            }
+        }
+    }
+    for (key, to) in &assigned {
+        if to != process || served.contains(key) {
+            continue;
+        }
+        match engine.open_region(&key.table, key.region).await {
+            Ok(()) => tracing::info!(%process, region = %key, "opened assigned region"),
+            Err(e @ Error::RegionOwned { .. }) => {
+                tracing::debug!(%process, region = %key, error = %e, "waiting for the owner to let the region go");
+            }
+            Err(e) => {
+                tracing::warn!(%process, region = %key, error = %e, "opening a region failed")
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A non-blocking listener bound to `address`.
 fn bind(address: SocketAddr) -> Result<std::net::TcpListener> {
     let listener = std::net::TcpListener::bind(address)?;
     listener.set_nonblocking(true)?;
     Ok(listener)
-}
-
-/// A server's turn as the one serving the store: its election lease, renewed by a task,
-/// and the term it won.
-struct Turn {
-    lease: basalt_core::coord::Lease,
-    term: Option<crate::Leadership>,
-    renewal: tokio::task::JoinHandle<()>,
-    /// Set when a renewal failed: the turn is over.
-    lost: Arc<AtomicBool>,
-}
-
-impl Turn {
-    /// Ends the turn: resigns the term and revokes the lease (best effort: an unreachable
-    /// etcd lets them expire).
-    async fn end(self, coord: &EtcdCoordination) {
-        self.renewal.abort();
-        if let Some(term) = &self.term {
-            let _ = coord.resign(term).await;
-        }
-        let _ = coord.revoke_lease(self.lease.id).await;
-    }
 }

@@ -76,6 +76,9 @@ pub struct RemoteBackend {
 enum Target<'a> {
     /// The server of `row`'s region of the table.
     Row(&'a TableName, &'a [u8]),
+    /// The server of the table's first region: a schema or maintenance change of the
+    /// table goes where the table is served (a table group stays on one server).
+    Table(&'a TableName),
     /// Any live server.
     Any,
 }
@@ -90,11 +93,11 @@ impl RemoteBackend {
     async fn send(&self, target: Target<'_>, request: Request, idempotent: bool) -> Result<Reply> {
         let rpc = match target {
             Target::Row(..) => self.policy.rpc_timeout,
-            Target::Any => self.policy.operation_timeout,
+            Target::Table(_) | Target::Any => self.policy.operation_timeout,
         };
         let router = &self.router;
         let table = match &target {
-            Target::Row(t, _) => Some(*t),
+            Target::Row(t, _) | Target::Table(t) => Some(*t),
             Target::Any => None,
         };
         with_retries(router, table, self.policy, idempotent, || {
@@ -103,6 +106,7 @@ impl RemoteBackend {
             async move {
                 let server = match target {
                     Target::Row(t, row) => router.locate(t, row).await?.server,
+                    Target::Table(t) => router.locate(t, b"").await?.server,
                     Target::Any => router.any().await?,
                 };
                 server.call(request, rpc).await
@@ -121,9 +125,13 @@ impl RemoteBackend {
             .await
     }
 
-    /// Sends a schema, snapshot or plugin operation to any server.
+    /// Sends a schema, snapshot or plugin operation: one that changes a table to the
+    /// server of the table ([`Request::changes_table`]), any other to any server.
     async fn any_call(&self, request: Request, idempotent: bool) -> Result<Reply> {
-        self.send(Target::Any, request, idempotent).await
+        match request.changes_table().cloned() {
+            Some(t) => self.send(Target::Table(&t), request, idempotent).await,
+            None => self.send(Target::Any, request, idempotent).await,
+        }
     }
 
     /// Re-reads every table's descriptor.

@@ -131,6 +131,49 @@ pub enum Request {
 }
 
 impl Request {
+    /// Whether the call reads the catalog: lists, describes or checks tables, namespaces,
+    /// regions or snapshots (a server re-reads what other servers changed first).
+    pub fn reads_catalog(&self) -> bool {
+        use Request::*;
+        matches!(
+            self,
+            IsTableEnabled(..)
+                | TableExists(..)
+                | ListTables
+                | DescribeTable(..)
+                | ListNamespaces
+                | Regions(..)
+                | ListSnapshots
+                | DescribeSnapshot(..)
+        )
+    }
+
+    /// The table a schema or maintenance call changes, which only the server holding
+    /// every region of the table can change: it goes there. `None` for row operations
+    /// (routed by their row) and calls any server answers.
+    pub fn changes_table(&self) -> Option<&TableName> {
+        use Request::*;
+        match self {
+            DeleteTable(t)
+            | EnableTable(t)
+            | DisableTable(t)
+            | AddColumnFamily(t, _)
+            | ModifyColumnFamily(t, _)
+            | DeleteColumnFamily(t, _)
+            | AddCoprocessor(t, _)
+            | RemoveCoprocessor(t, _)
+            | SetCoprocessors(t, _)
+            | Flush(t)
+            | Compact(t, _)
+            | CompactRegion(t, _, _)
+            | SplitRegion(t, _, _)
+            | MergeRegions(t, _, _)
+            | CheckTable(t) => Some(t),
+            Snapshot(_, tables, _) => tables.first(),
+            _ => None,
+        }
+    }
+
     /// The operation's name, for logs, metrics and errors.
     pub fn name(&self) -> &'static str {
         use Request::*;

@@ -67,6 +67,8 @@ struct Inner<B: Backend> {
     backend: Arc<B>,
     process: String,
     guard: Option<Guard>,
+    /// Run before a call that reads the catalog (see [`RegionRpc::refreshing`]).
+    refresh: Option<Guard>,
     read_points: Mutex<HashMap<u64, (B::ReadPoint, Instant)>>,
     next_handle: AtomicU64,
     /// Scans running now.
@@ -114,10 +116,29 @@ impl<B: Backend> RegionRpc<B> {
                 backend,
                 process: process.into(),
                 guard,
+                refresh: None,
                 read_points: Mutex::new(HashMap::new()),
                 next_handle: AtomicU64::new(1),
                 open_scans: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
             }),
+        }
+    }
+
+    /// This service, running `refresh` before every call that reads the catalog (lists,
+    /// describes or checks tables, namespaces or regions): a region server serving some
+    /// regions re-reads the tables other servers created or changed. Its error is the
+    /// call's.
+    pub fn refreshing(self, refresh: Guard) -> Self {
+        let inner = match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.refresh = Some(refresh);
+                inner
+            }
+            // Shared already (a clone serves): left as it is.
+            Err(shared) => return RegionRpc { inner: shared },
+        };
+        RegionRpc {
+            inner: Arc::new(inner),
         }
     }
 
@@ -176,6 +197,11 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
             return Ok(Response::new(Reply::Error((&e).into())));
         }
         let task = tokio::spawn(async move {
+            if let (Some(refresh), true) = (&inner.refresh, request.reads_catalog()) {
+                if let Err(e) = refresh() {
+                    return Reply::Error(ErrorWire::from(&e));
+                }
+            }
             match inner.dispatch(request).await {
                 Ok(reply) => reply,
                 Err(e) => Reply::Error(ErrorWire::from(&e)),
