@@ -174,3 +174,52 @@ async fn wait_for_assignments(
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_acknowledged_write_names_its_server_and_wal_segment() {
+    let cluster = TestCluster::start(2).await;
+    let conn = cluster.connect().await;
+    conn.admin()
+        .create_table_with_splits(orders(), splits())
+        .await
+        .unwrap();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    conn.backend()
+        .observe_acknowledgements(std::sync::Arc::new(move |t, row, ack| {
+            log.lock()
+                .unwrap()
+                .push((t.to_string(), row.to_vec(), ack.clone()));
+        }));
+    let t = conn.table("orders").unwrap();
+    t.put(Put::new("a1").add_column("d", "v", "1"))
+        .await
+        .unwrap();
+    t.increment(Increment::new("c").add_column("d", "n", 1))
+        .await
+        .unwrap();
+    t.get(Get::new("a1")).await.unwrap();
+    let seen = seen.lock().unwrap().clone();
+    // Two writes acknowledged (the read is not one), each by a live server whose WAL
+    // writer and segment it names, the segments in acknowledgement order.
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[0].1, b"a1");
+    assert_eq!(seen[1].1, b"c");
+    let coord = basalt_cluster::EtcdCoordination::connect(cluster.etcd_config())
+        .await
+        .unwrap();
+    let live: Vec<String> = coord
+        .live_servers()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.process)
+        .collect();
+    for (table, _, ack) in &seen {
+        assert_eq!(table, "default:orders");
+        assert!(live.contains(&ack.server), "{ack:?} not in {live:?}");
+        assert!(ack.writer > 0 && ack.segment > 0, "{ack:?}");
+    }
+    assert!(seen[1].2.segment >= seen[0].2.segment || seen[1].2.writer != seen[0].2.writer);
+    cluster.stop().await;
+}

@@ -51,4 +51,4 @@ pub use assignment::Assignments;
 pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};
 pub use local::{LocalEtcd, ETCD_BIN_VAR};
-pub use remote::{connect, connect_with, RemoteBackend, RemoteReadPoint, RetryPolicy};
+pub use remote::{connect, connect_with, AckObserver, RemoteBackend, RemoteReadPoint, RetryPolicy};

@@ -283,8 +283,10 @@ impl Lives {
         let catalog_engine = Arc::clone(&engine);
         let refresh: Guard = Arc::new(move || catalog_engine.refresh_catalog());
         let process = self.config.process.clone();
+        let wal_engine = Arc::clone(&engine);
         let rpc = RegionRpc::with_guard(Arc::clone(&engine), process.clone(), Some(guard))
-            .refreshing(refresh);
+            .refreshing(refresh)
+            .reporting(Arc::new(move || wal_engine.wal_position()));
         let server = tokio::spawn(serve_rpc(rpc, tokio_listener, async move {
             let _ = quitting_rx.wait_for(|q| *q).await;
         }));

@@ -28,7 +28,7 @@ pub use read_point::RemoteReadPoint;
 pub use route::RetryPolicy;
 
 use crate::rpc::client::{unexpected, RpcClient};
-use crate::rpc::messages::{Reply, Request};
+use crate::rpc::messages::{Acknowledgement, Reply, Request};
 use crate::{EtcdConfig, EtcdCoordination};
 use basalt_core::client::BatchOp;
 use basalt_core::{Connection, Error, Result, TableDescriptor, TableName};
@@ -56,13 +56,13 @@ pub async fn connect_with(
         policy,
         descriptors: Mutex::new(HashMap::new()),
         read_points: AtomicU64::new(0),
+        acks: Mutex::new(None),
     });
     backend.refresh_descriptors().await?;
     Ok(Connection::new(backend))
 }
 
 /// A cluster as a client's `Backend` (see the module doc).
-#[derive(Debug)]
 pub struct RemoteBackend {
     router: Arc<Router>,
     policy: RetryPolicy,
@@ -70,7 +70,21 @@ pub struct RemoteBackend {
     descriptors: Mutex<HashMap<TableName, TableDescriptor>>,
     /// Read points taken so far.
     read_points: AtomicU64,
+    /// Told of every acknowledged row write (see [`RemoteBackend::observe_acknowledgements`]).
+    acks: Mutex<Option<AckObserver>>,
 }
+
+impl std::fmt::Debug for RemoteBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RemoteBackend")
+            .field("router", &self.router)
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Told of each acknowledged row write: its table, its row and who acknowledged it.
+pub type AckObserver = Arc<dyn Fn(&TableName, &[u8], &Acknowledgement) + Send + Sync>;
 
 /// Which server a call goes to.
 enum Target<'a> {
@@ -87,6 +101,15 @@ impl RemoteBackend {
     /// The retry policy.
     pub fn policy(&self) -> RetryPolicy {
         self.policy
+    }
+
+    /// Has `observer` told of every row write acknowledged from now on, with the server
+    /// that acknowledged it and where that server's WAL stood (an audit trail: a test
+    /// checks that no acknowledgement came from a fenced writer). One observer at a time.
+    pub fn observe_acknowledgements(&self, observer: AckObserver) {
+        if let Ok(mut slot) = self.acks.lock() {
+            *slot = Some(observer);
+        }
     }
 
     /// Sends `request` to `target`'s server, retrying as the module doc says.
@@ -109,7 +132,14 @@ impl RemoteBackend {
                     Target::Table(t) => router.locate(t, b"").await?.server,
                     Target::Any => router.any().await?,
                 };
-                server.call(request, rpc).await
+                let (reply, ack) = server.call_acknowledged(request, rpc).await?;
+                if let (Target::Row(t, row), Some(ack)) = (target, ack) {
+                    let observer = self.acks.lock().ok().and_then(|o| o.clone());
+                    if let Some(observe) = observer {
+                        observe(t, row, &ack);
+                    }
+                }
+                Ok(reply)
             }
         })
         .await

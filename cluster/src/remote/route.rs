@@ -197,7 +197,9 @@ impl Default for RetryPolicy {
 
 /// True for an error that means "the region may be elsewhere now, or the server may be
 /// back soon": the location is re-read and the operation tried again. `idempotent` says
-/// whether a call that may have reached the server (a timeout) may be repeated.
+/// whether a call that may have reached the server (a timeout, a connection broken with
+/// the call sent) may be repeated: an increment, an append or a batch holding one is not,
+/// so a counter never counts one attempt twice.
 pub(crate) fn retryable(e: &Error, idempotent: bool) -> bool {
     match e {
         Error::RegionNotServed { .. }
@@ -208,7 +210,8 @@ pub(crate) fn retryable(e: &Error, idempotent: bool) -> bool {
         | Error::RegionOwned { .. } => true,
         Error::Io(io) => match io.kind() {
             ErrorKind::ConnectionRefused | ErrorKind::NotConnected | ErrorKind::NotFound => true,
-            ErrorKind::TimedOut => idempotent,
+            // The call may have reached the server: repeated only when that is harmless.
+            ErrorKind::TimedOut | ErrorKind::ConnectionAborted => idempotent,
             _ => false,
         },
         _ => false,

@@ -8,7 +8,7 @@
 //! elsewhere), and bytes the server refused as malformed or too large to
 //! [`Error::BadArgument`]. No call waits past its deadline.
 
-use super::messages::{Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
+use super::messages::{Acknowledgement, Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
 use super::service::region_server_client::RegionServerClient;
 use super::MAX_MESSAGE_BYTES;
 use basalt_core::client::RowResult;
@@ -66,19 +66,31 @@ impl RpcClient {
     /// Sends `request` and waits at most `deadline` for its reply; an engine's refusal is
     /// its error.
     pub async fn call(&self, request: Request, deadline: Duration) -> Result<Reply> {
+        self.call_acknowledged(request, deadline)
+            .await
+            .map(|(reply, _)| reply)
+    }
+
+    /// [`RpcClient::call`], with the acknowledgement a region server attaches to a write's
+    /// reply ([`Acknowledgement`]), when it does.
+    pub async fn call_acknowledged(
+        &self,
+        request: Request,
+        deadline: Duration,
+    ) -> Result<(Reply, Option<Acknowledgement>)> {
         let name = request.name();
         fits(name, &self.address, &request)?;
         let mut req = tonic::Request::new(request);
         req.set_timeout(deadline);
         let mut client = self.client.clone();
-        let reply = tokio::time::timeout(deadline, client.call(req))
+        let response = tokio::time::timeout(deadline, client.call(req))
             .await
             .map_err(|_| timed_out(name, &self.address, deadline))?
-            .map_err(|s| from_status(name, &self.address, s))?
-            .into_inner();
-        match reply {
+            .map_err(|s| from_status(name, &self.address, s))?;
+        let ack = Acknowledgement::from_metadata(response.metadata());
+        match response.into_inner() {
             Reply::Error(e) => Err(e.into()),
-            other => Ok(other),
+            other => Ok((other, ack)),
         }
     }
 
@@ -171,7 +183,36 @@ pub(crate) fn from_status(call: &str, address: &str, status: Status) -> Error {
         Code::DeadlineExceeded | Code::Cancelled => {
             Error::Io(std::io::Error::new(ErrorKind::TimedOut, msg))
         }
-        Code::Unavailable => Error::Io(std::io::Error::new(ErrorKind::ConnectionRefused, msg)),
+        Code::Unavailable if never_sent(&status) => {
+            Error::Io(std::io::Error::new(ErrorKind::ConnectionRefused, msg))
+        }
+        // The connection broke with the call sent: it may have been applied.
+        Code::Unavailable => Error::Io(std::io::Error::new(ErrorKind::ConnectionAborted, msg)),
         _ => Error::Io(std::io::Error::other(msg)),
     }
+}
+
+/// Whether an `Unavailable` status means the call never reached a server: no connection
+/// could be made (refused, unreachable, or the connection attempt failed).
+fn never_sent(status: &Status) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            if matches!(
+                io.kind(),
+                ErrorKind::ConnectionRefused
+                    | ErrorKind::NotConnected
+                    | ErrorKind::AddrNotAvailable
+                    | ErrorKind::HostUnreachable
+                    | ErrorKind::NetworkUnreachable
+            ) {
+                return true;
+            }
+        }
+        if e.to_string().contains("connect") {
+            return true;
+        }
+        cause = e.source();
+    }
+    status.message().contains("connect")
 }

@@ -174,6 +174,21 @@ impl Request {
         }
     }
 
+    /// Whether the call writes rows (its acknowledgement names the server and its WAL).
+    pub fn writes(&self) -> bool {
+        use Request::*;
+        matches!(
+            self,
+            Put(..)
+                | Delete(..)
+                | Increment(..)
+                | Append(..)
+                | CheckAndMutate(..)
+                | MutateRow(..)
+                | Batch(..)
+        )
+    }
+
     /// The operation's name, for logs, metrics and errors.
     pub fn name(&self) -> &'static str {
         use Request::*;
@@ -305,4 +320,45 @@ pub enum ScanPage {
     Rows(Vec<RowResult>),
     /// The scan failed: its typed error, the stream's last page.
     Error(ErrorWire),
+}
+
+/// Who acknowledged a write: the region server's process and where its WAL stood when it
+/// answered (its writer folder and newest segment: the write is in that segment or an
+/// older one). Sent as the reply's gRPC metadata `basalt-server` and `basalt-wal`
+/// (`<writer>/<segment>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledgement {
+    /// The server's process name.
+    pub server: String,
+    /// Its WAL writer number.
+    pub writer: u64,
+    /// Its newest WAL segment when it answered.
+    pub segment: u64,
+}
+
+/// The metadata key of the acknowledging server.
+pub const SERVER_METADATA: &str = "basalt-server";
+/// The metadata key of the acknowledging server's WAL position.
+pub const WAL_METADATA: &str = "basalt-wal";
+
+impl Acknowledgement {
+    /// Read from a reply's metadata (`None` when absent or malformed).
+    pub fn from_metadata(m: &tonic::metadata::MetadataMap) -> Option<Self> {
+        let server = m.get(SERVER_METADATA)?.to_str().ok()?.to_string();
+        let (writer, segment) = m.get(WAL_METADATA)?.to_str().ok()?.split_once('/')?;
+        Some(Acknowledgement {
+            server,
+            writer: writer.parse().ok()?,
+            segment: segment.parse().ok()?,
+        })
+    }
+
+    /// Written into a reply's metadata (nothing for a process name metadata cannot hold).
+    pub fn to_metadata(&self, m: &mut tonic::metadata::MetadataMap) {
+        let wal = format!("{}/{}", self.writer, self.segment);
+        if let (Ok(server), Ok(wal)) = (self.server.parse(), wal.parse()) {
+            m.insert(SERVER_METADATA, server);
+            m.insert(WAL_METADATA, wal);
+        }
+    }
 }

@@ -14,7 +14,7 @@
 //! ([`MAX_PINNED_READ_POINTS`]) and expire when unused for [`READ_POINT_IDLE`], so a
 //! client that vanished pins nothing for long.
 
-use super::messages::{Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
+use super::messages::{Acknowledgement, Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
 use super::service::region_server_server::{RegionServer, RegionServerServer};
 use super::MAX_MESSAGE_BYTES;
 use basalt_core::client::{Backend, RowResult};
@@ -63,12 +63,17 @@ impl<B: Backend> std::fmt::Debug for RegionRpc<B> {
 /// refusal every call gets.
 pub type Guard = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
+/// Where a server's WAL stands: its writer number and newest segment.
+pub type WalPosition = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
+
 struct Inner<B: Backend> {
     backend: Arc<B>,
     process: String,
     guard: Option<Guard>,
     /// Run before a call that reads the catalog (see [`RegionRpc::refreshing`]).
     refresh: Option<Guard>,
+    /// Where the WAL stands, for a write's acknowledgement (see [`RegionRpc::reporting`]).
+    position: Option<WalPosition>,
     read_points: Mutex<HashMap<u64, (B::ReadPoint, Instant)>>,
     next_handle: AtomicU64,
     /// Scans running now.
@@ -117,6 +122,7 @@ impl<B: Backend> RegionRpc<B> {
                 process: process.into(),
                 guard,
                 refresh: None,
+                position: None,
                 read_points: Mutex::new(HashMap::new()),
                 next_handle: AtomicU64::new(1),
                 open_scans: Arc::new(std::sync::atomic::AtomicUsize::new(0)),
@@ -139,6 +145,20 @@ impl<B: Backend> RegionRpc<B> {
         };
         RegionRpc {
             inner: Arc::new(inner),
+        }
+    }
+
+    /// This service, attaching to every write's reply an [`Acknowledgement`] naming the
+    /// server and where `position` says its WAL stands (writer, newest segment).
+    pub fn reporting(self, position: WalPosition) -> Self {
+        match Arc::try_unwrap(self.inner) {
+            Ok(mut inner) => {
+                inner.position = Some(position);
+                RegionRpc {
+                    inner: Arc::new(inner),
+                }
+            }
+            Err(shared) => RegionRpc { inner: shared },
         }
     }
 
@@ -193,6 +213,7 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
         let inner = Arc::clone(&self.inner);
         let request = request.into_inner();
         let name = request.name();
+        let writes = request.writes();
         if let Err(e) = inner.allowed() {
             return Ok(Response::new(Reply::Error((&e).into())));
         }
@@ -208,7 +229,20 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
             }
         });
         match task.await {
-            Ok(reply) => Ok(Response::new(reply)),
+            Ok(reply) => {
+                let acknowledged = writes && !matches!(reply, Reply::Error(_));
+                let mut response = Response::new(reply);
+                if let (Some(position), true) = (&self.inner.position, acknowledged) {
+                    let (writer, segment) = position();
+                    let ack = Acknowledgement {
+                        server: self.inner.process.clone(),
+                        writer,
+                        segment,
+                    };
+                    ack.to_metadata(response.metadata_mut());
+                }
+                Ok(response)
+            }
             Err(e) => Err(Status::internal(format!(
                 "{name} failed on the server: {e}"
             ))),

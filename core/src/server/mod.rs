@@ -302,6 +302,17 @@ impl Engine {
         open::runtime::refresh_catalog(self)
     }
 
+    /// Where the engine's WAL stands: its writer number on a shared store (0 on a local
+    /// directory) and the id of its newest segment. A write acknowledged before the call is
+    /// in that segment or an older one of that writer: what a region server reports with
+    /// each acknowledgement, so that none can be shown to come from a fenced writer.
+    pub fn wal_position(&self) -> (u64, u64) {
+        (
+            self.shared.catalog.writer(),
+            self.shared.wal.current_segment(),
+        )
+    }
+
     /// The regions served here, by table.
     pub fn served_regions(&self) -> Vec<(TableName, u64)> {
         open::runtime::served_regions(self)

@@ -378,6 +378,12 @@ impl Wal {
         self.shared.bytes_written()
     }
 
+    /// The id of the newest segment (on an object store: of the last object written), 0
+    /// before the first. A write acknowledged before this call is in it or an older one.
+    pub fn current_segment(&self) -> u64 {
+        self.shared.segments.lock().last().map_or(0, |s| s.id)
+    }
+
     /// All live segments, oldest first, the current one last.
     #[cfg(test)]
     pub fn segments(&self) -> Vec<SegmentInfo> {
