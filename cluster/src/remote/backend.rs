@@ -4,7 +4,7 @@
 
 use super::route::{lock, with_retries};
 use super::scan;
-use super::{RemoteBackend, RemoteReadPoint};
+use super::{batch_row, RemoteBackend, RemoteReadPoint};
 use crate::rpc::client::unexpected;
 use crate::rpc::messages::{Reply, Request};
 use basalt_core::client::{
@@ -120,16 +120,41 @@ impl Backend for RemoteBackend {
         }
         let rpc = self.policy.rpc_timeout;
         let ops = &ops;
+        let split_since = &std::sync::Mutex::new(None);
         let reply = with_retries(
             &self.router,
             Some(table),
             self.policy,
             false,
             || async move {
-                let server = self.batch_server(table, ops).await?;
-                server
-                    .call(Request::Batch(table.clone(), ops.clone()), rpc)
-                    .await
+                let server = self.batch_server(table, ops, split_since).await?;
+                let (reply, ack) = server
+                    .call_acknowledged(Request::Batch(table.clone(), ops.clone()), rpc)
+                    .await?;
+                if let Reply::Batch(outcomes) = &reply {
+                    // Every operation refused as "not served here": nothing was applied,
+                    // the server lost the regions; located again and sent again.
+                    let refused = outcomes.iter().map(|r| match r {
+                        Err(e) => Some(Error::from(e.clone())),
+                        Ok(_) => None,
+                    });
+                    let refused: Vec<Option<Error>> = refused.collect();
+                    let not_here =
+                        |e: &Option<Error>| matches!(e, Some(Error::RegionNotServed { .. }));
+                    if refused.iter().all(not_here) {
+                        if let Some(Some(e)) = refused.into_iter().next() {
+                            return Err(e);
+                        }
+                    }
+                    if let Some(ack) = ack {
+                        for (op, r) in ops.iter().zip(outcomes) {
+                            if r.is_ok() {
+                                self.acknowledged(table, batch_row(op), &ack);
+                            }
+                        }
+                    }
+                }
+                Ok(reply)
             },
         )
         .await?;

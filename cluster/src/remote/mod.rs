@@ -112,6 +112,14 @@ impl RemoteBackend {
         }
     }
 
+    /// Tells the observer, if there is one, that `row` of `table` was acknowledged.
+    fn acknowledged(&self, table: &TableName, row: &[u8], ack: &Acknowledgement) {
+        let observer = self.acks.lock().ok().and_then(|o| o.clone());
+        if let Some(observe) = observer {
+            observe(table, row, ack);
+        }
+    }
+
     /// Sends `request` to `target`'s server, retrying as the module doc says.
     async fn send(&self, target: Target<'_>, request: Request, idempotent: bool) -> Result<Reply> {
         let rpc = match target {
@@ -134,10 +142,7 @@ impl RemoteBackend {
                 };
                 let (reply, ack) = server.call_acknowledged(request, rpc).await?;
                 if let (Target::Row(t, row), Some(ack)) = (target, ack) {
-                    let observer = self.acks.lock().ok().and_then(|o| o.clone());
-                    if let Some(observe) = observer {
-                        observe(t, row, &ack);
-                    }
+                    self.acknowledged(t, row, &ack);
                 }
                 Ok(reply)
             }
@@ -200,17 +205,51 @@ impl RemoteBackend {
         Ok(())
     }
 
-    /// The one server the rows of `ops` live on.
-    async fn batch_server(&self, table: &TableName, ops: &[BatchOp]) -> Result<RpcClient> {
+    /// The one server the rows of `ops` live on. Rows found on two servers are located
+    /// again from etcd (the cached locations may be stale); rows still on two servers
+    /// are a region in transition (a table group moving region by region) for up to
+    /// [`MOVE_GRACE`] after `split_since` was first set, a retryable [`Error::Busy`], and
+    /// then a batch the cluster cannot run atomically: [`Error::BadArgument`].
+    async fn batch_server(
+        &self,
+        table: &TableName,
+        ops: &[BatchOp],
+        split_since: &Mutex<Option<std::time::Instant>>,
+    ) -> Result<RpcClient> {
+        let split = match self.one_server(table, ops).await? {
+            Ok(server) => return Ok(server),
+            Err(_) => {
+                self.router.forget(table);
+                match self.one_server(table, ops).await? {
+                    Ok(server) => return Ok(server),
+                    Err(split) => split,
+                }
+            }
+        };
+        let first = *lock(split_since)?.get_or_insert_with(std::time::Instant::now);
+        if first.elapsed() < MOVE_GRACE {
+            return Err(Error::Busy(format!(
+                "{split}; waiting for a region in transition"
+            )));
+        }
+        Err(Error::bad_argument(format!(
+            "{split}: a batch is atomic per server only; send one batch per server"
+        )))
+    }
+
+    /// The one server the rows of `ops` live on, or what says they live on two.
+    async fn one_server(
+        &self,
+        table: &TableName,
+        ops: &[BatchOp],
+    ) -> Result<std::result::Result<RpcClient, String>> {
         let mut server: Option<RpcClient> = None;
         for op in ops {
-            let row = batch_row(op);
-            let here = self.router.locate(table, row).await?.server;
+            let here = self.router.locate(table, batch_row(op)).await?.server;
             match &server {
                 Some(s) if s.address() != here.address() => {
-                    return Err(Error::bad_argument(format!(
-                        "a batch's rows live on more than one server ({} and {}): a batch \
-                         is atomic per server only; send one batch per server",
+                    return Ok(Err(format!(
+                        "a batch's rows live on more than one server ({} and {})",
                         s.address(),
                         here.address()
                     )));
@@ -219,12 +258,18 @@ impl RemoteBackend {
                 None => server = Some(here),
             }
         }
-        server.ok_or_else(|| Error::bad_argument("an empty batch"))
+        server
+            .map(Ok)
+            .ok_or_else(|| Error::bad_argument("an empty batch"))
     }
 }
 
+/// How long a batch whose rows live on two servers waits for a region in transition
+/// before it is refused.
+pub const MOVE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The row a batch operation writes or reads.
-fn batch_row(op: &BatchOp) -> &[u8] {
+pub(crate) fn batch_row(op: &BatchOp) -> &[u8] {
     match op {
         BatchOp::Put(p) => p.row(),
         BatchOp::Delete(d) => d.row(),

@@ -172,6 +172,11 @@ pub(crate) fn copy_error(e: &Error) -> Error {
             table: table.clone(),
             family: family.clone(),
         },
+        Error::RegionNotServed { table, region } => Error::RegionNotServed {
+            table: table.clone(),
+            region: *region,
+        },
+        Error::Closed => Error::Closed,
         Error::TableNotFound(t) => Error::TableNotFound(t.clone()),
         Error::TableDisabled(t) => Error::TableDisabled(t.clone()),
         Error::NotACounter { column, len } => Error::NotACounter {
