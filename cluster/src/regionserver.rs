@@ -290,7 +290,13 @@ impl Lives {
         let server = tokio::spawn(serve_rpc(rpc, tokio_listener, async move {
             let _ = quitting_rx.wait_for(|q| *q).await;
         }));
-        let follower = tokio::spawn(follow(Arc::clone(&engine), self.coord.clone(), process));
+        let (leave, leaving) = watch::channel(false);
+        let follower = tokio::spawn(follow(
+            Arc::clone(&engine),
+            self.coord.clone(),
+            process,
+            leaving,
+        ));
         let ended = loop {
             tokio::select! {
                 _ = tokio::time::sleep(LEASE_CHECK) => {
@@ -306,7 +312,9 @@ impl Lives {
                 }
             }
         };
-        follower.abort();
+        // Stopped between two opens or closes, never in the middle of one (a close cut
+        // short after its flush began would leave its MemStore snapshot behind).
+        let _ = leave.send(true);
         let _ = follower.await;
         let _ = quit.send(true);
         drop(quitting);
@@ -331,19 +339,35 @@ impl Lives {
     }
 }
 
-/// Follows the master's assignments every [`FOLLOW_TICK`] until aborted.
-async fn follow(engine: Arc<Engine>, coord: EtcdCoordination, process: String) {
+/// Follows the master's assignments every [`FOLLOW_TICK`] until `leaving` says so
+/// (looked at between two regions' opens or closes).
+async fn follow(
+    engine: Arc<Engine>,
+    coord: EtcdCoordination,
+    process: String,
+    mut leaving: watch::Receiver<bool>,
+) {
     loop {
-        tokio::time::sleep(FOLLOW_TICK).await;
-        if let Err(e) = follow_once(&engine, &coord, &process).await {
+        tokio::select! {
+            _ = tokio::time::sleep(FOLLOW_TICK) => {}
+            _ = leaving.wait_for(|l| *l) => return,
+        }
+        if let Err(e) = follow_once(&engine, &coord, &process, &leaving).await {
             tracing::debug!(%process, error = %e, "could not read the assignments");
         }
     }
 }
 
-/// Closes the regions served here that are assigned elsewhere, then opens those assigned
-/// here that are not served; a region that fails is tried again on the next pass.
-async fn follow_once(engine: &Arc<Engine>, coord: &EtcdCoordination, process: &str) -> Result<()> {
+/// Gives up regions still owned but no longer served, closes the regions served here
+/// that are assigned elsewhere, then opens those assigned here that are not served; a
+/// region that fails is tried again on the next pass. Returns early once `leaving`.
+async fn follow_once(
+    engine: &Arc<Engine>,
+    coord: &EtcdCoordination,
+    process: &str,
+    leaving: &watch::Receiver<bool>,
+) -> Result<()> {
+    engine.release_unserved().await;
     let assigned = coord.assignments().await?;
     let served: BTreeSet<RegionKey> = engine
         .served_regions()
@@ -351,6 +375,9 @@ async fn follow_once(engine: &Arc<Engine>, coord: &EtcdCoordination, process: &s
         .map(|(t, id)| RegionKey::new(t, id))
         .collect();
     for key in &served {
+        if *leaving.borrow() {
+            return Ok(());
+        }
         let elsewhere = assigned.get(key).is_some_and(|p| p != process);
         if elsewhere {
             match engine.close_region(&key.table, key.region).await {
@@ -364,6 +391,9 @@ async fn follow_once(engine: &Arc<Engine>, coord: &EtcdCoordination, process: &s
         }
     }
     for (key, to) in &assigned {
+        if *leaving.borrow() {
+            return Ok(());
+        }
         if to != process || served.contains(key) {
             continue;
         }

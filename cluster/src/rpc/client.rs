@@ -193,7 +193,8 @@ pub(crate) fn from_status(call: &str, address: &str, status: Status) -> Error {
 }
 
 /// Whether an `Unavailable` status means the call never reached a server: no connection
-/// could be made (refused, unreachable, or the connection attempt failed).
+/// could be made (refused, unreachable, or the connection attempt failed). Anything else
+/// may have been sent.
 fn never_sent(status: &Status) -> bool {
     let mut cause: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
     while let Some(e) = cause {
@@ -209,10 +210,20 @@ fn never_sent(status: &Status) -> bool {
                 return true;
             }
         }
-        if e.to_string().contains("connect") {
+        if connect_phase(&e.to_string()) {
             return true;
         }
         cause = e.source();
     }
-    status.message().contains("connect")
+    connect_phase(status.message())
+}
+
+/// Whether an error's text is one hyper and tonic give a connection that could not be
+/// made ("tcp connect error", "error trying to connect", "dns error"), as opposed to one
+/// that broke after a call was sent ("connection error", "connection reset", "connection
+/// closed before message completed").
+fn connect_phase(text: &str) -> bool {
+    ["tcp connect error", "error trying to connect", "dns error"]
+        .iter()
+        .any(|t| text.contains(t))
 }

@@ -313,6 +313,13 @@ impl Engine {
         )
     }
 
+    /// Gives up, in the coordination store, the regions the engine still owns but no
+    /// longer serves (a close whose release the store refused): for the one caller that
+    /// opens and closes regions, between its opens and closes.
+    pub async fn release_unserved(&self) {
+        open::runtime::release_unserved(self).await
+    }
+
     /// The regions served here, by table.
     pub fn served_regions(&self) -> Vec<(TableName, u64)> {
         open::runtime::served_regions(self)

@@ -190,17 +190,25 @@ impl Ownership {
         Ok(())
     }
 
-    /// Gives `regions` up (those the engine owns).
+    /// Gives `regions` up (those the engine owns). A region the store refused to release
+    /// stays held, so that a later call ([`crate::Engine::release_unserved`]) tries again:
+    /// until then another engine's claim of it fails with `RegionOwned`.
     pub(crate) async fn release(&self, regions: &[RegionKey]) {
         for r in regions {
             let generation = self.held.lock().remove(r);
             self.pointed.lock().remove(r);
             if let Some(g) = generation {
                 if let Err(e) = self.coord.release_region(r, self.lease.id, g).await {
-                    tracing::warn!(region = %r, error = %e, "releasing a region failed");
+                    tracing::warn!(region = %r, error = %e, "releasing a region failed; kept to try again");
+                    self.held.lock().insert(r.clone(), g);
                 }
             }
         }
+    }
+
+    /// The regions the engine owns.
+    pub(crate) fn held(&self) -> Vec<RegionKey> {
+        self.held.lock().keys().cloned().collect()
     }
 
     /// How often the lease is renewed (a third of its time to live), `None` when it never

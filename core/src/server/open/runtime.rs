@@ -64,7 +64,10 @@ pub(crate) async fn open_region(engine: &Arc<Engine>, table: &TableName, id: u64
         .cloned()
         .ok_or_else(|| Error::bad_argument("the engine holds no lease to own regions"))?;
     let _ops = engine.upkeep.region_ops.lock().await;
-    refresh_catalog(engine)?;
+    let failed = refresh_tables(engine)?;
+    if let Some((_, e)) = failed.into_iter().find(|(name, _)| name == table) {
+        return Err(e);
+    }
     let t = shared.table(table)?;
     let current = region_of(&t, id)?;
     if !current.served_elsewhere() {
@@ -148,7 +151,11 @@ async fn load_region(
         &mut max_seq,
     )?;
     let newest = records.iter().map(|r| r.seq).max().unwrap_or(0);
-    shared.mvcc.advance_to(max_seq.max(newest));
+    let target = max_seq.max(newest);
+    shared.mvcc.advance_to(target);
+    // Visible before the region serves: a read, an increment or a uniqueness check at an
+    // older read point would miss the region's newest cells.
+    shared.mvcc.wait_for(target).await;
     let region = Arc::new(region);
     let replayed = lifecycle::replay_region(&engine.reads, t, &region, records).await;
     Ok((region, replayed))
@@ -239,16 +246,28 @@ pub(crate) async fn close_region(engine: &Arc<Engine>, table: &TableName, id: u6
 /// whose regions serve here (splits, merges, schema and enabled state elsewhere), the
 /// regions served elsewhere of the others (when the catalog lists the regions served
 /// here as they are), and tables they dropped that serve nothing here. Nothing on a
-/// local directory.
+/// local directory. While a region opens or closes here (or a split or merge runs) only
+/// the catalog is re-read: the tables are the opener's to change. A table that cannot be
+/// opened here (a coprocessor that fails to load) is left as it was, logged.
 pub(crate) fn refresh_catalog(engine: &Engine) -> Result<()> {
+    match engine.upkeep.region_ops.try_lock() {
+        Ok(_ops) => refresh_tables(engine).map(|_| ()),
+        Err(_) => engine.shared.catalog.refresh(),
+    }
+}
+
+/// [`refresh_catalog`] for a caller holding `region_ops`; returns the tables that could
+/// not be opened, with why.
+fn refresh_tables(engine: &Engine) -> Result<Vec<(TableName, Error)>> {
     let shared = &engine.shared;
     if shared.objects.is_local() {
-        return Ok(());
+        return Ok(Vec::new());
     }
     shared.catalog.refresh()?;
     let state = shared.catalog.snapshot();
     let config = &shared.config;
     let unserved = |_: u64| false;
+    let mut failed = Vec::new();
     let mut tables = shared.tables.write();
     for entry in state.tables.values() {
         let name = &entry.descriptor.name;
@@ -265,20 +284,54 @@ pub(crate) fn refresh_catalog(engine: &Engine) -> Result<()> {
             continue;
         }
         let (mut live, mut max_seq) = (HashSet::new(), 0u64);
-        let fresh = open_table(
+        let opened = open_table(
             config,
             &shared.objects,
             entry,
             &shared.cache,
             (&mut live, &mut max_seq),
             &unserved,
-        )?;
-        tables.insert(name.clone(), fresh);
+        );
+        match opened {
+            Ok(fresh) => {
+                tables.insert(name.clone(), fresh);
+            }
+            Err(e) => {
+                tracing::warn!(table = %name, error = %e, "a table another engine changed cannot be opened here");
+                failed.push((name.clone(), e));
+            }
+        }
     }
     tables.retain(|name, t| {
         state.tables.contains_key(&name.to_string()) || !t.served_regions().is_empty()
     });
-    Ok(())
+    Ok(failed)
+}
+
+/// Gives up, in the coordination store, the regions the engine still owns but no longer
+/// serves (a close whose release the store refused). Only for the caller that opens and
+/// closes regions (a region server's assignment follower): a region being opened is
+/// owned before it serves.
+pub(crate) async fn release_unserved(engine: &Engine) {
+    let Some(own) = engine.shared.ownership.get() else {
+        return;
+    };
+    let stale: Vec<RegionKey> = own
+        .held()
+        .into_iter()
+        .filter(|k| match engine.shared.tables.read().get(&k.table) {
+            Some(t) => t
+                .regions
+                .read()
+                .iter()
+                .find(|r| r.id == k.region)
+                .is_none_or(|r| r.served_elsewhere()),
+            None => true,
+        })
+        .collect();
+    if !stale.is_empty() {
+        own.release(&stale).await;
+    }
 }
 
 /// The regions served here, by table: what a region server reports.
