@@ -12,50 +12,25 @@
 //! `refresh_catalog`; bad calls get typed errors.
 
 use basalt::client::{Get, Put};
-use basalt::objects::{Objects, StoreObjects};
 use basalt::{
     ColumnFamilyDescriptor, Config, Connection, Error, PreSplit, TableDescriptor, TableName,
 };
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 #[path = "common/takeover.rs"]
 #[allow(dead_code)] // this test reads the writer folders only
 mod takeover_common;
-use takeover_common::writers;
+use takeover_common::{writers, SharedCoordination};
 
 fn tn() -> TableName {
     TableName::parse("t").unwrap()
 }
 
-/// One object store and one coordination store (on a manual clock) that engines share.
-struct Shared {
-    clock: Arc<basalt::coord::ManualClock>,
-    coord: Arc<basalt::coord::MemoryCoordination>,
-    objects: Arc<dyn Objects>,
-}
-
-impl Shared {
-    fn new() -> Self {
-        let clock = Arc::new(basalt::coord::ManualClock::default());
-        Shared {
-            coord: Arc::new(basalt::coord::MemoryCoordination::new(clock.clone())),
-            clock,
-            objects: Arc::new(StoreObjects::in_memory()),
-        }
-    }
-
-    /// An engine of process `process` in `dir` serving no region yet, lease of a minute.
-    async fn engine(&self, dir: &Path, process: &str) -> Connection {
-        let config = Config::new(dir)
-            .objects(Arc::clone(&self.objects))
-            .coordination(self.coord.clone())
-            .process_name(process)
-            .lease_ttl_ms(60_000)
-            .serve_regions([]);
-        Connection::open_with(config).await.unwrap()
-    }
+/// An engine of process `process` in `dir` of `shared`, serving no region yet.
+async fn engine(shared: &SharedCoordination, dir: &Path, process: &str) -> Connection {
+    let config = shared.config(dir, process).serve_regions([]);
+    Connection::open_with(config).await.unwrap()
 }
 
 /// Creates `t` with regions `[, g)`, `[g, p)`, `[p, )` through `conn`; returns their ids.
@@ -94,10 +69,10 @@ fn not_served<T: std::fmt::Debug>(r: basalt::Result<T>) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_region_moves_between_live_engines_and_back_with_every_write() {
-    let shared = Shared::new();
+    let shared = SharedCoordination::new();
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = shared.engine(dirs[0].path(), "rs-a").await;
-    let b = shared.engine(dirs[1].path(), "rs-b").await;
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
+    let b = engine(&shared, dirs[1].path(), "rs-b").await;
     let ids = create_table(&a).await;
     // The creator serves every region of its new table.
     assert_eq!(a.engine().served_regions().len(), 3);
@@ -178,9 +153,9 @@ async fn a_region_moves_between_live_engines_and_back_with_every_write() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_engines_region_opens_elsewhere_with_its_unflushed_edits() {
-    let shared = Shared::new();
+    let shared = SharedCoordination::new();
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = shared.engine(dirs[0].path(), "rs-a").await;
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
     let ids = create_table(&a).await;
     // Many writes on A, so that its sequence ids run far ahead of B's.
     for n in 0..300 {
@@ -195,7 +170,7 @@ async fn a_crashed_engines_region_opens_elsewhere_with_its_unflushed_edits() {
     let ta = a.table("t").unwrap();
     std::mem::forget(a);
     shared.clock.advance(Duration::from_secs(61));
-    let b = shared.engine(dirs[1].path(), "rs-b").await;
+    let b = engine(&shared, dirs[1].path(), "rs-b").await;
     let eb = b.engine().clone();
     eb.open_region(&tn(), ids[2]).await.unwrap();
     for n in 1..300 {
@@ -239,9 +214,9 @@ async fn a_crashed_engines_region_opens_elsewhere_with_its_unflushed_edits() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_calls_get_typed_errors() {
-    let shared = Shared::new();
+    let shared = SharedCoordination::new();
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let a = shared.engine(dirs[0].path(), "rs-a").await;
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
     let ids = create_table(&a).await;
     let ea = a.engine().clone();
     let missing = ea.open_region(&tn(), 9_999).await;

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 #[path = "common/takeover.rs"]
 mod takeover_common;
-use takeover_common::{assert_contiguous, check, writers, Model};
+use takeover_common::{assert_contiguous, check, writers, Model, SharedCoordination};
 
 fn tn() -> TableName {
     TableName::parse("t").unwrap()
@@ -66,33 +66,6 @@ async fn create_two_regions(conn: &Connection) -> Vec<u64> {
         .await
         .unwrap();
     regions(conn).await.iter().map(|r| r.0).collect()
-}
-
-/// One object store and one coordination store (on a manual clock) that engines share.
-struct SharedCoordination {
-    clock: Arc<basalt::coord::ManualClock>,
-    coord: Arc<basalt::coord::MemoryCoordination>,
-    objects: Arc<dyn Objects>,
-}
-
-impl SharedCoordination {
-    fn new() -> Self {
-        let clock = Arc::new(basalt::coord::ManualClock::default());
-        SharedCoordination {
-            coord: Arc::new(basalt::coord::MemoryCoordination::new(clock.clone())),
-            clock,
-            objects: Arc::new(StoreObjects::in_memory()),
-        }
-    }
-
-    /// An engine of process `process` in `dir`, with a lease of a minute.
-    fn config(&self, dir: &Path, process: &str) -> Config {
-        Config::new(dir)
-            .objects(Arc::clone(&self.objects))
-            .coordination(self.coord.clone())
-            .process_name(process)
-            .lease_ttl_ms(60_000)
-    }
 }
 
 fn holds(start: &[u8], end: &[u8], row: &str) -> bool {

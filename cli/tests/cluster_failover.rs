@@ -11,13 +11,14 @@
 //! reads back, the cluster took writes again within 15 s of each fault (the measured times
 //! are printed), and the processes are stopped.
 
+mod common;
+
 use basalt_cluster::rpc::client::RpcClient;
 use basalt_cluster::rpc::messages::Request;
 use basalt_cluster::{EtcdConfig, EtcdCoordination, LocalEtcd, RetryPolicy};
 use basalt_core::client::{Get, Put};
 use basalt_core::{ColumnFamilyDescriptor, PreSplit, TableDescriptor, TableName};
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -53,11 +54,7 @@ impl Server {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the basalt binary starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("a first line");
+        let line = common::first_line(&mut child);
         assert!(line.starts_with("listening on "), "{line:?}");
         Server {
             name: name.to_string(),

@@ -29,7 +29,6 @@ use basalt_core::objects::{Objects, StoreObjects};
 use basalt_core::{Config, TableName};
 use common::netns::{self, Lab};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -145,11 +144,7 @@ impl Cluster {
             .stderr(log)
             .spawn()
             .expect("the basalt binary starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("a first line");
+        let line = common::first_line(&mut child);
         if !line.starts_with("listening on ") {
             let _ = child.wait();
             let log = std::fs::read_to_string(self.dir.join(format!("{name}.log")));
@@ -161,17 +156,7 @@ impl Cluster {
     /// The cluster's state through a status process in the client's namespace: the
     /// master and each table's holder.
     fn status(&self) -> (Option<String>, BTreeMap<String, String>) {
-        let out = self
-            .lab
-            .command("client", std::env::current_exe().expect("this test"))
-            .args([
-                "failover_under_load",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("BASALT_FAILOVER_ROLE", "status")
-            .env("BASALT_ETCD", &self.etcd_url)
+        let out = role(&self.lab, "status", &self.etcd_url)
             .output()
             .expect("the status process runs");
         let text = String::from_utf8_lossy(&out.stdout);
@@ -205,6 +190,22 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(300));
         }
     }
+}
+
+/// This test binary run again in the client's namespace as `role` (`client`, `status`),
+/// reaching etcd at `etcd_url`.
+fn role(lab: &Lab, role: &str, etcd_url: &str) -> Command {
+    let mut command = lab.command("client", std::env::current_exe().expect("this test"));
+    command
+        .args([
+            "failover_under_load",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("BASALT_FAILOVER_ROLE", role)
+        .env("BASALT_ETCD", etcd_url);
+    command
 }
 
 /// Waits up to 30 s until etcd answers its health check from the client's namespace.
@@ -273,17 +274,7 @@ fn run_seed(seed: u64) {
         cluster.start_server(s);
     }
     let client = Proc {
-        child: cluster
-            .lab
-            .command("client", std::env::current_exe().expect("this test"))
-            .args([
-                "failover_under_load",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("BASALT_FAILOVER_ROLE", "client")
-            .env("BASALT_ETCD", &etcd_url)
+        child: role(&cluster.lab, "client", &etcd_url)
             .env("BASALT_FAILOVER_DIR", &dir)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())

@@ -1,12 +1,44 @@
-//! What the takeover tests share: the WAL writer folders of an object store (each
-//! folder's segment ids and its fence, an empty last object), and the model of what was
-//! acknowledged with the check of table `t` (family `f`, qualifier `q`) against it.
+//! What the takeover tests share: one object store and one coordination store that
+//! engines share, the WAL writer folders of an object store (each folder's segment ids and
+//! its fence, an empty last object), and the model of what was acknowledged with the check
+//! of table `t` (family `f`, qualifier `q`) against it.
 
 use basalt::client::Scan;
-use basalt::objects::Objects;
-use basalt::Connection;
+use basalt::objects::{Objects, StoreObjects};
+use basalt::{Config, Connection};
 use futures::TryStreamExt;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::Arc;
+
+/// One object store and one coordination store (on a manual clock) that engines share.
+#[allow(dead_code)] // not every test binary that includes this module opens engines so
+pub struct SharedCoordination {
+    pub clock: Arc<basalt::coord::ManualClock>,
+    pub coord: Arc<basalt::coord::MemoryCoordination>,
+    pub objects: Arc<dyn Objects>,
+}
+
+#[allow(dead_code)]
+impl SharedCoordination {
+    pub fn new() -> Self {
+        let clock = Arc::new(basalt::coord::ManualClock::default());
+        SharedCoordination {
+            coord: Arc::new(basalt::coord::MemoryCoordination::new(clock.clone())),
+            clock,
+            objects: Arc::new(StoreObjects::in_memory()),
+        }
+    }
+
+    /// An engine of process `process` in `dir`, with a lease of a minute.
+    pub fn config(&self, dir: &Path, process: &str) -> Config {
+        Config::new(dir)
+            .objects(Arc::clone(&self.objects))
+            .coordination(self.coord.clone())
+            .process_name(process)
+            .lease_ttl_ms(60_000)
+    }
+}
 
 /// Every writer folder, in order: `(folder, segment ids, fence)`, the fence being the id of
 /// an empty last object.

@@ -5,3 +5,15 @@
 #![allow(dead_code)]
 
 pub mod netns;
+
+/// The first line a spawned `basalt regionserver` (or `serve`) prints on its piped
+/// standard output: `listening on ADDR` once bound, or what it printed instead (empty
+/// when it exited first).
+pub fn first_line(child: &mut std::process::Child) -> String {
+    use std::io::BufRead;
+    let mut line = String::new();
+    if let Some(stdout) = child.stdout.take() {
+        let _ = std::io::BufReader::new(stdout).read_line(&mut line);
+    }
+    line
+}
