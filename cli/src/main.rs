@@ -61,6 +61,8 @@ enum Command {
     Serve(ServeArgs),
     /// Runs a region server of a cluster: etcd for coordination, a shared store directory.
     Regionserver(RegionServerArgs),
+    /// Runs a candidate for a cluster's master that serves no region.
+    Master(MasterArgs),
     #[command(flatten)]
     Tool(Tool),
 }
@@ -203,6 +205,42 @@ struct RegionServerArgs {
     /// The lease's time to live, in seconds: how long a dead server's regions wait.
     #[arg(long, default_value_t = 10)]
     lease_secs: u64,
+    /// Never campaign for master (leave it to `basalt master` or the other servers).
+    #[arg(long)]
+    no_master: bool,
+}
+
+/// `basalt master`'s flags (docs/cluster.md).
+#[derive(clap::Args)]
+struct MasterArgs {
+    /// etcd's members, comma-separated (`host:port` or URLs).
+    #[arg(long, value_delimiter = ',', required = true)]
+    etcd: Vec<String>,
+    /// The prefix of the cluster's keys in etcd.
+    #[arg(long, default_value = "/basalt")]
+    prefix: String,
+    /// The candidate's name, unique in the cluster.
+    #[arg(long, default_value = "master")]
+    name: String,
+    /// The lease's time to live, in seconds: how long a dead master's term lasts.
+    #[arg(long, default_value_t = 10)]
+    lease_secs: u64,
+}
+
+fn master(a: MasterArgs) -> Result<(), Box<dyn std::error::Error>> {
+    basalt_cli::init_logging();
+    let options = basalt_cli::MasterOptions {
+        etcd: a.etcd,
+        prefix: a.prefix,
+        name: a.name,
+        lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
+    };
+    basalt_cli::run_master(options, || {
+        // One line once connected (scripts and tests wait for it).
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "campaigning");
+        let _ = out.flush();
+    })
 }
 
 fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -215,6 +253,7 @@ fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
         name: a.name.unwrap_or_else(|| format!("regionserver-{}", a.port)),
         listen: std::net::SocketAddr::new(a.bind, a.port),
         lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
+        master_candidate: !a.no_master,
     };
     basalt_cli::run_regionserver(options, None, |at| {
         // One line once listening (scripts and tests wait for it).
@@ -288,6 +327,13 @@ fn main() -> ExitCode {
             }
         },
         Command::Regionserver(args) => match regionserver(args) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("ERROR: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Master(args) => match master(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("ERROR: {e}");
