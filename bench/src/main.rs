@@ -388,6 +388,16 @@ fn parse_args() -> Result<Args, String> {
     })
 }
 
+/// The engine settings of a YCSB-style suite over `records` rows: the block size and
+/// compressions the command line gave.
+fn core_settings(args: &Args, records: u64) -> measure::Settings {
+    let mut core = measure::Settings::new(records, args.dir.clone());
+    core.block_size = args.block_size;
+    core.compression = args.compression;
+    core.compaction_compression = args.compaction_compression;
+    core
+}
+
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -429,10 +439,7 @@ fn main() -> ExitCode {
     for &suite in suites {
         if suite == "ycsb" {
             let records = args.records.or(args.rows).unwrap_or(ycsb::DEFAULT_RECORDS);
-            let mut core = measure::Settings::new(records, args.dir.clone());
-            core.block_size = args.block_size;
-            core.compression = args.compression;
-            core.compaction_compression = args.compaction_compression;
+            let core = core_settings(&args, records);
             let settings = ycsb::Settings {
                 records,
                 operations: args.operations.unwrap_or(ycsb::DEFAULT_OPERATIONS),
@@ -454,10 +461,7 @@ fn main() -> ExitCode {
                 .records
                 .or(args.rows)
                 .unwrap_or(cluster::DEFAULT_RECORDS);
-            let mut core = measure::Settings::new(records, args.dir.clone());
-            core.block_size = args.block_size;
-            core.compression = args.compression;
-            core.compaction_compression = args.compaction_compression;
+            let core = core_settings(&args, records);
             let settings = ycsb::Settings {
                 records,
                 operations: args.operations.unwrap_or(cluster::DEFAULT_OPERATIONS),
@@ -479,10 +483,7 @@ fn main() -> ExitCode {
                 .records
                 .or(args.rows)
                 .unwrap_or(opcost::DEFAULT_RECORDS);
-            let mut core = measure::Settings::new(records, args.dir.clone());
-            core.block_size = args.block_size;
-            core.compression = args.compression;
-            core.compaction_compression = args.compaction_compression;
+            let core = core_settings(&args, records);
             let settings = opcost::Settings {
                 records,
                 operations: args.operations.unwrap_or(opcost::DEFAULT_OPERATIONS),

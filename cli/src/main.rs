@@ -227,6 +227,14 @@ struct MasterArgs {
     lease_secs: u64,
 }
 
+/// Writes `line` to standard output at once (written, not printed: a reader that closed
+/// the pipe must not stop the process).
+fn announce(line: impl std::fmt::Display) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
 fn master(a: MasterArgs) -> Result<(), Box<dyn std::error::Error>> {
     basalt_cli::init_logging();
     let options = basalt_cli::MasterOptions {
@@ -235,12 +243,8 @@ fn master(a: MasterArgs) -> Result<(), Box<dyn std::error::Error>> {
         name: a.name,
         lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
     };
-    basalt_cli::run_master(options, || {
-        // One line once connected (scripts and tests wait for it).
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "campaigning");
-        let _ = out.flush();
-    })
+    // One line once connected (scripts and tests wait for it).
+    basalt_cli::run_master(options, || announce("campaigning"))
 }
 
 fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -255,12 +259,8 @@ fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
         lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
         master_candidate: !a.no_master,
     };
-    basalt_cli::run_regionserver(options, None, |at| {
-        // One line once listening (scripts and tests wait for it).
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "listening on {at}");
-        let _ = out.flush();
-    })
+    // One line once listening (scripts and tests wait for it).
+    basalt_cli::run_regionserver(options, None, |at| announce(format!("listening on {at}")))
 }
 
 fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {

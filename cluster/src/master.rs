@@ -93,14 +93,17 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
         .map(|r| r.key.clone())
         .filter(|k| assigned.get(k).is_none_or(|p| !names.contains(p)))
         .collect();
+    let mut homes = group_homes(&assigned, &names);
     for key in orphans {
+        let group = table_group(&key.table);
         let (server, why) = match owners.get(&key) {
             Some(owner) => (owner.clone(), "its live owner"),
-            None => match group_server(&assigned, &names, &key.table) {
-                Some(s) => (s, "its table group's server"),
+            None => match homes.get(&group) {
+                Some(s) => (s.clone(), "its table group's server"),
                 None => (least_loaded(&assigned, &names), "the least loaded server"),
             },
         };
+        homes.entry(group).or_insert_with(|| server.clone());
         coord.assign(term, &key, &server).await?;
         assigned.insert(key.clone(), server.clone());
         out.assigned.push((key, server, why));
@@ -138,23 +141,29 @@ fn live_owner_names(
         .collect()
 }
 
-/// The live server holding most regions of `table`'s group, if any does.
-fn group_server(
-    assigned: &Assignments,
-    live: &BTreeSet<String>,
-    table: &TableName,
-) -> Option<String> {
-    let group = table_group(table);
-    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-    for (k, p) in assigned {
-        if live.contains(p) && table_group(&k.table) == group {
-            *counts.entry(p.as_str()).or_default() += 1;
-        }
+/// A table group: its namespace and the table it is named after ([`table_group`]).
+type Group = (String, String);
+
+/// The live server holding most regions of each table group (ties: the first by name);
+/// groups with no region on a live server have none.
+fn group_homes(assigned: &Assignments, live: &BTreeSet<String>) -> BTreeMap<Group, String> {
+    let mut counts: BTreeMap<Group, BTreeMap<&str, usize>> = BTreeMap::new();
+    for (k, p) in assigned.iter().filter(|(_, p)| live.contains(*p)) {
+        *counts
+            .entry(table_group(&k.table))
+            .or_default()
+            .entry(p.as_str())
+            .or_default() += 1;
     }
     counts
         .into_iter()
-        .max_by_key(|(p, n)| (*n, std::cmp::Reverse(*p)))
-        .map(|(p, _)| p.to_string())
+        .filter_map(|(group, servers)| {
+            let home = servers
+                .into_iter()
+                .max_by_key(|(p, n)| (*n, std::cmp::Reverse(*p)))?;
+            Some((group, home.0.to_string()))
+        })
+        .collect()
 }
 
 /// The table groups each live server is assigned (a group spread over several counts for
@@ -162,8 +171,8 @@ fn group_server(
 fn groups_by_server(
     assigned: &Assignments,
     live: &BTreeSet<String>,
-) -> BTreeMap<String, BTreeSet<(String, String)>> {
-    let mut out: BTreeMap<String, BTreeSet<(String, String)>> =
+) -> BTreeMap<String, BTreeSet<Group>> {
+    let mut out: BTreeMap<String, BTreeSet<Group>> =
         live.iter().map(|p| (p.clone(), BTreeSet::new())).collect();
     for (k, p) in assigned {
         if let Some(groups) = out.get_mut(p) {
@@ -189,11 +198,12 @@ fn rebalance(
     live: &BTreeSet<String>,
 ) -> Vec<(RegionKey, String, &'static str)> {
     // Gather: every region of a group to the group's server.
+    let homes = group_homes(assigned, live);
     let mut moves = Vec::new();
     for (k, p) in assigned {
-        if let Some(home) = group_server(assigned, live, &k.table) {
-            if *p != home {
-                moves.push((k.clone(), home, "gathering its table group"));
+        if let Some(home) = homes.get(&table_group(&k.table)) {
+            if p != home {
+                moves.push((k.clone(), home.clone(), "gathering its table group"));
             }
         }
     }
@@ -214,7 +224,7 @@ fn rebalance(
         return moves;
     }
     // The group with the fewest regions moves: the cheapest.
-    let size = |g: &(String, String)| {
+    let size = |g: &Group| {
         assigned
             .keys()
             .filter(|k| table_group(&k.table) == *g)

@@ -373,16 +373,7 @@ impl Maintenance {
         let t = self.shared.table(name)?;
         t.check_enabled()?;
         let _ops = self.region_ops.lock().await;
-        let region = t
-            .regions
-            .read()
-            .iter()
-            .find(|r| r.id == region_id)
-            .cloned()
-            .ok_or_else(|| Error::RegionNotFound {
-                table: name.to_string(),
-                id: region_id,
-            })?;
+        let region = t.region(region_id)?;
         self.compact_region_stores(&region, kind).await
     }
 

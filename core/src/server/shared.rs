@@ -57,6 +57,19 @@ impl TableState {
         idx.checked_sub(1).and_then(|i| regions.get(i).cloned())
     }
 
+    /// Region `id` of this table ([`Error::RegionNotFound`] when it has none).
+    pub(crate) fn region(&self, id: u64) -> Result<Arc<Region>> {
+        self.regions
+            .read()
+            .iter()
+            .find(|r| r.id == id)
+            .cloned()
+            .ok_or_else(|| Error::RegionNotFound {
+                table: self.name.to_string(),
+                id,
+            })
+    }
+
     /// The regions this engine serves (all but those another engine of a shared store
     /// serves, see [`Config::serve_regions`]).
     pub fn served_regions(&self) -> Vec<Arc<Region>> {

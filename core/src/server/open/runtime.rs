@@ -69,7 +69,7 @@ pub(crate) async fn open_region(engine: &Arc<Engine>, table: &TableName, id: u64
         return Err(e);
     }
     let t = shared.table(table)?;
-    let current = region_of(&t, id)?;
+    let current = t.region(id)?;
     if !current.served_elsewhere() {
         return Ok(());
     }
@@ -191,7 +191,7 @@ pub(crate) async fn close_region(engine: &Arc<Engine>, table: &TableName, id: u6
     shared.check_open()?;
     let _ops = engine.upkeep.region_ops.lock().await;
     let t = shared.table(table)?;
-    let region = region_of(&t, id)?;
+    let region = t.region(id)?;
     if region.served_elsewhere() {
         return Ok(());
     }
@@ -320,12 +320,7 @@ pub(crate) async fn release_unserved(engine: &Engine) {
         .held()
         .into_iter()
         .filter(|k| match engine.shared.tables.read().get(&k.table) {
-            Some(t) => t
-                .regions
-                .read()
-                .iter()
-                .find(|r| r.id == k.region)
-                .is_none_or(|r| r.served_elsewhere()),
+            Some(t) => t.region(k.region).ok().is_none_or(|r| r.served_elsewhere()),
             None => true,
         })
         .collect();
@@ -343,19 +338,6 @@ pub(crate) fn served_regions(engine: &Engine) -> Vec<(TableName, u64)> {
         }
     }
     out
-}
-
-/// Region `id` of `t`.
-fn region_of(t: &TableState, id: u64) -> Result<Arc<Region>> {
-    t.regions
-        .read()
-        .iter()
-        .find(|r| r.id == id)
-        .cloned()
-        .ok_or_else(|| Error::RegionNotFound {
-            table: t.name.to_string(),
-            id,
-        })
 }
 
 /// The catalog entry of region `id` of `table`.

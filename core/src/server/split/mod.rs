@@ -118,17 +118,6 @@ fn split_point_in_file(region: &Region) -> Option<(Bytes, (Bytes, Bytes))> {
     Some((row, (first.row.clone(), last.row.clone())))
 }
 
-fn region_not_found(name: &TableName, id: u64) -> Error {
-    Error::RegionNotFound {
-        table: name.to_string(),
-        id,
-    }
-}
-
-fn find_region(t: &TableState, id: u64) -> Option<Arc<Region>> {
-    t.regions.read().iter().find(|r| r.id == id).cloned()
-}
-
 impl Maintenance {
     /// Splits region `region_id` of table `name` at `split_row` (a row strictly inside the
     /// region), or at its computed split point when `None`. Returns the daughters' ids, or
@@ -145,7 +134,7 @@ impl Maintenance {
             validate_row(row)?;
         }
         let _ops = self.region_ops.lock().await;
-        let parent = find_region(&t, region_id).ok_or_else(|| region_not_found(name, region_id))?;
+        let parent = t.region(region_id)?;
         parent.check_online()?;
         self.split_locked(&t, &parent, split_row.map(Bytes::copy_from_slice))
             .await
@@ -305,8 +294,8 @@ impl Maintenance {
             return Err(Error::bad_argument("cannot merge a region with itself"));
         }
         let _ops = self.region_ops.lock().await;
-        let a = find_region(&t, region_a).ok_or_else(|| region_not_found(name, region_a))?;
-        let b = find_region(&t, region_b).ok_or_else(|| region_not_found(name, region_b))?;
+        let a = t.region(region_a)?;
+        let b = t.region(region_b)?;
         a.check_online()?;
         b.check_online()?;
         let (first, second) = if a.end == b.start && !a.end.is_empty() {
