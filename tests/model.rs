@@ -604,8 +604,20 @@ async fn read_modify_write(
             .await
     };
     let after = common::model::wall_clock_ms();
+    // The region's clock follows the stamps of this call's other columns too: a column
+    // stamped after one whose version read was later takes that later time. A call that
+    // fails on a column that is not a counter may have stamped the others first.
+    let lead = after.saturating_add(basalt::MAX_CLOCK_LEAD_MS);
+    let call_clock = expected
+        .iter()
+        .map(|(_, _, _, floor)| *floor)
+        .filter(|floor| *floor <= lead)
+        .fold(*server_clock, u64::max);
     let result = match got {
-        Err(basalt::Error::NotACounter { .. }) if not_a_counter => return Ok(()),
+        Err(basalt::Error::NotACounter { .. }) if not_a_counter => {
+            *server_clock = call_clock;
+            return Ok(());
+        }
         Err(e) => return Err(format!("engine failed: {e}")),
         Ok(_) if not_a_counter => {
             return Err("an increment of a value that is not 8 bytes long succeeded".into())
@@ -631,14 +643,6 @@ async fn read_modify_write(
     }
     let mut put = PutSpec::new(row);
     put.ttl = ttl;
-    // The region's clock follows the stamps of this call's other columns too: a column
-    // stamped after one whose version read was later takes that later time.
-    let lead = after.saturating_add(basalt::MAX_CLOCK_LEAD_MS);
-    let call_clock = expected
-        .iter()
-        .map(|(_, _, _, floor)| *floor)
-        .filter(|floor| *floor <= lead)
-        .fold(*server_clock, u64::max);
     for ((f, q, value, ts), (wf, wq, want, floor)) in written.into_iter().zip(&expected) {
         let (lo, hi) = (before.max(*floor), after.max(*floor).max(call_clock));
         if (&f, &q, &value) != (wf, wq, want) || ts < lo || ts > hi {
