@@ -10,6 +10,11 @@ use basalt::client::{
     Append, Backend, BatchOp, BatchOutcome, CheckAndMutate, CompareOp, Delete, Get, Increment,
     PreSplit, Put, ReadPointHandle, RowMutations, RowResult, Scan,
 };
+use basalt::coprocessors::{
+    try_collect_ordered, CallOptions, EndpointRegistry, Endpoints, KeyRange, RowCount, ROW_COUNT,
+};
+use basalt::endpoint::EndpointAnswers;
+use basalt::keys::RowRange;
 use basalt::{
     ColumnFamilyDescriptor, CompactionKind, Connection, CoprocessorDescriptor, Engine,
     IntegrityReport, OfflineRegion, PluginInfo, RegionInfo, Result, SaltSpec, SnapshotDescription,
@@ -140,6 +145,18 @@ impl<B: Backend> Backend for Counting<B> {
     fn pin_read_point(self: &Arc<Self>) -> Result<Self::ReadPoint> {
         self.count("pin_read_point");
         self.inner.pin_read_point().map(CountedPoint)
+    }
+    fn call_endpoint(
+        self: &Arc<Self>,
+        table: &TableName,
+        service: &str,
+        range: RowRange,
+        request: Bytes,
+        at: &Self::ReadPoint,
+    ) -> impl Future<Output = Result<EndpointAnswers>> + Send {
+        self.count("call_endpoint");
+        self.inner
+            .call_endpoint(table, service, range, request, &at.0)
     }
     fn create_table(
         self: &Arc<Self>,
@@ -390,6 +407,7 @@ const METHODS: &[&str] = &[
     "batch",
     "scan",
     "pin_read_point",
+    "call_endpoint",
     "create_table",
     "delete_table",
     "enable_table",
@@ -819,6 +837,19 @@ async fn flow<B: Backend>(conn: &Connection<B>) -> Vec<String> {
         conn.salted_table(&name).is_err()
     ));
 
+    // An endpoint served by the backend: one answer per region, at one read point.
+    let endpoints = Endpoints::served(conn).with_options(CallOptions::default().ordered(true));
+    let counts = endpoints
+        .coprocessor_service::<RowCount>(&name, ROW_COUNT, KeyRange::all(), &())
+        .unwrap();
+    let counts: Vec<u64> = try_collect_ordered(counts)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|(_, n)| n)
+        .collect();
+    log.push(format!("rows per region {counts:?}"));
+
     // Disable, enable, delete; a handle resolves its table by name on every call.
     admin.disable_table(&name).await.unwrap();
     log.push(format!(
@@ -858,11 +889,17 @@ async fn flow<B: Backend>(conn: &Connection<B>) -> Vec<String> {
 async fn a_delegating_backend_gives_the_embedded_engines_results() {
     let direct_dir = tempfile::tempdir().unwrap();
     let direct = Connection::open(direct_dir.path()).await.unwrap();
+    direct
+        .engine()
+        .serve_endpoints(Arc::new(EndpointRegistry::with_builtins()));
     let want = flow(&direct).await;
     direct.close().await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let embedded = Connection::open(dir.path()).await.unwrap();
+    embedded
+        .engine()
+        .serve_endpoints(Arc::new(EndpointRegistry::with_builtins()));
     let counting = Arc::new(Counting::new(embedded.engine().clone()));
     let conn = Connection::new(counting.clone());
     let got = flow(&conn).await;

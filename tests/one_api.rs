@@ -18,8 +18,8 @@
 //! ([`Snapshot`]) that later writes do not reach.
 //!
 //! Every check creates its own tables under the unique name its caller gives it, so checks
-//! can share one backend. Endpoint calls and index queries are not here: they need
-//! registries on the server side, which only the embedded engine has today.
+//! can share one backend. Endpoint calls and index queries, which need coprocessors on the
+//! servers, are checked the same way in `tests/one_api_coprocessors.rs`.
 
 use basalt::client::{
     Append, Backend, BatchOp, BatchOutcome, CheckAndMutate, CompareOp, Delete, Get, Increment, Put,

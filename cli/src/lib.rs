@@ -45,7 +45,10 @@ pub use import::{
 };
 pub use offline::{check_offline, run_check, run_repair};
 pub use progress::Interrupt;
-pub use regionserver::{run as run_regionserver, run_master, MasterOptions, RegionServerOptions};
+pub use regionserver::{
+    run as run_regionserver, run_master, run_with_endpoints as run_regionserver_with_endpoints,
+    MasterOptions, RegionServerOptions,
+};
 pub use report::{run_report, RegionRow, TableReport};
 pub use serve::{
     init_logging, serve, CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, Listening,

@@ -14,6 +14,7 @@ use crate::datadir::DataDir;
 use crate::serve::wait_for_signal;
 use basalt_cluster::regionserver::{self, RegionServerConfig};
 use basalt_cluster::EtcdConfig;
+use basalt_coprocessors::EndpointRegistry;
 use basalt_core::HooksLoader;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -84,10 +85,22 @@ pub fn run_master(
 }
 
 /// Runs a region server until SIGTERM or Ctrl-C, with `loader` as its coprocessor loader
-/// (the tool's when `None`); `ready` is told the RPC address once it is bound.
+/// (the tool's when `None`) and serving the built-in aggregation endpoints; `ready` is
+/// told the RPC address once it is bound.
 pub fn run(
     options: RegionServerOptions,
     loader: Option<Arc<dyn HooksLoader>>,
+    ready: impl FnOnce(SocketAddr),
+) -> Result<(), Box<dyn std::error::Error>> {
+    run_with_endpoints(options, loader, None, ready)
+}
+
+/// [`run`], serving `endpoints` (a registry of the user's own endpoints, or the built-ins
+/// when `None`) to `Endpoints::served` clients.
+pub fn run_with_endpoints(
+    options: RegionServerOptions,
+    loader: Option<Arc<dyn HooksLoader>>,
+    endpoints: Option<Arc<EndpointRegistry>>,
     ready: impl FnOnce(SocketAddr),
 ) -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -107,6 +120,8 @@ pub fn run(
     config.listen = options.listen;
     config.lease_ttl = options.lease_ttl;
     config.master_candidate = options.master_candidate;
+    let endpoints = endpoints.unwrap_or_else(|| Arc::new(EndpointRegistry::with_builtins()));
+    config.endpoints = Some(endpoints);
     rt.block_on(async move {
         let server =
             regionserver::start_with(config, move |c| c.coprocessor_loader(Arc::clone(&loader)))

@@ -29,6 +29,7 @@
 use crate::rpc::server::{serve_rpc, Guard, RegionRpc};
 use crate::{EtcdConfig, EtcdCoordination, ServerInfo};
 use basalt_core::coord::RegionKey;
+use basalt_core::endpoint::EndpointHost;
 use basalt_core::objects::{Objects, StoreObjects};
 use basalt_core::{Config, Connection, Engine, Error, Result};
 use std::collections::BTreeSet;
@@ -65,6 +66,9 @@ pub struct RegionServerConfig {
     pub info_port: u16,
     /// Whether it campaigns for master (true unless told otherwise).
     pub master_candidate: bool,
+    /// The endpoint services it serves to `Endpoints::served` clients (none unless
+    /// given: calls then fail with a typed error).
+    pub endpoints: Option<Arc<dyn EndpointHost>>,
 }
 
 impl RegionServerConfig {
@@ -86,6 +90,7 @@ impl RegionServerConfig {
             lease_ttl: Duration::from_secs(3),
             info_port: 0,
             master_candidate: true,
+            endpoints: None,
         }
     }
 }
@@ -251,6 +256,9 @@ impl Lives {
         stopped: &mut watch::Receiver<bool>,
     ) -> Result<bool> {
         let engine = Arc::clone(conn.engine());
+        if let Some(host) = &self.config.endpoints {
+            engine.serve_endpoints(Arc::clone(host));
+        }
         let Some(lease) = engine.lease() else {
             let _ = conn.close().await;
             return Err(Error::Io(std::io::Error::other(

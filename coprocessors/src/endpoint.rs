@@ -12,7 +12,7 @@
 //! Invariants: a name is registered at most once per scope; an endpoint that panics fails
 //! its region's result only ([`call_isolated`]).
 
-use basalt_core::endpoint::RegionView;
+use basalt_core::endpoint::{EndpointHost, RegionView};
 use basalt_core::{Error, Result, TableName};
 use parking_lot::RwLock;
 use serde::de::DeserializeOwned;
@@ -194,5 +194,14 @@ impl EndpointRegistry {
                 name: name.to_string(),
                 msg: format!("no endpoint of that name serves table {table}"),
             })
+    }
+}
+
+/// A registry is what an engine serves to remote callers (`Engine::serve_endpoints`): a
+/// region server started with one answers `Endpoints::served` calls from its endpoints.
+impl EndpointHost for EndpointRegistry {
+    fn call(&self, service: &str, region: &RegionView<'_>, request: &[u8]) -> Result<Vec<u8>> {
+        let endpoint = self.lookup(region.table(), service)?;
+        call_isolated(service, &*endpoint, region, request)
     }
 }

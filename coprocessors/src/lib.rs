@@ -45,8 +45,8 @@
 //!   run by the [`PluginRuntime`] set with [`Registry::set_plugin_runtime`]
 //!   (`basalt-plugins`).
 //!
-//! Layers, bottom to top: `counter`, `observer`, `plugin`, `read_only`, `endpoint`, `service`,
-//! `aggregate`, `salted`, `host`, `engine`, `registry`, `relations`.
+//! Layers, bottom to top: `counter`, `observer`, `plugin`, `read_only`, `endpoint`, `answers`,
+//! `service`, `aggregate`, `salted`, `host`, `engine`, `registry`, `relations`.
 //!
 //! Public modules: `relations`. Every other module is private; what users name is
 //! re-exported here.
@@ -55,6 +55,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod aggregate;
+mod answers;
 mod counter;
 mod endpoint;
 mod engine;

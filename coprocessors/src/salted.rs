@@ -34,23 +34,40 @@ use crate::service::{
     fold, try_collect_ordered, CallOptions, Endpoints, ErrorMode, KeyRange, RegionResponse,
     ResponseStream, Snapshot,
 };
-use basalt_core::client::{BucketRange, Scan};
+use basalt_core::client::{Backend, BucketRange, Scan};
 use basalt_core::keys::prefix_successor;
-use basalt_core::{Result, SaltedTable};
+use basalt_core::{Engine, Result, SaltedTable};
 use futures::StreamExt;
 use std::cmp::Ordering;
 
 /// Endpoint calls over one salted table by logical key range.
-#[derive(Debug, Clone)]
-pub struct SaltedEndpoints {
-    endpoints: Endpoints,
-    table: SaltedTable,
+pub struct SaltedEndpoints<B: Backend = Engine> {
+    endpoints: Endpoints<B>,
+    table: SaltedTable<B>,
 }
 
-impl SaltedEndpoints {
+impl<B: Backend> Clone for SaltedEndpoints<B> {
+    fn clone(&self) -> Self {
+        SaltedEndpoints {
+            endpoints: self.endpoints.clone(),
+            table: self.table.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for SaltedEndpoints<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaltedEndpoints")
+            .field("endpoints", &self.endpoints)
+            .field("table", &self.table.name())
+            .finish()
+    }
+}
+
+impl<B: Backend> SaltedEndpoints<B> {
     /// Calls of the endpoints `endpoints` serves, over `table`'s logical keys, with
     /// `endpoints`' call options.
-    pub fn new(endpoints: &Endpoints, table: &SaltedTable) -> Self {
+    pub fn new(endpoints: &Endpoints<B>, table: &SaltedTable<B>) -> Self {
         SaltedEndpoints {
             endpoints: endpoints.clone(),
             table: table.clone(),
@@ -58,12 +75,12 @@ impl SaltedEndpoints {
     }
 
     /// The salted table.
-    pub fn table(&self) -> &SaltedTable {
+    pub fn table(&self) -> &SaltedTable<B> {
         &self.table
     }
 
     /// Pins one read point of the table for one or more calls.
-    pub fn snapshot(&self) -> Result<SaltedSnapshot> {
+    pub fn snapshot(&self) -> Result<SaltedSnapshot<B>> {
         let options = self.endpoints.options().clone();
         // Each bucket's regions run one at a time; the buckets share the concurrency bound.
         let per_bucket = self
@@ -91,14 +108,33 @@ impl SaltedEndpoints {
 }
 
 /// One pinned read point of a salted table: every call through it reads the same snapshot.
-#[derive(Debug, Clone)]
-pub struct SaltedSnapshot {
-    snap: Snapshot,
-    table: SaltedTable,
+pub struct SaltedSnapshot<B: Backend = Engine> {
+    snap: Snapshot<B>,
+    table: SaltedTable<B>,
     options: CallOptions,
 }
 
-impl SaltedSnapshot {
+impl<B: Backend> Clone for SaltedSnapshot<B> {
+    fn clone(&self) -> Self {
+        SaltedSnapshot {
+            snap: self.snap.clone(),
+            table: self.table.clone(),
+            options: self.options.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for SaltedSnapshot<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaltedSnapshot")
+            .field("snap", &self.snap)
+            .field("table", &self.table.name())
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl<B: Backend> SaltedSnapshot<B> {
     /// The pinned read point.
     pub fn read_point(&self) -> u64 {
         self.snap.read_point()
@@ -257,15 +293,30 @@ fn kway_merge<T, K: Ord>(lists: Vec<std::vec::IntoIter<T>>, key: impl Fn(&T) -> 
 /// [`AggregationClient`](crate::AggregationClient) over a salted table's logical key ranges:
 /// each method fans the built-in aggregation out per bucket at one read point (a few
 /// passes at that read point for the median) and merges the answers.
-#[derive(Debug, Clone)]
-pub struct SaltedAggregationClient {
-    endpoints: SaltedEndpoints,
+pub struct SaltedAggregationClient<B: Backend = Engine> {
+    endpoints: SaltedEndpoints<B>,
 }
 
-impl SaltedAggregationClient {
+impl<B: Backend> Clone for SaltedAggregationClient<B> {
+    fn clone(&self) -> Self {
+        SaltedAggregationClient {
+            endpoints: self.endpoints.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for SaltedAggregationClient<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SaltedAggregationClient")
+            .field("endpoints", &self.endpoints)
+            .finish()
+    }
+}
+
+impl<B: Backend> SaltedAggregationClient<B> {
     /// A client calling the built-ins through `endpoints` (whose registry must hold them,
     /// e.g. [`EndpointRegistry::with_builtins`](crate::EndpointRegistry::with_builtins)).
-    pub fn new(endpoints: SaltedEndpoints) -> Self {
+    pub fn new(endpoints: SaltedEndpoints<B>) -> Self {
         SaltedAggregationClient { endpoints }
     }
 

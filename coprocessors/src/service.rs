@@ -16,14 +16,19 @@
 //! region answers. Helpers fold the answers ([`fold`], [`fold_partial`]), or collect them
 //! in key order ([`collect_ordered`], [`try_collect_ordered`], [`merge_sorted`]).
 
+pub use crate::answers::{
+    collect_ordered, fold, fold_partial, merge_sorted, try_collect_ordered, Partial,
+    RegionResponse, ResponseStream,
+};
 use crate::endpoint::{call_isolated, decode, encode, Endpoint, EndpointRegistry};
-use basalt_core::client::Connection;
-use basalt_core::endpoint::{EndpointCall, RegionSpan};
+use basalt_core::client::{Backend, Connection, ReadPointHandle};
+use basalt_core::endpoint::{EndpointCall, RegionPart, RegionSpan};
 use basalt_core::keys::prefix_successor;
 use basalt_core::keys::RowRange;
-use basalt_core::IntoTableName;
+use basalt_core::{Engine, IntoTableName, TableName};
 use basalt_core::{Error, Result};
 use bytes::Bytes;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use std::ops::Bound;
 use std::pin::Pin;
@@ -151,35 +156,60 @@ impl CallOptions {
     }
 }
 
-/// One region's answer.
-#[derive(Debug)]
-pub struct RegionResponse<R> {
-    /// The region and the part of the range the answer covers.
-    pub span: RegionSpan,
-    /// The answer, or why the region failed.
-    pub result: Result<R>,
-}
-
-/// The per-region answers of one call.
-pub type ResponseStream<R> = Pin<Box<dyn Stream<Item = RegionResponse<R>> + Send>>;
-
 /// The answers of one planned part each (more than one when its region was redone).
 type BatchStream<R> = Pin<Box<dyn Stream<Item = Vec<RegionResponse<R>>> + Send>>;
 
-/// Calls endpoints of an engine's tables.
-#[derive(Debug, Clone)]
-pub struct Endpoints {
-    conn: Connection,
-    registry: Arc<EndpointRegistry>,
+/// Calls endpoints of a connection's tables: the functions of a registry in this process
+/// ([`Endpoints::new`], on an embedded engine), or the services the backend serves
+/// ([`Endpoints::served`]: a cluster's region servers, or an engine given
+/// `Engine::serve_endpoints`).
+pub struct Endpoints<B: Backend = Engine> {
+    conn: Connection<B>,
+    /// `Some`: the functions run here, on this engine, from this registry; `None`: the
+    /// backend runs its own.
+    local: Option<(Connection, Arc<EndpointRegistry>)>,
     options: CallOptions,
 }
 
+impl<B: Backend> Clone for Endpoints<B> {
+    fn clone(&self) -> Self {
+        Endpoints {
+            conn: self.conn.clone(),
+            local: self.local.clone(),
+            options: self.options.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Endpoints<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Endpoints")
+            .field("registry", &self.registry())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Endpoints {
-    /// A client of the endpoints `registry` holds, on `conn`'s engine.
+    /// A client of the endpoints `registry` holds, run in this process on `conn`'s engine.
     pub fn new(conn: &Connection, registry: Arc<EndpointRegistry>) -> Self {
         Endpoints {
             conn: conn.clone(),
-            registry,
+            local: Some((conn.clone(), registry)),
+            options: CallOptions::default(),
+        }
+    }
+}
+
+impl<B: Backend> Endpoints<B> {
+    /// A client of the endpoint services `conn`'s backend serves: each region's part is
+    /// sent to the backend ([`Backend::call_endpoint`]), which runs the service where the
+    /// region is (a remote cluster's region servers run the registries they were started
+    /// with). The same answers, options and error modes as [`Endpoints::new`].
+    pub fn served(conn: &Connection<B>) -> Self {
+        Endpoints {
+            conn: conn.clone(),
+            local: None,
             options: CallOptions::default(),
         }
     }
@@ -195,27 +225,43 @@ impl Endpoints {
         &self.options
     }
 
-    /// The registry.
-    pub fn registry(&self) -> &Arc<EndpointRegistry> {
-        &self.registry
+    /// The registry whose functions run in this process (`None` for a client of the
+    /// backend's served endpoints).
+    pub fn registry(&self) -> Option<&Arc<EndpointRegistry>> {
+        self.local.as_ref().map(|(_, registry)| registry)
     }
 
     /// Pins a read point of `table` for one or more calls.
-    pub fn snapshot(&self, table: impl IntoTableName) -> Result<Snapshot> {
-        let table = &table.into_table_name()?;
-        let name = table.clone();
-        let call = self.conn.endpoint_call(&name)?;
+    pub fn snapshot(&self, table: impl IntoTableName) -> Result<Snapshot<B>> {
+        let table = table.into_table_name()?;
+        let pinned = match &self.local {
+            Some((engine, registry)) => Pinned::Local {
+                call: Arc::new(engine.endpoint_call(&table)?),
+                registry: registry.clone(),
+            },
+            None => {
+                let backend = self.conn.backend();
+                // The table must exist (its descriptor is at hand, cached for a remote
+                // backend): an unknown table fails here, before any call.
+                backend.describe_table(&table)?;
+                Pinned::Served {
+                    backend: backend.clone(),
+                    at: backend.pin_read_point()?,
+                    table,
+                }
+            }
+        };
         Ok(Snapshot {
-            call: Arc::new(call),
-            registry: self.registry.clone(),
+            pinned,
             options: self.options.clone(),
         })
     }
 
     /// Runs endpoint `service` (of type `E`) of `table` once per region overlapping `range`,
     /// every region at one read point; answers stream per region (see the module doc).
-    /// Fails before streaming when the table or the service does not exist, the options are
-    /// invalid, or the request cannot be encoded.
+    /// Fails before streaming when the table does not exist, the options are invalid, or
+    /// the request cannot be encoded, and (functions run here) when the service does not
+    /// exist; a served service that does not exist fails each region's answer.
     pub fn coprocessor_service<E: Endpoint>(
         &self,
         table: impl IntoTableName,
@@ -229,18 +275,168 @@ impl Endpoints {
     }
 }
 
+/// Where one call's parts run.
+enum Pinned<B: Backend> {
+    /// On the engine in this process, from the client's registry.
+    Local {
+        call: Arc<EndpointCall>,
+        registry: Arc<EndpointRegistry>,
+    },
+    /// On the backend, which serves its own services.
+    Served {
+        backend: Arc<B>,
+        table: TableName,
+        at: B::ReadPoint,
+    },
+}
+
+impl<B: Backend> Clone for Pinned<B> {
+    fn clone(&self) -> Self {
+        match self {
+            Pinned::Local { call, registry } => Pinned::Local {
+                call: call.clone(),
+                registry: registry.clone(),
+            },
+            Pinned::Served { backend, table, at } => Pinned::Served {
+                backend: backend.clone(),
+                table: table.clone(),
+                at: at.clone(),
+            },
+        }
+    }
+}
+
+/// One planned part of a call.
+enum Part {
+    /// A region of the engine in this process.
+    Local(RegionPart),
+    /// A region's share of the range, as the client planned it from the region list.
+    Served(RegionSpan),
+    /// The plan itself failed (the region list could not be read).
+    Failed(RegionSpan, Error),
+}
+
+impl Part {
+    fn span(&self) -> RegionSpan {
+        match self {
+            Part::Local(p) => p.span(),
+            Part::Served(s) | Part::Failed(s, _) => s.clone(),
+        }
+    }
+}
+
 /// One pinned read point of one table: every call through it reads the same snapshot.
-#[derive(Debug, Clone)]
-pub struct Snapshot {
-    call: Arc<EndpointCall>,
-    registry: Arc<EndpointRegistry>,
+pub struct Snapshot<B: Backend = Engine> {
+    pinned: Pinned<B>,
     options: CallOptions,
 }
 
-impl Snapshot {
-    /// The pinned read point.
+impl<B: Backend> Clone for Snapshot<B> {
+    fn clone(&self) -> Self {
+        Snapshot {
+            pinned: self.pinned.clone(),
+            options: self.options.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Snapshot<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("read_point", &self.read_point())
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Snapshot<B> {
+    /// The pinned read point (for a remote backend, which of the client's read points it
+    /// is: see `ReadPointHandle::read_point`).
     pub fn read_point(&self) -> u64 {
-        self.call.read_point()
+        match &self.pinned {
+            Pinned::Local { call, .. } => call.read_point(),
+            Pinned::Served { at, .. } => at.read_point(),
+        }
+    }
+
+    /// The parts of `range`, planned: the engine's regions, or the backend's region list.
+    fn plan(&self, range: &RowRange) -> Result<BoxStream<'static, Part>> {
+        match &self.pinned {
+            Pinned::Local { call, .. } => {
+                let parts = call.parts(range)?;
+                Ok(Box::pin(futures::stream::iter(
+                    parts.into_iter().map(Part::Local),
+                )))
+            }
+            Pinned::Served { backend, table, .. } => {
+                let (backend, table, range) = (backend.clone(), table.clone(), range.clone());
+                let listed = async move {
+                    match backend.regions(&table).await {
+                        Ok(regions) => regions
+                            .into_iter()
+                            .map(|r| RegionSpan {
+                                range: range.clip(&r.start_key, &r.end_key),
+                                region_id: r.id,
+                                region_start: r.start_key,
+                                region_end: r.end_key,
+                            })
+                            .filter(|s| !s.range.is_empty() && overlaps(&range, s))
+                            .map(Part::Served)
+                            .collect(),
+                        Err(e) => {
+                            let whole = RegionSpan {
+                                region_id: 0,
+                                region_start: Bytes::new(),
+                                region_end: Bytes::new(),
+                                range,
+                            };
+                            vec![Part::Failed(whole, e)]
+                        }
+                    }
+                };
+                Ok(Box::pin(
+                    futures::stream::once(listed).flat_map(futures::stream::iter),
+                ))
+            }
+        }
+    }
+
+    /// Runs one part: its answers (more than one when its region was redone or the
+    /// backend answered per region).
+    async fn run(
+        pinned: Pinned<B>,
+        part: Part,
+        service: Arc<str>,
+        request: Arc<Vec<u8>>,
+    ) -> Result<Vec<(RegionSpan, Result<Vec<u8>>)>> {
+        match (pinned, part) {
+            (_, Part::Failed(_, e)) => Err(e),
+            (Pinned::Local { call, registry }, Part::Local(part)) => {
+                let endpoint = registry.lookup(call.table_name(), &service)?;
+                tokio::task::spawn_blocking(move || {
+                    call.run(&part, |view| {
+                        call_isolated(&service, &*endpoint, view, &request)
+                    })
+                })
+                .await
+                .map_err(|e| {
+                    Error::Io(std::io::Error::other(format!("endpoint task failed: {e}")))
+                })?
+            }
+            (Pinned::Served { backend, table, at }, Part::Served(span)) => {
+                let request = Bytes::copy_from_slice(&request);
+                let answers = backend
+                    .call_endpoint(&table, &service, span.range, request, &at)
+                    .await?;
+                Ok(answers
+                    .into_iter()
+                    .map(|(span, r)| (span, r.map(|b| b.to_vec())))
+                    .collect())
+            }
+            _ => Err(Error::bad_argument(
+                "an endpoint part planned for another runner",
+            )),
+        }
     }
 
     /// [`Endpoints::coprocessor_service`] at this snapshot's read point.
@@ -255,67 +451,50 @@ impl Snapshot {
                 "endpoint concurrency must be at least 1",
             ));
         }
-        let endpoint = self.registry.lookup(self.call.table_name(), service)?;
+        if let Pinned::Local { call, registry } = &self.pinned {
+            registry.lookup(call.table_name(), service)?;
+        }
         let request = Arc::new(encode(request, "request")?);
-        let parts = self.call.parts(&range.to_row_range())?;
+        let parts = self.plan(&range.to_row_range())?;
         let fail_fast = self.options.mode == ErrorMode::FailFast;
         let stop = Arc::new(AtomicBool::new(false));
-        let call = self.call.clone();
+        let pinned = self.pinned.clone();
         let name: Arc<str> = Arc::from(service);
         let limit = self.options.timeout;
-        let tasks = futures::stream::iter(parts).map(move |part| {
-            let (call, endpoint, request, name, stop) = (
-                call.clone(),
-                endpoint.clone(),
-                request.clone(),
-                name.clone(),
-                stop.clone(),
-            );
+        let tasks = parts.map(move |part| {
+            let (pinned, request, name, stop) =
+                (pinned.clone(), request.clone(), name.clone(), stop.clone());
             async move {
                 if stop.load(Ordering::Acquire) {
                     return Vec::new();
                 }
                 let span = part.span();
-                let name_in = name.clone();
-                let job = tokio::task::spawn_blocking(move || {
-                    call.run(&part, |view| {
-                        call_isolated(&name_in, &*endpoint, view, &request)
-                    })
-                });
+                let job = Self::run(pinned, part, name.clone(), request);
                 let outcome = match limit {
                     Some(limit) => match tokio::time::timeout(limit, job).await {
                         Ok(out) => out,
-                        Err(_) => {
-                            let err = Error::Coprocessor {
-                                name: name.to_string(),
-                                msg: format!(
-                                    "endpoint ran past its timeout of {} ms in region {}",
-                                    limit.as_millis(),
-                                    span.region_id
-                                ),
-                            };
-                            Ok(Err(err))
-                        }
+                        Err(_) => Err(Error::Coprocessor {
+                            name: name.to_string(),
+                            msg: format!(
+                                "endpoint ran past its timeout of {} ms in region {}",
+                                limit.as_millis(),
+                                span.region_id
+                            ),
+                        }),
                     },
                     None => job.await,
                 };
                 let answers: Vec<RegionResponse<E::Response>> = match outcome {
-                    Ok(Ok(answers)) => answers
+                    Ok(answers) => answers
                         .into_iter()
                         .map(|(span, r)| RegionResponse {
                             span,
                             result: r.and_then(|b| decode(&b, "response")),
                         })
                         .collect(),
-                    Ok(Err(e)) => vec![RegionResponse {
-                        span,
-                        result: Err(e),
-                    }],
                     Err(e) => vec![RegionResponse {
                         span,
-                        result: Err(Error::Io(std::io::Error::other(format!(
-                            "endpoint task failed: {e}"
-                        )))),
+                        result: Err(e),
                     }],
                 };
                 if fail_fast && answers.iter().any(|a| a.result.is_err()) {
@@ -345,77 +524,7 @@ impl Snapshot {
     }
 }
 
-/// Every answer, in key order.
-pub async fn collect_ordered<R>(stream: ResponseStream<R>) -> Vec<RegionResponse<R>> {
-    let mut all: Vec<RegionResponse<R>> = stream.collect().await;
-    all.sort_by(|a, b| a.span.key_order(&b.span));
-    all
-}
-
-/// Every answer in key order, or the first error.
-pub async fn try_collect_ordered<R>(stream: ResponseStream<R>) -> Result<Vec<(RegionSpan, R)>> {
-    collect_ordered(stream)
-        .await
-        .into_iter()
-        .map(|r| r.result.map(|v| (r.span, v)))
-        .collect()
-}
-
-/// Folds the answers (in arrival order) into one; the first failed region's error ends it.
-pub async fn fold<R, A>(
-    mut stream: ResponseStream<R>,
-    init: A,
-    mut f: impl FnMut(A, R) -> A,
-) -> Result<A> {
-    let mut acc = init;
-    while let Some(r) = stream.next().await {
-        acc = f(acc, r.result?);
-    }
-    Ok(acc)
-}
-
-/// A fold over the regions that answered, and the errors of those that failed.
-#[derive(Debug)]
-pub struct Partial<A> {
-    /// The fold of the successful answers.
-    pub value: A,
-    /// The regions that failed, with their errors, in key order.
-    pub errors: Vec<(RegionSpan, Error)>,
-}
-
-impl<A> Partial<A> {
-    /// True when every region answered.
-    pub fn is_complete(&self) -> bool {
-        self.errors.is_empty()
-    }
-}
-
-/// Folds the successful answers and keeps every failed region's error (use with
-/// [`ErrorMode::Partial`]).
-pub async fn fold_partial<R, A>(
-    mut stream: ResponseStream<R>,
-    init: A,
-    mut f: impl FnMut(A, R) -> A,
-) -> Partial<A> {
-    let mut acc = init;
-    let mut errors = Vec::new();
-    while let Some(r) = stream.next().await {
-        match r.result {
-            Ok(v) => acc = f(acc, v),
-            Err(e) => errors.push((r.span, e)),
-        }
-    }
-    errors.sort_by(|a, b| a.0.key_order(&b.0));
-    Partial { value: acc, errors }
-}
-
-/// Merges answers that are each a key-ordered list into one key-ordered list: regions
-/// never overlap, so the lists are concatenated in region key order. The first failed
-/// region's error is returned instead.
-pub async fn merge_sorted<T>(stream: ResponseStream<Vec<T>>) -> Result<Vec<T>> {
-    Ok(try_collect_ordered(stream)
-        .await?
-        .into_iter()
-        .flat_map(|(_, v)| v)
-        .collect())
+/// True when `span`'s region overlaps `range`.
+fn overlaps(range: &RowRange, span: &RegionSpan) -> bool {
+    range.overlaps(&span.region_start, &span.region_end)
 }

@@ -57,7 +57,8 @@ mod wal;
 /// ([`endpoint::RegionView`]), and the fan-out of one call over a table's regions.
 pub mod endpoint {
     pub use crate::server::endpoint::{
-        ColumnRow, EndpointCall, LocalScanner, OwnedRegionView, RegionPart, RegionSpan, RegionView,
+        ColumnRow, EndpointAnswers, EndpointCall, EndpointHost, LocalScanner, OwnedRegionView,
+        RegionPart, RegionSpan, RegionView,
     };
 }
 

@@ -18,11 +18,10 @@
 //! it stands, so the build ends consistent while writes go on.
 
 use crate::def::{IndexDef, IndexState};
-use crate::layout::{Entry, Layout, FAMILY};
+use crate::layout::{Layout, FAMILY};
 use crate::maintainer::{Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 use crate::query::{Index, IndexTable};
-use basalt_core::client::{BatchOp, Put, RowResult, Scan};
-use basalt_core::now_ms;
+use basalt_core::client::{Backend, BatchOp, Put, RowResult, Scan};
 use basalt_core::Engine;
 use basalt_core::IntoTableName;
 use basalt_core::RecoveryRepair;
@@ -32,7 +31,7 @@ use basalt_core::{
 };
 use bytes::Bytes;
 use futures::TryStreamExt;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The system table listing every index: `basalt:indexes`.
@@ -40,33 +39,6 @@ pub const SYSTEM_TABLE: &str = "basalt:indexes";
 
 /// How many rows an online build touches per batch.
 pub const BUILD_BATCH: usize = 256;
-
-/// What [`IndexAdmin::verify`] found: index rows (physical keys) missing, extra (no data row
-/// gives them) or stale (present with other cells than the data row gives).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VerifyReport {
-    /// Data rows read.
-    pub data_rows: u64,
-    /// Index rows read.
-    pub index_rows: u64,
-    /// Index rows the data needs and the index lacks.
-    pub missing: Vec<Bytes>,
-    /// Index rows no data row gives.
-    pub extra: Vec<Bytes>,
-    /// Index rows whose cells differ from what the data row gives.
-    pub stale: Vec<Bytes>,
-}
-
-impl VerifyReport {
-    /// True when data and index agree.
-    pub fn is_consistent(&self) -> bool {
-        self.missing.is_empty() && self.extra.is_empty() && self.stale.is_empty()
-    }
-    /// How many differences were found.
-    pub fn differences(&self) -> usize {
-        self.missing.len() + self.extra.len() + self.stale.len()
-    }
-}
 
 /// The indexes' recovery repair, which `Connection::open_with` runs after a salvage or an
 /// offline repair: verifies every index of the table and repairs what differs.
@@ -100,10 +72,29 @@ impl RecoveryRepair for IndexRecovery {
 }
 
 /// Index administration on one connection.
-#[derive(Debug, Clone)]
-pub struct IndexAdmin {
-    pub(crate) conn: Connection,
-    runtime: Arc<Runtime>,
+pub struct IndexAdmin<B: Backend = Engine> {
+    pub(crate) conn: Connection<B>,
+    /// The maintainers' runtime, when they run in this process (an embedded engine): the
+    /// channel repairs and drops of local indexes use to delete rows no data row gives.
+    runtime: Option<Arc<Runtime>>,
+}
+
+impl<B: Backend> Clone for IndexAdmin<B> {
+    fn clone(&self) -> Self {
+        IndexAdmin {
+            conn: self.conn.clone(),
+            runtime: self.runtime.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for IndexAdmin<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexAdmin")
+            .field("conn", &self.conn)
+            .field("runtime", &self.runtime.is_some())
+            .finish()
+    }
 }
 
 impl IndexAdmin {
@@ -112,11 +103,36 @@ impl IndexAdmin {
     pub fn new(conn: &Connection, runtime: Arc<Runtime>) -> Self {
         IndexAdmin {
             conn: conn.clone(),
-            runtime,
+            runtime: Some(runtime),
+        }
+    }
+}
+
+impl<B: Backend> IndexAdmin<B> {
+    /// An admin on a connection whose index maintainers run elsewhere (a cluster's region
+    /// servers, started with the index coprocessors): it creates, lists, describes,
+    /// queries and verifies indexes, and repairs what a touch of the data rows repairs;
+    /// deleting index rows no data row gives (a repair's extra rows, a local index's
+    /// drop) needs the maintainers' own process and is refused with a clear error.
+    pub fn served(conn: &Connection<B>) -> Self {
+        IndexAdmin {
+            conn: conn.clone(),
+            runtime: None,
         }
     }
 
-    async fn descriptor(&self, table: &TableName) -> Result<TableDescriptor> {
+    /// The maintainers' runtime, or the error of an admin without one that needed it.
+    pub(crate) fn runtime(&self, what: &str) -> Result<&Arc<Runtime>> {
+        self.runtime.as_ref().ok_or_else(|| {
+            Error::bad_argument(format!(
+                "{what} deletes index rows no data row gives, which only the process \
+                 running the index maintainers can do: run it on an embedded connection \
+                 (basalt shell on the store) or a region server"
+            ))
+        })
+    }
+
+    pub(crate) async fn descriptor(&self, table: &TableName) -> Result<TableDescriptor> {
         self.conn.admin().describe_table(table).await
     }
 
@@ -179,7 +195,7 @@ impl IndexAdmin {
     }
 
     /// The system table, created (with its namespace) on first use.
-    async fn system_table(&self) -> Result<basalt_core::Table> {
+    async fn system_table(&self) -> Result<basalt_core::Table<B>> {
         let name = TableName::parse(SYSTEM_TABLE)?;
         let admin = self.conn.admin();
         if !admin.table_exists(&name).await? {
@@ -381,6 +397,7 @@ impl IndexAdmin {
     /// adding its rows and delete the ones they find), then every data row holding one is
     /// touched, under its lock, which deletes it wherever a split or merge has moved it.
     async fn drop_local_rows(&self, def: &IndexDef) -> Result<()> {
+        let runtime = self.runtime("dropping a local index")?;
         let data_name = def.data_table()?;
         let mut dropping = def.clone();
         dropping.state = IndexState::Dropping;
@@ -392,8 +409,7 @@ impl IndexAdmin {
         for (row, logical, cells) in rows {
             // A row that is not what its owner gives is deleted at the touch too.
             if let Ok(owner) = layout.data_row_logical(&logical, &cells) {
-                self.runtime
-                    .schedule_delete(&def.table, owner.clone(), &def.name, row);
+                runtime.schedule_delete(&def.table, owner.clone(), &def.name, row);
                 owners.push(owner);
             }
         }
@@ -410,7 +426,7 @@ impl IndexAdmin {
 
     /// A query handle on index `name` of `table`; refused with [`Error::IndexNotReady`]
     /// while the index is BUILDING.
-    pub async fn index(&self, table: impl IntoTableName, name: &str) -> Result<Index> {
+    pub async fn index(&self, table: impl IntoTableName, name: &str) -> Result<Index<B>> {
         let table = &table.into_table_name()?;
         let def = self.describe(table, name).await?;
         if def.state != IndexState::Active {
@@ -419,7 +435,7 @@ impl IndexAdmin {
         self.handle(def).await
     }
 
-    async fn handle(&self, def: IndexDef) -> Result<Index> {
+    pub(crate) async fn handle(&self, def: IndexDef) -> Result<Index<B>> {
         let data = def.data_table()?;
         let desc = self.descriptor(&data).await?;
         let ttls: HashMap<Bytes, u64> = desc
@@ -442,155 +458,4 @@ impl IndexAdmin {
             ttls,
         })
     }
-
-    /// Compares index `name` of `table` with its data table (meant for a quiet table: rows
-    /// written during the two scans may show as differences). Index rows whose values
-    /// expired are left out on both sides.
-    pub async fn verify(&self, table: impl IntoTableName, name: &str) -> Result<VerifyReport> {
-        self.verify_with_progress(table, name, |_| {}).await
-    }
-
-    /// [`IndexAdmin::verify`], reporting the rows read so far (data rows, then index rows)
-    /// to `progress` every [`BUILD_BATCH`](crate::BUILD_BATCH) rows and once at the end.
-    pub async fn verify_with_progress(
-        &self,
-        table: impl IntoTableName,
-        name: &str,
-        mut progress: impl FnMut(u64) + Send,
-    ) -> Result<VerifyReport> {
-        let table = &table.into_table_name()?;
-        let def = self.describe(table, name).await?;
-        let h = self.handle(def).await?;
-        Ok(self.compare(&h, &mut progress).await?.0)
-    }
-
-    async fn compare(
-        &self,
-        h: &Index,
-        progress: &mut (dyn FnMut(u64) + Send),
-    ) -> Result<(VerifyReport, HashMap<Bytes, Bytes>)> {
-        let now = now_ms();
-        let ttl = |f: &[u8]| h.ttls.get(f).copied();
-        let live =
-            |cells: &BTreeMap<Bytes, Bytes>| h.layout.expiry(cells, &ttl).is_none_or(|x| x > now);
-        let mut report = VerifyReport::default();
-        let mut expected: BTreeMap<Bytes, (Entry, Bytes)> = BTreeMap::new();
-        let local = if h.layout.def.local {
-            Some(crate::local::stored_rows(&h.layout, &h.data).await?)
-        } else {
-            None
-        };
-        let mut data_rows = h.data.scan(Scan::new())?;
-        while let Some(r) = data_rows.try_next().await? {
-            report.data_rows += 1;
-            if report.data_rows.is_multiple_of(BUILD_BATCH as u64) {
-                progress(report.data_rows);
-            }
-            if let Some(mut e) = h.layout.entry(&r.row, &r)? {
-                if let Some((starts, _)) = &local {
-                    let start = crate::local::region_start_of(starts, &r.row);
-                    e.row = h.layout.local_key(start, &e.row, &r.row)?;
-                }
-                if live(&e.cells) {
-                    if let Some((prev, _)) = expected.insert(e.row.clone(), (e, r.row.clone())) {
-                        // Two data rows on one unique value: one of them is not indexed.
-                        report.stale.push(prev.row);
-                    }
-                }
-            }
-        }
-        let mut owners = HashMap::new();
-        let mut check = |row: Bytes, owner: Result<Bytes>, cells: BTreeMap<Bytes, Bytes>| {
-            report.index_rows += 1;
-            if report.index_rows.is_multiple_of(BUILD_BATCH as u64) {
-                progress(report.data_rows + report.index_rows);
-            }
-            if !live(&cells) {
-                return;
-            }
-            if let Ok(owner) = owner {
-                owners.insert(row.clone(), owner);
-            }
-            match expected.remove(&row) {
-                None => report.extra.push(row),
-                Some((e, owner)) if e.cells != cells => {
-                    owners.insert(row.clone(), owner);
-                    report.stale.push(row);
-                }
-                Some(_) => {}
-            }
-        };
-        if let Some((_, rows)) = local {
-            for (row, logical, cells) in rows {
-                let owner = h.layout.data_row_logical(&logical, &cells);
-                check(row, owner, cells);
-            }
-        } else {
-            let iname = h.layout.def.index_table()?.to_string();
-            let mut index_rows = self.conn.table(&iname)?.scan(Scan::new())?;
-            while let Some(r) = index_rows.try_next().await? {
-                let cells = cells_of(&r);
-                let owner = h.layout.data_row(&r.row, &cells);
-                check(r.row.clone(), owner, cells);
-            }
-        }
-        progress(report.data_rows + report.index_rows);
-        for (k, (_, owner)) in expected {
-            owners.insert(k.clone(), owner);
-            report.missing.push(k);
-        }
-        Ok((report, owners))
-    }
-
-    /// Verifies index `name` of `table` and repairs what differs: missing and stale index
-    /// rows are rewritten by touching their data rows, extra ones deleted under their data
-    /// row's lock. Returns what was found before the repair.
-    pub async fn repair(&self, table: impl IntoTableName, name: &str) -> Result<VerifyReport> {
-        self.repair_with_progress(table, name, |_| {}).await
-    }
-
-    /// [`IndexAdmin::repair`], reporting the rows its verification has read to `progress`
-    /// as [`IndexAdmin::verify_with_progress`] does.
-    pub async fn repair_with_progress(
-        &self,
-        table: impl IntoTableName,
-        name: &str,
-        mut progress: impl FnMut(u64) + Send,
-    ) -> Result<VerifyReport> {
-        let table = &table.into_table_name()?;
-        let def = self.describe(table, name).await?;
-        let h = self.handle(def).await?;
-        let (report, owners) = self.compare(&h, &mut progress).await?;
-        for row in report.extra.iter() {
-            if let Some(owner) = owners.get(row).filter(|o| !o.is_empty()) {
-                self.runtime
-                    .schedule_delete(&h.layout.def.table, owner.clone(), name, row.clone());
-            }
-        }
-        let mut touched: Vec<&Bytes> = report
-            .missing
-            .iter()
-            .chain(&report.stale)
-            .chain(&report.extra)
-            .filter_map(|r| owners.get(r))
-            .filter(|o| !o.is_empty())
-            .collect();
-        touched.sort();
-        touched.dedup();
-        for chunk in touched.chunks(BUILD_BATCH) {
-            let ops = chunk.iter().map(|r| BatchOp::Put(Put::touch(r))).collect();
-            for r in h.data.batch(ops).await? {
-                r?;
-            }
-        }
-        Ok(report)
-    }
-}
-
-fn cells_of(r: &RowResult) -> BTreeMap<Bytes, Bytes> {
-    r.cells
-        .iter()
-        .filter(|c| c.family.as_ref() == FAMILY)
-        .map(|c| (c.qualifier.clone(), c.value.clone()))
-        .collect()
 }

@@ -40,7 +40,7 @@
 //! ```
 //!
 //! Layers, bottom to top: `def`, `layout`, `local`, `query`, `maintainer`, `admin`,
-//! `snapshots`.
+//! `verify`, `snapshots`.
 //!
 //! Public modules: none. Every module is private; what users name is re-exported here.
 #![forbid(unsafe_code)]
@@ -54,13 +54,15 @@ mod local;
 mod maintainer;
 mod query;
 mod snapshots;
+mod verify;
 
-pub use admin::{IndexAdmin, VerifyReport, BUILD_BATCH, SYSTEM_TABLE};
+pub use admin::{IndexAdmin, BUILD_BATCH, SYSTEM_TABLE};
 pub use def::{ColumnRef, IndexDef, IndexState};
 pub use layout::{Entry, IndexValue, Layout, FAMILY, META};
 pub use local::ATTEMPTS;
 pub use maintainer::{Guard, Maintainer, Runtime, ARG_PREFIX, GUARD, MAINTAINER};
 pub use query::{val, Hit, Index, Query, FETCH_BATCH};
+pub use verify::VerifyReport;
 
 use std::sync::Arc;
 

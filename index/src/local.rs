@@ -12,7 +12,7 @@
 
 use crate::layout::Bounds;
 use crate::layout::Layout;
-use basalt_core::client::{Scan, Snapshot};
+use basalt_core::client::{Backend, Scan, Snapshot};
 use basalt_core::keys::{local, prefix_successor};
 use basalt_core::now_ms;
 use basalt_core::{Error, Result, Table};
@@ -27,9 +27,9 @@ pub const ATTEMPTS: usize = 8;
 pub(crate) type LocalRow = (Bytes, BTreeMap<Bytes, Bytes>);
 
 /// What a query asks of a local index's rows besides their bounds.
-pub(crate) struct LocalQuery<'a> {
+pub(crate) struct LocalQuery<'a, B: Backend> {
     /// The snapshot to read at (`None`: a fresh one).
-    pub(crate) snapshot: Option<&'a Snapshot>,
+    pub(crate) snapshot: Option<&'a Snapshot<B>>,
     /// Highest index order first.
     pub(crate) reverse: bool,
     /// The most rows wanted.
@@ -37,11 +37,11 @@ pub(crate) struct LocalQuery<'a> {
 }
 
 /// The index rows answering `q` within `bounds` (logical keys), in index order.
-pub(crate) async fn rows(
+pub(crate) async fn rows<B: Backend>(
     layout: &Layout,
-    data: &Table,
+    data: &Table<B>,
     ttls: &HashMap<Bytes, u64>,
-    q: &LocalQuery<'_>,
+    q: &LocalQuery<'_, B>,
     bounds: &Bounds,
 ) -> Result<Vec<LocalRow>> {
     let snapshot = match q.snapshot {
@@ -79,14 +79,14 @@ pub(crate) async fn rows(
 }
 
 /// The index rows answering `q` in the region starting at `start`, in index order.
-async fn region_rows(
+async fn region_rows<B: Backend>(
     layout: &Layout,
-    data: &Table,
+    data: &Table<B>,
     ttls: &HashMap<Bytes, u64>,
-    q: &LocalQuery<'_>,
+    q: &LocalQuery<'_, B>,
     bounds: &Bounds,
     start: &Bytes,
-    snapshot: &Snapshot,
+    snapshot: &Snapshot<B>,
 ) -> Result<Vec<LocalRow>> {
     let tag = layout.local_tag();
     let physical = |logical: &[u8]| {
@@ -151,9 +151,9 @@ pub(crate) type StoredRow = (Bytes, Bytes, BTreeMap<Bytes, Bytes>);
 
 /// Every local row of `layout`'s index in `data`, region by region (for verify, repair
 /// and drop: meant for a quiet table), with the region starts read before the scans.
-pub(crate) async fn stored_rows(
+pub(crate) async fn stored_rows<B: Backend>(
     layout: &Layout,
-    data: &Table,
+    data: &Table<B>,
 ) -> Result<(Vec<Bytes>, Vec<StoredRow>)> {
     let tag = layout.local_tag();
     let starts: Vec<Bytes> = data
@@ -202,7 +202,7 @@ pub(crate) fn region_start_of<'a>(starts: &'a [Bytes], row: &[u8]) -> &'a [u8] {
 
 /// Refuses a local index on a table with a region whose end begins with its start and a
 /// zero byte: no local row of that region would sort inside it ([`local::holds_local_rows`]).
-pub(crate) async fn check_regions(data: &Table) -> Result<()> {
+pub(crate) async fn check_regions<B: Backend>(data: &Table<B>) -> Result<()> {
     for r in data.regions().await? {
         if !local::holds_local_rows(&r.start_key, &r.end_key) {
             return Err(Error::bad_argument(format!(

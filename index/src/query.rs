@@ -14,9 +14,9 @@
 //! ([`basalt_core::Error::IndexNotReady`], when the handle is made).
 
 use crate::layout::{covered_qualifier, Bounds, IndexValue, Layout, FAMILY};
-use basalt_core::client::{BatchOp, BatchOutcome, Get, RowResult, Scan, Snapshot};
+use basalt_core::client::{Backend, BatchOp, BatchOutcome, Get, RowResult, Scan, Snapshot};
 use basalt_core::now_ms;
-use basalt_core::{Result, SaltedTable, Table};
+use basalt_core::{Engine, Result, SaltedTable, Table};
 use bytes::Bytes;
 use futures::{Stream, TryStreamExt};
 use std::collections::{BTreeMap, HashMap};
@@ -31,12 +31,33 @@ pub fn val(v: impl AsRef<[u8]>) -> IndexValue {
 }
 
 /// What a query asks for.
-#[derive(Debug, Clone)]
-pub struct Query {
+pub struct Query<B: Backend = Engine> {
     kind: Kind,
     reverse: bool,
     limit: Option<usize>,
-    snapshot: Option<Snapshot>,
+    snapshot: Option<Snapshot<B>>,
+}
+
+impl<B: Backend> Clone for Query<B> {
+    fn clone(&self) -> Self {
+        Query {
+            kind: self.kind.clone(),
+            reverse: self.reverse,
+            limit: self.limit,
+            snapshot: self.snapshot.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Query<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Query")
+            .field("kind", &self.kind)
+            .field("reverse", &self.reverse)
+            .field("limit", &self.limit)
+            .field("snapshot", &self.snapshot)
+            .finish()
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -45,7 +66,7 @@ enum Kind {
     Range(Option<Vec<IndexValue>>, Option<Vec<IndexValue>>),
 }
 
-impl Query {
+impl<B: Backend> Query<B> {
     /// Rows whose indexed values equal `values` (one per indexed column).
     pub fn eq(values: Vec<IndexValue>) -> Self {
         Query {
@@ -80,12 +101,12 @@ impl Query {
         self
     }
     /// Reads at `snapshot` (see the module doc) instead of the latest state.
-    pub fn at(mut self, snapshot: &Snapshot) -> Self {
+    pub fn at(mut self, snapshot: &Snapshot<B>) -> Self {
         self.snapshot = Some(snapshot.clone());
         self
     }
     /// The snapshot the query reads at, if given.
-    pub fn snapshot(&self) -> Option<&Snapshot> {
+    pub fn snapshot(&self) -> Option<&Snapshot<B>> {
         self.snapshot.as_ref()
     }
     /// True for highest index order first.
@@ -127,32 +148,60 @@ pub struct Hit {
 
 /// Where the index rows are: an index table, salted or not, or the data table's regions
 /// (a local index, see [`crate::local`]).
-#[derive(Debug, Clone)]
-pub(crate) enum IndexTable {
-    Plain(Table),
-    Salted(SaltedTable),
+pub(crate) enum IndexTable<B: Backend> {
+    Plain(Table<B>),
+    Salted(SaltedTable<B>),
     Local,
+}
+
+impl<B: Backend> Clone for IndexTable<B> {
+    fn clone(&self) -> Self {
+        match self {
+            IndexTable::Plain(t) => IndexTable::Plain(t.clone()),
+            IndexTable::Salted(t) => IndexTable::Salted(t.clone()),
+            IndexTable::Local => IndexTable::Local,
+        }
+    }
 }
 
 type RowStream = Pin<Box<dyn Stream<Item = Result<RowResult>> + Send>>;
 
 /// A query handle on one built index.
-#[derive(Debug, Clone)]
-pub struct Index {
+pub struct Index<B: Backend = Engine> {
     pub(crate) layout: Layout,
-    pub(crate) table: IndexTable,
-    pub(crate) data: Table,
+    pub(crate) table: IndexTable<B>,
+    pub(crate) data: Table<B>,
     /// TTL in milliseconds of each data family that has one.
     pub(crate) ttls: HashMap<Bytes, u64>,
 }
 
-impl Index {
+impl<B: Backend> Clone for Index<B> {
+    fn clone(&self) -> Self {
+        Index {
+            layout: self.layout.clone(),
+            table: self.table.clone(),
+            data: self.data.clone(),
+            ttls: self.ttls.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for Index<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Index")
+            .field("layout", &self.layout)
+            .field("data", &self.data.name())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B: Backend> Index<B> {
     /// The index's layout (and definition).
     pub fn layout(&self) -> &Layout {
         &self.layout
     }
 
-    fn scan(&self, s: Scan, snapshot: Option<&Snapshot>) -> Result<RowStream> {
+    fn scan(&self, s: Scan, snapshot: Option<&Snapshot<B>>) -> Result<RowStream> {
         Ok(match (&self.table, snapshot) {
             (IndexTable::Plain(t), None) => Box::pin(t.scan(s)?),
             (IndexTable::Plain(t), Some(snap)) => Box::pin(t.scan_at(s, snap)?),
@@ -167,7 +216,7 @@ impl Index {
     }
 
     /// The index rows answering `q`, as hits.
-    pub async fn hits(&self, q: &Query) -> Result<Vec<Hit>> {
+    pub async fn hits(&self, q: &Query<B>) -> Result<Vec<Hit>> {
         let l = &self.layout;
         if let IndexTable::Local = self.table {
             let bounds = q.bounds(l)?;
@@ -260,14 +309,14 @@ impl Index {
     }
 
     /// The data row keys answering `q`, in index order.
-    pub async fn keys(&self, q: &Query) -> Result<Vec<Bytes>> {
+    pub async fn keys(&self, q: &Query<B>) -> Result<Vec<Bytes>> {
         Ok(self.hits(q).await?.into_iter().map(|h| h.row).collect())
     }
 
     /// The data rows answering `q`, in index order, fetched [`FETCH_BATCH`](crate::FETCH_BATCH) at a time. A
     /// row deleted between the index read and the fetch is left out. At a snapshot, each row
     /// is read at that snapshot (one single-row scan each) and none is ever left out.
-    pub async fn rows(&self, q: &Query) -> Result<Vec<RowResult>> {
+    pub async fn rows(&self, q: &Query<B>) -> Result<Vec<RowResult>> {
         let keys = self.keys(q).await?;
         let mut out = Vec::with_capacity(keys.len());
         if let Some(snap) = &q.snapshot {

@@ -7,7 +7,8 @@
 //! cluster drops, and etcd with the last cluster.
 #![allow(dead_code)]
 
-use basalt::Connection;
+use basalt::endpoint::EndpointHost;
+use basalt::{Connection, HooksLoader};
 use basalt_cluster::regionserver::{self, RegionServerConfig, RunningServer};
 use basalt_cluster::{EtcdConfig, LocalEtcd, RemoteBackend, RetryPolicy};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,11 +35,27 @@ pub struct TestCluster {
     pub store: TempDir,
     pub scratch: TempDir,
     pub servers: Vec<Option<RunningServer>>,
+    /// What every server loads: a coprocessor loader and the endpoints it serves.
+    pub coprocessors: Option<Coprocessors>,
+}
+
+/// The coprocessors a test cluster's servers load.
+#[derive(Clone)]
+pub struct Coprocessors {
+    /// The loader of the tables' observers (indexes, ...).
+    pub loader: Arc<dyn HooksLoader>,
+    /// The endpoint services served.
+    pub endpoints: Arc<dyn EndpointHost>,
 }
 
 impl TestCluster {
     /// Starts `servers` region servers and waits until one serves.
     pub async fn start(servers: usize) -> TestCluster {
+        Self::start_with(servers, None).await
+    }
+
+    /// [`TestCluster::start`], every server loading `coprocessors`.
+    pub async fn start_with(servers: usize, coprocessors: Option<Coprocessors>) -> TestCluster {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let etcd = shared_etcd();
         let prefix = format!(
@@ -52,6 +69,7 @@ impl TestCluster {
             store: tempfile::tempdir().unwrap(),
             scratch: tempfile::tempdir().unwrap(),
             servers: Vec::new(),
+            coprocessors,
         };
         for i in 0..servers {
             let server = cluster.start_server(i).await;
@@ -76,7 +94,18 @@ impl TestCluster {
             format!("rs-{i}"),
         );
         config.lease_ttl = Duration::from_secs(3);
-        regionserver::start(config).await.unwrap()
+        match &self.coprocessors {
+            None => regionserver::start(config).await.unwrap(),
+            Some(c) => {
+                config.endpoints = Some(Arc::clone(&c.endpoints));
+                let loader = Arc::clone(&c.loader);
+                regionserver::start_with(config, move |cfg| {
+                    cfg.coprocessor_loader(Arc::clone(&loader))
+                })
+                .await
+                .unwrap()
+            }
+        }
     }
 
     /// A client of the cluster.

@@ -2,6 +2,7 @@
 //! `remote` says, its reply unpacked (a reply of the wrong kind is an error, never a
 //! panic).
 
+use super::endpoint;
 use super::route::{lock, with_retries};
 use super::scan;
 use super::{batch_row, RemoteBackend, RemoteReadPoint};
@@ -11,6 +12,8 @@ use basalt_core::client::{
     Append, Backend, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put,
     RowMutations, RowResult, Scan,
 };
+use basalt_core::endpoint::EndpointAnswers;
+use basalt_core::keys::RowRange;
 use basalt_core::{
     ColumnFamilyDescriptor, CompactionKind, CoprocessorDescriptor, Error, IntegrityReport,
     OfflineRegion, PluginInfo, PreSplit, RegionInfo, Result, SnapshotDescription, TableDescriptor,
@@ -199,6 +202,26 @@ impl Backend for RemoteBackend {
             }))?;
         }
         Ok(at)
+    }
+
+    async fn call_endpoint(
+        self: &Arc<Self>,
+        table: &TableName,
+        service: &str,
+        range: RowRange,
+        request: Bytes,
+        at: &RemoteReadPoint,
+    ) -> Result<EndpointAnswers> {
+        endpoint::call(
+            &self.router,
+            self.policy,
+            table,
+            service,
+            range,
+            request,
+            at,
+        )
+        .await
     }
 
     async fn create_table(self: &Arc<Self>, desc: TableDescriptor, split: PreSplit) -> Result<()> {

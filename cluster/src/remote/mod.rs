@@ -8,8 +8,8 @@
 //! rows' regions; a batch whose rows live on more than one server is refused
 //! ([`Error::BadArgument`] saying so), as its atomicity is per server.
 //!
-//! Layers, bottom to top: `route`, `read_point`, `scan`, `backend` (the trait's
-//! implementation).
+//! Layers, bottom to top: `route`, `read_point`, `scan`, `endpoint`, `backend` (the
+//! trait's implementation).
 //!
 //! Invariants: what the client caches (locations, table descriptors) is a hint the servers
 //! correct: a refusal that means "not here" re-reads it and retries within the operation's
@@ -20,6 +20,7 @@
 //! [`Error::BadArgument`]: basalt_core::Error::BadArgument
 
 mod backend;
+mod endpoint;
 mod read_point;
 mod route;
 mod scan;

@@ -15,6 +15,8 @@ use basalt_core::client::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
     RowResult, Scan,
 };
+use basalt_core::endpoint::RegionSpan;
+use basalt_core::keys::RowRange;
 use basalt_core::{
     ColumnFamilyDescriptor, CompactionKind, CoprocessorDescriptor, ErrorWire, IntegrityReport,
     OfflineRegion, PluginInfo, PreSplit, RegionInfo, SnapshotDescription, TableDescriptor,
@@ -128,6 +130,24 @@ pub enum Request {
     PluginBytes(String),
     /// `Backend::delete_plugin`.
     DeletePlugin(String),
+    /// `Backend::call_endpoint`; answered by [`Reply::Endpoint`].
+    CallEndpoint(EndpointRequest),
+}
+
+/// An endpoint call on the rows of one server's regions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndpointRequest {
+    /// The table.
+    pub table: TableName,
+    /// The service's name.
+    pub service: String,
+    /// The rows to run it on (within regions this server serves).
+    pub range: RowRange,
+    /// The service's encoded request.
+    pub request: Bytes,
+    /// A read point pinned on this server ([`Reply::ReadPoint`]'s handle); `None`: one
+    /// taken for this call.
+    pub read_point: Option<u64>,
 }
 
 impl Request {
@@ -241,6 +261,7 @@ impl Request {
             DescribePlugin(..) => "describe_plugin",
             PluginBytes(..) => "plugin_bytes",
             DeletePlugin(..) => "delete_plugin",
+            CallEndpoint(..) => "call_endpoint",
         }
     }
 }
@@ -300,6 +321,9 @@ pub enum Reply {
     Plugins(Vec<PluginInfo>),
     /// Bytes (a plugin's).
     Bytes(Bytes),
+    /// An endpoint call's answers: one per region, in key order, each with the part of
+    /// the range it covered and the encoded response or the region's typed error.
+    Endpoint(Vec<(RegionSpan, Result<Bytes, ErrorWire>)>),
 }
 
 /// A scan.

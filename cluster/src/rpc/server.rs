@@ -14,7 +14,9 @@
 //! ([`MAX_PINNED_READ_POINTS`]) and expire when unused for [`READ_POINT_IDLE`], so a
 //! client that vanished pins nothing for long.
 
-use super::messages::{Acknowledgement, Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
+use super::messages::{
+    Acknowledgement, EndpointRequest, Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION,
+};
 use super::service::region_server_server::{RegionServer, RegionServerServer};
 use super::MAX_MESSAGE_BYTES;
 use basalt_core::client::{Backend, RowResult};
@@ -360,6 +362,28 @@ impl<B: Backend> Inner<B> {
         }
     }
 
+    /// Runs an endpoint call at the read point it names (or one of its own).
+    async fn call_endpoint(&self, call: EndpointRequest) -> Result<Reply> {
+        let at = match call.read_point {
+            Some(h) => self.read_point(h).ok_or_else(|| {
+                Error::bad_argument(format!(
+                    "read point {h} is not pinned on this server (released or expired)"
+                ))
+            })?,
+            None => self.backend.pin_read_point()?,
+        };
+        let answers = self
+            .backend
+            .call_endpoint(&call.table, &call.service, call.range, call.request, &at)
+            .await?;
+        Ok(Reply::Endpoint(
+            answers
+                .into_iter()
+                .map(|(span, r)| (span, r.map_err(|e| ErrorWire::from(&e))))
+                .collect(),
+        ))
+    }
+
     /// A pinned read point by its handle, renewed.
     fn read_point(&self, handle: u64) -> Option<B::ReadPoint> {
         let mut pins = self.read_points.lock().ok()?;
@@ -476,6 +500,7 @@ impl<B: Backend> Inner<B> {
             Q::DescribePlugin(id) => Reply::Plugin(b.describe_plugin(&id).await?),
             Q::PluginBytes(id) => Reply::Bytes(b.plugin_bytes(&id).await?),
             Q::DeletePlugin(id) => b.delete_plugin(&id).await.map(|()| Reply::Done)?,
+            Q::CallEndpoint(call) => self.call_endpoint(call).await?,
         })
     }
 }

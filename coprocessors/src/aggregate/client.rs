@@ -13,23 +13,39 @@ use super::{
     ROW_COUNT,
 };
 use crate::service::{fold, Endpoints, KeyRange, ResponseStream, Snapshot};
-use basalt_core::IntoTableName;
+use basalt_core::client::Backend;
+use basalt_core::{Engine, IntoTableName};
 use basalt_core::{Error, Result};
 use futures::StreamExt;
 
 /// HBase's `AggregationClient`: each method is one call of a built-in endpoint (two or a
 /// few for the median), merged on the client; see the module doc for the semantics.
-#[derive(Debug, Clone)]
-pub struct AggregationClient {
-    endpoints: Endpoints,
+pub struct AggregationClient<B: Backend = Engine> {
+    endpoints: Endpoints<B>,
 }
 
-impl AggregationClient {
+impl<B: Backend> Clone for AggregationClient<B> {
+    fn clone(&self) -> Self {
+        AggregationClient {
+            endpoints: self.endpoints.clone(),
+        }
+    }
+}
+
+impl<B: Backend> std::fmt::Debug for AggregationClient<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AggregationClient")
+            .field("endpoints", &self.endpoints)
+            .finish()
+    }
+}
+
+impl<B: Backend> AggregationClient<B> {
     /// A client calling the built-ins through `endpoints` (whose registry must hold them,
     /// e.g. [`EndpointRegistry::with_builtins`]).
     ///
     /// [`EndpointRegistry::with_builtins`]: crate::EndpointRegistry::with_builtins
-    pub fn new(endpoints: Endpoints) -> Self {
+    pub fn new(endpoints: Endpoints<B>) -> Self {
         AggregationClient { endpoints }
     }
 
@@ -247,7 +263,11 @@ pub(crate) async fn median_with(
 }
 
 /// The merged statistics of `column` over `range` at `snap`.
-async fn stats_at(snap: &Snapshot, range: KeyRange, column: &Column) -> Result<RegionStats> {
+async fn stats_at<B: Backend>(
+    snap: &Snapshot<B>,
+    range: KeyRange,
+    column: &Column,
+) -> Result<RegionStats> {
     stats_with(
         &|req: &AggregateRequest| {
             snap.coprocessor_service::<Aggregate>(AGGREGATE, range.clone(), req)

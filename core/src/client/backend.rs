@@ -40,26 +40,24 @@
 //!   business; the client adds only what it computes from values (salting of row keys,
 //!   the salted merge, region reports).
 //!
-//! **Endpoint fan-out.** An endpoint call
-//! ([`Connection::endpoint_call`](super::Connection::endpoint_call)) runs a closure on each
-//! region through a [`RegionView`](crate::endpoint::RegionView), which borrows the region's
-//! stores: code runs where the data is, and a closure cannot cross a network. So the trait
-//! carries what a client plans a fan-out with - the region list ([`Backend::regions`],
-//! with each region's keys) and one pinned read point for all the parts
-//! ([`Backend::pin_read_point`]) - and running code in a region stays an in-process
-//! capability of the embedded engine (`Connection<Engine>::endpoint_call`, which the
-//! endpoint client and the aggregation and index crates use). A remote backend would add
-//! the network form of it, as HBase does: a named service registered on the server, called
-//! per region with an encoded request at a read point, answering encoded responses (the
-//! endpoint client already encodes both); that method belongs here once a server exists
-//! that hosts the endpoint registry.
+//! **Endpoint fan-out.** Code runs where the data is, and a closure cannot cross a
+//! network, so the seam carries what HBase's client sends: a named service, called on a
+//! range of rows at a pinned read point with an encoded request, answering one encoded
+//! response per region ([`Backend::call_endpoint`]). The engine runs the services it was
+//! given ([`Engine::serve_endpoints`](crate::Engine::serve_endpoints)); a remote backend
+//! sends the call to the servers of the range's regions. The client plans a call with the
+//! region list ([`Backend::regions`]) and one read point for all its parts
+//! ([`Backend::pin_read_point`]). Running a closure of the caller's on each region stays an
+//! in-process capability of the embedded engine (`Connection<Engine>::endpoint_call`).
 //!
 //! Not part of the seam: opening a data directory, the recovery report and recovery
 //! repairs, and the engine handle itself ([`Connection::engine`](super::Connection::engine)),
 //! which are the embedded engine's (`impl Connection<Engine>`).
 
 use crate::catalog::SnapshotDescription;
+use crate::endpoint::EndpointAnswers;
 use crate::error::Result;
+use crate::keys::RowRange;
 use crate::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
     RowResult, Scan,
@@ -178,6 +176,20 @@ pub trait Backend: Send + Sync + fmt::Debug + 'static {
     /// state, however long they run and whatever commits meanwhile. It stays pinned while any
     /// clone of the handle lives.
     fn pin_read_point(self: &Arc<Self>) -> Result<Self::ReadPoint>;
+
+    /// Runs endpoint service `service` of `table` on the rows of `range`, at read point
+    /// `at`: once per region overlapping the range, each answering `request`'s encoded
+    /// response (or its own error) for the part of the range it holds, in key order. Fails
+    /// whole when the backend serves no such endpoint host or a region of the range is
+    /// not served where the call went (after a retry, for a remote backend).
+    fn call_endpoint(
+        self: &Arc<Self>,
+        table: &TableName,
+        service: &str,
+        range: RowRange,
+        request: Bytes,
+        at: &Self::ReadPoint,
+    ) -> impl Future<Output = Result<EndpointAnswers>> + Send;
 
     // ---- Tables and namespaces -------------------------------------------------------
 

@@ -11,7 +11,9 @@
 use super::backend::{Backend, ReadPointHandle};
 use super::Connection;
 use crate::catalog::SnapshotDescription;
+use crate::endpoint::EndpointAnswers;
 use crate::error::{Error, Result};
+use crate::keys::RowRange;
 use crate::ops::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
     RowResult, Scan,
@@ -23,7 +25,7 @@ use crate::schema::{
 use crate::server::admin::PreSplit;
 use crate::server::config::Config;
 use crate::server::config::PluginSource;
-use crate::server::endpoint::EndpointCall;
+use crate::server::endpoint::{self, EndpointCall};
 use crate::server::hooks;
 use crate::server::open::check::IntegrityReport;
 use crate::server::open::recovery::{OfflineRegion, RecoveryReport};
@@ -132,6 +134,26 @@ impl Backend for Engine {
         Ok(EngineReadPoint {
             scan: Arc::new(self.reads.register_scan()),
         })
+    }
+
+    async fn call_endpoint(
+        self: &Arc<Self>,
+        table: &TableName,
+        service: &str,
+        range: RowRange,
+        request: Bytes,
+        at: &EngineReadPoint,
+    ) -> Result<EndpointAnswers> {
+        let host = self
+            .endpoint_host()
+            .ok_or_else(|| endpoint::no_host(service))?;
+        let call = self.reads.endpoint_call_at(table, at.scan.clone())?;
+        let service = service.to_string();
+        tokio::task::spawn_blocking(move || {
+            endpoint::serve(&call, &*host, &service, &range, &request)
+        })
+        .await
+        .map_err(|e| Error::Io(std::io::Error::other(format!("endpoint task failed: {e}"))))?
     }
 
     async fn create_table(self: &Arc<Self>, desc: TableDescriptor, split: PreSplit) -> Result<()> {

@@ -6,8 +6,8 @@
 use bytes::Bytes;
 use std::ops::Bound;
 
-/// A range of rows.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A range of rows (its serde form is an endpoint call's range on the wire).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RowRange {
     /// Lower bound.
     pub lo: Bound<Bytes>,

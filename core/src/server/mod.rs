@@ -75,6 +75,8 @@ pub struct Engine {
     pub(crate) writes: Arc<WritePipeline>,
     /// What the open recovered, repaired and set aside.
     recovery: RwLock<recovery::RecoveryReport>,
+    /// The endpoint services served to remote callers ([`Engine::serve_endpoints`]).
+    endpoints: RwLock<Option<Arc<dyn endpoint::EndpointHost>>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -108,6 +110,7 @@ impl Engine {
             upkeep,
             writes,
             recovery: RwLock::new(report),
+            endpoints: RwLock::new(None),
         });
         // After the stages exist: the WAL-restore and open hooks of tables with
         // coprocessors read through them.
@@ -318,6 +321,18 @@ impl Engine {
     /// opens and closes regions, between its opens and closes.
     pub async fn release_unserved(&self) {
         open::runtime::release_unserved(self).await
+    }
+
+    /// Serves `host`'s endpoint services to callers of
+    /// [`Backend::call_endpoint`](crate::client::Backend::call_endpoint) (a region
+    /// server's remote clients); replaces what was served before.
+    pub fn serve_endpoints(&self, host: Arc<dyn endpoint::EndpointHost>) {
+        *self.endpoints.write() = Some(host);
+    }
+
+    /// The endpoint services served here, if any.
+    pub(crate) fn endpoint_host(&self) -> Option<Arc<dyn endpoint::EndpointHost>> {
+        self.endpoints.read().clone()
     }
 
     /// The regions served here, by table.

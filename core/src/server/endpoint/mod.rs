@@ -82,7 +82,7 @@ impl RegionPart {
 }
 
 /// Where a result was computed: the region and the part of the call's range it covered.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RegionSpan {
     /// The region's id.
     pub region_id: u64,
@@ -105,7 +105,7 @@ impl RegionSpan {
 pub struct EndpointCall {
     reads: Arc<ReadPath>,
     table: Arc<TableState>,
-    point: ScanPoint,
+    point: Arc<ScanPoint>,
 }
 
 impl std::fmt::Debug for EndpointCall {
@@ -124,7 +124,7 @@ impl ReadPath {
         table.check_enabled()?;
         // The read point first: every region listed afterwards holds every write at or
         // below it (see `read`).
-        let point = self.register_scan();
+        let point = Arc::new(self.register_scan());
         Ok(EndpointCall {
             reads: self.clone(),
             table,
@@ -451,7 +451,11 @@ impl Iterator for LocalScanner {
 }
 
 mod columns;
+mod served;
+
 pub use columns::ColumnRow;
+pub(crate) use served::{no_host, serve};
+pub use served::{EndpointAnswers, EndpointHost};
 
 #[cfg(test)]
 mod tests;
