@@ -34,13 +34,19 @@ impl EtcdCoordination {
                 "a server name has no spaces and is not empty: {process:?}"
             )));
         }
+        let op = self.assignment_op(term, region, process);
+        self.as_master(term, "assign", vec![op]).await
+    }
+
+    /// The write of `region`'s assignment to `process` in `term`.
+    pub(crate) fn assignment_op(
+        &self,
+        term: &Leadership,
+        region: &RegionKey,
+        process: &str,
+    ) -> crate::proto::RequestOp {
         let value = format!("{} {process}", term.revision).into_bytes();
-        self.as_master(
-            term,
-            "assign",
-            vec![put(self.keys.assignment(region), value, 0)],
-        )
-        .await
+        put(self.keys.assignment(region), value, 0)
     }
 
     /// Forgets the assignment of `region` (its table was dropped, a split or merge
@@ -51,7 +57,7 @@ impl EtcdCoordination {
     }
 
     /// Runs `ops` if `term` is still the master's.
-    async fn as_master(
+    pub(crate) async fn as_master(
         &self,
         term: &Leadership,
         what: &str,

@@ -15,8 +15,12 @@
 //! | `P/servers/<process>` | a registered server ([`ServerRecord`]): `<node generation> <start ms> <info port> <rpc address>` | the server's |
 //! | `P/master` | the elected master: `<node generation> <process>` | the master's |
 //! | `P/assign/<table>/<region>` | the server the master assigned the region to: `<term> <process>` | none |
+//! | `P/moves/<table>/<region>` | a request to move the region's table group: the target server, or empty for any other | none |
+//! | `P/balancer` | the balancer switch: `on` or `off` (absent: on) | none |
+//! | `P/balance` | a request for one balancing pass, switch or not (any value) | none |
 //!
-//! Invariants: the values are written only by transactions of `coordination` and
+//! Invariants: the values are written only by transactions of `coordination`, `assignment`
+//! (the master's), `admin` (requests, which the master deletes once acted on) and
 //! `election`; `coordination` writes an owner key and its generation key together; a generation key's generation only grows,
 //! and it outlives its owner key (which etcd deletes with the owner's lease), so a dead
 //! owner is still known. Parsing a value that does not have its key's shape is an error
@@ -117,6 +121,21 @@ impl Keys {
     /// `P/assign/<table>/<region>`.
     pub(crate) fn assignment(&self, region: &RegionKey) -> Vec<u8> {
         self.region_key("assign", region)
+    }
+
+    /// `P/moves/<table>/<region>`.
+    pub(crate) fn move_request(&self, region: &RegionKey) -> Vec<u8> {
+        self.region_key("moves", region)
+    }
+
+    /// `P/balancer`.
+    pub(crate) fn balancer(&self) -> Vec<u8> {
+        format!("{}/balancer", self.prefix).into_bytes()
+    }
+
+    /// `P/balance`.
+    pub(crate) fn balance_request(&self) -> Vec<u8> {
+        format!("{}/balance", self.prefix).into_bytes()
     }
 
     /// The region a key `P/<kind>/<table>/<region>` names.

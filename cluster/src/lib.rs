@@ -19,11 +19,12 @@
 //! engine) and the region server ([`regionserver`]).
 //!
 //! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`,
-//! `assignment`, `local`, `rpc`, `remote`, `master`, `regionserver`. That is: etcd's
-//! messages; the key layout and the values' encodings; the etcd gRPC client; the
+//! `assignment`, `admin`, `local`, `rpc`, `remote`, `master`, `regionserver`. That is:
+//! etcd's messages; the key layout and the values' encodings; the etcd gRPC client; the
 //! `Coordination` implementation; servers' registration and the master's election; the
-//! master's region assignments; the local etcd process; the region servers' protocol; the
-//! remote client; the master's reconciliation; the region server.
+//! master's region assignments; the operators' status and requests ([`ClusterAdmin`]); the
+//! local etcd process; the region servers' protocol; the remote client; the master's
+//! reconciliation; the region server.
 //!
 //! Public modules: `rpc`, `master`, `regionserver`; what else users name is re-exported
 //! here.
@@ -35,6 +36,7 @@
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
+mod admin;
 mod assignment;
 mod client;
 mod coordination;
@@ -47,6 +49,7 @@ pub mod regionserver;
 mod remote;
 pub mod rpc;
 
+pub use admin::{ClusterAdmin, ClusterStatus, RegionPlacement, ServerStatus};
 pub use assignment::Assignments;
 pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};

@@ -93,6 +93,9 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
         .map(|r| r.key.clone())
         .filter(|k| assigned.get(k).is_none_or(|p| !names.contains(p)))
         .collect();
+    for (key, server) in requested_moves(coord, term, &listed, &mut assigned, &names).await? {
+        out.assigned.push((key, server, "moved by request"));
+    }
     let mut homes = group_homes(&assigned, &names);
     for key in orphans {
         let group = table_group(&key.table);
@@ -115,10 +118,16 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
             .count()
     };
     if out.assigned.is_empty() && in_transition(&assigned) == 0 {
-        for (key, server, why) in rebalance(&assigned, &names) {
+        let requested = coord.balance_requested().await?;
+        let balance = requested || coord.balancer_on().await?;
+        for (key, server, why) in rebalance(&assigned, &names, balance) {
             coord.assign(term, &key, &server).await?;
             assigned.insert(key.clone(), server.clone());
             out.assigned.push((key, server, why));
+        }
+        if requested {
+            let done = coord.request_done(None);
+            coord.as_master(term, "balance", vec![done]).await?;
         }
     }
     out.in_transition = in_transition(&assigned);
@@ -191,11 +200,62 @@ fn least_loaded(assigned: &Assignments, live: &BTreeSet<String>) -> String {
         .unwrap_or_default()
 }
 
-/// The moves that gather a spread table group, or else balance groups over servers (one
-/// group per pass): each region with its new server and why.
+/// Acts on the operators' move requests (`admin`): each request's region moves with its
+/// table group to the requested server (any other live server when none was named), in
+/// one fenced transaction with the request's deletion; a request for a region that is
+/// gone, or a server that is not live or already holds it, is dropped. Returns the regions
+/// assigned, with their server.
+async fn requested_moves(
+    coord: &EtcdCoordination,
+    term: &Leadership,
+    listed: &BTreeSet<RegionKey>,
+    assigned: &mut Assignments,
+    live: &BTreeSet<String>,
+) -> Result<Vec<(RegionKey, String)>> {
+    let mut out = Vec::new();
+    for (key, target) in coord.move_requests().await? {
+        let done = coord.request_done(Some(&key));
+        let current = assigned.get(&key).cloned();
+        let to = match target {
+            _ if !listed.contains(&key) => None,
+            Some(t) => Some(t).filter(|t| live.contains(t) && current.as_ref() != Some(t)),
+            None => groups_by_server(assigned, live)
+                .into_iter()
+                .filter(|(p, _)| current.as_ref() != Some(p))
+                .min_by_key(|(p, g)| (g.len(), p.clone()))
+                .map(|(p, _)| p),
+        };
+        let Some(to) = to else {
+            tracing::warn!(region = %key, "dropped a move request that no longer applies");
+            coord.as_master(term, "move", vec![done]).await?;
+            continue;
+        };
+        let group = table_group(&key.table);
+        let members: Vec<RegionKey> = listed
+            .iter()
+            .filter(|k| table_group(&k.table) == group)
+            .cloned()
+            .collect();
+        let mut ops: Vec<_> = members
+            .iter()
+            .map(|k| coord.assignment_op(term, k, &to))
+            .collect();
+        ops.push(done);
+        coord.as_master(term, "move", ops).await?;
+        for k in members {
+            assigned.insert(k.clone(), to.clone());
+            out.push((k, to.clone()));
+        }
+    }
+    Ok(out)
+}
+
+/// The moves that gather a spread table group, or else, when `balance`, balance groups
+/// over servers (one group per pass): each region with its new server and why.
 fn rebalance(
     assigned: &Assignments,
     live: &BTreeSet<String>,
+    balance: bool,
 ) -> Vec<(RegionKey, String, &'static str)> {
     // Gather: every region of a group to the group's server.
     let homes = group_homes(assigned, live);
@@ -207,7 +267,7 @@ fn rebalance(
             }
         }
     }
-    if !moves.is_empty() {
+    if !moves.is_empty() || !balance {
         return moves;
     }
     let by_server = groups_by_server(assigned, live);
@@ -341,7 +401,7 @@ mod tests {
         assigned.insert(key("orders", 1), "rs1".into());
         assigned.insert(key("orders", 2), "rs1".into());
         assigned.insert(key("orders.idx.u", 3), "rs2".into());
-        let moves = rebalance(&assigned, &live(&["rs1", "rs2"]));
+        let moves = rebalance(&assigned, &live(&["rs1", "rs2"]), false);
         assert_eq!(
             moves,
             vec![(
@@ -362,7 +422,7 @@ mod tests {
         let servers = live(&["rs1", "rs2", "rs3"]);
         let mut passes = 0;
         loop {
-            let moves = rebalance(&assigned, &servers);
+            let moves = rebalance(&assigned, &servers, true);
             if moves.is_empty() {
                 break;
             }

@@ -1,0 +1,302 @@
+//! Cluster administration as HBase's shell knows it: the cluster's status (the master,
+//! the live servers and what each serves, the regions in transition), where each region
+//! is, and the requests the master acts on: `move` a region (with its table group),
+//! switch the balancer, run one balancing pass.
+//!
+//! Only the master writes assignments, so a client does not move a region itself: it
+//! writes a request (`P/moves/<table>/<region>`, `P/balance`) or the switch
+//! (`P/balancer`), and the master's next reconciliation acts on it and deletes the
+//! request (`master`). [`ClusterAdmin::wait_settled`] waits until the master has done so
+//! and every region is served where it is assigned.
+//!
+//! Invariants: a request is validated before it is written (the region exists, the target
+//! is a live server other than the current one), so the master drops only requests that
+//! went stale meanwhile; reading the status changes nothing.
+
+use crate::assignment::Assignments;
+use crate::coordination::{delete, put, read_at};
+use crate::election::LiveServer;
+use crate::proto::TxnRequest;
+use crate::{EtcdConfig, EtcdCoordination};
+use basalt_core::coord::RegionKey;
+use basalt_core::{Error, Result, TableName};
+use bytes::Bytes;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+/// One region server as the status lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerStatus {
+    /// Its process name.
+    pub name: String,
+    /// Where its RPC service listens.
+    pub rpc_address: String,
+    /// The port of its status page (0: none).
+    pub info_port: u16,
+    /// When it started, in milliseconds since the Unix epoch.
+    pub started_ms: u64,
+    /// Regions the master assigned to it.
+    pub assigned: usize,
+    /// Regions it serves now (it owns them in etcd).
+    pub serving: usize,
+}
+
+/// The cluster's state, as `status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterStatus {
+    /// The master's process name, if one is elected.
+    pub master: Option<String>,
+    /// The live region servers, by name.
+    pub servers: Vec<ServerStatus>,
+    /// Regions the catalog lists.
+    pub regions: usize,
+    /// Regions not served where they are assigned (moving, or waiting for a server).
+    pub in_transition: Vec<RegionKey>,
+    /// Whether the balancer is on.
+    pub balancer_on: bool,
+    /// Move requests the master has not acted on yet.
+    pub pending_moves: usize,
+}
+
+/// Where one region is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegionPlacement {
+    /// The region.
+    pub key: RegionKey,
+    /// Its first row (empty: the table's start).
+    pub start: Bytes,
+    /// Its end row, exclusive (empty: the table's end).
+    pub end: Bytes,
+    /// The server the master assigned it to.
+    pub assigned: Option<String>,
+    /// The live server serving it now.
+    pub serving: Option<String>,
+}
+
+/// Administration of a cluster through its etcd (see the module doc).
+#[derive(Debug, Clone)]
+pub struct ClusterAdmin {
+    coord: EtcdCoordination,
+}
+
+impl ClusterAdmin {
+    /// Connects to the cluster whose etcd `etcd` names.
+    pub async fn connect(etcd: EtcdConfig) -> Result<Self> {
+        Ok(ClusterAdmin {
+            coord: EtcdCoordination::connect(etcd).await?,
+        })
+    }
+
+    /// Administration through an existing connection to etcd.
+    pub fn new(coord: EtcdCoordination) -> Self {
+        ClusterAdmin { coord }
+    }
+
+    /// The cluster's state now.
+    pub async fn status(&self) -> Result<ClusterStatus> {
+        // The requests first: the master deletes a request in the transaction that writes
+        // its assignments, so none read later predates it.
+        let pending_moves = self.coord.move_requests().await?.len();
+        let live = self.coord.live_servers().await?;
+        let assigned = self.coord.assignments().await?;
+        let serving = self.serving(&live).await?;
+        let regions = self.coord.all_regions().await?;
+        let servers = live
+            .iter()
+            .map(|s| ServerStatus {
+                name: s.process.clone(),
+                rpc_address: s.info.rpc_address.clone(),
+                info_port: s.info.info_port,
+                started_ms: s.info.started_ms,
+                assigned: assigned.values().filter(|p| **p == s.process).count(),
+                serving: serving.values().filter(|p| **p == s.process).count(),
+            })
+            .collect();
+        let in_transition = regions
+            .iter()
+            .map(|r| &r.key)
+            .filter(|k| !assigned.contains_key(*k) || assigned.get(*k) != serving.get(*k))
+            .cloned()
+            .collect();
+        Ok(ClusterStatus {
+            master: self.coord.leader().await?.map(|t| t.process),
+            servers,
+            regions: regions.len(),
+            in_transition,
+            balancer_on: self.coord.balancer_on().await?,
+            pending_moves,
+        })
+    }
+
+    /// Every region of `table` (of every table when `None`) with where it is assigned and
+    /// served, in table and key order.
+    pub async fn regions(&self, table: Option<&TableName>) -> Result<Vec<RegionPlacement>> {
+        let live = self.coord.live_servers().await?;
+        let assigned = self.coord.assignments().await?;
+        let serving = self.serving(&live).await?;
+        let mut out: Vec<RegionPlacement> = self
+            .coord
+            .all_regions()
+            .await?
+            .into_iter()
+            .filter(|r| table.is_none_or(|t| r.key.table == *t))
+            .map(|r| RegionPlacement {
+                assigned: assigned.get(&r.key).cloned(),
+                serving: serving.get(&r.key).cloned(),
+                key: r.key,
+                start: r.start,
+                end: r.end,
+            })
+            .collect();
+        if let (Some(t), true) = (table, out.is_empty()) {
+            return Err(Error::TableNotFound(t.to_string()));
+        }
+        out.sort_by(|a, b| {
+            (a.key.table.to_string(), &a.start).cmp(&(b.key.table.to_string(), &b.start))
+        });
+        Ok(out)
+    }
+
+    /// Asks the master to move region `region` of `table`, with the rest of its table
+    /// group, to server `to` (any other live server when `None`): a graceful move, closed
+    /// with a flush and opened without replay. Fails when the region does not exist, `to`
+    /// is not a live server, or `to` already serves the group.
+    pub async fn move_region(
+        &self,
+        table: &TableName,
+        region: u64,
+        to: Option<&str>,
+    ) -> Result<()> {
+        let key = RegionKey::new(table.clone(), region);
+        if !self.coord.all_regions().await?.iter().any(|r| r.key == key) {
+            return Err(Error::bad_argument(format!(
+                "no region {key} in the catalog"
+            )));
+        }
+        let live = self.coord.live_servers().await?;
+        if let Some(target) = to {
+            if !live.iter().any(|s| s.process == target) {
+                return Err(Error::bad_argument(format!(
+                    "{target} is not a live region server (status lists them)"
+                )));
+            }
+            if self.coord.assignment(&key).await?.as_deref() == Some(target) {
+                return Err(Error::bad_argument(format!(
+                    "region {key} is already assigned to {target}"
+                )));
+            }
+        } else if live.len() < 2 {
+            return Err(Error::bad_argument(
+                "a move needs another live region server",
+            ));
+        }
+        let value = to.unwrap_or_default().as_bytes().to_vec();
+        self.write(
+            "move",
+            vec![put(self.coord.keys.move_request(&key), value, 0)],
+        )
+        .await
+    }
+
+    /// Turns the balancer on or off; returns whether it was on. Off, the master still
+    /// gathers a table group spread over servers and moves the regions of dead servers;
+    /// it only stops spreading groups over servers.
+    pub async fn balancer(&self, on: bool) -> Result<bool> {
+        let was = self.coord.balancer_on().await?;
+        let value = if on { b"on".to_vec() } else { b"off".to_vec() };
+        self.write("balancer", vec![put(self.coord.keys.balancer(), value, 0)])
+            .await?;
+        Ok(was)
+    }
+
+    /// Asks the master for one balancing pass, whether the balancer is on or not.
+    pub async fn balance(&self) -> Result<()> {
+        let key = self.coord.keys.balance_request();
+        self.write("balance", vec![put(key, b"1".to_vec(), 0)])
+            .await
+    }
+
+    /// Waits until the master has acted on every request and every region is served
+    /// where it is assigned; fails with [`Error::Busy`] past `timeout`.
+    pub async fn wait_settled(&self, timeout: Duration) -> Result<ClusterStatus> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            // The request before the status it is checked against (see `status`).
+            let balance_pending = self.coord.balance_requested().await?;
+            let status = self.status().await?;
+            if status.in_transition.is_empty() && status.pending_moves == 0 && !balance_pending {
+                return Ok(status);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Busy(format!(
+                    "the cluster did not settle within {} ms: {} regions in transition, {} \
+                     move requests pending",
+                    timeout.as_millis(),
+                    status.in_transition.len(),
+                    status.pending_moves
+                )));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// Each region's serving server, by its live owner's lease.
+    async fn serving(&self, live: &[LiveServer]) -> Result<Assignments> {
+        let by_lease: BTreeMap<u64, &str> =
+            live.iter().map(|s| (s.lease, s.process.as_str())).collect();
+        Ok(self
+            .coord
+            .live_owners()
+            .await?
+            .into_iter()
+            .filter_map(|(k, lease)| by_lease.get(&lease).map(|p| (k, p.to_string())))
+            .collect())
+    }
+
+    async fn write(&self, what: &str, ops: Vec<crate::proto::RequestOp>) -> Result<()> {
+        let req = TxnRequest {
+            compare: Vec::new(),
+            success: ops,
+            failure: Vec::new(),
+        };
+        self.coord.txn(what, req, 0).await.map(|_| ())
+    }
+}
+
+impl EtcdCoordination {
+    /// Whether the balancer is on (`P/balancer` absent or `on`).
+    pub(crate) async fn balancer_on(&self) -> Result<bool> {
+        let resp = self.read("balancer", vec![self.keys.balancer()]).await?;
+        Ok(read_at(&resp, 0).is_none_or(|kv| kv.value != b"off"))
+    }
+
+    /// Whether a balancing pass was requested (`P/balance`).
+    pub(crate) async fn balance_requested(&self) -> Result<bool> {
+        let resp = self
+            .read("balance", vec![self.keys.balance_request()])
+            .await?;
+        Ok(read_at(&resp, 0).is_some())
+    }
+
+    /// The move requests not acted on yet: each region with its target (`None`: any
+    /// other server).
+    pub(crate) async fn move_requests(&self) -> Result<Vec<(RegionKey, Option<String>)>> {
+        let mut out = Vec::new();
+        for kv in self.read_prefix(self.keys.kind_prefix("moves")).await? {
+            let region = self.keys.region_key_of("moves", &kv.key)?;
+            let target = String::from_utf8(kv.value)
+                .map_err(|_| crate::keys::corrupt(&kv.key, "a move's target is text"))?;
+            out.push((region, Some(target).filter(|t| !t.is_empty())));
+        }
+        Ok(out)
+    }
+
+    /// The ops that delete a move request and the balance request (the master's, in its
+    /// fenced transaction).
+    pub(crate) fn request_done(&self, region: Option<&RegionKey>) -> crate::proto::RequestOp {
+        match region {
+            Some(r) => delete(self.keys.move_request(r)),
+            None => delete(self.keys.balance_request()),
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Cluster administration (issue 48, item 7): `status`, where regions are, `move` and the
+//! balancer switch, through `basalt_cluster::ClusterAdmin` on three region servers in this
+//! process. A move takes the region's whole table group to the named server and clients
+//! go on reading and writing it there; bad requests are refused before anything is
+//! written; with the balancer off, groups gathered on one server stay there until a
+//! balancing pass is asked for, and turned on again it spreads them.
+
+use basalt::client::{Get, Put};
+use basalt::{ColumnFamilyDescriptor, Error, PreSplit, TableDescriptor, TableName};
+use basalt_cluster::{ClusterAdmin, RegionPlacement};
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+#[path = "common/cluster.rs"]
+mod cluster_harness;
+
+use cluster_harness::TestCluster;
+
+const SETTLE: Duration = Duration::from_secs(30);
+
+fn name(t: &str) -> TableName {
+    TableName::parse(t).unwrap()
+}
+
+async fn create(
+    conn: &basalt::Connection<basalt_cluster::RemoteBackend>,
+    t: &str,
+    splits: &[&str],
+) {
+    let desc = TableDescriptor::new(name(t)).family(ColumnFamilyDescriptor::new("f"));
+    let split = PreSplit::Keys(splits.iter().map(|s| s.as_bytes().to_vec()).collect());
+    conn.admin()
+        .create_table_with_splits(desc, split)
+        .await
+        .unwrap();
+}
+
+/// The one server serving all of `regions` (they are a table group's).
+fn one_server(regions: &[RegionPlacement]) -> String {
+    let servers: BTreeSet<Option<String>> = regions.iter().map(|r| r.serving.clone()).collect();
+    assert_eq!(servers.len(), 1, "{regions:?}");
+    let server = regions[0].serving.clone().unwrap();
+    assert!(regions.iter().all(|r| r.assigned.as_ref() == Some(&server)));
+    server
+}
+
+/// Tables per serving server.
+async fn groups_per_server(admin: &ClusterAdmin) -> BTreeMap<String, BTreeSet<String>> {
+    let mut out: BTreeMap<String, BTreeSet<String>> = admin
+        .status()
+        .await
+        .unwrap()
+        .servers
+        .into_iter()
+        .map(|s| (s.name, BTreeSet::new()))
+        .collect();
+    for r in admin.regions(None).await.unwrap() {
+        if let Some(s) = r.serving {
+            out.entry(s).or_default().insert(r.key.table.to_string());
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_regions_and_moves() {
+    let cluster = TestCluster::start(3).await;
+    let conn = cluster.connect().await;
+    let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    create(&conn, "orders", &["h", "p"]).await;
+    let t = conn.table("orders").unwrap();
+    for k in ["a", "j", "x"] {
+        t.put(Put::new(k).add_column("f", "q", k)).await.unwrap();
+    }
+
+    let status = admin.wait_settled(SETTLE).await.unwrap();
+    assert!(status.master.is_some(), "{status:?}");
+    assert_eq!(status.servers.len(), 3);
+    assert_eq!(status.regions, 3);
+    assert!(status.balancer_on);
+    assert_eq!(
+        status.servers.iter().map(|s| s.serving).sum::<usize>(),
+        3,
+        "{status:?}"
+    );
+    let regions = admin.regions(Some(&name("orders"))).await.unwrap();
+    assert_eq!(regions.len(), 3);
+    let starts: Vec<&[u8]> = regions.iter().map(|r| r.start.as_ref()).collect();
+    assert_eq!(starts, [&b""[..], b"h", b"p"]);
+    let home = one_server(&regions);
+
+    // A move of one region takes its whole group to the named server.
+    let target = status
+        .servers
+        .iter()
+        .map(|s| s.name.clone())
+        .find(|s| *s != home)
+        .unwrap();
+    admin
+        .move_region(&name("orders"), regions[1].key.region, Some(&target))
+        .await
+        .unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    let moved = admin.regions(Some(&name("orders"))).await.unwrap();
+    assert_eq!(one_server(&moved), target);
+    // Clients read what was written before and write on.
+    for k in ["a", "j", "x"] {
+        let row = t.get(Get::new(k)).await.unwrap();
+        assert_eq!(
+            row.value("f", "q").map(|v| v.to_vec()),
+            Some(k.as_bytes().to_vec())
+        );
+    }
+    t.put(Put::new("m").add_column("f", "q", "m"))
+        .await
+        .unwrap();
+
+    // A move without a target goes to another server.
+    admin
+        .move_region(&name("orders"), moved[0].key.region, None)
+        .await
+        .unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    let again = admin.regions(Some(&name("orders"))).await.unwrap();
+    assert_ne!(one_server(&again), target);
+    assert!(!t.get(Get::new("m")).await.unwrap().is_empty());
+
+    // Bad requests are refused before anything is written.
+    let here = one_server(&again);
+    let e = admin
+        .move_region(&name("orders"), again[0].key.region, Some(&here))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::BadArgument(m) if m.contains("already")),
+        "{e:?}"
+    );
+    let e = admin
+        .move_region(&name("orders"), 987_654, None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::BadArgument(m) if m.contains("no region")),
+        "{e:?}"
+    );
+    let e = admin
+        .move_region(&name("orders"), again[0].key.region, Some("rs-99"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::BadArgument(m) if m.contains("not a live")),
+        "{e:?}"
+    );
+    let e = admin.regions(Some(&name("missing"))).await.unwrap_err();
+    assert!(matches!(e, Error::TableNotFound(_)), "{e:?}");
+    assert_eq!(admin.status().await.unwrap().pending_moves, 0);
+    conn.close().await.unwrap();
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_balancer_switch_and_a_requested_pass() {
+    let cluster = TestCluster::start(3).await;
+    let conn = cluster.connect().await;
+    let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    assert!(admin.balancer(false).await.unwrap(), "on by default");
+    assert!(!admin.status().await.unwrap().balancer_on);
+    let tables = ["t1", "t2", "t3", "t4"];
+    for t in tables {
+        create(&conn, t, &[]).await;
+    }
+    admin.wait_settled(SETTLE).await.unwrap();
+    // Every group to one server by request.
+    let first = admin.status().await.unwrap().servers[0].name.clone();
+    for t in tables {
+        let r = admin.regions(Some(&name(t))).await.unwrap();
+        if r[0].assigned.as_deref() != Some(first.as_str()) {
+            admin
+                .move_region(&name(t), r[0].key.region, Some(&first))
+                .await
+                .unwrap();
+        }
+    }
+    admin.wait_settled(SETTLE).await.unwrap();
+    assert_eq!(groups_per_server(&admin).await[&first].len(), 4);
+    // Off: nothing spreads them (the master reconciles every 250 ms).
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(groups_per_server(&admin).await[&first].len(), 4);
+
+    // One pass on request: one group leaves.
+    admin.balance().await.unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    assert_eq!(groups_per_server(&admin).await[&first].len(), 3);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(groups_per_server(&admin).await[&first].len(), 3);
+
+    // On again: the groups spread until servers differ by at most one.
+    assert!(!admin.balancer(true).await.unwrap());
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        admin.wait_settled(SETTLE).await.unwrap();
+        let counts: Vec<usize> = groups_per_server(&admin)
+            .await
+            .values()
+            .map(|g| g.len())
+            .collect();
+        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
+        if max - min <= 1 {
+            assert_eq!(counts.iter().sum::<usize>(), 4);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{counts:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Data written before the moves is still there.
+    for t in tables {
+        let table = conn.table(t).unwrap();
+        table
+            .put(Put::new("r").add_column("f", "q", t))
+            .await
+            .unwrap();
+        assert!(!table.get(Get::new("r")).await.unwrap().is_empty());
+    }
+    conn.close().await.unwrap();
+    cluster.stop().await;
+}
