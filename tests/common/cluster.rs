@@ -83,8 +83,18 @@ impl TestCluster {
         EtcdConfig::new([self.etcd.endpoint()]).prefix(self.prefix.clone())
     }
 
-    /// Starts server number `i` (its name `rs-<i>`).
+    /// Starts server number `i` (its name `rs-<i>`) with the cluster's coprocessors.
     pub async fn start_server(&self, i: usize) -> RunningServer {
+        self.start_server_with(i, self.coprocessors.clone()).await
+    }
+
+    /// Starts server number `i` (its name `rs-<i>`) with coprocessors of its own (a
+    /// server started from another binary).
+    pub async fn start_server_with(
+        &self,
+        i: usize,
+        coprocessors: Option<Coprocessors>,
+    ) -> RunningServer {
         let data = self.scratch.path().join(format!("rs-{i}"));
         std::fs::create_dir_all(&data).unwrap();
         let mut config = RegionServerConfig::new(
@@ -94,7 +104,7 @@ impl TestCluster {
             format!("rs-{i}"),
         );
         config.lease_ttl = Duration::from_secs(3);
-        match &self.coprocessors {
+        match &coprocessors {
             None => regionserver::start(config).await.unwrap(),
             Some(c) => {
                 config.endpoints = Some(Arc::clone(&c.endpoints));
