@@ -224,3 +224,62 @@ async fn the_balancer_switch_and_a_requested_pass() {
     conn.close().await.unwrap();
     cluster.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn splits_and_merges_are_assigned_by_the_master() {
+    let cluster = TestCluster::start(2).await;
+    let conn = cluster.connect().await;
+    let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    create(&conn, "events", &[]).await;
+    let t = conn.table("events").unwrap();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i:02}")).collect();
+    for k in &keys {
+        t.put(Put::new(k).add_column("f", "q", k)).await.unwrap();
+    }
+    admin.wait_settled(SETTLE).await.unwrap();
+    let before = admin.regions(Some(&name("events"))).await.unwrap();
+    assert_eq!(before.len(), 1);
+    let home = one_server(&before);
+
+    // A split on the table's server: the daughters replace the parent in the catalog,
+    // the master assigns them where they are served and forgets the parent.
+    let (lo, hi) = conn
+        .admin()
+        .split_region("events", before[0].key.region, Some(b"k20"))
+        .await
+        .unwrap()
+        .unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    let split = admin.regions(Some(&name("events"))).await.unwrap();
+    let ids: Vec<u64> = split.iter().map(|r| r.key.region).collect();
+    assert_eq!(ids, [lo, hi]);
+    assert_eq!(split[1].start.as_ref(), b"k20");
+    assert_eq!(one_server(&split), home);
+    for k in &keys {
+        assert!(!t.get(Get::new(k)).await.unwrap().is_empty(), "{k}");
+    }
+    t.put(Put::new("k05x").add_column("f", "q", "lo"))
+        .await
+        .unwrap();
+    t.put(Put::new("k25x").add_column("f", "q", "hi"))
+        .await
+        .unwrap();
+
+    // The daughters move together (one group) and merge on their new server.
+    admin.move_region(&name("events"), lo, None).await.unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    let moved = admin.regions(Some(&name("events"))).await.unwrap();
+    assert_ne!(one_server(&moved), home);
+    let merged = conn.admin().merge_regions("events", lo, hi).await.unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    let after = admin.regions(Some(&name("events"))).await.unwrap();
+    assert_eq!(after.len(), 1);
+    assert_eq!(after[0].key.region, merged);
+    assert_eq!(one_server(&after), one_server(&moved));
+    for k in keys.iter().map(String::as_str).chain(["k05x", "k25x"]) {
+        assert!(!t.get(Get::new(k)).await.unwrap().is_empty(), "{k}");
+    }
+    assert_eq!(admin.status().await.unwrap().regions, 1);
+    conn.close().await.unwrap();
+    cluster.stop().await;
+}
