@@ -243,3 +243,75 @@ async fn bad_calls_get_typed_errors() {
     local.close().await.unwrap();
     a.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_writers_wal_is_collected_once_no_region_needs_it() {
+    let shared = SharedCoordination::new();
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
+    let ids = create_table(&a).await;
+    for row in ["a1", "h1", "q1"] {
+        put(&a, row, "from-a").await.unwrap();
+    }
+    std::mem::forget(a);
+    shared.clock.advance(Duration::from_secs(61));
+    let b = engine(&shared, dirs[1].path(), "rs-b").await;
+    let eb = b.engine().clone();
+    // Nothing is fenced yet: nothing to collect (A may be alive as far as anyone knows).
+    let none = eb.collect_wal_garbage().unwrap();
+    assert!(
+        none.removed.is_empty() && none.still_needed.is_empty(),
+        "{none:?}"
+    );
+    let before = writers(&*shared.objects);
+    assert_eq!(before.len(), 2, "{before:?}");
+
+    // One region taken over: A is fenced, but its other regions still name it.
+    eb.open_region(&tn(), ids[2]).await.unwrap();
+    let dead: Vec<String> = writers(&*shared.objects)
+        .into_iter()
+        .filter(|(_, _, fence)| fence.is_some())
+        .map(|(folder, _, _)| folder)
+        .collect();
+    assert_eq!(dead.len(), 1);
+    let kept = eb.collect_wal_garbage().unwrap();
+    assert!(kept.removed.is_empty(), "{kept:?}");
+    assert_eq!(kept.still_needed.len(), 1, "{kept:?}");
+    assert!(writers(&*shared.objects)
+        .iter()
+        .any(|(folder, _, _)| *folder == dead[0]));
+
+    // Every region taken over and flushed: no region names A, its folder goes.
+    eb.open_region(&tn(), ids[0]).await.unwrap();
+    eb.open_region(&tn(), ids[1]).await.unwrap();
+    let gone = eb.collect_wal_garbage().unwrap();
+    assert_eq!(gone.removed.len(), 1, "{gone:?}");
+    assert!(gone.objects >= 2, "segments and the fence: {gone:?}");
+    let left = writers(&*shared.objects);
+    assert!(
+        left.iter().all(|(folder, _, _)| *folder != dead[0]),
+        "{left:?}"
+    );
+    assert_eq!(left.len(), 1, "B's own folder stays: {left:?}");
+    // Idempotent, and B's live folder is never touched.
+    assert_eq!(eb.collect_wal_garbage().unwrap(), Default::default());
+    for row in ["a1", "h1", "q1"] {
+        assert_eq!(value(&b, row).await.unwrap().as_deref(), Some("from-a"));
+    }
+    put(&b, "a2", "from-b").await.unwrap();
+    b.close().await.unwrap();
+
+    // A new engine reads everything without A's WAL.
+    let c = Connection::open_with(shared.config(dirs[2].path(), "rs-c"))
+        .await
+        .unwrap();
+    for (row, v) in [
+        ("a1", "from-a"),
+        ("h1", "from-a"),
+        ("q1", "from-a"),
+        ("a2", "from-b"),
+    ] {
+        assert_eq!(value(&c, row).await.unwrap().as_deref(), Some(v), "{row}");
+    }
+    c.close().await.unwrap();
+}

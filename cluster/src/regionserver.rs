@@ -11,7 +11,9 @@
 //! each region assigned to it (`Engine::open_region`: while the previous owner's lease
 //! still owns it, the open fails with `RegionOwned` and is tried again on the next tick;
 //! once that lease ended, the open fences the owner's WAL and replays the region's edits).
-//! Alongside, the server campaigns for master (`master::master_duty`) unless told not to.
+//! Every [`WAL_GC_INTERVAL`] it deletes the WAL folders of dead writers no region needs
+//! any more (`Engine::collect_wal_garbage`). Alongside, the server campaigns for master
+//! (`master::master_duty`) unless told not to.
 //!
 //! A server whose registration vanished (its lease ended: it was paused or cut off past
 //! its time to live) stops answering, closes its engine (whose writes were already refused
@@ -46,6 +48,10 @@ pub const STANDBY_RETRY: Duration = Duration::from_millis(500);
 pub const LEASE_CHECK: Duration = Duration::from_millis(250);
 /// How often a serving server follows the master's assignments.
 pub const FOLLOW_TICK: Duration = Duration::from_millis(200);
+/// How often a serving server collects the WAL folders of dead writers that no region
+/// needs any more (`Engine::collect_wal_garbage`; every server does, deletes are
+/// idempotent).
+pub const WAL_GC_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What a region server needs.
 #[derive(Debug, Clone)]
@@ -355,6 +361,7 @@ async fn follow(
     process: String,
     mut leaving: watch::Receiver<bool>,
 ) {
+    let mut collected = Instant::now();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(FOLLOW_TICK) => {}
@@ -362,6 +369,18 @@ async fn follow(
         }
         if let Err(e) = follow_once(&engine, &coord, &process, &leaving).await {
             tracing::debug!(%process, error = %e, "could not read the assignments");
+        }
+        if collected.elapsed() >= WAL_GC_INTERVAL {
+            collected = Instant::now();
+            let gc = Arc::clone(&engine);
+            match tokio::task::spawn_blocking(move || gc.collect_wal_garbage()).await {
+                Ok(Ok(c)) if !c.removed.is_empty() => {
+                    tracing::info!(%process, writers = ?c.removed, "collected dead WALs")
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => tracing::debug!(%process, error = %e, "WAL collection failed"),
+                Err(e) => tracing::debug!(%process, error = %e, "WAL collection task failed"),
+            }
         }
     }
 }

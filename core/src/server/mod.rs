@@ -335,6 +335,13 @@ impl Engine {
         self.endpoints.read().clone()
     }
 
+    /// Deletes the WAL folders of dead writers on a shared store that no region needs
+    /// any more (fenced, named by no region of the catalog; see `server/open/wal_gc.rs`):
+    /// what a region server runs now and then. Nothing on a local directory.
+    pub fn collect_wal_garbage(&self) -> Result<open::wal_gc::WalCollection> {
+        open::wal_gc::collect(self)
+    }
+
     /// The regions served here, by table.
     pub fn served_regions(&self) -> Vec<(TableName, u64)> {
         open::runtime::served_regions(self)

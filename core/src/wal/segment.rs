@@ -71,6 +71,18 @@ pub(crate) fn writer_folder(n: u64) -> String {
     format!("{OBJECT_ROOT}/w{n:010}")
 }
 
+/// The writer of an object under [`OBJECT_ROOT`] (`wal/w{n}/...`), with the segment id
+/// its name carries when it is exactly `{id:020}` (a segment or a fence; `None` for any
+/// other object of the folder).
+pub(crate) fn writer_of_object(name: &str) -> Option<(u64, Option<u64>)> {
+    let (folder, file) = name.rsplit_once('/')?;
+    let writer = writer_of(folder)?;
+    let id = parse_object_id(file)
+        .filter(|(_, tail)| tail.is_empty())
+        .map(|(id, _)| id);
+    Some((writer, id))
+}
+
 /// The writer number of a folder name `wal/w{n}`.
 pub(crate) fn writer_of(folder: &str) -> Option<u64> {
     let digits = folder.strip_prefix(OBJECT_ROOT)?.strip_prefix("/w")?;

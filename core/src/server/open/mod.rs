@@ -4,11 +4,12 @@
 //! entries ([`regions`]); the directory's lock and the catalog's presence are checked first
 //! ([`directory`]); tables whose derived data must be verified are recorded durably
 //! ([`pending`]); store files are checked online and offline ([`check`]), a closed
-//! directory is repaired ([`repair`]), and regions are opened and closed while the engine
-//! runs ([`runtime`]: a region server's assignments).
+//! directory is repaired ([`repair`]), regions are opened and closed while the engine
+//! runs ([`runtime`]: a region server's assignments), and the WALs of dead writers on a
+//! shared store are collected ([`wal_gc`]).
 //!
 //! Rooms, bottom to top: `directory`, `pending`, `check`, `regions`, `takeover`,
-//! `recovery`, `runtime`, `repair`.
+//! `recovery`, `runtime`, `wal_gc`, `repair`.
 //!
 //! Invariants: an open or a repair holds the directory's lock throughout; no store file the
 //! catalog lists is ever deleted here (a missing or unreadable one takes its region offline,
@@ -23,3 +24,4 @@ pub(crate) mod regions;
 pub(crate) mod repair;
 pub(crate) mod runtime;
 pub(crate) mod takeover;
+pub(crate) mod wal_gc;
