@@ -1,10 +1,11 @@
 //! `basalt-cli`: the `basalt` command-line tool's library. Its shell ([`Shell`],
 //! [`run_script`]) speaks HBase's shell language over an embedded Basalt data directory
-//! ([`DataDir`]); [`run_check`] and [`run_repair`] check and repair a closed directory,
-//! [`run_report`] prints (and plots) each table's regions and their share of the data,
-//! [`run_import`] bulk loads TSV or CSV in HBase ImportTsv's syntax, and [`serve()`] serves
-//! HBase's Thrift1 service (with a status page, [`Status`]). The binary (`src/main.rs`)
-//! only parses arguments and calls into these.
+//! or a cluster ([`DataDir`]); [`run_check`] and [`run_repair`] check and repair a closed
+//! directory, [`run_report`] prints (and plots) each table's regions and their share of
+//! the data, [`run_import`] bulk loads TSV or CSV in HBase ImportTsv's syntax, and
+//! [`serve()`] serves HBase's Thrift1 service (with a status page, [`Status`]) over a
+//! directory, or in front of a cluster ([`serve_cluster`]). The binary (`src/main.rs`) only
+//! parses arguments and calls into these.
 //!
 //! Layers, bottom to top: `error`, `progress`, `datadir`, `offline`, `import`, `report`,
 //! `backup`, `shell`, `serve`, `regionserver`.
@@ -37,7 +38,7 @@ mod serve;
 mod shell;
 
 pub use backup::{run_backup, run_restore, run_verify_backup};
-pub use datadir::DataDir;
+pub use datadir::{ClusterAddress, DataDir, Embedded, NotOnCluster};
 pub use error::{ColumnSpecError, ToolError};
 pub use import::{
     import_file, run_import, BadLine, BadLineKind, ColumnSpec, ImportArgs, ImportOptions,
@@ -51,8 +52,9 @@ pub use regionserver::{
 };
 pub use report::{run_report, RegionRow, TableReport};
 pub use serve::{
-    init_logging, serve, CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, Listening,
-    Protocol, RegionStatus, ServeOptions, Status, TableStatus, Transport,
+    init_logging, serve, serve_cluster, ClusterInfo, CoprocessorStatus, FamilyStatus,
+    GatewayCounters, IndexStatus, Listening, Protocol, RegionStatus, ServeOptions, ServerInfo,
+    Status, TableStatus, Transport,
 };
 pub use shell::complete::complete;
 pub use shell::lex::ParseError;

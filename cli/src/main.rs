@@ -2,7 +2,8 @@
 //! ([`basalt_cli`]).
 //!
 //! `basalt shell DIR [SCRIPT]` runs the commands of SCRIPT, or of standard input, against
-//! the data directory DIR (created if missing), printing only their output. With neither a
+//! the data directory DIR (created if missing), printing only their output; `basalt shell
+//! --etcd URLS [--prefix P] [SCRIPT]` runs them against a cluster instead. With neither a
 //! script nor `-n`, and standard input a terminal, the shell is interactive: line editing,
 //! history (`~/.basalt_history`) and Tab completion of command and table names.
 //!
@@ -13,7 +14,8 @@
 //! and 2 when they could not run (one `ERROR: ...` line on standard error).
 //!
 //! `basalt serve DIR` serves HBase's Thrift1 service over DIR ([`basalt_cli::serve()`]), so
-//! happybase and other HBase Thrift clients work unchanged.
+//! happybase and other HBase Thrift clients work unchanged; `basalt serve --etcd URLS
+//! [--prefix P]` is the same gateway in front of a cluster ([`basalt_cli::serve_cluster`]).
 //!
 //! `basalt regionserver --etcd URLS --store DIR --data DIR` runs a region server of a
 //! cluster ([`basalt_cli::run_regionserver`], docs/cluster.md).
@@ -47,15 +49,26 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs HBase shell commands against a data directory, from SCRIPT or standard input.
+    /// Runs HBase shell commands against a data directory (or a cluster, with --etcd), from
+    /// SCRIPT or standard input.
     Shell {
-        /// The data directory (created if missing).
-        dir: PathBuf,
+        /// The data directory (created if missing). With --etcd there is none: a lone path
+        /// is then the SCRIPT.
+        #[arg(required_unless_present = "etcd")]
+        dir: Option<PathBuf>,
         /// A file of commands, one per line (`#` starts a comment).
+        #[arg(conflicts_with = "etcd")]
         script: Option<PathBuf>,
         /// Non-interactive (as `hbase shell -n`): read commands from standard input.
         #[arg(short = 'n', long = "non-interactive")]
         non_interactive: bool,
+        /// A cluster's etcd members, comma-separated (`host:port` or URLs), instead of a
+        /// data directory.
+        #[arg(long, value_delimiter = ',', num_args = 1..)]
+        etcd: Vec<String>,
+        /// The prefix of the cluster's keys in etcd.
+        #[arg(long, default_value = "/basalt", requires = "etcd")]
+        prefix: String,
     },
     /// Serves HBase's Thrift1 service (as happybase uses it) over a data directory.
     Serve(ServeArgs),
@@ -127,8 +140,16 @@ enum Tool {
 /// `basalt serve`'s flags (docs/serve.md).
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// The data directory (created if missing).
-    dir: PathBuf,
+    /// The data directory (created if missing); not with --etcd.
+    #[arg(required_unless_present = "etcd", conflicts_with = "etcd")]
+    dir: Option<PathBuf>,
+    /// A cluster's etcd members, comma-separated (`host:port` or URLs): the gateway serves
+    /// the cluster instead of a data directory.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    etcd: Vec<String>,
+    /// The prefix of the cluster's keys in etcd.
+    #[arg(long, default_value = "/basalt", requires = "etcd")]
+    prefix: String,
     /// The port to listen on (HBase's default).
     #[arg(long, default_value_t = 9090)]
     port: u16,
@@ -291,17 +312,18 @@ fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
         scanner_lease: Duration::from_secs(a.scanner_lease),
         ..ServeOptions::default()
     };
-    basalt_cli::serve(&a.dir, opts, |at| {
+    let ready = |at: basalt_cli::Listening| {
         // One line on standard output once listening (scripts and tests wait for it), then
         // the status page's address.
-        // (Written, not printed: a reader that closed the pipe must not stop the server.)
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "listening on {}", at.thrift);
+        announce(format!("listening on {}", at.thrift));
         if let Some(info) = at.info {
-            let _ = writeln!(out, "status page on http://{info}/");
+            announce(format!("status page on http://{info}/"));
         }
-        let _ = out.flush();
-    })
+    };
+    match a.dir {
+        Some(dir) => basalt_cli::serve(&dir, opts, ready),
+        None => basalt_cli::serve_cluster(a.etcd, a.prefix, opts, ready),
+    }
 }
 
 fn main() -> ExitCode {
@@ -311,14 +333,23 @@ fn main() -> ExitCode {
             dir,
             script,
             non_interactive,
-        } => match shell(dir, script, non_interactive) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) if e.is::<Interrupted>() => ExitCode::from(130),
-            Err(e) => {
-                eprintln!("ERROR: {e}");
-                ExitCode::FAILURE
+            etcd,
+            prefix,
+        } => {
+            // With --etcd the lone path (clap's DIR) is the script.
+            let (dir, script) = match etcd.is_empty() {
+                true => (dir, script),
+                false => (None, dir),
+            };
+            match shell(dir, (etcd, prefix), script, non_interactive) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.is::<Interrupted>() => ExitCode::from(130),
+                Err(e) => {
+                    eprintln!("ERROR: {e}");
+                    ExitCode::FAILURE
+                }
             }
-        },
+        }
         Command::Serve(args) => match serve(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -422,8 +453,11 @@ fn runtime() -> Result<tokio::runtime::Runtime, basalt_cli::ToolError> {
         })
 }
 
+/// Runs the shell on the data directory `dir`, or else on the cluster of `cluster`'s etcd
+/// members and prefix.
 fn shell(
-    dir: PathBuf,
+    dir: Option<PathBuf>,
+    (etcd, prefix): (Vec<String>, String),
     script: Option<PathBuf>,
     non_interactive: bool,
 ) -> Result<(), Box<dyn std::error::Error>> {
@@ -442,31 +476,47 @@ fn shell(
         }
     };
     rt.block_on(async {
+        let Some(dir) = dir else {
+            let at = format!("etcd {} (prefix {prefix})", etcd.join(","));
+            let data = basalt_cli::DataDir::connect(etcd, prefix)
+                .await
+                .map_err(|e| format!("cannot reach the cluster at {at}: {e}"))?;
+            return run_shell(data, interactive, &input).await;
+        };
         let data = basalt_cli::DataDir::open(&dir)
             .await
             .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
-        // Ctrl-C stops the running scan or count at its next row and a script before its
-        // next line; the engine then closes cleanly.
-        let interrupted = basalt_cli::Interrupt::on_ctrl_c(
-            "the command stops at its next row, a script before its next line",
-        )
-        .flag();
-        let result = if interactive {
-            interactive_shell(&data, interrupted.clone()).await
-        } else {
-            let mut out = std::io::stdout().lock();
-            basalt_cli::run_script_until(&data, &input, &mut out, interrupted.clone())
-                .await
-                .map_err(Into::into)
-        };
-        data.close().await?;
-        result?;
-        if !interactive && interrupted.load(Ordering::Relaxed) {
-            // The script stopped early: say so in the exit status, as a shell does.
-            return Err(Interrupted.into());
-        }
-        Ok(())
+        run_shell(data, interactive, &input).await
     })
+}
+
+/// Runs the shell over `data` (interactive, or the commands of `input`), then closes it.
+async fn run_shell<B: basalt_core::client::Backend>(
+    data: basalt_cli::DataDir<B>,
+    interactive: bool,
+    input: &str,
+) -> Result<(), Box<dyn std::error::Error>> {
+    // Ctrl-C stops the running scan or count at its next row and a script before its
+    // next line; the engine then closes cleanly.
+    let interrupted = basalt_cli::Interrupt::on_ctrl_c(
+        "the command stops at its next row, a script before its next line",
+    )
+    .flag();
+    let result = if interactive {
+        interactive_shell(&data, interrupted.clone()).await
+    } else {
+        let mut out = std::io::stdout().lock();
+        basalt_cli::run_script_until(&data, input, &mut out, interrupted.clone())
+            .await
+            .map_err(Into::into)
+    };
+    data.close().await?;
+    result?;
+    if !interactive && interrupted.load(Ordering::Relaxed) {
+        // The script stopped early: say so in the exit status, as a shell does.
+        return Err(Interrupted.into());
+    }
+    Ok(())
 }
 
 /// The line editor's helper: completes command names and the tables it was last told of.
@@ -493,8 +543,8 @@ impl Highlighter for Completion {}
 impl Validator for Completion {}
 impl Helper for Completion {}
 
-async fn interactive_shell(
-    data: &basalt_cli::DataDir,
+async fn interactive_shell<B: basalt_core::client::Backend>(
+    data: &basalt_cli::DataDir<B>,
     interrupted: Arc<AtomicBool>,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let conn = &data.conn;

@@ -136,3 +136,42 @@ impl EtcdCoordination {
         }))
     }
 }
+
+/// The operators' requests (`admin`), read and retired by the master.
+impl EtcdCoordination {
+    /// Whether the balancer is on (`P/balancer` absent or `on`).
+    pub(crate) async fn balancer_on(&self) -> Result<bool> {
+        let resp = self.read("balancer", vec![self.keys.balancer()]).await?;
+        Ok(read_at(&resp, 0).is_none_or(|kv| kv.value != b"off"))
+    }
+
+    /// Whether a balancing pass was requested (`P/balance`).
+    pub(crate) async fn balance_requested(&self) -> Result<bool> {
+        let resp = self
+            .read("balance", vec![self.keys.balance_request()])
+            .await?;
+        Ok(read_at(&resp, 0).is_some())
+    }
+
+    /// The move requests not acted on yet: each region with its target (`None`: any
+    /// other server).
+    pub(crate) async fn move_requests(&self) -> Result<Vec<(RegionKey, Option<String>)>> {
+        let mut out = Vec::new();
+        for kv in self.read_prefix(self.keys.kind_prefix("moves")).await? {
+            let region = self.keys.region_key_of("moves", &kv.key)?;
+            let target = String::from_utf8(kv.value)
+                .map_err(|_| crate::keys::corrupt(&kv.key, "a move's target is text"))?;
+            out.push((region, Some(target).filter(|t| !t.is_empty())));
+        }
+        Ok(out)
+    }
+
+    /// The ops that delete a move request and the balance request (the master's, in its
+    /// fenced transaction).
+    pub(crate) fn request_done(&self, region: Option<&RegionKey>) -> crate::proto::RequestOp {
+        match region {
+            Some(r) => delete(self.keys.move_request(r)),
+            None => delete(self.keys.balance_request()),
+        }
+    }
+}

@@ -10,9 +10,10 @@
 use crate::admin::IndexAdmin;
 use crate::def::IndexDef;
 use crate::maintainer::{ARG_PREFIX, GUARD, MAINTAINER};
+use basalt_core::client::Backend;
 use basalt_core::{Error, IntoTableName, Result, TableDescriptor, DEFAULT_NAMESPACE};
 
-impl IndexAdmin {
+impl<B: Backend> IndexAdmin<B> {
     /// Clones snapshot `name` as table `new_table`: the snapshot's one data table (the
     /// table not guarded as an index table) becomes `new_table`, each of its index tables
     /// `ns:<new_table>.idx.<index>`, all sharing the snapshot's files; the clone's indexes

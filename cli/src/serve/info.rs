@@ -18,6 +18,7 @@ use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
+use basalt_core::client::Backend;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,9 +32,9 @@ pub const INFO_MAX_HEAD_BYTES: usize = 64 * 1024;
 pub const INFO_CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 
 /// Serves the info routes on `listener` until `stop` turns true.
-pub(crate) async fn serve(
+pub(crate) async fn serve<B: Backend>(
     listener: tokio::net::TcpListener,
-    state: Arc<State>,
+    state: Arc<State<B>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let app = router(state.clone());
@@ -96,11 +97,11 @@ pub(crate) async fn serve(
 }
 
 /// The routes of the info server over `state`.
-pub(crate) fn router(state: Arc<State>) -> Router {
+pub(crate) fn router<B: Backend>(state: Arc<State<B>>) -> Router {
     Router::new()
-        .route("/", get(status_page))
-        .route("/status.json", get(status_json))
-        .route("/metrics", get(metrics_text))
+        .route("/", get(status_page::<B>))
+        .route("/status.json", get(status_json::<B>))
+        .route("/metrics", get(metrics_text::<B>))
         .with_state(state)
 }
 
@@ -113,14 +114,14 @@ fn failed(what: &str, e: impl std::fmt::Display) -> Response {
         .into_response()
 }
 
-async fn status_page(Shared(state): Shared<Arc<State>>) -> Response {
+async fn status_page<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Response {
     match status::gather(&state).await {
         Ok(s) => Html(page::render(&s)).into_response(),
         Err(e) => failed("gathering the status", e),
     }
 }
 
-async fn status_json(Shared(state): Shared<Arc<State>>) -> Response {
+async fn status_json<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Response {
     let s = match status::gather(&state).await {
         Ok(s) => s,
         Err(e) => return failed("gathering the status", e),
@@ -131,7 +132,7 @@ async fn status_json(Shared(state): Shared<Arc<State>>) -> Response {
     }
 }
 
-async fn metrics_text(Shared(state): Shared<Arc<State>>) -> Response {
+async fn metrics_text<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Response {
     let s = match status::gather(&state).await {
         Ok(s) => s,
         Err(e) => return failed("gathering the metrics", e),

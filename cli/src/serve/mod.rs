@@ -1,5 +1,8 @@
-//! `basalt serve`: HBase's Thrift1 gateway over a data directory, so that programs written
-//! for HBase's Thrift server (happybase above all) run unchanged on Basalt.
+//! `basalt serve`: HBase's Thrift1 gateway over a data directory ([`serve()`]) or in front
+//! of a cluster ([`serve_cluster`], `basalt serve --etcd URLS`), so that programs written
+//! for HBase's Thrift server (happybase above all) run unchanged on Basalt. The gateway is
+//! generic over the client's backend: the same handler, scanners and status page over an
+//! embedded engine or over a cluster's region servers.
 //!
 //! The service is HBase's `Hbase.thrift` as happybase 1.3 ships it, compiled by Apache
 //! Thrift's compiler into the `basalt-thrift` crate; the `handler` module implements it over the
@@ -12,7 +15,7 @@
 //! Invariants: nothing listens beyond loopback unless [`ServeOptions::bind`] says so; every size
 //! a client sends is checked against a limit before anything is allocated for it; a client
 //! can end only its own connection; SIGTERM or Ctrl-C stops accepting, closes the
-//! connections and closes the engine cleanly.
+//! connections and closes the engine (or the connection to the cluster) cleanly.
 
 mod calls;
 mod conn;
@@ -28,11 +31,12 @@ mod state;
 mod status;
 
 pub use status::{
-    CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, RegionStatus, Status,
-    TableStatus,
+    ClusterInfo, CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, RegionStatus,
+    ServerInfo, Status, TableStatus,
 };
 
 use crate::datadir::DataDir;
+use basalt_core::client::Backend;
 use basalt_thrift::hbase::HbaseSyncProcessor;
 use handler::Handler;
 use scanners::Scanners;
@@ -163,16 +167,16 @@ struct Live {
 }
 
 /// The server's shared machinery: what the accept loop and the connections see.
-struct Server {
+struct Server<B: Backend> {
     opts: ServeOptions,
-    state: Arc<State>,
+    state: Arc<State<B>>,
     stop: AtomicBool,
     active: AtomicUsize,
     /// The live connections, by id.
     sockets: Mutex<HashMap<u64, Live>>,
 }
 
-impl Server {
+impl<B: Backend> Server<B> {
     /// Makes room for a new connection when the server is full: shuts down the connection
     /// that has waited longest for its first request, if it waited at least
     /// [`MIN_WAIT_BEFORE_EVICTION`]. Returns whether it did.
@@ -219,6 +223,37 @@ pub fn serve(
     let data = rt
         .block_on(DataDir::open(dir))
         .map_err(|e| format!("cannot open data directory {}: {e}", dir.display()))?;
+    run(rt, data, Some(dir.display().to_string()), opts, ready)
+}
+
+/// Connects to the cluster whose etcd members are `etcd` (keys under `prefix`) and serves
+/// HBase's Thrift1 service in front of it until SIGTERM or Ctrl-C, as [`serve()`] does
+/// over a directory: every call goes to the region servers through the cluster's client.
+pub fn serve_cluster(
+    etcd: Vec<String>,
+    prefix: String,
+    opts: ServeOptions,
+    ready: impl FnOnce(Listening),
+) -> Result<(), Box<dyn std::error::Error>> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let at = format!("etcd {} (prefix {prefix})", etcd.join(","));
+    let data = rt
+        .block_on(DataDir::connect(etcd, prefix))
+        .map_err(|e| format!("cannot reach the cluster at {at}: {e}"))?;
+    run(rt, data, None, opts, ready)
+}
+
+/// Serves `data` (the directory `dir`, or a cluster when `None`) on the runtime `rt` it
+/// was opened on.
+fn run<B: Backend>(
+    rt: tokio::runtime::Runtime,
+    data: DataDir<B>,
+    dir: Option<String>,
+    opts: ServeOptions,
+    ready: impl FnOnce(Listening),
+) -> Result<(), Box<dyn std::error::Error>> {
     let listener = TcpListener::bind((opts.bind, opts.port))
         .map_err(|e| format!("cannot listen on {}:{}: {e}", opts.bind, opts.port))?;
     let addr = listener.local_addr()?;
@@ -235,7 +270,7 @@ pub fn serve(
         rt: rt.handle().clone(),
         scanners: Scanners::new(opts.max_scanners, opts.scanner_lease),
         metrics: Arc::new(metrics::GatewayMetrics::new()?),
-        dir: dir.display().to_string(),
+        dir,
         host: addr.ip().to_string(),
         port: addr.port(),
     });
@@ -255,7 +290,7 @@ pub fn serve(
     let watcher = server.clone();
     rt.spawn(async move {
         wait_for_signal().await;
-        tracing::info!("stopping: closing connections and the engine");
+        tracing::info!("stopping: closing connections and the engine (or cluster connection)");
         watcher.stop.store(true, Ordering::SeqCst);
     });
     tracing::info!(%addr, "serving HBase's Thrift1 service");
@@ -283,7 +318,10 @@ pub fn serve(
     }
     server.state.scanners.clear();
     rt.block_on(data.close())?;
-    tracing::info!("engine closed");
+    match data.cluster() {
+        None => tracing::info!("engine closed"),
+        Some(at) => tracing::info!("connection to the cluster at {at} closed"),
+    }
     Ok(())
 }
 
@@ -344,7 +382,7 @@ pub(crate) fn accept_backoff(failures: u32) -> Duration {
     Duration::from_millis(10u64 << failures.min(7)).min(Duration::from_secs(1))
 }
 
-fn accept_loop(server: &Arc<Server>, listener: &TcpListener) {
+fn accept_loop<B: Backend>(server: &Arc<Server<B>>, listener: &TcpListener) {
     let mut next_id = 0u64;
     let mut last_sweep = Instant::now();
     let mut refusals = RateLimitedLog::new();

@@ -7,7 +7,7 @@
 //! index names, row keys) is HTML-escaped; region rows carry `data-region` and their write
 //! count a `writes` class, so tests can read the page as a browser renders it.
 
-use super::status::{Status, TableStatus};
+use super::status::{ClusterInfo, Status, TableStatus};
 use crate::offline::human_bytes;
 use std::fmt::Write as _;
 
@@ -87,37 +87,45 @@ code{font:12px ui-monospace,SFMono-Regular,Menlo,monospace;background:#f1f3f5;pa
 /// The page for `status`.
 pub fn render(status: &Status) -> String {
     let mut h = String::with_capacity(16 * 1024);
+    let (what, dir) = match (&status.data_dir, &status.cluster) {
+        (Some(dir), _) => ("Data directory", dir.clone()),
+        (None, Some(c)) => (
+            "Cluster",
+            format!("etcd {} (prefix {})", c.etcd.join(","), c.prefix),
+        ),
+        (None, None) => ("Data directory", String::new()),
+    };
     let _ = write!(
         h,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
          <title>Basalt status: {dir}</title><style>{STYLE}</style></head><body>\
-         <header><h1>Basalt {version}</h1><p>Data directory <code>{dir}</code> · \
+         <header><h1>Basalt {version}</h1><p>{what} <code>{dir}</code> · \
          HBase Thrift1 service on {thrift} · up {up} · \
          <a href=\"/status.json\">JSON</a> · <a href=\"/metrics\">metrics</a></p></header><main>",
-        dir = escape(&status.data_dir),
+        dir = escape(&dir),
         version = escape(status.version),
         thrift = escape(&status.thrift_address),
         up = duration(status.uptime_secs),
     );
     server_section(&mut h, status);
+    if let Some(c) = &status.cluster {
+        cluster_section(&mut h, c);
+    }
     tables_summary(&mut h, status);
+    let lacking = match status.cluster {
+        None => "Read-only here: this server lacks",
+        Some(_) => "Read-only on the cluster's stock region servers: they lack",
+    };
     for t in &status.tables {
-        table_section(&mut h, t);
+        table_section(&mut h, t, lacking);
     }
     h.push_str("</main></body></html>\n");
     h
 }
 
 fn server_section(h: &mut String, s: &Status) {
-    let e = &s.engine;
     let g = &s.gateway;
-    let lookups = e.block_cache_hits + e.block_cache_misses;
-    let hit_ratio = if lookups == 0 {
-        "-".to_string()
-    } else {
-        format!("{:.1}%", e.block_cache_hits as f64 * 100.0 / lookups as f64)
-    };
-    let rows = [
+    let mut rows = vec![
         ("Thrift connections", g.connections.to_string()),
         (
             "Connections refused (timed out)",
@@ -128,6 +136,31 @@ fn server_section(h: &mut String, s: &Status) {
             "Requests (errors)",
             format!("{} ({})", g.requests, g.errors),
         ),
+    ];
+    match &s.engine {
+        Some(e) => rows.extend(engine_rows(e)),
+        None => rows.push((
+            "Engine",
+            "each region server keeps its own counters (not available through the gateway)"
+                .to_string(),
+        )),
+    }
+    h.push_str("<section id=\"server\"><h2>Server</h2><table class=\"kv\">");
+    for (k, v) in rows {
+        let _ = write!(h, "<tr><td>{k}</td><td>{}</td></tr>", escape(&v));
+    }
+    h.push_str("</table></section>");
+}
+
+/// The server section's rows of the engine's counters.
+fn engine_rows(e: &basalt_core::EngineStats) -> Vec<(&'static str, String)> {
+    let lookups = e.block_cache_hits + e.block_cache_misses;
+    let hit_ratio = if lookups == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.1}%", e.block_cache_hits as f64 * 100.0 / lookups as f64)
+    };
+    vec![
         ("MemStore", human_bytes(e.memstore_bytes)),
         (
             "Writes blocked by the MemStore budget",
@@ -147,10 +180,31 @@ fn server_section(h: &mut String, s: &Status) {
                 e.block_cache_misses
             ),
         ),
-    ];
-    h.push_str("<section id=\"server\"><h2>Server</h2><table class=\"kv\">");
-    for (k, v) in rows {
-        let _ = write!(h, "<tr><td>{k}</td><td>{}</td></tr>", escape(&v));
+    ]
+}
+
+/// The cluster's master, balancer and live servers.
+fn cluster_section(h: &mut String, c: &ClusterInfo) {
+    let _ = write!(
+        h,
+        "<section id=\"cluster\"><h2>Cluster</h2><p>Master <code>{master}</code> · balancer \
+         {balancer} · {moving} region(s) in transition</p><table><tr><th>Region server</th>\
+         <th>RPC address</th><th class=\"num\">Assigned regions</th>\
+         <th class=\"num\">Serving</th></tr>",
+        master = escape(c.master.as_deref().unwrap_or("(none elected)")),
+        balancer = if c.balancer_on { "on" } else { "off" },
+        moving = c.regions_in_transition,
+    );
+    for v in &c.servers {
+        let _ = write!(
+            h,
+            "<tr class=\"server\"><td><code>{}</code></td><td>{}</td><td class=\"num\">{}</td>\
+             <td class=\"num\">{}</td></tr>",
+            escape(&v.name),
+            escape(&v.rpc_address),
+            v.assigned,
+            v.serving
+        );
     }
     h.push_str("</table></section>");
 }
@@ -191,7 +245,7 @@ fn tables_summary(h: &mut String, s: &Status) {
     h.push_str("</table></section>");
 }
 
-fn table_section(h: &mut String, t: &TableStatus) {
+fn table_section(h: &mut String, t: &TableStatus, lacking: &str) {
     let salted = match t.salt_buckets {
         Some(n) => format!(" · salted into {n} buckets"),
         None => String::new(),
@@ -207,7 +261,7 @@ fn table_section(h: &mut String, t: &TableStatus) {
     if !t.missing_coprocessors.is_empty() {
         let _ = write!(
             h,
-            "<p class=\"state-MISSING\">Read-only here: this server lacks {}</p>",
+            "<p class=\"state-MISSING\">{lacking} {}</p>",
             escape(&t.missing_coprocessors.join(", "))
         );
     }
@@ -244,6 +298,7 @@ fn table_section(h: &mut String, t: &TableStatus) {
                 .p99_latency_micros
                 .map_or_else(|| "-".to_string(), |us| format!("{us:.1} µs"));
             let memory = c.memory_bytes.map_or_else(|| "-".to_string(), human_bytes);
+            let count = |n: Option<u64>| n.map_or_else(|| "-".to_string(), |n| n.to_string());
             let _ = write!(
                 h,
                 "<tr><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"state-{}\">{}</td>\
@@ -253,8 +308,8 @@ fn table_section(h: &mut String, t: &TableStatus) {
                 c.priority,
                 c.state.split(' ').next().unwrap_or_default(),
                 c.state,
-                c.calls,
-                c.errors
+                count(c.calls),
+                count(c.errors)
             );
         }
         h.push_str("</table>");
@@ -289,11 +344,15 @@ fn regions_table(h: &mut String, t: &TableStatus) {
         1.0 / t.regions.len() as f64
     };
     let any_writes = t.regions.iter().any(|r| r.write_requests > 0);
-    h.push_str(
-        "<h3>Regions</h3><table class=\"regions\"><tr><th>Name</th><th>Start key</th>\
+    // Over a cluster, the server of each region (a directory's engine serves them all).
+    let served = t.regions.iter().any(|r| r.server.is_some());
+    let _ = write!(
+        h,
+        "<h3>Regions</h3><table class=\"regions\"><tr><th>Name</th>{}<th>Start key</th>\
          <th>End key</th><th class=\"num\">Store files</th><th class=\"num\">Size on disk</th>\
          <th class=\"num\">MemStore</th><th class=\"num\">Read requests</th>\
          <th class=\"num\">Write requests</th><th>Write share</th></tr>",
+        if served { "<th>Server</th>" } else { "" }
     );
     for r in &t.regions {
         let share = if any_writes {
@@ -307,9 +366,14 @@ fn regions_table(h: &mut String, t: &TableStatus) {
         } else {
             "<span class=\"muted\">no writes since start</span>".to_string()
         };
+        let server = match (served, &r.server) {
+            (false, _) => String::new(),
+            (true, Some(s)) => format!("<td class=\"server\"><code>{}</code></td>", escape(s)),
+            (true, None) => "<td class=\"server muted\">(in transition)</td>".to_string(),
+        };
         let _ = write!(
             h,
-            "<tr class=\"region\" data-region=\"{id}\"><td><code>{name}</code></td><td>{start}</td>\
+            "<tr class=\"region\" data-region=\"{id}\"><td><code>{name}</code></td>{server}<td>{start}</td>\
              <td>{end}</td><td class=\"num\">{files}</td><td class=\"num\">{size}</td>\
              <td class=\"num\">{mem}</td><td class=\"num reads\">{reads}</td>\
              <td class=\"num writes\">{writes}</td><td class=\"share\">{share}</td></tr>",

@@ -7,16 +7,16 @@
 //! it; the table's lock is never held while a scanner reads rows.
 
 use super::convert::{engine, illegal, row_result};
-use basalt_core::client::ResultStream;
+use basalt_core::client::RowResult;
 use basalt_thrift::hbase::TRowResult;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-/// One open scanner.
-struct Open {
-    rows: ResultStream,
+/// One open scanner over the rows `R` of a backend's scan.
+struct Open<R> {
+    rows: R,
     sorted: bool,
     /// The table it reads, as HBase prints it (for the metrics of its calls).
     table: String,
@@ -24,9 +24,10 @@ struct Open {
     done: bool,
 }
 
-/// The open scanners of the server.
-pub(crate) struct Scanners {
-    open: Mutex<HashMap<i32, Arc<Mutex<Open>>>>,
+/// The open scanners of the server, each reading a stream of rows `R` (a backend's
+/// `Backend::Rows`).
+pub(crate) struct Scanners<R> {
+    open: Mutex<HashMap<i32, Arc<Mutex<Open<R>>>>>,
     next: Mutex<i32>,
     max: usize,
     lease: Duration,
@@ -36,7 +37,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl Scanners {
+impl<R> Scanners<R>
+where
+    R: Stream<Item = basalt_core::Result<RowResult>> + Send + Unpin,
+{
     /// At most `max` open at once, each dropped after `lease` unused.
     pub(crate) fn new(max: usize, lease: Duration) -> Self {
         Scanners {
@@ -48,12 +52,7 @@ impl Scanners {
     }
 
     /// Registers a scanner over `rows`; an error when `max` are open.
-    pub(crate) fn open(
-        &self,
-        rows: ResultStream,
-        sorted: bool,
-        table: String,
-    ) -> thrift::Result<i32> {
+    pub(crate) fn open(&self, rows: R, sorted: bool, table: String) -> thrift::Result<i32> {
         self.expire();
         let mut open = lock(&self.open);
         if open.len() >= self.max {

@@ -4,13 +4,16 @@
 //! life. The engine's figures (flushes, compactions, WAL syncs and bytes, block cache hits
 //! and misses, MemStore bytes; per region its requests, MemStore and store files; per
 //! coprocessor its calls, errors and time) are counters the engine keeps itself, read at
-//! scrape time from a [`Status`] into a registry built for that scrape.
+//! scrape time from a [`Status`] into a registry built for that scrape. A gateway in front
+//! of a cluster has the regions' figures (from their servers) and not the engine's nor the
+//! coprocessors' (each region server keeps its own): those are left out.
 //!
 //! Invariant: a scrape only reads; the registry of the engine's figures is built anew each
 //! time, so a region or table gone is gone from the next scrape.
 
 use super::metrics::GatewayMetrics;
 use super::status::Status;
+use basalt_core::EngineStats;
 use prometheus::{
     Counter, CounterVec, Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
@@ -28,10 +31,9 @@ fn int_gauge(name: &str, help: &str, value: u64) -> prometheus::Result<IntGauge>
     Ok(g)
 }
 
-/// The engine's figures in `status`, as metrics of a registry built for one scrape.
-fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
-    let r = Registry::new();
-    let e = &status.engine;
+/// The engine's counters of `e` in `r` (absent over a cluster: each region server keeps
+/// its own).
+fn register_engine(r: &Registry, e: &EngineStats) -> prometheus::Result<()> {
     let counters = [
         (
             "basalt_flushes_total",
@@ -88,15 +90,24 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
             "The block cache's capacity",
             e.block_cache_capacity,
         ),
-        (
-            "basalt_thrift_open_scanners",
-            "Thrift scanners open",
-            status.gateway.open_scanners,
-        ),
     ];
     for (name, help, v) in gauges {
         r.register(Box::new(int_gauge(name, help, v)?))?;
     }
+    Ok(())
+}
+
+/// The engine's figures in `status`, as metrics of a registry built for one scrape.
+fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
+    let r = Registry::new();
+    if let Some(e) = &status.engine {
+        register_engine(&r, e)?;
+    }
+    r.register(Box::new(int_gauge(
+        "basalt_thrift_open_scanners",
+        "Thrift scanners open",
+        status.gateway.open_scanners,
+    )?))?;
     let region_labels = &["table", "region"];
     let reads = IntCounterVec::new(
         Opts::new(
@@ -185,9 +196,15 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
         }
         for cp in &t.coprocessors {
             let l = [t.name.as_str(), cp.name.as_str()];
-            cp_calls.with_label_values(&l).inc_by(cp.calls);
-            cp_errors.with_label_values(&l).inc_by(cp.errors);
-            cp_time.with_label_values(&l).inc_by(cp.total_latency_secs);
+            if let Some(calls) = cp.calls {
+                cp_calls.with_label_values(&l).inc_by(calls);
+            }
+            if let Some(errors) = cp.errors {
+                cp_errors.with_label_values(&l).inc_by(errors);
+            }
+            if let Some(secs) = cp.total_latency_secs {
+                cp_time.with_label_values(&l).inc_by(secs);
+            }
             if let Some(us) = cp.p99_latency_micros {
                 plugin_p99.with_label_values(&l).set(us / 1e6);
             }

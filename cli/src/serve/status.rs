@@ -1,47 +1,118 @@
 //! What the status page, its JSON (`/status.json`) and the metrics scrape show: one
-//! [`Status`] gathered from the engine at request time. Tables with their families and
+//! [`Status`] gathered from the engine (or, for a gateway in front of a cluster, from the
+//! region servers through the client) at request time. Tables with their families and
 //! settings; per table its regions in key order with the figures of HBase's region table
 //! (name, start and end key, store files, size on disk, MemStore size, read and write
 //! requests) and each region's share of the table's writes; its coprocessors with calls,
 //! errors and latency; its indexes with their state; and the engine's and the gateway's
 //! counters.
 //!
+//! Over a cluster the regions' figures come from their servers (`Admin::regions` through
+//! the RPC), with the server of each region and the cluster's master and live servers
+//! (`ClusterAdmin`); what only the engine in this process counts (the engine's counters,
+//! coprocessor calls and latency, plugin statistics) is absent: `null` in the JSON, `-` on
+//! the page, left out of the metrics.
+//!
 //! Invariants: regions are listed in key order; write shares are in 0..=1 and sum to 1 over
 //! a table that took writes since the server started (all 0 otherwise). Gathering only
 //! reads: it never flushes or otherwise changes the directory.
 
 use super::state::State;
+use crate::datadir::ClusterAddress;
 use crate::error::ToolError;
 use crate::shell::{family_settings, show_name};
+use basalt_cluster::ClusterAdmin;
 use basalt_core::client::report::key_to_string;
+use basalt_core::client::Backend;
 use basalt_core::{EngineStats, TableDescriptor};
-use basalt_index::{IndexAdmin, IndexState};
+use basalt_index::IndexState;
 use serde::Serialize;
+use std::collections::HashMap;
 
 /// Everything the status page shows.
 #[derive(Debug, Clone, Serialize)]
 pub struct Status {
     /// Basalt's version.
     pub version: &'static str,
-    /// The data directory served.
-    pub data_dir: String,
+    /// The data directory served (`None` for a gateway in front of a cluster).
+    pub data_dir: Option<String>,
+    /// The cluster served (`None` for a data directory).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterInfo>,
     /// Where the Thrift service listens.
     pub thrift_address: String,
     /// Seconds since the server started.
     pub uptime_secs: u64,
-    /// The engine's counters since it opened.
+    /// The engine's counters since it opened (`None` over a cluster: each region server
+    /// keeps its own).
     #[serde(serialize_with = "engine_json")]
-    pub engine: EngineStats,
+    pub engine: Option<EngineStats>,
     /// The gateway's connections, scanners and requests.
     pub gateway: GatewayCounters,
     /// Every table, in the catalog's order.
     pub tables: Vec<TableStatus>,
 }
 
+/// The cluster a gateway serves: where it is, and its state as the shell's `status` shows
+/// it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClusterInfo {
+    /// etcd's members, as given.
+    pub etcd: Vec<String>,
+    /// The prefix of the cluster's keys in etcd.
+    pub prefix: String,
+    /// The master's process name, if one is elected.
+    pub master: Option<String>,
+    /// Whether the balancer is on.
+    pub balancer_on: bool,
+    /// Regions not served where they are assigned (moving, or waiting for a server).
+    pub regions_in_transition: usize,
+    /// The live region servers.
+    pub servers: Vec<ServerInfo>,
+}
+
+/// One live region server.
+#[derive(Debug, Clone, Serialize)]
+pub struct ServerInfo {
+    /// Its name.
+    pub name: String,
+    /// Where its RPC service listens.
+    pub rpc_address: String,
+    /// Regions the master assigned to it.
+    pub assigned: usize,
+    /// Regions it serves now.
+    pub serving: usize,
+}
+
+/// The cluster of `at`, as its `admin` sees it now.
+async fn cluster_info(at: &ClusterAddress, admin: &ClusterAdmin) -> Result<ClusterInfo, ToolError> {
+    let s = admin.status().await?;
+    Ok(ClusterInfo {
+        etcd: at.etcd.clone(),
+        prefix: at.prefix.clone(),
+        master: s.master,
+        balancer_on: s.balancer_on,
+        regions_in_transition: s.in_transition.len(),
+        servers: s
+            .servers
+            .into_iter()
+            .map(|v| ServerInfo {
+                name: v.name,
+                rpc_address: v.rpc_address,
+                assigned: v.assigned,
+                serving: v.serving,
+            })
+            .collect(),
+    })
+}
+
 /// [`EngineStats`] as the JSON shows it: an object of its counters by their field names
-/// (core's type does not derive `Serialize`).
-fn engine_json<S: serde::Serializer>(e: &EngineStats, s: S) -> Result<S::Ok, S::Error> {
+/// (core's type does not derive `Serialize`), or `null` when absent.
+fn engine_json<S: serde::Serializer>(e: &Option<EngineStats>, s: S) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeStruct;
+    let Some(e) = e else {
+        return s.serialize_none();
+    };
     let fields = [
         ("flushes", e.flushes),
         ("compactions", e.compactions),
@@ -135,6 +206,9 @@ pub struct RegionStatus {
     pub write_requests: u64,
     /// Its share of the table's writes since start (0..=1).
     pub write_share: f64,
+    /// The region server serving it (over a cluster; absent from the JSON otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server: Option<String>,
 }
 
 /// One coprocessor of a table.
@@ -144,17 +218,19 @@ pub struct CoprocessorStatus {
     pub name: String,
     /// Its priority (lower runs first).
     pub priority: u32,
-    /// `LOADED`, `UNLOADED` (by its failure policy), `MISSING` (this server lacks it) or
-    /// `NOT RUN` (the table is read-only here).
+    /// `LOADED`, `UNLOADED` (by its failure policy), `MISSING` (this server lacks it),
+    /// `NOT RUN` (the table is read-only here) or, over a cluster, `REMOTE` (run by the
+    /// region servers, which keep its state and counters).
     pub state: &'static str,
-    /// Hook calls.
-    pub calls: u64,
-    /// Hook calls that failed (refusals and faults).
-    pub errors: u64,
-    /// Mean latency of a call in microseconds (`None` before the first call).
+    /// Hook calls (`None` over a cluster).
+    pub calls: Option<u64>,
+    /// Hook calls that failed, refusals and faults (`None` over a cluster).
+    pub errors: Option<u64>,
+    /// Mean latency of a call in microseconds (`None` before the first call, or over a
+    /// cluster).
     pub mean_latency_micros: Option<f64>,
-    /// Time spent in its hooks, in seconds.
-    pub total_latency_secs: f64,
+    /// Time spent in its hooks, in seconds (`None` over a cluster).
+    pub total_latency_secs: Option<f64>,
     /// A plugin's 99th-percentile call latency in microseconds (`None` for a native
     /// coprocessor, or before the first call).
     pub p99_latency_micros: Option<f64>,
@@ -198,20 +274,25 @@ fn shares(values: &[u64]) -> Vec<f64> {
 }
 
 /// Gathers the status of the server over `state`.
-pub(crate) async fn gather(state: &State) -> Result<Status, ToolError> {
+pub(crate) async fn gather<B: Backend>(state: &State<B>) -> Result<Status, ToolError> {
     let data = &state.data;
     let admin = data.conn.admin();
     let mut tables = Vec::new();
     for d in admin.list_tables().await? {
         tables.push(table_status(state, d).await?);
     }
+    let cluster = match (data.cluster(), data.cluster_admin()) {
+        (Some(at), Some(admin)) => Some(cluster_info(at, admin).await?),
+        _ => None,
+    };
     let metrics = &state.metrics;
     Ok(Status {
         version: env!("CARGO_PKG_VERSION"),
         data_dir: state.dir.clone(),
+        cluster,
         thrift_address: format!("{}:{}", state.host, state.port),
         uptime_secs: metrics.started.elapsed().as_secs(),
-        engine: data.conn.backend().stats(),
+        engine: data.embedded().map(|e| e.conn.engine().stats()),
         gateway: GatewayCounters {
             connections: u64::try_from(metrics.connections.get()).unwrap_or(0),
             open_scanners: state.scanners.len() as u64,
@@ -224,12 +305,24 @@ pub(crate) async fn gather(state: &State) -> Result<Status, ToolError> {
     })
 }
 
-async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, ToolError> {
+async fn table_status<B: Backend>(
+    state: &State<B>,
+    d: TableDescriptor,
+) -> Result<TableStatus, ToolError> {
     let data = &state.data;
     let admin = data.conn.admin();
     let name = d.name.clone();
     let enabled = admin.is_table_enabled(name.clone()).await?;
     let regions = admin.regions(name.clone()).await?;
+    let servers: HashMap<u64, String> = match data.cluster_admin() {
+        Some(cluster) => cluster
+            .regions(Some(&name))
+            .await?
+            .into_iter()
+            .filter_map(|p| p.serving.map(|s| (p.key.region, s)))
+            .collect(),
+        None => HashMap::new(),
+    };
     let writes: Vec<u64> = regions.iter().map(|r| r.write_requests).collect();
     let regions = regions
         .iter()
@@ -250,14 +343,19 @@ async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, 
             read_requests: r.read_requests,
             write_requests: r.write_requests,
             write_share: share,
+            server: servers.get(&r.id).cloned(),
         })
         .collect();
     let missing = data.coprocessors.missing(&d);
-    let metrics = data.coprocessors.metrics(&name);
+    let local = data.embedded();
+    let metrics = match local {
+        Some(_) => data.coprocessors.metrics(&name),
+        None => Vec::new(),
+    };
     let full_name = name.to_string();
-    let plugin_stats: Vec<_> = data
-        .plugin_host
-        .plugin_stats()
+    let plugin_stats: Vec<_> = local
+        .map(|e| e.plugin_host.plugin_stats())
+        .unwrap_or_default()
         .into_iter()
         .filter(|s| s.table == full_name)
         .collect();
@@ -271,28 +369,35 @@ async fn table_status(state: &State, d: TableDescriptor) -> Result<TableStatus, 
                 "MISSING"
             } else if !missing.is_empty() {
                 "NOT RUN"
+            } else if local.is_none() {
+                "REMOTE"
             } else if m.is_some_and(|m| !m.loaded) {
                 "UNLOADED"
             } else {
                 "LOADED"
             };
-            let (calls, errors, total) = m.map_or((0, 0, 0.0), |m| {
-                (m.calls, m.errors, m.total_latency.as_secs_f64())
+            let counted = local.map(|_| {
+                m.map_or((0, 0, 0.0), |m| {
+                    (m.calls, m.errors, m.total_latency.as_secs_f64())
+                })
             });
             CoprocessorStatus {
                 name: cp.name.clone(),
                 priority: cp.priority,
                 state,
-                calls,
-                errors,
-                mean_latency_micros: (calls > 0).then(|| total * 1e6 / calls as f64),
-                total_latency_secs: total,
+                calls: counted.map(|(calls, _, _)| calls),
+                errors: counted.map(|(_, errors, _)| errors),
+                mean_latency_micros: counted
+                    .filter(|(calls, _, _)| *calls > 0)
+                    .map(|(calls, _, total)| total * 1e6 / calls as f64),
+                total_latency_secs: counted.map(|(_, _, total)| total),
                 p99_latency_micros: plugin.and_then(|p| p.p99).map(|d| d.as_secs_f64() * 1e6),
                 memory_bytes: plugin.map(|p| p.memory_bytes),
             }
         })
         .collect();
-    let indexes = IndexAdmin::new(&data.conn, data.indexes.clone())
+    let indexes = data
+        .index_admin()
         .list(name.clone())
         .await?
         .into_iter()

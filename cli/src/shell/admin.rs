@@ -14,12 +14,17 @@ use super::ddl::{family, only_table_arg, show_name, table_arg};
 use super::parse::Value;
 use super::ShellError;
 use crate::datadir::DataDir;
+use basalt_core::client::Backend;
 use basalt_core::{ColumnFamilyDescriptor, CoprocessorDescriptor, RegionInfo, TableName};
 
 /// `alter 't', NAME => 'f', VERSIONS => 5` | `'f'` | `'delete' => 'f'` |
 /// `{NAME => 'f', METHOD => 'delete'}` | `'coprocessor' => 'name|priority|k=v,...'` |
 /// `METHOD => 'table_att_unset', NAME => 'coprocessor$1'`; several may follow the table.
-pub(super) async fn alter(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Result<(), ShellError> {
+pub(super) async fn alter<B: Backend>(
+    dir: &DataDir<B>,
+    a: &Args<'_>,
+    out: &mut String,
+) -> Result<(), ShellError> {
     if a.vals.len() < 2 {
         return Err(a.usage("give a table name and at least one change"));
     }
@@ -62,8 +67,8 @@ fn entry<'v>(pairs: &'v [(Value, Value)], key: &str) -> Option<&'v Value> {
         .map(|(_, v)| v)
 }
 
-async fn alter_hash(
-    dir: &DataDir,
+async fn alter_hash<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     table: &TableName,
     pairs: &[(Value, Value)],
@@ -152,8 +157,8 @@ async fn alter_hash(
 }
 
 /// HBase's `'[path|]class|priority|k=v,k=v'`, with Basalt's registered names for classes.
-pub(super) fn coprocessor_spec(
-    dir: &DataDir,
+pub(super) fn coprocessor_spec<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     spec: &str,
 ) -> Result<CoprocessorDescriptor, ShellError> {
@@ -193,9 +198,10 @@ pub(super) fn coprocessor_spec(
     Ok(cp)
 }
 
-/// A region named as `list_regions` prints it (`table,start,id`) or by its id.
-async fn find_region(
-    dir: &DataDir,
+/// A region named as `list_regions` prints it (`table,start,id`) or by its id: `None`
+/// when `spec` has neither form, an error when no such region exists.
+pub(super) async fn find_region<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     spec: &str,
 ) -> Result<Option<(TableName, RegionInfo)>, ShellError> {
@@ -235,7 +241,11 @@ async fn find_region(
 
 /// `split 't'` (every region at its midpoint), `split 't', 'key'`, `split 'region'`,
 /// `split 'region', 'key'`.
-pub(super) async fn split(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Result<(), ShellError> {
+pub(super) async fn split<B: Backend>(
+    dir: &DataDir<B>,
+    a: &Args<'_>,
+    out: &mut String,
+) -> Result<(), ShellError> {
     a.count(1, 2)?;
     let spec = a.string(0, "the table or region name")?;
     let key = match a.vals.get(1) {
@@ -287,8 +297,8 @@ pub(super) async fn split(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Resu
 
 /// `merge_region 'region a', 'region b'` or `merge_region ['a', 'b', ...]` (adjacent regions
 /// of one table, merged left to right).
-pub(super) async fn merge_region(
-    dir: &DataDir,
+pub(super) async fn merge_region<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -338,18 +348,26 @@ pub(super) async fn merge_region(
     Ok(())
 }
 
-/// `list_coprocessors 't'`: the table's coprocessors in run order with their counters.
-pub(super) async fn list_coprocessors(
-    dir: &DataDir,
+/// `list_coprocessors 't'`: the table's coprocessors in run order with their counters
+/// (an embedded engine's; over a cluster each region server counts its own calls, so the
+/// counters print as `-`).
+pub(super) async fn list_coprocessors<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
     let name = only_table_arg(a)?;
     let desc = dir.conn.admin().describe_table(name.clone()).await?;
     let missing = dir.coprocessors.missing(&desc);
-    let metrics = dir.coprocessors.metrics(&name);
+    let local = dir.embedded();
+    let metrics = match local {
+        Some(_) => dir.coprocessors.metrics(&name),
+        None => Vec::new(),
+    };
     let full_name = name.to_string();
-    let plugins = dir.plugin_host.plugin_stats();
+    let plugins = local
+        .map(|e| e.plugin_host.plugin_stats())
+        .unwrap_or_default();
     out.push_str(&format!(
         "{:<4}{:<28}{:>11}  {:<8}{:>10}{:>8}{:>9}{:>8}{:>14}  ARGS\n",
         "#", "NAME", "PRIORITY", "STATE", "CALLS", "ERRORS", "REFUSED", "FAULTS", "AVG_LATENCY"
@@ -361,18 +379,28 @@ pub(super) async fn list_coprocessors(
         } else if !missing.is_empty() {
             // A read-only table runs none of its coprocessors.
             "NOT RUN"
+        } else if local.is_none() {
+            // Loaded (or not) by each region server.
+            "REMOTE"
         } else {
             match m {
                 Some(m) if !m.loaded => "UNLOADED",
                 _ => "LOADED",
             }
         };
-        let (calls, errors, refusals, faults, avg) = match m {
-            Some(m) => (
-                m.calls,
-                m.errors,
-                m.refusals,
-                m.faults,
+        let counters = match (m, local) {
+            (_, None) => [
+                "-".to_string(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ],
+            (Some(m), Some(_)) => [
+                m.calls.to_string(),
+                m.errors.to_string(),
+                m.refusals.to_string(),
+                m.faults.to_string(),
                 if m.calls == 0 {
                     "-".to_string()
                 } else {
@@ -381,9 +409,16 @@ pub(super) async fn list_coprocessors(
                         m.total_latency.as_secs_f64() * 1e6 / m.calls as f64
                     )
                 },
-            ),
-            None => (0, 0, 0, 0, "-".to_string()),
+            ],
+            (None, Some(_)) => [
+                "0".to_string(),
+                "0".into(),
+                "0".into(),
+                "0".into(),
+                "-".into(),
+            ],
         };
+        let [calls, errors, refusals, faults, avg] = &counters;
         let args: Vec<String> = cp.args.iter().map(|(k, v)| format!("{k}={v}")).collect();
         out.push_str(&format!(
             "{:<4}{:<28}{:>11}  {state:<8}{calls:>10}{errors:>8}{refusals:>9}{faults:>8}{avg:>14}  {}\n",
@@ -408,11 +443,20 @@ pub(super) async fn list_coprocessors(
         }
     }
     if !missing.is_empty() {
+        let here = match local {
+            Some(_) => "here",
+            None => "on the cluster's stock region servers",
+        };
         out.push_str(&format!(
-            "Table {} is read-only here: this tool lacks {}\n",
+            "Table {} is read-only {here}: this tool lacks {}\n",
             show_name(&name),
             missing.join(", ")
         ));
+    }
+    if local.is_none() && !desc.coprocessors.is_empty() {
+        out.push_str(
+            "Calls, errors and latency are counted by each region server: not available over a cluster\n",
+        );
     }
     out.push_str(&format!("{} coprocessor(s)\n", desc.coprocessors.len()));
     Ok(())

@@ -16,6 +16,7 @@ use basalt_coprocessors::{
     AggregationClient, Column, Interpreter, KeyRange, Number, SaltedAggregationClient,
     SaltedEndpoints,
 };
+use basalt_core::client::Backend;
 
 /// The operations, for usage and errors.
 const OPS: &str = "count, sum, min, max, avg, std or median";
@@ -34,8 +35,8 @@ fn float(n: Option<f64>) -> String {
 }
 
 /// `aggregate 't', 'op' [, 'f:q'] [, {STARTROW => 'a', STOPROW => 'b', TYPE => 'long'}]`.
-pub(super) async fn aggregate(
-    dir: &DataDir,
+pub(super) async fn aggregate<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -90,11 +91,11 @@ pub(super) async fn aggregate(
     let client = if desc.salt.is_some() {
         let salted = dir.conn.salted_table(table.clone())?;
         Client::Salted(SaltedAggregationClient::new(SaltedEndpoints::new(
-            &dir.endpoints(),
+            dir.endpoints(),
             &salted,
         )))
     } else {
-        Client::Plain(AggregationClient::new(dir.endpoints()), table)
+        Client::Plain(AggregationClient::new(dir.endpoints().clone()), table)
     };
     let answer = match (op.as_str(), &column) {
         ("count", None) => client.fast_row_count(range).await?.to_string(),
@@ -113,9 +114,9 @@ pub(super) async fn aggregate(
 }
 
 /// The aggregation client of a plain or a salted table.
-enum Client {
-    Plain(AggregationClient, basalt_core::TableName),
-    Salted(SaltedAggregationClient),
+enum Client<B: Backend> {
+    Plain(AggregationClient<B>, basalt_core::TableName),
+    Salted(SaltedAggregationClient<B>),
 }
 
 /// Forwards one operation to whichever client this is.
@@ -130,7 +131,7 @@ macro_rules! forward {
     };
 }
 
-impl Client {
+impl<B: Backend> Client<B> {
     async fn fast_row_count(&self, range: KeyRange) -> basalt_core::Result<u64> {
         match self {
             Client::Plain(p, t) => p.fast_row_count(t.clone(), range).await,

@@ -9,6 +9,7 @@ use super::parse::Value;
 use super::target::Target;
 use super::ShellError;
 use crate::progress;
+use basalt_core::client::Backend;
 use basalt_core::client::{Append, Delete, Get, Increment, Put, Scan, TimeRange};
 use basalt_core::{Cell, CellType, Connection, Filter};
 use futures::TryStreamExt;
@@ -23,7 +24,10 @@ fn ts_arg(a: &Args<'_>, i: usize) -> Result<Option<u64>, ShellError> {
 }
 
 /// The table (argument 0, opened) and the row key (argument 1) of a row command.
-async fn table_and_row(conn: &Connection, a: &Args<'_>) -> Result<(Target, Vec<u8>), ShellError> {
+async fn table_and_row<B: Backend>(
+    conn: &Connection<B>,
+    a: &Args<'_>,
+) -> Result<(Target<B>, Vec<u8>), ShellError> {
     let t = Target::open(conn, table_arg(a, 0)?).await?;
     Ok((t, a.bytes(1, "the row key")?))
 }
@@ -34,7 +38,7 @@ fn col_arg(a: &Args<'_>, i: usize) -> Result<(Vec<u8>, Vec<u8>), ShellError> {
     Ok((f, q.unwrap_or_default()))
 }
 
-pub(super) async fn put(conn: &Connection, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn put<B: Backend>(conn: &Connection<B>, a: &Args<'_>) -> Result<(), ShellError> {
     a.count(4, 5)?;
     let name = table_arg(a, 0)?;
     let row = a.bytes(1, "the row key")?;
@@ -192,8 +196,8 @@ fn col_text(c: &Cell) -> String {
     )
 }
 
-pub(super) async fn get(
-    conn: &Connection,
+pub(super) async fn get<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -266,8 +270,8 @@ fn build_scan(a: &Args<'_>) -> Result<Scan, ShellError> {
     Ok(o.apply(s))
 }
 
-pub(super) async fn scan(
-    conn: &Connection,
+pub(super) async fn scan<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     stop: &AtomicBool,
     out: &mut String,
@@ -290,8 +294,8 @@ pub(super) async fn scan(
     Ok(())
 }
 
-pub(super) async fn count(
-    conn: &Connection,
+pub(super) async fn count<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     stop: &AtomicBool,
     out: &mut String,
@@ -344,7 +348,10 @@ pub(super) async fn count(
     Ok(())
 }
 
-pub(super) async fn delete(conn: &Connection, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn delete<B: Backend>(
+    conn: &Connection<B>,
+    a: &Args<'_>,
+) -> Result<(), ShellError> {
     if a.cmd == "delete" {
         a.count(3, 4)?;
     } else {
@@ -381,8 +388,8 @@ fn counter_value(a: &Args<'_>, v: Option<&bytes::Bytes>) -> Result<i64, ShellErr
     }
 }
 
-pub(super) async fn counter(
-    conn: &Connection,
+pub(super) async fn counter<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -407,8 +414,8 @@ pub(super) async fn counter(
     Ok(())
 }
 
-pub(super) async fn append(
-    conn: &Connection,
+pub(super) async fn append<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {

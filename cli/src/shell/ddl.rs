@@ -1,6 +1,6 @@
-//! Namespace and table commands: `status`, `create`, `list`, `describe`, `exists`,
+//! Namespace and table commands: `create`, `list`, `describe`, `exists`,
 //! `enable`/`disable`, `is_enabled`/`is_disabled`, `drop`, `truncate` and the namespace
-//! commands (the region commands are in `regions`).
+//! commands (the region commands are in `regions`, `status` in `cluster`).
 //!
 //! Table names print as HBase prints them: the bare name in the default namespace,
 //! `ns:name` elsewhere.
@@ -9,6 +9,7 @@ use super::args::{as_bool, as_int, as_string, key_name, Args};
 use super::binary::{to_bytes_binary, to_string_binary};
 use super::parse::Value;
 use super::ShellError;
+use basalt_core::client::Backend;
 use basalt_core::{
     BloomType, ColumnFamilyDescriptor, Compression, Connection, HashedPart, KeepDeletedCells,
     PreSplit, SaltSpec, SplitAlgorithm, TableDescriptor, TableName, DEFAULT_NAMESPACE,
@@ -58,27 +59,6 @@ pub fn table_arg(a: &Args<'_>, i: usize) -> Result<TableName, ShellError> {
 pub(super) fn only_table_arg(a: &Args<'_>) -> Result<TableName, ShellError> {
     a.count(1, 1)?;
     table_arg(a, 0)
-}
-
-pub(super) async fn status(
-    conn: &Connection,
-    a: &Args<'_>,
-    out: &mut String,
-) -> Result<(), ShellError> {
-    a.count(0, 1)?;
-    let admin = conn.admin();
-    let tables = admin.list_tables().await?;
-    let mut regions = 0;
-    for t in &tables {
-        regions += admin.regions(t.name.clone()).await?.len();
-    }
-    let namespaces = admin.list_namespaces().await?.len();
-    let offline = admin.offline_regions().await?.len();
-    out.push_str(&format!(
-        "1 embedded engine, {namespaces} namespaces, {} tables, {regions} regions, {offline} offline regions\n",
-        tables.len()
-    ));
-    Ok(())
 }
 
 fn int_opt(a: &Args<'_>, key: &str, v: &Value, min: i64, max: i64) -> Result<i64, ShellError> {
@@ -161,8 +141,8 @@ pub(super) fn family(
     Ok(cf)
 }
 
-pub(super) async fn create(
-    conn: &Connection,
+pub(super) async fn create<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -263,8 +243,8 @@ pub(super) async fn create(
     Ok(())
 }
 
-pub(super) async fn list(
-    conn: &Connection,
+pub(super) async fn list<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -305,8 +285,8 @@ pub fn family_settings(f: &ColumnFamilyDescriptor) -> String {
     )
 }
 
-pub(super) async fn describe(
-    conn: &Connection,
+pub(super) async fn describe<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -342,8 +322,8 @@ pub(super) async fn describe(
     Ok(())
 }
 
-pub(super) async fn exists(
-    conn: &Connection,
+pub(super) async fn exists<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -357,7 +337,11 @@ pub(super) async fn exists(
     Ok(())
 }
 
-pub(super) async fn enable(conn: &Connection, a: &Args<'_>, on: bool) -> Result<(), ShellError> {
+pub(super) async fn enable<B: Backend>(
+    conn: &Connection<B>,
+    a: &Args<'_>,
+    on: bool,
+) -> Result<(), ShellError> {
     let name = only_table_arg(a)?;
     let admin = conn.admin();
     if admin.is_table_enabled(name.clone()).await? == on {
@@ -375,8 +359,8 @@ pub(super) async fn enable(conn: &Connection, a: &Args<'_>, on: bool) -> Result<
     Ok(())
 }
 
-pub(super) async fn is_enabled(
-    conn: &Connection,
+pub(super) async fn is_enabled<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     want: bool,
     out: &mut String,
@@ -386,7 +370,7 @@ pub(super) async fn is_enabled(
     Ok(())
 }
 
-pub(super) async fn drop(conn: &Connection, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn drop<B: Backend>(conn: &Connection<B>, a: &Args<'_>) -> Result<(), ShellError> {
     let name = only_table_arg(a)?;
     let admin = conn.admin();
     if admin.is_table_enabled(name.clone()).await? {
@@ -399,8 +383,8 @@ pub(super) async fn drop(conn: &Connection, a: &Args<'_>) -> Result<(), ShellErr
     Ok(())
 }
 
-pub(super) async fn truncate(
-    conn: &Connection,
+pub(super) async fn truncate<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -439,8 +423,8 @@ pub(super) async fn truncate(
     Ok(())
 }
 
-pub(super) async fn namespace(
-    conn: &Connection,
+pub(super) async fn namespace<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {

@@ -14,14 +14,15 @@ use super::parse::Value;
 use super::ShellError;
 use crate::datadir::DataDir;
 use crate::progress;
+use basalt_core::client::Backend;
 use basalt_core::keys::Order;
 use basalt_core::TableName;
 use basalt_index::{IndexAdmin, IndexDef, IndexState, Query};
 use bytes::Bytes;
 use std::sync::atomic::AtomicBool;
 
-fn admin(dir: &DataDir) -> IndexAdmin {
-    IndexAdmin::new(&dir.conn, dir.indexes.clone())
+fn admin<B: Backend>(dir: &DataDir<B>) -> IndexAdmin<B> {
+    dir.index_admin().clone()
 }
 
 fn col_text(family: &[u8], qualifier: &[u8]) -> String {
@@ -39,8 +40,8 @@ fn table_and_index(a: &Args<'_>) -> Result<(TableName, String), ShellError> {
 
 /// `create_index 't', 'name', 'f:q' | ['f:a', 'f:b DESC'] [, {INCLUDE => ['f:c'], UNIQUE =>
 /// true, SPARSE => true, SALT_BUCKETS => n}]`.
-pub(super) async fn create_index(
-    dir: &DataDir,
+pub(super) async fn create_index<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     stop: &AtomicBool,
     bg: &background::Background,
@@ -131,7 +132,10 @@ pub(super) async fn create_index(
 }
 
 /// `drop_index 't', 'name'`.
-pub(super) async fn drop_index(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn drop_index<B: Backend>(
+    dir: &DataDir<B>,
+    a: &Args<'_>,
+) -> Result<(), ShellError> {
     a.count(2, 2)?;
     let (table, name) = table_and_index(a)?;
     admin(dir).drop_index(table, &name).await?;
@@ -139,8 +143,8 @@ pub(super) async fn drop_index(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellE
 }
 
 /// `list_indexes` | `list_indexes 't'`.
-pub(super) async fn list_indexes(
-    dir: &DataDir,
+pub(super) async fn list_indexes<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -210,8 +214,8 @@ fn index_values(a: &Args<'_>, v: &Value, what: &str) -> Result<Vec<Option<Bytes>
 
 /// `scan_index 't', 'name', 'value' | ['v1', 'v2'] | {EQ => [...] | PREFIX => [...] | FROM
 /// => [...], TO => [...], LIMIT => n, REVERSED => true, ROWS => true}`.
-pub(super) async fn scan_index(
-    dir: &DataDir,
+pub(super) async fn scan_index<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -297,8 +301,8 @@ pub(super) async fn scan_index(
 }
 
 /// `verify_index 't', 'name' [, {REPAIR => true}]`.
-pub(super) async fn verify_index(
-    dir: &DataDir,
+pub(super) async fn verify_index<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     stop: &AtomicBool,
     bg: &background::Background,

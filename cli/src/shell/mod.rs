@@ -2,6 +2,14 @@
 //! (`ddl` for namespaces and tables, `regions` for regions, `data` for reads and writes), print as
 //! HBase's shell prints.
 //!
+//! The shell is generic over the backend ([`Shell<B>`](Shell)): an embedded data directory
+//! (`basalt shell DIR`) or a cluster (`basalt shell --etcd URLS`, a
+//! `DataDir<RemoteBackend>`). Every command that makes sense on a cluster runs there
+//! through the same client API; what needs the engine in this process (`call_endpoint`'s
+//! endpoint plugins, coprocessor metrics) says so in its one `ERROR:` line. A cluster has
+//! commands of its own ([`CLUSTER_COMMANDS`]: `move`, `balancer`, `balance_switch`, in
+//! `cluster`), refused on a directory.
+//!
 //! Invariants: every line gives either the command's output followed by one
 //! `Took N.NNNN seconds` line, or exactly one `ERROR: ...` line; nothing a user types
 //! panics or stops the shell (only `exit` and a failing output stream do).
@@ -14,6 +22,7 @@ mod aggregate;
 pub mod args;
 pub mod background;
 pub mod binary;
+mod cluster;
 pub mod complete;
 mod data;
 mod ddl;
@@ -26,8 +35,9 @@ pub mod lex;
 pub mod parse;
 mod target;
 
-use crate::datadir::DataDir;
-use basalt_core::Connection;
+use crate::datadir::{DataDir, NotOnCluster};
+use basalt_core::client::Backend;
+use basalt_core::{Connection, Engine};
 use lex::ParseError;
 use parse::parse_line;
 use std::io::{self, Write};
@@ -61,6 +71,9 @@ pub enum ShellError {
     /// The engine refused.
     #[error("{}", engine_message(.0))]
     Engine(#[from] basalt_core::Error),
+    /// The command needs an embedded engine and the shell is on a cluster.
+    #[error(transparent)]
+    NotOnCluster(#[from] NotOnCluster),
 }
 
 fn engine_message(e: &basalt_core::Error) -> String {
@@ -95,10 +108,10 @@ pub enum Flow {
     Exit,
 }
 
-/// A shell session over one data directory.
-pub struct Shell {
-    conn: Connection,
-    dir: DataDir,
+/// A shell session over one data directory or one cluster.
+pub struct Shell<B: Backend = Engine> {
+    conn: Connection<B>,
+    dir: DataDir<B>,
     interrupted: Arc<AtomicBool>,
     background: background::Background,
 }
@@ -161,9 +174,16 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
     ("coprocessors", "list_coprocessors", "list_coprocessors 't' (run order, state, calls, errors, latency)"),
 ];
 
-impl Shell {
-    /// A shell over the open data directory `dir`.
-    pub fn new(dir: DataDir) -> Self {
+/// The commands only a cluster has (`help` lists them over a cluster), as [`COMMANDS`].
+pub const CLUSTER_COMMANDS: &[(&str, &str, &str)] = &[
+    ("cluster", "move", "move 'region' [, 'server'] (a region as list_regions names it, or its id, with its table group; to any other live server when none is named)"),
+    ("cluster", "balancer", "balancer (one balancing pass; prints how many regions moved)"),
+    ("cluster", "balance_switch", "balance_switch true|false (prints the previous state)"),
+];
+
+impl<B: Backend> Shell<B> {
+    /// A shell over the open data directory (or connected cluster) `dir`.
+    pub fn new(dir: DataDir<B>) -> Self {
         Shell {
             conn: dir.conn.clone(),
             dir,
@@ -234,15 +254,27 @@ impl Shell {
                 a.count(0, 0)?;
                 return Ok(Flow::Exit);
             }
-            "help" => help(&a, out)?,
+            "help" => help(&a, self.dir.cluster().is_some(), out)?,
             "version" => {
                 a.count(0, 0)?;
+                let backend = match self.dir.cluster() {
+                    None => "embedded engine",
+                    Some(_) => "cluster client",
+                };
                 out.push_str(&format!(
-                    "basalt {} (embedded engine), HBase shell syntax\n",
+                    "basalt {} ({backend}), HBase shell syntax\n",
                     env!("CARGO_PKG_VERSION")
                 ));
             }
-            "status" => ddl::status(&self.conn, &a, out).await?,
+            "status" => cluster::status(&self.dir, &a, out).await?,
+            "move" => {
+                cluster::move_region(&self.dir, &a, &self.interrupted, &self.background, out)
+                    .await?
+            }
+            "balancer" => {
+                cluster::balancer(&self.dir, &a, &self.interrupted, &self.background, out).await?
+            }
+            "balance_switch" => cluster::balance_switch(&self.dir, &a, out).await?,
             "create" => ddl::create(&self.conn, &a, out).await?,
             "list" => ddl::list(&self.conn, &a, out).await?,
             "describe" | "desc" => ddl::describe(&self.conn, &a, out).await?,
@@ -275,7 +307,7 @@ impl Shell {
             "delete_plugin" => plugins::delete(&self.dir, &a).await?,
             "swap_coprocessor" => plugins::swap(&self.dir, &a).await?,
             "call_endpoint" => plugins::call(&self.dir, &a, out).await?,
-            "get_splits" | "list_regions" => regions::regions(&self.conn, &a, out).await?,
+            "get_splits" | "list_regions" => regions::regions(&self.dir, &a, out).await?,
             "snapshot" => snapshots::snapshot(&self.dir, &a).await?,
             "list_snapshots" => snapshots::list_snapshots(&self.dir, &a, out).await?,
             "describe_snapshot" => snapshots::describe_snapshot(&self.dir, &a, out).await?,
@@ -309,16 +341,21 @@ impl Shell {
 /// HBase commands not built yet: they get a clearer error than an unknown word.
 const KNOWN_ELSEWHERE: &[&str] = &["whoami", "snapshot", "clone_snapshot", "grant", "revoke"];
 
-fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
+fn help(a: &args::Args<'_>, cluster: bool, out: &mut String) -> Result<(), ShellError> {
     a.count(0, 1)?;
     if a.vals.is_empty() {
-        out.push_str(
-            "Basalt shell: HBase shell commands over an embedded Basalt data directory.\n",
-        );
-        let mut groups: Vec<&str> = COMMANDS.iter().map(|(g, _, _)| *g).collect();
+        out.push_str(match cluster {
+            false => "Basalt shell: HBase shell commands over an embedded Basalt data directory.\n",
+            true => "Basalt shell: HBase shell commands over a Basalt cluster.\n",
+        });
+        let listed: Vec<&(&str, &str, &str)> = match cluster {
+            false => COMMANDS.iter().collect(),
+            true => COMMANDS.iter().chain(CLUSTER_COMMANDS).collect(),
+        };
+        let mut groups: Vec<&str> = listed.iter().map(|(g, _, _)| *g).collect();
         groups.dedup();
         for g in groups {
-            let names: Vec<&str> = COMMANDS
+            let names: Vec<&str> = listed
                 .iter()
                 .filter(|(gg, _, _)| *gg == g)
                 .map(|(_, n, _)| *n)
@@ -332,7 +369,11 @@ fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
         return Ok(());
     }
     let name = a.string(0, "the command name")?;
-    match COMMANDS.iter().find(|(_, n, _)| *n == name) {
+    match COMMANDS
+        .iter()
+        .chain(CLUSTER_COMMANDS)
+        .find(|(_, n, _)| *n == name)
+    {
         Some((_, _, usage)) => {
             out.push_str(&format!("{usage}\n"));
             Ok(())
@@ -344,14 +385,18 @@ fn help(a: &args::Args<'_>, out: &mut String) -> Result<(), ShellError> {
 /// Runs every line of `input` (a script or standard input) against `dir`, writing the
 /// output to `out`; stops at `exit` or the end of the input. Only a failing `out` is an
 /// error: a command's failure is an `ERROR:` line and the script goes on.
-pub async fn run_script(dir: &DataDir, input: &str, out: &mut dyn Write) -> io::Result<()> {
+pub async fn run_script<B: Backend>(
+    dir: &DataDir<B>,
+    input: &str,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     run_script_until(dir, input, out, Arc::new(AtomicBool::new(false))).await
 }
 
 /// [`run_script`], stopping at the first line after `interrupted` is set (by Ctrl-C),
 /// with one `ERROR:` line saying how far it got.
-pub async fn run_script_until(
-    dir: &DataDir,
+pub async fn run_script_until<B: Backend>(
+    dir: &DataDir<B>,
     input: &str,
     out: &mut dyn Write,
     interrupted: Arc<AtomicBool>,

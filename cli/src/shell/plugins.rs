@@ -4,6 +4,10 @@
 //! and `call_endpoint` runs an endpoint plugin over a table's regions. Attaching is HBase's
 //! `alter 't', METHOD => 'table_att', 'coprocessor' => 'plugin:SHA256|priority|k=v'`.
 //!
+//! Over a cluster the plugin commands act on the shared catalog through the servers, and the
+//! servers run the plugins attached to tables; `call_endpoint` runs an endpoint plugin in
+//! this process, so it needs an embedded engine and is refused on a cluster.
+//!
 //! Invariants: a file is read whole only up to the plugin size bound, and nothing is
 //! stored unless the runtime validated it; an endpoint's answer prints as binary-escaped
 //! bytes (as HBase's shell prints values).
@@ -18,12 +22,13 @@ use super::ShellError;
 use crate::datadir::DataDir;
 use crate::offline::human_bytes;
 use basalt_coprocessors::KeyRange;
+use basalt_core::client::Backend;
 use basalt_core::{plugin_coprocessor_name, MAX_PLUGIN_BYTES};
 use std::io::Read;
 
 /// `upload_coprocessor '/path/plugin.wasm'`.
-pub(super) async fn upload(
-    dir: &DataDir,
+pub(super) async fn upload<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -45,7 +50,11 @@ pub(super) async fn upload(
 }
 
 /// `list_plugins`.
-pub(super) async fn list(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Result<(), ShellError> {
+pub(super) async fn list<B: Backend>(
+    dir: &DataDir<B>,
+    a: &Args<'_>,
+    out: &mut String,
+) -> Result<(), ShellError> {
     a.count(0, 0)?;
     let plugins = dir.conn.admin().list_plugins().await?;
     out.push_str(&format!(
@@ -70,7 +79,7 @@ pub(super) async fn list(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Resul
 }
 
 /// `delete_plugin 'sha256'`.
-pub(super) async fn delete(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn delete<B: Backend>(dir: &DataDir<B>, a: &Args<'_>) -> Result<(), ShellError> {
     a.count(1, 1)?;
     let id = a.string(0, "the plugin's sha256")?;
     let id = id.strip_prefix(basalt_core::PLUGIN_PREFIX).unwrap_or(&id);
@@ -79,7 +88,7 @@ pub(super) async fn delete(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellError
 }
 
 /// `swap_coprocessor 't', 'old name', 'new name|priority|key=value'`.
-pub(super) async fn swap(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn swap<B: Backend>(dir: &DataDir<B>, a: &Args<'_>) -> Result<(), ShellError> {
     a.count(3, 3)?;
     let table = table_arg(a, 0)?;
     let old = a.string(1, "the coprocessor to replace")?;
@@ -90,7 +99,11 @@ pub(super) async fn swap(dir: &DataDir, a: &Args<'_>) -> Result<(), ShellError> 
 }
 
 /// `call_endpoint 't', 'sha256', 'request' [, {STARTROW => 'a', STOPROW => 'b'}]`.
-pub(super) async fn call(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Result<(), ShellError> {
+pub(super) async fn call<B: Backend>(
+    dir: &DataDir<B>,
+    a: &Args<'_>,
+    out: &mut String,
+) -> Result<(), ShellError> {
     a.count(3, 4)?;
     let table = table_arg(a, 0)?;
     let id = a.string(1, "the plugin's sha256")?;
@@ -110,9 +123,14 @@ pub(super) async fn call(dir: &DataDir, a: &Args<'_>, out: &mut String) -> Resul
             }
         }
     }
-    let answer = dir
+    let local = dir.require_embedded(
+        "call_endpoint",
+        "endpoint plugins run in the shell's own process, on an embedded engine; the region \
+         servers serve the built-in aggregations (aggregate)",
+    )?;
+    let answer = local
         .plugins
-        .call(&dir.conn, table, id, KeyRange::new(start, stop), &request)
+        .call(&local.conn, table, id, KeyRange::new(start, stop), &request)
         .await?;
     match answer {
         Some(bytes) => out.push_str(&format!("{}\n", to_string_binary(&bytes))),

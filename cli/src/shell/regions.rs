@@ -1,5 +1,6 @@
 //! Region commands: `get_splits`, `list_regions` (HBase's region table with each region's
-//! share of the table's writes), and `flush`, `compact`, `major_compact`, which go on in
+//! share of the table's writes, and over a cluster the server of each region first, as
+//! HBase's `SERVER_NAME`), and `flush`, `compact`, `major_compact`, which go on in
 //! the background once Ctrl-C interrupts the wait for them.
 //!
 //! Invariants: regions print in key order; write shares are 0 on a table that took no
@@ -10,17 +11,19 @@ use super::background::{self, OnInterrupt, Waited};
 use super::binary::to_string_binary;
 use super::ddl::{only_table_arg, show_name};
 use super::ShellError;
+use crate::datadir::DataDir;
+use basalt_core::client::Backend;
 use basalt_core::Connection;
 use std::sync::atomic::AtomicBool;
 
 /// `get_splits` and `list_regions`.
-pub(super) async fn regions(
-    conn: &Connection,
+pub(super) async fn regions<B: Backend>(
+    dir: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
     let name = only_table_arg(a)?;
-    let regions = conn.admin().regions(name).await?;
+    let regions = dir.conn.admin().regions(name.clone()).await?;
     if a.cmd == "get_splits" {
         out.push_str(&format!("Total number of splits = {}\n", regions.len()));
         for r in regions.iter().skip(1) {
@@ -28,8 +31,12 @@ pub(super) async fn regions(
         }
         return Ok(());
     }
+    let servers = match a.cmd {
+        "list_regions" => super::cluster::servers_of(dir, &name).await?,
+        _ => None,
+    };
     let total: u64 = regions.iter().map(|r| r.write_requests).sum();
-    let rows: Vec<[String; 8]> = regions
+    let rows: Vec<Vec<String>> = regions
         .iter()
         .map(|r| {
             let share = if total == 0 {
@@ -37,32 +44,44 @@ pub(super) async fn regions(
             } else {
                 r.write_requests as f64 / total as f64
             };
-            [
-                r.name.clone(),
-                to_string_binary(&r.start_key),
-                to_string_binary(&r.end_key),
-                r.store_files.to_string(),
-                (r.store_file_size + r.memstore_size).to_string(),
-                r.read_requests.to_string(),
-                r.write_requests.to_string(),
-                format!(
-                    "{:>5.1}% {}",
-                    share * 100.0,
-                    "#".repeat((share * 40.0).round() as usize)
-                ),
-            ]
+            let server = servers.as_ref().map(|s| {
+                s.get(&r.id)
+                    .cloned()
+                    .unwrap_or_else(|| "(unassigned)".to_string())
+            });
+            server
+                .into_iter()
+                .chain([
+                    r.name.clone(),
+                    to_string_binary(&r.start_key),
+                    to_string_binary(&r.end_key),
+                    r.store_files.to_string(),
+                    (r.store_file_size + r.memstore_size).to_string(),
+                    r.read_requests.to_string(),
+                    r.write_requests.to_string(),
+                    format!(
+                        "{:>5.1}% {}",
+                        share * 100.0,
+                        "#".repeat((share * 40.0).round() as usize)
+                    ),
+                ])
+                .collect()
         })
         .collect();
-    let head = [
-        "REGION_NAME",
-        "START_KEY",
-        "END_KEY",
-        "STOREFILES",
-        "SIZE",
-        "READ_REQUESTS",
-        "WRITE_REQUESTS",
-        "WRITE_SHARE",
-    ];
+    let server_head = servers.as_ref().map(|_| "SERVER_NAME");
+    let head: Vec<&str> = server_head
+        .into_iter()
+        .chain([
+            "REGION_NAME",
+            "START_KEY",
+            "END_KEY",
+            "STOREFILES",
+            "SIZE",
+            "READ_REQUESTS",
+            "WRITE_REQUESTS",
+            "WRITE_SHARE",
+        ])
+        .collect();
     let mut widths: Vec<usize> = head.iter().map(|h| h.len()).collect();
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r.iter()) {
@@ -80,7 +99,7 @@ pub(super) async fn regions(
         }
         s.trim_end().to_string() + "\n"
     };
-    out.push_str(&line(head.to_vec()));
+    out.push_str(&line(head.clone()));
     for r in &rows {
         out.push_str(&line(r.iter().map(String::as_str).collect()));
     }
@@ -89,8 +108,8 @@ pub(super) async fn regions(
 }
 
 /// `flush`, `compact` and `major_compact`, waited for until Ctrl-C.
-pub(super) async fn maintain(
-    conn: &Connection,
+pub(super) async fn maintain<B: Backend>(
+    conn: &Connection<B>,
     a: &Args<'_>,
     stop: &AtomicBool,
     bg: &background::Background,

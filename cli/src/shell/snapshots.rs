@@ -5,6 +5,7 @@
 //! `{INDEXES => false}`; `clone_snapshot` of a snapshot holding index tables clones them
 //! with the data table (through the index admin, which renames their definitions);
 //! creation times print in UTC as HBase's shell prints them (`2026-11-29 10:40:00 UTC`).
+//! Over a cluster every command works the same, through the servers.
 
 use super::args::{as_bool, key_name, Args};
 use super::binary::to_string_binary;
@@ -12,11 +13,14 @@ use super::ddl::{show_name, table_arg};
 use super::ShellError;
 use crate::datadir::DataDir;
 use crate::offline::human_bytes;
+use basalt_core::client::Backend;
 use basalt_core::{SnapshotDescription, TableName};
-use basalt_index::IndexAdmin;
 
 /// `snapshot 't', 'name'`, `snapshot ['t1', 't2'], 'name'`, `{INDEXES => false}`.
-pub(super) async fn snapshot(data: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn snapshot<B: Backend>(
+    data: &DataDir<B>,
+    a: &Args<'_>,
+) -> Result<(), ShellError> {
     a.count(2, 3)?;
     let tables: Vec<TableName> = match a.vals.first() {
         Some(super::parse::Value::Array(items)) => items
@@ -57,8 +61,8 @@ pub(super) async fn snapshot(data: &DataDir, a: &Args<'_>) -> Result<(), ShellEr
 }
 
 /// `list_snapshots ['regex']`.
-pub(super) async fn list_snapshots(
-    data: &DataDir,
+pub(super) async fn list_snapshots<B: Backend>(
+    data: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -95,8 +99,8 @@ pub(super) async fn list_snapshots(
 }
 
 /// `describe_snapshot 'name'`: tables, read point, regions, files and the space it holds.
-pub(super) async fn describe_snapshot(
-    data: &DataDir,
+pub(super) async fn describe_snapshot<B: Backend>(
+    data: &DataDir<B>,
     a: &Args<'_>,
     out: &mut String,
 ) -> Result<(), ShellError> {
@@ -137,7 +141,10 @@ pub(super) async fn describe_snapshot(
 
 /// `clone_snapshot 'snap', 'new_table'`: an indexed table's snapshot is cloned with its
 /// index tables, renamed for the new table.
-pub(super) async fn clone_snapshot(data: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn clone_snapshot<B: Backend>(
+    data: &DataDir<B>,
+    a: &Args<'_>,
+) -> Result<(), ShellError> {
     a.count(2, 2)?;
     let name = a.string(0, "the snapshot name")?;
     let table = table_arg(a, 1)?;
@@ -145,15 +152,16 @@ pub(super) async fn clone_snapshot(data: &DataDir, a: &Args<'_>) -> Result<(), S
     if admin.describe_snapshot(&name).await?.tables.len() == 1 {
         admin.clone_snapshot(&name, table).await?;
     } else {
-        IndexAdmin::new(&data.conn, data.indexes.clone())
-            .clone_snapshot(&name, table)
-            .await?;
+        data.index_admin().clone_snapshot(&name, table).await?;
     }
     Ok(())
 }
 
 /// `restore_snapshot 'snap'` (its tables disabled first) and `delete_snapshot 'snap'`.
-pub(super) async fn restore_or_delete(data: &DataDir, a: &Args<'_>) -> Result<(), ShellError> {
+pub(super) async fn restore_or_delete<B: Backend>(
+    data: &DataDir<B>,
+    a: &Args<'_>,
+) -> Result<(), ShellError> {
     a.count(1, 1)?;
     let name = a.string(0, "the snapshot name")?;
     let admin = data.conn.admin();

@@ -7,24 +7,25 @@
 //! would land in the wrong bucket and be invisible to logical reads).
 
 use super::ShellError;
+use basalt_core::client::Backend;
 use basalt_core::client::{Append, Delete, Get, Increment, Put, RowResult, Scan};
 use basalt_core::{Connection, SaltedTable, Table, TableName};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 
 /// A table opened for a data command.
-pub(super) enum Target {
+pub(super) enum Target<B: Backend> {
     /// An unsalted table: row keys as typed.
-    Plain(Table),
+    Plain(Table<B>),
     /// A salted table: logical row keys.
-    Salted(SaltedTable),
+    Salted(SaltedTable<B>),
 }
 
-impl Target {
+impl<B: Backend> Target<B> {
     /// Opens `name`, salted when its descriptor says so. A table that cannot be described
     /// (it does not exist) opens plain, so that the command checks its own arguments first
     /// and the operation itself reports the missing table.
-    pub(super) async fn open(conn: &Connection, name: TableName) -> Result<Target, ShellError> {
+    pub(super) async fn open(conn: &Connection<B>, name: TableName) -> Result<Self, ShellError> {
         let salted = match conn.admin().describe_table(name.clone()).await {
             Ok(desc) => desc.salt.is_some(),
             Err(_) => false,

@@ -17,3 +17,5 @@ pub fn first_line(child: &mut std::process::Child) -> String {
     }
     line
 }
+
+pub mod cluster;

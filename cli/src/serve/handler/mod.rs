@@ -21,6 +21,7 @@ mod writes;
 use super::calls::{called, note_failure};
 use super::convert::{engine, table_name};
 use super::state::State;
+use basalt_core::client::Backend;
 use basalt_core::TableName;
 use basalt_thrift::hbase::{
     BatchMutation, ColumnDescriptor, HbaseSyncHandler, Mutation, ScannerID, TAppend, TCell,
@@ -33,8 +34,8 @@ use thrift::{ApplicationError, ApplicationErrorKind};
 type Attrs = BTreeMap<Text, Text>;
 
 /// One connection's handler (the state is shared).
-pub(crate) struct Handler {
-    pub(crate) state: Arc<State>,
+pub(crate) struct Handler<B: Backend> {
+    pub(crate) state: Arc<State<B>>,
 }
 
 fn unsupported(what: &str) -> thrift::Error {
@@ -45,21 +46,21 @@ fn unsupported(what: &str) -> thrift::Error {
     ))
 }
 
-impl Handler {
+impl<B: Backend> Handler<B> {
     /// Runs an engine call to its end on the runtime.
     fn run<F: std::future::Future>(&self, f: F) -> F::Output {
         self.state.rt.block_on(f)
     }
 
     /// The table named `name`.
-    fn table(&self, name: &[u8]) -> thrift::Result<(TableName, basalt_core::Table)> {
+    fn table(&self, name: &[u8]) -> thrift::Result<(TableName, basalt_core::Table<B>)> {
         let t = table_name(name)?;
         let table = self.state.data.conn.table(t.clone()).map_err(engine)?;
         Ok((t, table))
     }
 }
 
-impl HbaseSyncHandler for Handler {
+impl<B: Backend> HbaseSyncHandler for Handler<B> {
     fn handle_enable_table(&self, table_name: Vec<u8>) -> thrift::Result<()> {
         called("enableTable");
         tables::enable(self, &table_name, true)

@@ -8,11 +8,12 @@
 
 use super::Handler;
 use crate::serve::convert::*;
+use basalt_core::client::Backend;
 use basalt_thrift::hbase::{TCell, TRowResult};
 
 /// `getRow*`: each row that has cells, restricted to `columns`, before `ts`.
-pub(super) fn rows(
-    h: &Handler,
+pub(super) fn rows<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     rows: &[Vec<u8>],
     columns: &[Vec<u8>],
@@ -41,8 +42,8 @@ pub(super) fn rows(
 }
 
 /// `get`/`getVer*`: up to `versions` versions of one column (or family).
-pub(super) fn versions(
-    h: &Handler,
+pub(super) fn versions<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     row: &[u8],
     column: &[u8],

@@ -8,12 +8,18 @@
 
 use super::Handler;
 use crate::serve::convert::*;
+use basalt_core::client::Backend;
 use basalt_core::client::Scan;
 use basalt_core::Filter;
 use basalt_thrift::hbase::{ScannerID, TScan};
 
 /// Opens a scanner of `scan` over `table`; `sorted`: its rows' columns in sorted maps.
-fn open(h: &Handler, table: &[u8], scan: Scan, sorted: bool) -> thrift::Result<ScannerID> {
+fn open<B: Backend>(
+    h: &Handler<B>,
+    table: &[u8],
+    scan: Scan,
+    sorted: bool,
+) -> thrift::Result<ScannerID> {
     let (name, t) = h.table(table)?;
     // A scan's stream starts on the runtime (its prefetch needs one).
     let rows = h.run(async { t.scan(scan.prefetch(false)) });
@@ -23,8 +29,8 @@ fn open(h: &Handler, table: &[u8], scan: Scan, sorted: bool) -> thrift::Result<S
 }
 
 /// `scannerOpen`, `scannerOpenWithStop`, `scannerOpenTs`, `scannerOpenWithStopTs`.
-pub(super) fn open_range(
-    h: &Handler,
+pub(super) fn open_range<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     start: &[u8],
     stop: Option<&[u8]>,
@@ -45,8 +51,8 @@ pub(super) fn open_range(
 }
 
 /// `scannerOpenWithPrefix`.
-pub(super) fn open_prefix(
-    h: &Handler,
+pub(super) fn open_prefix<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     prefix: Vec<u8>,
     columns: &[Vec<u8>],
@@ -56,7 +62,11 @@ pub(super) fn open_prefix(
 }
 
 /// `scannerOpenWithScan`.
-pub(super) fn open_with_scan(h: &Handler, table: &[u8], scan: TScan) -> thrift::Result<ScannerID> {
+pub(super) fn open_with_scan<B: Backend>(
+    h: &Handler<B>,
+    table: &[u8],
+    scan: TScan,
+) -> thrift::Result<ScannerID> {
     let mut s = scan_with_columns(Scan::new(), scan.columns.as_deref().unwrap_or_default());
     if let Some(start) = scan.start_row.filter(|r| !r.is_empty()) {
         s = s.start_row(start);
@@ -85,7 +95,7 @@ pub(super) fn open_with_scan(h: &Handler, table: &[u8], scan: TScan) -> thrift::
 }
 
 /// `scannerClose`.
-pub(super) fn close(h: &Handler, id: ScannerID) -> thrift::Result<()> {
+pub(super) fn close<B: Backend>(h: &Handler<B>, id: ScannerID) -> thrift::Result<()> {
     if h.state.scanners.close(id) {
         Ok(())
     } else {

@@ -9,6 +9,7 @@
 
 use super::Handler;
 use crate::serve::convert::*;
+use basalt_core::client::Backend;
 use basalt_core::{Error, TableName};
 use basalt_thrift::hbase::{ColumnDescriptor, TRegionInfo, Text};
 use std::collections::BTreeMap;
@@ -27,7 +28,7 @@ fn region_table(name: &[u8]) -> &[u8] {
 }
 
 /// `enableTable` (`on`) or `disableTable`.
-pub(super) fn enable(h: &Handler, name: &[u8], on: bool) -> thrift::Result<()> {
+pub(super) fn enable<B: Backend>(h: &Handler<B>, name: &[u8], on: bool) -> thrift::Result<()> {
     let t = table_name_of(name)?;
     let admin = h.state.data.conn.admin();
     if on {
@@ -38,7 +39,7 @@ pub(super) fn enable(h: &Handler, name: &[u8], on: bool) -> thrift::Result<()> {
 }
 
 /// `isTableEnabled`.
-pub(super) fn is_enabled(h: &Handler, name: &[u8]) -> thrift::Result<bool> {
+pub(super) fn is_enabled<B: Backend>(h: &Handler<B>, name: &[u8]) -> thrift::Result<bool> {
     let t = table_name_of(name)?;
     h.run(h.state.data.conn.admin().is_table_enabled(t))
         .map_err(engine)
@@ -46,7 +47,7 @@ pub(super) fn is_enabled(h: &Handler, name: &[u8]) -> thrift::Result<bool> {
 
 /// `compact` / `majorCompact` of a table name, or of a region name (`table,start,id`, as
 /// `getTableRegions` names regions): that region only, as HBase's.
-pub(super) fn compact(h: &Handler, name: &[u8], major: bool) -> thrift::Result<()> {
+pub(super) fn compact<B: Backend>(h: &Handler<B>, name: &[u8], major: bool) -> thrift::Result<()> {
     let t = table_name_of(region_table(name))?;
     let admin = h.state.data.conn.admin();
     let region = name
@@ -68,7 +69,7 @@ pub(super) fn compact(h: &Handler, name: &[u8], major: bool) -> thrift::Result<(
 }
 
 /// `getTableNames`: every table, sorted.
-pub(super) fn names(h: &Handler) -> thrift::Result<Vec<Text>> {
+pub(super) fn names<B: Backend>(h: &Handler<B>) -> thrift::Result<Vec<Text>> {
     let tables = h
         .run(h.state.data.conn.admin().list_tables())
         .map_err(engine)?;
@@ -81,8 +82,8 @@ pub(super) fn names(h: &Handler) -> thrift::Result<Vec<Text>> {
 }
 
 /// `getColumnDescriptors`.
-pub(super) fn column_descriptors(
-    h: &Handler,
+pub(super) fn column_descriptors<B: Backend>(
+    h: &Handler<B>,
     name: &[u8],
 ) -> thrift::Result<BTreeMap<Text, ColumnDescriptor>> {
     let t = table_name_of(name)?;
@@ -101,7 +102,7 @@ pub(super) fn column_descriptors(
         .collect())
 }
 
-fn region_info(h: &Handler, r: &basalt_core::RegionInfo) -> TRegionInfo {
+fn region_info<B: Backend>(h: &Handler<B>, r: &basalt_core::RegionInfo) -> TRegionInfo {
     TRegionInfo {
         start_key: Some(r.start_key.to_vec()),
         end_key: Some(r.end_key.to_vec()),
@@ -114,7 +115,7 @@ fn region_info(h: &Handler, r: &basalt_core::RegionInfo) -> TRegionInfo {
 }
 
 /// `getTableRegions`: none for a table that does not exist.
-pub(super) fn regions(h: &Handler, name: &[u8]) -> thrift::Result<Vec<TRegionInfo>> {
+pub(super) fn regions<B: Backend>(h: &Handler<B>, name: &[u8]) -> thrift::Result<Vec<TRegionInfo>> {
     let t = table_name_of(name)?;
     match h.run(h.state.data.conn.admin().regions(t)) {
         Ok(regions) => Ok(regions.iter().map(|r| region_info(h, r)).collect()),
@@ -124,7 +125,7 @@ pub(super) fn regions(h: &Handler, name: &[u8]) -> thrift::Result<Vec<TRegionInf
 }
 
 /// `getRegionInfo` of a meta row key: `table,row[,id]`.
-pub(super) fn region_of_row(h: &Handler, row: &[u8]) -> thrift::Result<TRegionInfo> {
+pub(super) fn region_of_row<B: Backend>(h: &Handler<B>, row: &[u8]) -> thrift::Result<TRegionInfo> {
     let at = row
         .iter()
         .position(|&c| c == b',')
@@ -147,8 +148,8 @@ pub(super) fn region_of_row(h: &Handler, row: &[u8]) -> thrift::Result<TRegionIn
 }
 
 /// `createTable`: at least one family; a name in use is `AlreadyExists`.
-pub(super) fn create(
-    h: &Handler,
+pub(super) fn create<B: Backend>(
+    h: &Handler<B>,
     name: &[u8],
     column_families: &[ColumnDescriptor],
 ) -> thrift::Result<()> {
@@ -168,7 +169,7 @@ pub(super) fn create(
 }
 
 /// `deleteTable`.
-pub(super) fn delete(h: &Handler, name: &[u8]) -> thrift::Result<()> {
+pub(super) fn delete<B: Backend>(h: &Handler<B>, name: &[u8]) -> thrift::Result<()> {
     let t = table_name_of(name)?;
     match h.run(h.state.data.conn.admin().delete_table(t)) {
         Err(Error::TableNotFound(_)) => Err(io_error("table does not exist")),

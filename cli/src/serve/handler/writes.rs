@@ -7,6 +7,7 @@
 
 use super::Handler;
 use crate::serve::convert::*;
+use basalt_core::client::Backend;
 use basalt_core::client::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Increment, Put, RowResult,
 };
@@ -70,8 +71,8 @@ fn check_batch(outcomes: Vec<basalt_core::Result<BatchOutcome>>) -> thrift::Resu
 }
 
 /// `mutateRow`/`mutateRowTs`.
-pub(super) fn mutate_row(
-    h: &Handler,
+pub(super) fn mutate_row<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     row: &[u8],
     ms: &[Mutation],
@@ -90,8 +91,8 @@ pub(super) fn mutate_row(
 }
 
 /// `mutateRows`/`mutateRowsTs`.
-pub(super) fn mutate_rows(
-    h: &Handler,
+pub(super) fn mutate_rows<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     batches: &[BatchMutation],
     ts: i64,
@@ -115,14 +116,14 @@ pub(super) fn mutate_rows(
     Ok(())
 }
 
-fn delete(h: &Handler, table: &[u8], d: Delete) -> thrift::Result<()> {
+fn delete<B: Backend>(h: &Handler<B>, table: &[u8], d: Delete) -> thrift::Result<()> {
     let (_, t) = h.table(table)?;
     h.run(t.delete(d)).map_err(engine)
 }
 
 /// `deleteAll`/`deleteAllTs`: one column (or family) of a row, at or before `ts`.
-pub(super) fn delete_column(
-    h: &Handler,
+pub(super) fn delete_column<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     row: &[u8],
     col: &[u8],
@@ -137,8 +138,8 @@ pub(super) fn delete_column(
 }
 
 /// `deleteAllRow` (`ts` `None`) / `deleteAllRowTs`: a whole row.
-pub(super) fn delete_row(
-    h: &Handler,
+pub(super) fn delete_row<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     row: Vec<u8>,
     ts: Option<i64>,
@@ -154,8 +155,8 @@ pub(super) fn delete_row(
 }
 
 /// `atomicIncrement`: the counter's new value.
-pub(super) fn increment(
-    h: &Handler,
+pub(super) fn increment<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     row: &[u8],
     col: &[u8],
@@ -175,7 +176,7 @@ pub(super) fn increment(
 }
 
 /// `increment`, and each of `incrementRows`: one `TIncrement`.
-pub(super) fn increment_one(h: &Handler, inc: TIncrement) -> thrift::Result<i64> {
+pub(super) fn increment_one<B: Backend>(h: &Handler<B>, inc: TIncrement) -> thrift::Result<i64> {
     let (t, row, col) = (
         inc.table.unwrap_or_default(),
         inc.row.unwrap_or_default(),
@@ -185,7 +186,7 @@ pub(super) fn increment_one(h: &Handler, inc: TIncrement) -> thrift::Result<i64>
 }
 
 /// `append`: the appended cells.
-pub(super) fn append(h: &Handler, append: TAppend) -> thrift::Result<Vec<TCell>> {
+pub(super) fn append<B: Backend>(h: &Handler<B>, append: TAppend) -> thrift::Result<Vec<TCell>> {
     let (tn, row) = (
         append.table.unwrap_or_default(),
         append.row.unwrap_or_default(),
@@ -208,8 +209,8 @@ pub(super) fn append(h: &Handler, append: TAppend) -> thrift::Result<Vec<TCell>>
 }
 
 /// `checkAndPut`: puts `mput` when `column` holds `value`; whether it did.
-pub(super) fn check_and_put(
-    h: &Handler,
+pub(super) fn check_and_put<B: Backend>(
+    h: &Handler<B>,
     table: &[u8],
     row: &[u8],
     column: &[u8],
