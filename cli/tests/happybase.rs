@@ -6,28 +6,11 @@
 //! The load test's period is `BASALT_CONCURRENCY_SECS` (default 60 s, the figure;
 //! `.ci/run` sets a shorter one).
 
-use std::path::Path;
-use std::process::Command;
+#[path = "common/pytest.rs"]
+mod runner;
 
 fn pytest(file: &str) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/happybase");
-    let out = Command::new("python3")
-        .args(["-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", file])
-        .current_dir(&dir)
-        .env("BASALT_BIN", env!("CARGO_BIN_EXE_basalt"))
-        .env("PYTHONDONTWRITEBYTECODE", "1")
-        .output()
-        .expect("python3 runs (pip install happybase pytest, as .ci/run does)");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    println!("{stdout}\n{stderr}");
-    assert!(
-        out.status.success(),
-        "pytest {file} failed ({}):\n{stdout}\n{stderr}",
-        out.status
-    );
-    assert!(stdout.contains(" passed"), "pytest ran no test: {stdout}");
-    assert!(!stdout.contains(" failed"), "{stdout}");
+    runner::pytest(file, &[]);
 }
 
 /// Every happybase call, in both transports and both protocols.
