@@ -749,8 +749,15 @@ impl Model {
     }
 
     /// Applies a delete: resolves every marker against the current state, then writes them.
+    /// A delete without a timestamp takes the wall clock's.
     pub fn delete(&mut self, d: &DeleteSpec) {
-        let dts = d.ts.unwrap_or_else(wall_clock_ms);
+        self.delete_at(d, d.ts.unwrap_or_else(wall_clock_ms));
+    }
+
+    /// [`Model::delete`] with the timestamp the server gave a delete without one (`dts`,
+    /// which its family and column markers without their own take; "latest version"
+    /// markers still resolve against the state).
+    pub fn delete_at(&mut self, d: &DeleteSpec, dts: Timestamp) {
         if d.kinds.is_empty() {
             let families: Vec<Bytes> = self.families.keys().cloned().collect();
             for f in families {
