@@ -35,7 +35,9 @@ use basalt::{
     ColumnFamilyDescriptor, Durability, Error, TableDescriptor, TableName, LATEST_TIMESTAMP,
 };
 use basalt_cluster::rpc::client::RpcClient;
+use basalt_cluster::rpc::incoming::RpcLimits;
 use basalt_cluster::rpc::messages::{Reply, Request, ScanRequest};
+use basalt_cluster::rpc::server::{serve_rpc_within, RegionRpc};
 use basalt_cluster::rpc::MAX_MESSAGE_BYTES;
 use bytes::Bytes;
 use futures::StreamExt;
@@ -78,7 +80,8 @@ struct Server {
 }
 
 impl Server {
-    fn start() -> Server {
+    /// The server, its port within `limits`.
+    fn start_within(limits: RpcLimits) -> Server {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("rpc-server")
@@ -95,10 +98,10 @@ impl Server {
         });
         let addr = listener.local_addr().unwrap().to_string();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let served = runtime.spawn(basalt_cluster::rpc::server::serve(
-            conn.engine().clone(),
-            "hostile-test",
+        let served = runtime.spawn(serve_rpc_within(
+            RegionRpc::new(conn.engine().clone(), "hostile-test"),
             listener,
+            limits,
             async move {
                 let _ = stopped.await;
             },
@@ -148,8 +151,17 @@ where
     F: FnOnce(String) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    case_within(RpcLimits::default(), test)
+}
+
+/// [`case`], the server's port within `limits`.
+fn case_within<F, Fut>(limits: RpcLimits, test: F)
+where
+    F: FnOnce(String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
     let _serial = serial();
-    let server = Server::start();
+    let server = Server::start_within(limits);
     let clients = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("rpc-clients")
@@ -1059,6 +1071,44 @@ fn silent_connections_and_stalled_streams_do_not_lock_out_other_clients() {
         drop((silent, stalled, conn));
         good.still_answered("the slowloris connections closed")
             .await;
+    });
+}
+
+/// (9) A flood of connections past the port's bound (32 here) that never send HTTP/2's
+/// preface: the oldest waiting ones make room for new clients, so a good client connects
+/// and is answered throughout, and every silent one is closed once its handshake time (1 s
+/// here) passed; the server's memory stays flat.
+#[test]
+fn connections_past_the_bound_and_the_handshake_time_are_closed() {
+    let limits = RpcLimits {
+        max_connections: 32,
+        handshake_timeout: Duration::from_secs(1),
+    };
+    case_within(limits, |addr| async move {
+        let good = Good::connect(&addr).await;
+        let memory = Memory::watch("(9) 500 silent connections past a bound of 32");
+        let mut silent = Vec::new();
+        for i in 0..500 {
+            let mut s = TcpStream::connect(&addr).await.unwrap();
+            if i % 2 == 0 {
+                s.write_all(&PREFACE[..12]).await.unwrap();
+            }
+            silent.push(s);
+        }
+        good.still_answered("500 silent connections").await;
+        let mut open = 0;
+        for s in &mut silent {
+            if closed_within(s, Duration::from_secs(5)).await.is_err() {
+                open += 1;
+            }
+        }
+        assert_eq!(
+            open, 0,
+            "silent connections still open past their handshake time"
+        );
+        good.still_answered("the silent connections closed").await;
+        let grown = memory.done();
+        assert!(grown.rss < 64, "{grown:?}");
     });
 }
 

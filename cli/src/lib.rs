@@ -8,13 +8,15 @@
 //! parses arguments and calls into these.
 //!
 //! Layers, bottom to top: `error`, `progress`, `datadir`, `offline`, `import`, `report`,
-//! `backup`, `shell`, `serve`, `regionserver`.
+//! `backup`, `shell`, `serve`, `pages`, `regionserver`.
 //!
 //! Each module uses only modules before it in that list: the error type and progress bars
 //! at the bottom, then opening a data directory the tool's way; the offline check and
 //! repair; the importer; the region report (which prints sizes as the check does);
 //! backups ([`run_backup`], [`run_verify_backup`], [`run_restore`]); the shell; and on top the Thrift gateway, whose status page prints families as the shell's
-//! `describe` does; and a cluster's region server ([`run_regionserver`]).
+//! `describe` does; the pages of a cluster's processes (a region server's status page and
+//! the master's, [`RegionServerStatus`], [`MasterStatus`]); and a cluster's region server
+//! ([`run_regionserver`]).
 //!
 //! Public modules: none. Every module is private: what the binary, the tests and the docs
 //! use is re-exported at the crate root, so the compiler reports what no one uses.
@@ -31,6 +33,7 @@ mod datadir;
 mod error;
 mod import;
 mod offline;
+mod pages;
 mod progress;
 mod regionserver;
 mod report;
@@ -45,10 +48,14 @@ pub use import::{
     ImportStop, ImportSummary, InputColumn,
 };
 pub use offline::{check_offline, run_check, run_repair};
+pub use pages::{
+    LifeStatus, MasterStatus, PendingMove, RegionPlace, RegionServerStatus, RpcStatus,
+    ServedRegion, ServerRow,
+};
 pub use progress::Interrupt;
 pub use regionserver::{
     run as run_regionserver, run_master, run_with_endpoints as run_regionserver_with_endpoints,
-    MasterOptions, RegionServerOptions,
+    MasterOptions, RegionServerOptions, ServerAddresses,
 };
 pub use report::{run_report, RegionRow, TableReport};
 pub use serve::{
@@ -57,5 +64,6 @@ pub use serve::{
     Status, TableStatus, Transport,
 };
 pub use shell::complete::complete;
+pub use shell::interactive::interactive_shell;
 pub use shell::lex::ParseError;
 pub use shell::{run_script, run_script_until, show_name, Flow, Shell, ShellError};

@@ -22,18 +22,10 @@
 #![forbid(unsafe_code)]
 
 use clap::{Parser, Subcommand};
-use rustyline::completion::Completer;
-use rustyline::error::ReadlineError;
-use rustyline::highlight::Highlighter;
-use rustyline::hint::Hinter;
-use rustyline::history::DefaultHistory;
-use rustyline::validate::Validator;
-use rustyline::{Context, Editor, Helper};
 use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 /// Basalt's command-line tool.
 #[derive(Parser)]
@@ -229,6 +221,13 @@ struct RegionServerArgs {
     /// Never campaign for master (leave it to `basalt master` or the other servers).
     #[arg(long)]
     no_master: bool,
+    /// The info port: the status page, /status.json, /metrics and the cluster's page at
+    /// /master (HBase's region server default; 0 picks a free port).
+    #[arg(long, default_value_t = 16030)]
+    info_port: u16,
+    /// Serve no status page.
+    #[arg(long, conflicts_with = "info_port")]
+    no_info: bool,
 }
 
 /// `basalt master`'s flags (docs/cluster.md).
@@ -246,6 +245,16 @@ struct MasterArgs {
     /// The lease's time to live, in seconds: how long a dead master's term lasts.
     #[arg(long, default_value_t = 10)]
     lease_secs: u64,
+    /// The address the info port listens on (loopback unless asked).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// The info port: the cluster's page, /status.json and /metrics (HBase's master
+    /// default; 0 picks a free port).
+    #[arg(long, default_value_t = 16010)]
+    info_port: u16,
+    /// Serve no page.
+    #[arg(long, conflicts_with = "info_port")]
+    no_info: bool,
 }
 
 /// Writes `line` to standard output at once (written, not printed: a reader that closed
@@ -263,9 +272,13 @@ fn master(a: MasterArgs) -> Result<(), Box<dyn std::error::Error>> {
         prefix: a.prefix,
         name: a.name,
         lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
+        info: (!a.no_info).then(|| std::net::SocketAddr::new(a.bind, a.info_port)),
     };
     // One line once connected (scripts and tests wait for it).
-    basalt_cli::run_master(options, || announce("campaigning"))
+    basalt_cli::run_master(options, |at| match at.info {
+        Some(info) => announce(format!("campaigning; the cluster's page on http://{info}/")),
+        None => announce("campaigning"),
+    })
 }
 
 fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -279,9 +292,16 @@ fn regionserver(a: RegionServerArgs) -> Result<(), Box<dyn std::error::Error>> {
         listen: std::net::SocketAddr::new(a.bind, a.port),
         lease_ttl: std::time::Duration::from_secs(a.lease_secs.max(2)),
         master_candidate: !a.no_master,
+        info: (!a.no_info).then(|| std::net::SocketAddr::new(a.bind, a.info_port)),
     };
     // One line once listening (scripts and tests wait for it).
-    basalt_cli::run_regionserver(options, None, |at| announce(format!("listening on {at}")))
+    basalt_cli::run_regionserver(options, None, |at| {
+        let rpc = at.rpc.map(|a| a.to_string()).unwrap_or_default();
+        match at.info {
+            Some(info) => announce(format!("listening on {rpc}; status page on http://{info}/")),
+            None => announce(format!("listening on {rpc}")),
+        }
+    })
 }
 
 fn serve(a: ServeArgs) -> Result<(), Box<dyn std::error::Error>> {
@@ -503,7 +523,7 @@ async fn run_shell<B: basalt_core::client::Backend>(
     )
     .flag();
     let result = if interactive {
-        interactive_shell(&data, interrupted.clone()).await
+        basalt_cli::interactive_shell(&data, interrupted.clone()).await
     } else {
         let mut out = std::io::stdout().lock();
         basalt_cli::run_script_until(&data, input, &mut out, interrupted.clone())
@@ -515,81 +535,6 @@ async fn run_shell<B: basalt_core::client::Backend>(
     if !interactive && interrupted.load(Ordering::Relaxed) {
         // The script stopped early: say so in the exit status, as a shell does.
         return Err(Interrupted.into());
-    }
-    Ok(())
-}
-
-/// The line editor's helper: completes command names and the tables it was last told of.
-struct Completion {
-    tables: Vec<String>,
-}
-
-impl Completer for Completion {
-    type Candidate = String;
-    fn complete(
-        &self,
-        line: &str,
-        pos: usize,
-        _ctx: &Context<'_>,
-    ) -> rustyline::Result<(usize, Vec<String>)> {
-        Ok(basalt_cli::complete(line, pos, &self.tables))
-    }
-}
-
-impl Hinter for Completion {
-    type Hint = String;
-}
-impl Highlighter for Completion {}
-impl Validator for Completion {}
-impl Helper for Completion {}
-
-async fn interactive_shell<B: basalt_core::client::Backend>(
-    data: &basalt_cli::DataDir<B>,
-    interrupted: Arc<AtomicBool>,
-) -> Result<(), Box<dyn std::error::Error>> {
-    let conn = &data.conn;
-    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".basalt_history"));
-    let mut editor: Editor<Completion, DefaultHistory> = Editor::new()?;
-    editor.set_helper(Some(Completion { tables: Vec::new() }));
-    if let Some(h) = &history {
-        // A missing history file is the first session's normal state.
-        let _ = editor.load_history(h);
-    }
-    println!(
-        "Basalt shell {}: HBase shell commands; 'help' lists them, 'exit' leaves.",
-        env!("CARGO_PKG_VERSION")
-    );
-    let mut shell = basalt_cli::Shell::new(data.clone()).interrupted_by(interrupted.clone());
-    loop {
-        let tables = match conn.admin().list_tables().await {
-            Ok(ts) => ts.iter().map(|d| basalt_cli::show_name(&d.name)).collect(),
-            Err(_) => Vec::new(),
-        };
-        if let Some(h) = editor.helper_mut() {
-            h.tables = tables;
-        }
-        match editor.readline("basalt> ") {
-            Ok(line) => {
-                if !line.trim().is_empty() {
-                    let _ = editor.add_history_entry(line.as_str());
-                }
-                let mut out = std::io::stdout().lock();
-                interrupted.store(false, Ordering::Relaxed);
-                if shell.execute(&line, &mut out).await? == basalt_cli::Flow::Exit {
-                    break;
-                }
-                out.flush()?;
-            }
-            Err(ReadlineError::Interrupted) => continue,
-            Err(ReadlineError::Eof) => break,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    shell.finish_background().await;
-    if let Some(h) = &history {
-        if let Err(e) = editor.save_history(h) {
-            eprintln!("warning: history not saved to {}: {e}", h.display());
-        }
     }
     Ok(())
 }

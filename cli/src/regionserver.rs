@@ -6,14 +6,19 @@
 //! region server is a candidate for master unless told otherwise; `basalt master`
 //! ([`run_master`]) is a candidate that serves no region.
 //!
+//! Each process serves its pages on its info port when given one (`crate::pages`): a
+//! region server its status page, `/status.json`, `/metrics` and the cluster's page at
+//! `/master`; `basalt master` the cluster's page at `/`.
+//!
 //! Invariant: the server stops (closing its engine with a flush, removing its registration)
 //! on SIGTERM or Ctrl-C; a kill leaves its lease to expire and the master to move its
 //! regions.
 
 use crate::datadir::DataDir;
+use crate::pages::{self, MasterPage, RegionServerPage};
 use crate::serve::wait_for_signal;
 use basalt_cluster::regionserver::{self, RegionServerConfig};
-use basalt_cluster::EtcdConfig;
+use basalt_cluster::{ClusterAdmin, EtcdConfig};
 use basalt_coprocessors::EndpointRegistry;
 use basalt_core::HooksLoader;
 use std::net::SocketAddr;
@@ -40,6 +45,17 @@ pub struct RegionServerOptions {
     pub lease_ttl: Duration,
     /// Whether it campaigns for master.
     pub master_candidate: bool,
+    /// Where its status page listens (port 0 picks a free one; `None`: no page).
+    pub info: Option<SocketAddr>,
+}
+
+/// Where a started process listens.
+#[derive(Debug, Clone, Copy)]
+pub struct ServerAddresses {
+    /// Its RPC service (none for `basalt master`).
+    pub rpc: Option<SocketAddr>,
+    /// Its status page, if it serves one.
+    pub info: Option<SocketAddr>,
 }
 
 /// What `basalt master` is given.
@@ -53,13 +69,41 @@ pub struct MasterOptions {
     pub name: String,
     /// The lease's time to live: how long a dead master's term lasts.
     pub lease_ttl: Duration,
+    /// Where its page of the cluster listens (port 0 picks a free one; `None`: no page).
+    pub info: Option<SocketAddr>,
+}
+
+/// Binds the info port `at`, if given.
+async fn bind_info(at: Option<SocketAddr>) -> Result<Option<tokio::net::TcpListener>, String> {
+    match at {
+        Some(at) => tokio::net::TcpListener::bind(at)
+            .await
+            .map(Some)
+            .map_err(|e| format!("cannot listen on {at} (info port): {e}")),
+        None => Ok(None),
+    }
+}
+
+/// The master's page of the cluster at `etcd`, served by the process `process`.
+fn master_page(admin: ClusterAdmin, etcd: &[String], prefix: &str, process: &str) -> MasterPage {
+    MasterPage {
+        process: process.to_string(),
+        etcd: etcd.to_vec(),
+        prefix: prefix.to_string(),
+        admin,
+        started: std::time::Instant::now(),
+        rates: Default::default(),
+        clients: Default::default(),
+        refused: Default::default(),
+    }
 }
 
 /// Runs a candidate for master that serves no region ([`basalt_cluster::master`]) until
-/// SIGTERM or Ctrl-C; `ready` is told once it is connected to etcd.
+/// SIGTERM or Ctrl-C, with its page of the cluster on `options.info`; `ready` is told
+/// where once it is connected to etcd.
 pub fn run_master(
     options: MasterOptions,
-    ready: impl FnOnce(),
+    ready: impl FnOnce(ServerAddresses),
 ) -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -69,28 +113,44 @@ pub fn run_master(
         let coord = basalt_cluster::EtcdCoordination::connect(etcd)
             .await
             .map_err(|e| format!("cannot reach etcd: {e}"))?;
+        let info = bind_info(options.info).await?;
+        let info_at = match &info {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
         let (stop, stopped) = tokio::sync::watch::channel(false);
+        let page = info.map(|listener| {
+            let admin = ClusterAdmin::new(coord.clone());
+            let page = master_page(admin, &options.etcd, &options.prefix, &options.name);
+            tokio::spawn(pages::serve_master(listener, page, stopped.clone()))
+        });
         let duty = tokio::spawn(basalt_cluster::master::master_duty(
             coord,
             options.name,
             options.lease_ttl,
             stopped,
         ));
-        ready();
+        ready(ServerAddresses {
+            rpc: None,
+            info: info_at,
+        });
         wait_for_signal().await;
         let _ = stop.send(true);
         let _ = duty.await;
+        if let Some(page) = page {
+            let _ = page.await;
+        }
         Ok::<(), Box<dyn std::error::Error>>(())
     })
 }
 
 /// Runs a region server until SIGTERM or Ctrl-C, with `loader` as its coprocessor loader
 /// (the tool's when `None`) and serving the built-in aggregation endpoints; `ready` is
-/// told the RPC address once it is bound.
+/// told where it listens once its addresses are bound.
 pub fn run(
     options: RegionServerOptions,
     loader: Option<Arc<dyn HooksLoader>>,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(ServerAddresses),
 ) -> Result<(), Box<dyn std::error::Error>> {
     run_with_endpoints(options, loader, None, ready)
 }
@@ -101,7 +161,7 @@ pub fn run_with_endpoints(
     options: RegionServerOptions,
     loader: Option<Arc<dyn HooksLoader>>,
     endpoints: Option<Arc<EndpointRegistry>>,
-    ready: impl FnOnce(SocketAddr),
+    ready: impl FnOnce(ServerAddresses),
 ) -> Result<(), Box<dyn std::error::Error>> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -111,8 +171,9 @@ pub fn run_with_endpoints(
         None => DataDir::tool_registry()?,
     };
     std::fs::create_dir_all(&options.data_dir)?;
+    let etcd = EtcdConfig::new(&options.etcd).prefix(options.prefix.clone());
     let mut config = RegionServerConfig::new(
-        EtcdConfig::new(&options.etcd).prefix(options.prefix.clone()),
+        etcd.clone(),
         &options.store,
         &options.data_dir,
         options.name.clone(),
@@ -123,12 +184,51 @@ pub fn run_with_endpoints(
     let endpoints = endpoints.unwrap_or_else(|| Arc::new(EndpointRegistry::with_builtins()));
     config.endpoints = Some(endpoints);
     rt.block_on(async move {
+        let info = bind_info(options.info).await?;
+        let info_at = match &info {
+            Some(l) => Some(l.local_addr()?),
+            None => None,
+        };
+        config.info_port = info_at.map_or(0, |a| a.port());
         let server =
             regionserver::start_with(config, move |c| c.coprocessor_loader(Arc::clone(&loader)))
                 .await
                 .map_err(|e| format!("cannot start the region server: {e}"))?;
-        ready(server.address());
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let page = match info {
+            Some(listener) => {
+                let admin = ClusterAdmin::connect(etcd)
+                    .await
+                    .map_err(|e| format!("cannot reach etcd: {e}"))?;
+                let rpc_address = server.address().to_string();
+                let cluster =
+                    master_page(admin.clone(), &options.etcd, &options.prefix, &options.name);
+                let page = RegionServerPage {
+                    name: options.name.clone(),
+                    rpc_address,
+                    etcd: options.etcd.clone(),
+                    prefix: options.prefix.clone(),
+                    lives: server.lives(),
+                    admin,
+                    started: std::time::Instant::now(),
+                    rates: Default::default(),
+                    refused: Default::default(),
+                };
+                Some(tokio::spawn(pages::serve_region_server(
+                    listener, page, cluster, stopped,
+                )))
+            }
+            None => None,
+        };
+        ready(ServerAddresses {
+            rpc: Some(server.address()),
+            info: info_at,
+        });
         wait_for_signal().await;
+        let _ = stop.send(true);
+        if let Some(page) = page {
+            let _ = page.await;
+        }
         server.stop().await?;
         Ok::<(), Box<dyn std::error::Error>>(())
     })

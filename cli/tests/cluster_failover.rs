@@ -43,6 +43,8 @@ impl Server {
                 prefix,
                 "--port",
                 "0",
+                "--info-port",
+                "0",
             ])
             .args(["--lease-secs", "3", "--name", name])
             .arg("--store")

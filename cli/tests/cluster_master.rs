@@ -69,6 +69,8 @@ async fn a_master_process_assigns_regions_to_servers_that_never_campaign() {
             "m1",
             "--lease-secs",
             "3",
+            "--info-port",
+            "0",
         ],
         "campaigning",
     );
@@ -83,6 +85,8 @@ async fn a_master_process_assigns_regions_to_servers_that_never_campaign() {
             "--prefix",
             &prefix,
             "--port",
+            "0",
+            "--info-port",
             "0",
             "--name",
             "rs-0",

@@ -19,8 +19,7 @@ mod common;
 use basalt_thrift::hbase::{BatchMutation, HbaseSyncClient, Mutation, THbaseSyncClient};
 use common::cluster::{basalt, Cluster, Proc};
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
@@ -34,16 +33,9 @@ fn rows_in_region(k: usize) -> usize {
     3 * k + 2
 }
 
-/// `GET path` over HTTP/1.0; returns (status line, body).
-fn http_get(addr: &str, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
-}
+#[path = "common/web.rs"]
+mod web;
+use web::http_get;
 
 #[path = "common/pytest.rs"]
 mod runner;

@@ -10,10 +10,9 @@
 use basalt_thrift::hbase::{BatchMutation, HbaseSyncClient, Mutation, THbaseSyncClient};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
 use thrift::transport::{TBufferedReadTransport, TBufferedWriteTransport, TIoChannel, TTcpChannel};
 
@@ -40,57 +39,9 @@ fn basalt() -> Command {
     Command::new(env!("CARGO_BIN_EXE_basalt"))
 }
 
-/// `GET path` over HTTP/1.0; returns (status line, body).
-fn http_get(addr: &str, path: &str) -> (String, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    (head.lines().next().unwrap().to_string(), body.to_string())
-}
-
-/// Runs chromium headless with `args` and waits (at most two minutes).
-fn chromium(profile: &Path, args: &[String]) -> String {
-    let mut child = Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--hide-scrollbars",
-        ])
-        .arg(format!("--user-data-dir={}", profile.display()))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("chromium runs (apt-get install chromium, as .ci/run does)");
-    let mut out = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = out.read_to_string(&mut s);
-        s
-    });
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "chromium failed: {status}");
-            break;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("chromium did not finish in two minutes");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    reader.join().unwrap()
-}
+#[path = "common/web.rs"]
+mod web;
+use web::{chromium, http_get, screenshot};
 
 #[test]
 fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
@@ -350,21 +301,7 @@ fn every_region_is_listed_with_its_write_count_in_a_real_browser() {
 
     // The screenshot, for a person to look at.
     let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("status-page.png");
-    let _ = std::fs::remove_file(&shot);
-    chromium(
-        profile.path(),
-        &[
-            format!("--screenshot={}", shot.display()),
-            "--window-size=1400,2600".to_string(),
-            page_url,
-        ],
-    );
-    let png = std::fs::read(&shot).unwrap();
-    assert!(
-        png.starts_with(b"\x89PNG") && png.len() > 10_000,
-        "{}",
-        png.len()
-    );
+    screenshot(&page_url, &shot, 1400, 2600);
     println!("screenshot: {}", shot.display());
 
     // SIGTERM closes the engine cleanly.

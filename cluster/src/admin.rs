@@ -133,6 +133,12 @@ impl ClusterAdmin {
         })
     }
 
+    /// The move requests the master has not acted on yet: each region with the server
+    /// asked for (`None`: any other).
+    pub async fn pending_moves(&self) -> Result<Vec<(RegionKey, Option<String>)>> {
+        self.coord.move_requests().await
+    }
+
     /// Every region of `table` (of every table when `None`) with where it is assigned and
     /// served, in table and key order.
     pub async fn regions(&self, table: Option<&TableName>) -> Result<Vec<RegionPlacement>> {

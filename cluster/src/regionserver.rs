@@ -28,7 +28,8 @@
 //! only when the master assigned it here; every life of a server listens on the same
 //! address, and nothing listens there between lives.
 
-use crate::rpc::server::{serve_rpc, Guard, RegionRpc};
+use crate::rpc::messages::ServerLoad;
+use crate::rpc::server::{serve_rpc, Guard, RegionRpc, RpcCounters};
 use crate::{EtcdConfig, EtcdCoordination, ServerInfo};
 use basalt_core::coord::RegionKey;
 use basalt_core::endpoint::EndpointHost;
@@ -37,7 +38,7 @@ use basalt_core::{Config, Connection, Engine, Error, Result};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
@@ -101,11 +102,76 @@ impl RegionServerConfig {
     }
 }
 
+/// The life a serving region server is in: its engine, the lease its registration is
+/// bound to, and what its RPC service counted (for its status page).
+#[derive(Clone)]
+pub struct ServingLife {
+    engine: Arc<Engine>,
+    lease: u64,
+    node_generation: u64,
+    started_ms: u64,
+    rpc: RegionRpc<Engine>,
+}
+
+impl std::fmt::Debug for ServingLife {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServingLife")
+            .field("lease", &self.lease)
+            .field("node_generation", &self.node_generation)
+            .field("started_ms", &self.started_ms)
+            .finish()
+    }
+}
+
+impl ServingLife {
+    /// The engine serving this life's regions.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The lease its registration is bound to.
+    pub fn lease(&self) -> u64 {
+        self.lease
+    }
+
+    /// The node generation of that lease (one more per life of the same name).
+    pub fn node_generation(&self) -> u64 {
+        self.node_generation
+    }
+
+    /// When it registered, in milliseconds since the Unix epoch.
+    pub fn started_ms(&self) -> u64 {
+        self.started_ms
+    }
+
+    /// What its RPC service counted (since the server started: lives share counters).
+    pub fn load(&self) -> ServerLoad {
+        self.rpc.load()
+    }
+}
+
+/// The life a server is in, if it serves (shared with [`ServerLives`]).
+type LifeSlot = Arc<RwLock<Option<ServingLife>>>;
+
+/// A view of a running server's lives, for its status page (cheap to clone; outlives
+/// the server, then shows no life).
+#[derive(Debug, Clone)]
+pub struct ServerLives(LifeSlot);
+
+impl ServerLives {
+    /// The life the server serves in now; `None` while it opens its engine, between
+    /// lives (its lease was lost) or once stopped.
+    pub fn current(&self) -> Option<ServingLife> {
+        self.0.read().ok().and_then(|l| l.clone())
+    }
+}
+
 /// A running region server ([`start`]); stops when [`RunningServer::stop`] is called or
 /// it is dropped.
 #[derive(Debug)]
 pub struct RunningServer {
     address: SocketAddr,
+    life: LifeSlot,
     stop: watch::Sender<bool>,
     task: Option<tokio::task::JoinHandle<Result<()>>>,
 }
@@ -114,6 +180,11 @@ impl RunningServer {
     /// Where its RPC service listens.
     pub fn address(&self) -> SocketAddr {
         self.address
+    }
+
+    /// Its lives, as its status page follows them.
+    pub fn lives(&self) -> ServerLives {
+        ServerLives(Arc::clone(&self.life))
     }
 
     /// Stops serving, closes the engine (flushing it) and unregisters; returns the error
@@ -153,6 +224,8 @@ pub async fn start_with(
     let std_listener = bind(config.listen)?;
     let address = std_listener.local_addr()?;
     let (stop, stopped) = watch::channel(false);
+    let life = LifeSlot::default();
+    let shared_life = Arc::clone(&life);
     let task = tokio::spawn(async move {
         let candidacy = config.master_candidate.then(|| {
             tokio::spawn(crate::master::master_duty(
@@ -168,6 +241,8 @@ pub async fn start_with(
             objects,
             address,
             configure: Box::new(configure),
+            life: shared_life,
+            counters: Arc::default(),
         };
         let out = lives.run(std_listener, stopped).await;
         if let Some(c) = candidacy {
@@ -177,6 +252,7 @@ pub async fn start_with(
     });
     Ok(RunningServer {
         address,
+        life,
         stop,
         task: Some(task),
     })
@@ -189,6 +265,10 @@ struct Lives {
     objects: Arc<dyn Objects>,
     address: SocketAddr,
     configure: Box<dyn Fn(Config) -> Config + Send + Sync>,
+    /// The life serving now, for the status page.
+    life: LifeSlot,
+    /// What the RPC services of every life answered.
+    counters: Arc<RpcCounters>,
 }
 
 impl Lives {
@@ -300,7 +380,15 @@ impl Lives {
         let wal_engine = Arc::clone(&engine);
         let rpc = RegionRpc::with_guard(Arc::clone(&engine), process.clone(), Some(guard))
             .refreshing(refresh)
-            .reporting(Arc::new(move || wal_engine.wal_position()));
+            .reporting(Arc::new(move || wal_engine.wal_position()))
+            .counting(Arc::clone(&self.counters));
+        self.set_life(Some(ServingLife {
+            engine: Arc::clone(&engine),
+            lease: lease.id,
+            node_generation: lease.node_generation,
+            started_ms: info.started_ms,
+            rpc: rpc.clone(),
+        }));
         let server = tokio::spawn(serve_rpc(rpc, tokio_listener, async move {
             let _ = quitting_rx.wait_for(|q| *q).await;
         }));
@@ -328,6 +416,7 @@ impl Lives {
         };
         // Stopped between two opens or closes, never in the middle of one (a close cut
         // short after its flush began would leave its MemStore snapshot behind).
+        self.set_life(None);
         let _ = leave.send(true);
         let _ = follower.await;
         let _ = quit.send(true);
@@ -338,6 +427,13 @@ impl Lives {
         }
         let _ = conn.close().await;
         Ok(ended)
+    }
+
+    /// Records the life serving now (`None`: none).
+    fn set_life(&self, life: Option<ServingLife>) {
+        if let Ok(mut slot) = self.life.write() {
+            *slot = life;
+        }
     }
 
     /// True while this server's registration under lease `lease` is listed (an etcd that

@@ -1,7 +1,8 @@
 //! The info server on the info port (HBase's is 9095 for its Thrift server): the status page
 //! at `/`, the same data as JSON at `/status.json` ([`super::status::Status`]), and
 //! `/metrics` in Prometheus' text format. HTTP/1.1 through `axum` on the server's tokio
-//! runtime.
+//! runtime. Its accept loop ([`serve_router`]) also serves the region servers' and the
+//! master's pages (`crate::pages`).
 //!
 //! Invariants: only `GET` (and `HEAD`) of these three paths answer 200; anything else is a
 //! 404 or 405 without touching the engine; every answer is gathered fresh (no cache), and a
@@ -35,9 +36,20 @@ pub const INFO_CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
 pub(crate) async fn serve<B: Backend>(
     listener: tokio::net::TcpListener,
     state: Arc<State<B>>,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let app = router(state.clone());
+    serve_router(listener, app, move || state.metrics.refuse("info"), stop).await
+}
+
+/// Serves `app` on `listener` until `stop` turns true, within the bounds of the module
+/// doc; `refused` counts each connection closed for the bound.
+pub(crate) async fn serve_router(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    refused: impl Fn(),
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
     let permits = Arc::new(tokio::sync::Semaphore::new(INFO_MAX_CONNECTIONS));
     let mut refusals = super::RateLimitedLog::new();
     let mut accept_errors = super::RateLimitedLog::new();
@@ -72,7 +84,7 @@ pub(crate) async fn serve<B: Backend>(
         };
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             // Counted first: whoever sees the connection closed sees it counted.
-            state.metrics.refuse("info");
+            refused();
             drop(stream);
             if let Some(n) = refusals.tick() {
                 tracing::warn!(%peer, "info port: refused {n} connection(s): {INFO_MAX_CONNECTIONS} already open");

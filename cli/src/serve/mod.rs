@@ -22,13 +22,13 @@ mod conn;
 mod convert;
 mod guard;
 mod handler;
-mod info;
+pub(crate) mod info;
 mod metrics;
-mod page;
+pub(crate) mod page;
 mod scanners;
-mod scrape;
+pub(crate) mod scrape;
 mod state;
-mod status;
+pub(crate) mod status;
 
 pub use status::{
     ClusterInfo, CoprocessorStatus, FamilyStatus, GatewayCounters, IndexStatus, RegionStatus,

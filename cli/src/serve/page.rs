@@ -42,7 +42,8 @@ fn anchor(table: &str) -> String {
     format!("table-{id}")
 }
 
-fn duration(secs: u64) -> String {
+/// `secs` as the page shows an uptime (`3m 4s`, `2h 5m`, `1d 3h`).
+pub(crate) fn duration(secs: u64) -> String {
     let (d, h, m, s) = (secs / 86_400, secs / 3600 % 24, secs / 60 % 60, secs % 60);
     match (d, h, m) {
         (0, 0, 0) => format!("{s}s"),
@@ -53,7 +54,7 @@ fn duration(secs: u64) -> String {
 }
 
 /// A key as the page shows it: `(start)` / `(end)` for the empty bounds.
-fn key_cell(key: &str, empty: &str) -> String {
+pub(crate) fn key_cell(key: &str, empty: &str) -> String {
     if key.is_empty() {
         format!("<span class=\"muted\">{empty}</span>")
     } else {
@@ -61,7 +62,8 @@ fn key_cell(key: &str, empty: &str) -> String {
     }
 }
 
-const STYLE: &str = "
+/// The pages' style sheet.
+pub(crate) const STYLE: &str = "
 body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;color:#1d2329;background:#f6f7f9}
 header{background:#23313f;color:#fff;padding:14px 28px}
 header h1{margin:0;font-size:22px}header p{margin:4px 0 0;color:#c5d0db}
@@ -153,7 +155,7 @@ fn server_section(h: &mut String, s: &Status) {
 }
 
 /// The server section's rows of the engine's counters.
-fn engine_rows(e: &basalt_core::EngineStats) -> Vec<(&'static str, String)> {
+pub(crate) fn engine_rows(e: &basalt_core::EngineStats) -> Vec<(&'static str, String)> {
     let lookups = e.block_cache_hits + e.block_cache_misses;
     let hit_ratio = if lookups == 0 {
         "-".to_string()

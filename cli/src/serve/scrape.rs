@@ -12,20 +12,20 @@
 //! time, so a region or table gone is gone from the next scrape.
 
 use super::metrics::GatewayMetrics;
-use super::status::Status;
+use super::status::{RegionStatus, Status};
 use basalt_core::EngineStats;
 use prometheus::{
     Counter, CounterVec, Encoder, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
     TextEncoder,
 };
 
-fn int_counter(name: &str, help: &str, value: u64) -> prometheus::Result<IntCounter> {
+pub(crate) fn int_counter(name: &str, help: &str, value: u64) -> prometheus::Result<IntCounter> {
     let c = IntCounter::new(name, help)?;
     c.inc_by(value);
     Ok(c)
 }
 
-fn int_gauge(name: &str, help: &str, value: u64) -> prometheus::Result<IntGauge> {
+pub(crate) fn int_gauge(name: &str, help: &str, value: u64) -> prometheus::Result<IntGauge> {
     let g = IntGauge::new(name, help)?;
     g.set(i64::try_from(value).unwrap_or(i64::MAX));
     Ok(g)
@@ -33,7 +33,7 @@ fn int_gauge(name: &str, help: &str, value: u64) -> prometheus::Result<IntGauge>
 
 /// The engine's counters of `e` in `r` (absent over a cluster: each region server keeps
 /// its own).
-fn register_engine(r: &Registry, e: &EngineStats) -> prometheus::Result<()> {
+pub(crate) fn register_engine(r: &Registry, e: &EngineStats) -> prometheus::Result<()> {
     let counters = [
         (
             "basalt_flushes_total",
@@ -97,17 +97,12 @@ fn register_engine(r: &Registry, e: &EngineStats) -> prometheus::Result<()> {
     Ok(())
 }
 
-/// The engine's figures in `status`, as metrics of a registry built for one scrape.
-fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
-    let r = Registry::new();
-    if let Some(e) = &status.engine {
-        register_engine(&r, e)?;
-    }
-    r.register(Box::new(int_gauge(
-        "basalt_thrift_open_scanners",
-        "Thrift scanners open",
-        status.gateway.open_scanners,
-    )?))?;
+/// The figures of `regions` (each with its table's name) as per-region metrics in `r`:
+/// the same names on the gateway's and a region server's `/metrics`.
+pub(crate) fn register_regions<'a>(
+    r: &Registry,
+    regions: impl IntoIterator<Item = (&'a str, &'a RegionStatus)>,
+) -> prometheus::Result<()> {
     let region_labels = &["table", "region"];
     let reads = IntCounterVec::new(
         Opts::new(
@@ -141,6 +136,41 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
         Opts::new("basalt_region_store_files", "A region's store files"),
         region_labels,
     )?;
+    let gauge_of = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    for (table, reg) in regions {
+        let id = reg.id.to_string();
+        let l = [table, id.as_str()];
+        reads.with_label_values(&l).inc_by(reg.read_requests);
+        writes.with_label_values(&l).inc_by(reg.write_requests);
+        memstore
+            .with_label_values(&l)
+            .set(gauge_of(reg.memstore_bytes));
+        file_bytes
+            .with_label_values(&l)
+            .set(gauge_of(reg.store_file_bytes));
+        files
+            .with_label_values(&l)
+            .set(gauge_of(reg.store_files as u64));
+    }
+    r.register(Box::new(reads))?;
+    r.register(Box::new(writes))?;
+    r.register(Box::new(memstore))?;
+    r.register(Box::new(file_bytes))?;
+    r.register(Box::new(files))?;
+    Ok(())
+}
+
+/// The engine's figures in `status`, as metrics of a registry built for one scrape.
+fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
+    let r = Registry::new();
+    if let Some(e) = &status.engine {
+        register_engine(&r, e)?;
+    }
+    r.register(Box::new(int_gauge(
+        "basalt_thrift_open_scanners",
+        "Thrift scanners open",
+        status.gateway.open_scanners,
+    )?))?;
     let cp_labels = &["table", "coprocessor"];
     let cp_calls = IntCounterVec::new(
         Opts::new(
@@ -178,22 +208,14 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
         cp_labels,
     )?;
     let gauge_of = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+    register_regions(
+        &r,
+        status
+            .tables
+            .iter()
+            .flat_map(|t| t.regions.iter().map(move |reg| (t.name.as_str(), reg))),
+    )?;
     for t in &status.tables {
-        for reg in &t.regions {
-            let id = reg.id.to_string();
-            let l = [t.name.as_str(), id.as_str()];
-            reads.with_label_values(&l).inc_by(reg.read_requests);
-            writes.with_label_values(&l).inc_by(reg.write_requests);
-            memstore
-                .with_label_values(&l)
-                .set(gauge_of(reg.memstore_bytes));
-            file_bytes
-                .with_label_values(&l)
-                .set(gauge_of(reg.store_file_bytes));
-            files
-                .with_label_values(&l)
-                .set(gauge_of(reg.store_files as u64));
-        }
         for cp in &t.coprocessors {
             let l = [t.name.as_str(), cp.name.as_str()];
             if let Some(calls) = cp.calls {
@@ -213,11 +235,6 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
             }
         }
     }
-    r.register(Box::new(reads))?;
-    r.register(Box::new(writes))?;
-    r.register(Box::new(memstore))?;
-    r.register(Box::new(file_bytes))?;
-    r.register(Box::new(files))?;
     r.register(Box::new(cp_calls))?;
     r.register(Box::new(cp_errors))?;
     r.register(Box::new(cp_time))?;

@@ -108,7 +108,10 @@ async fn cluster_info(at: &ClusterAddress, admin: &ClusterAdmin) -> Result<Clust
 
 /// [`EngineStats`] as the JSON shows it: an object of its counters by their field names
 /// (core's type does not derive `Serialize`), or `null` when absent.
-fn engine_json<S: serde::Serializer>(e: &Option<EngineStats>, s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn engine_json<S: serde::Serializer>(
+    e: &Option<EngineStats>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
     use serde::ser::SerializeStruct;
     let Some(e) = e else {
         return s.serialize_none();

@@ -27,6 +27,7 @@ pub mod complete;
 mod data;
 mod ddl;
 mod index;
+pub mod interactive;
 mod plugins;
 mod regions;
 mod snapshots;

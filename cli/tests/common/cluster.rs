@@ -36,6 +36,8 @@ pub struct Cluster {
     pub prefix: String,
     /// The servers' names (`rs-0`, `rs-1`, ...).
     pub names: Vec<String>,
+    /// Each server's info address (`host:port` of its status page), in the same order.
+    pub infos: Vec<String>,
     store: tempfile::TempDir,
     scratch: tempfile::TempDir,
 }
@@ -44,16 +46,7 @@ impl Cluster {
     /// Starts etcd and `servers` region servers (3 s leases, every one a candidate for
     /// master), and waits until a master is elected and every server is registered.
     pub async fn start(servers: usize) -> Cluster {
-        let etcd = LocalEtcd::start().expect("a local etcd (Debian's etcd-server)");
-        let prefix = format!("/cli-{}", std::process::id());
-        let mut cluster = Cluster {
-            servers: Vec::new(),
-            etcd,
-            prefix,
-            names: Vec::new(),
-            store: tempfile::tempdir().expect("a store directory"),
-            scratch: tempfile::tempdir().expect("a scratch directory"),
-        };
+        let mut cluster = Cluster::empty();
         for i in 0..servers {
             cluster.start_server(&format!("rs-{i}"));
         }
@@ -71,11 +64,18 @@ impl Cluster {
 
     /// Starts one more region server named `name`.
     pub fn start_server(&mut self, name: &str) {
+        self.start_server_with(name, &[]);
+    }
+
+    /// Starts one more region server named `name`, with `extra` flags (`--no-master`),
+    /// its status page on a free port.
+    pub fn start_server_with(&mut self, name: &str, extra: &[&str]) {
         let data = self.scratch.path().join(name);
         let mut child = basalt()
             .args(["regionserver", "--etcd", &self.etcd.endpoint()])
-            .args(["--prefix", &self.prefix, "--port", "0"])
+            .args(["--prefix", &self.prefix, "--port", "0", "--info-port", "0"])
             .args(["--lease-secs", "3", "--name", name])
+            .args(extra)
             .arg("--store")
             .arg(self.store.path())
             .arg("--data")
@@ -90,6 +90,25 @@ impl Cluster {
         assert!(line.starts_with("listening on "), "{name}: {line:?}");
         self.servers.push(server);
         self.names.push(name.to_string());
+        self.infos.push(page_address(&line));
+    }
+
+    /// Starts `basalt master` named `name` (a 3 s lease), its page on a free port;
+    /// returns the process and the page's address.
+    pub fn start_master(&self, name: &str) -> (Proc, String) {
+        let mut child = basalt()
+            .args(["master", "--etcd", &self.etcd.endpoint()])
+            .args(["--prefix", &self.prefix, "--name", name])
+            .args(["--lease-secs", "3", "--info-port", "0"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the basalt binary starts");
+        let line = super::first_line(&mut child);
+        let master = Proc(child);
+        assert!(line.starts_with("campaigning"), "{name}: {line:?}");
+        (master, page_address(&line))
     }
 
     /// The etcd endpoint, as `--etcd` takes it.
@@ -107,6 +126,21 @@ impl Cluster {
         EtcdCoordination::connect(self.config())
             .await
             .expect("etcd answers")
+    }
+
+    /// Starts etcd alone: no server, no master yet.
+    pub fn empty() -> Cluster {
+        let etcd = LocalEtcd::start().expect("a local etcd (Debian's etcd-server)");
+        let prefix = format!("/cli-{}", std::process::id());
+        Cluster {
+            servers: Vec::new(),
+            etcd,
+            prefix,
+            names: Vec::new(),
+            infos: Vec::new(),
+            store: tempfile::tempdir().expect("a store directory"),
+            scratch: tempfile::tempdir().expect("a scratch directory"),
+        }
     }
 
     /// The shared store directory.
@@ -128,6 +162,15 @@ impl Cluster {
     pub fn scratch_file(&self, name: &str) -> PathBuf {
         self.scratch.path().join(name)
     }
+}
+
+/// The `host:port` of the page a process announced (`... on http://ADDR/`).
+fn page_address(line: &str) -> String {
+    line.split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no page address in {line:?}"))
+        .to_string()
 }
 
 /// Waits up to 30 s for `check` to hold.

@@ -8,7 +8,9 @@
 //! elsewhere), and bytes the server refused as malformed or too large to
 //! [`Error::BadArgument`]. No call waits past its deadline.
 
-use super::messages::{Acknowledgement, Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION};
+use super::messages::{
+    Acknowledgement, Reply, Request, ScanPage, ScanRequest, ServerLoad, PROTOCOL_VERSION,
+};
 use super::service::region_server_client::RegionServerClient;
 use super::MAX_MESSAGE_BYTES;
 use basalt_core::client::RowResult;
@@ -60,6 +62,15 @@ impl RpcClient {
         match self.call(Request::Hello { version }, deadline).await? {
             Reply::Hello { process, .. } => Ok(process),
             other => Err(unexpected("hello", &other)),
+        }
+    }
+
+    /// What the server's RPC service counted in its current life
+    /// ([`Request::ServerLoad`]).
+    pub async fn server_load(&self, deadline: Duration) -> Result<ServerLoad> {
+        match self.call(Request::ServerLoad, deadline).await? {
+            Reply::Load(load) => Ok(load),
+            other => Err(unexpected("server_load", &other)),
         }
     }
 

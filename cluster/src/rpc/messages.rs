@@ -132,6 +132,8 @@ pub enum Request {
     DeletePlugin(String),
     /// `Backend::call_endpoint`; answered by [`Reply::Endpoint`].
     CallEndpoint(EndpointRequest),
+    /// The server's RPC counters (for the master's page); answered by [`Reply::Load`].
+    ServerLoad,
 }
 
 /// An endpoint call on the rows of one server's regions.
@@ -262,6 +264,7 @@ impl Request {
             PluginBytes(..) => "plugin_bytes",
             DeletePlugin(..) => "delete_plugin",
             CallEndpoint(..) => "call_endpoint",
+            ServerLoad => "server_load",
         }
     }
 }
@@ -324,6 +327,24 @@ pub enum Reply {
     /// An endpoint call's answers: one per region, in key order, each with the part of
     /// the range it covered and the encoded response or the region's typed error.
     Endpoint(Vec<(RegionSpan, Result<Bytes, ErrorWire>)>),
+    /// A server's RPC counters.
+    Load(ServerLoad),
+}
+
+/// What a region server's RPC service counted since the server started (HBase's
+/// server load report, as far as the master's page shows it).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerLoad {
+    /// Calls answered (every kind, scans included), refusals and errors among them.
+    pub requests: u64,
+    /// Of those, calls answered with an error (the engine's refusal or a fault).
+    pub errors: u64,
+    /// Scans opened.
+    pub scans: u64,
+    /// Scans running now.
+    pub open_scans: u64,
+    /// Milliseconds since the counting began (the server's start).
+    pub uptime_ms: u64,
 }
 
 /// A scan.

@@ -14,8 +14,10 @@
 //! ([`MAX_PINNED_READ_POINTS`]) and expire when unused for [`READ_POINT_IDLE`], so a
 //! client that vanished pins nothing for long.
 
+use super::incoming::{admit, RpcLimits};
 use super::messages::{
-    Acknowledgement, EndpointRequest, Reply, Request, ScanPage, ScanRequest, PROTOCOL_VERSION,
+    Acknowledgement, EndpointRequest, Reply, Request, ScanPage, ScanRequest, ServerLoad,
+    PROTOCOL_VERSION,
 };
 use super::service::region_server_server::{RegionServer, RegionServerServer};
 use super::MAX_MESSAGE_BYTES;
@@ -53,6 +55,14 @@ pub struct RegionRpc<B: Backend> {
     inner: Arc<Inner<B>>,
 }
 
+impl<B: Backend> Clone for RegionRpc<B> {
+    fn clone(&self) -> Self {
+        RegionRpc {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
 impl<B: Backend> std::fmt::Debug for RegionRpc<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RegionRpc")
@@ -68,8 +78,52 @@ pub type Guard = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 /// Where a server's WAL stands: its writer number and newest segment.
 pub type WalPosition = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
 
+/// What a service counted ([`ServerLoad`]): calls and scans answered, errors among them.
+/// Shared by the services of one server's lives when given ([`RegionRpc::counting`]).
+#[derive(Debug)]
+pub struct RpcCounters {
+    started: Instant,
+    requests: AtomicU64,
+    errors: AtomicU64,
+    scans: AtomicU64,
+}
+
+impl Default for RpcCounters {
+    fn default() -> Self {
+        RpcCounters {
+            started: Instant::now(),
+            requests: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            scans: AtomicU64::new(0),
+        }
+    }
+}
+
+impl RpcCounters {
+    /// Counts one answered call, an error or not.
+    fn answered(&self, error: bool) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        if error {
+            self.errors.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The counts now, with `open_scans` scans running.
+    pub fn load(&self, open_scans: u64) -> ServerLoad {
+        ServerLoad {
+            requests: self.requests.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+            scans: self.scans.load(Ordering::Relaxed),
+            open_scans,
+            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
 struct Inner<B: Backend> {
     backend: Arc<B>,
+    /// What the service answered (see [`RegionRpc::counting`]).
+    counters: Arc<RpcCounters>,
     process: String,
     guard: Option<Guard>,
     /// Run before a call that reads the catalog (see [`RegionRpc::refreshing`]).
@@ -121,6 +175,7 @@ impl<B: Backend> RegionRpc<B> {
         RegionRpc {
             inner: Arc::new(Inner {
                 backend,
+                counters: Arc::default(),
                 process: process.into(),
                 guard,
                 refresh: None,
@@ -137,25 +192,31 @@ impl<B: Backend> RegionRpc<B> {
     /// regions re-reads the tables other servers created or changed. Its error is the
     /// call's.
     pub fn refreshing(self, refresh: Guard) -> Self {
-        let inner = match Arc::try_unwrap(self.inner) {
-            Ok(mut inner) => {
-                inner.refresh = Some(refresh);
-                inner
-            }
-            // Shared already (a clone serves): left as it is.
-            Err(shared) => return RegionRpc { inner: shared },
-        };
-        RegionRpc {
-            inner: Arc::new(inner),
-        }
+        self.configured(|inner| inner.refresh = Some(refresh))
     }
 
     /// This service, attaching to every write's reply an [`Acknowledgement`] naming the
     /// server and where `position` says its WAL stands (writer, newest segment).
     pub fn reporting(self, position: WalPosition) -> Self {
+        self.configured(|inner| inner.position = Some(position))
+    }
+
+    /// This service, counting what it answers in `counters` (a server's lives share
+    /// them). [`Request::ServerLoad`] itself is not counted.
+    pub fn counting(self, counters: Arc<RpcCounters>) -> Self {
+        self.configured(|inner| inner.counters = counters)
+    }
+
+    /// What the service counted so far.
+    pub fn load(&self) -> ServerLoad {
+        self.inner.load()
+    }
+
+    /// This service changed by `change`, unless a clone already serves (then as it is).
+    fn configured(self, change: impl FnOnce(&mut Inner<B>)) -> Self {
         match Arc::try_unwrap(self.inner) {
             Ok(mut inner) => {
-                inner.position = Some(position);
+                change(&mut inner);
                 RegionRpc {
                     inner: Arc::new(inner),
                 }
@@ -182,10 +243,22 @@ pub async fn serve<B: Backend>(
     serve_rpc(RegionRpc::new(backend, process), listener, shutdown).await
 }
 
-/// Serves `rpc` on `listener` until `shutdown` completes.
+/// Serves `rpc` on `listener` until `shutdown` completes, within the default
+/// [`RpcLimits`].
 pub async fn serve_rpc<B: Backend>(
     rpc: RegionRpc<B>,
     listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<()> {
+    serve_rpc_within(rpc, listener, RpcLimits::default(), shutdown).await
+}
+
+/// [`serve_rpc`], within `limits`: connections at once and the time each has to send
+/// its HTTP/2 preface.
+pub async fn serve_rpc_within<B: Backend>(
+    rpc: RegionRpc<B>,
+    listener: TcpListener,
+    limits: RpcLimits,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<()> {
     let service = rpc.into_service();
@@ -196,10 +269,7 @@ pub async fn serve_rpc<B: Backend>(
         .http2_keepalive_interval(Some(Duration::from_secs(10)))
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .add_service(service)
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            shutdown,
-        )
+        .serve_with_incoming_shutdown(admit(listener, limits), shutdown)
         .await
         .map_err(|e| Error::Io(std::io::Error::other(format!("RPC server: {e}"))))
 }
@@ -216,7 +286,15 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
         let request = request.into_inner();
         let name = request.name();
         let writes = request.writes();
+        let counted = !matches!(request, Request::ServerLoad);
+        let counters = Arc::clone(&inner.counters);
+        let count = move |error: bool| {
+            if counted {
+                counters.answered(error);
+            }
+        };
         if let Err(e) = inner.allowed() {
+            count(true);
             return Ok(Response::new(Reply::Error((&e).into())));
         }
         let task = tokio::spawn(async move {
@@ -232,6 +310,7 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
         });
         match task.await {
             Ok(reply) => {
+                count(matches!(reply, Reply::Error(_)));
                 let acknowledged = writes && !matches!(reply, Reply::Error(_));
                 let mut response = Response::new(reply);
                 if let (Some(position), true) = (&self.inner.position, acknowledged) {
@@ -245,9 +324,12 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
                 }
                 Ok(response)
             }
-            Err(e) => Err(Status::internal(format!(
-                "{name} failed on the server: {e}"
-            ))),
+            Err(e) => {
+                count(true);
+                Err(Status::internal(format!(
+                    "{name} failed on the server: {e}"
+                )))
+            }
         }
     }
 
@@ -258,10 +340,16 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
         request: tonic::Request<ScanRequest>,
     ) -> std::result::Result<Response<Self::ScanStream>, Status> {
         let request = request.into_inner();
+        let counters = &self.inner.counters;
+        counters.scans.fetch_add(1, Ordering::Relaxed);
+        // A scan counts as one request; one refused before it streams, as an error.
+        let refused = |e: &Error| {
+            counters.answered(true);
+            let page: PageStream = Box::pin(futures::stream::iter([Ok(ScanPage::Error(e.into()))]));
+            Ok(Response::new(page))
+        };
         if let Err(e) = self.inner.allowed() {
-            let page: PageStream =
-                Box::pin(futures::stream::iter([Ok(ScanPage::Error((&e).into()))]));
-            return Ok(Response::new(page));
+            return refused(&e);
         }
         let at = match request.read_point {
             None => None,
@@ -271,9 +359,7 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
                     let e = Error::bad_argument(format!(
                         "read point {h} is not pinned on this server (released or expired)"
                     ));
-                    let page: PageStream =
-                        Box::pin(futures::stream::iter([Ok(ScanPage::Error((&e).into()))]));
-                    return Ok(Response::new(page));
+                    return refused(&e);
                 }
             },
         };
@@ -282,10 +368,9 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
             let e = Error::Busy(format!(
                 "{MAX_OPEN_SCANS} scans run on this server; retry later"
             ));
-            let page: PageStream =
-                Box::pin(futures::stream::iter([Ok(ScanPage::Error((&e).into()))]));
-            return Ok(Response::new(page));
+            return refused(&e);
         }
+        counters.answered(false);
         let (tx, rx) = tokio::sync::mpsc::channel(SCAN_PAGES_AHEAD);
         let inner = Arc::clone(&self.inner);
         let opened = self
@@ -354,6 +439,12 @@ fn row_bytes(row: &RowResult) -> usize {
 }
 
 impl<B: Backend> Inner<B> {
+    /// What the service counted so far, with the scans running now.
+    fn load(&self) -> ServerLoad {
+        let open = self.open_scans.load(Ordering::SeqCst);
+        self.counters.load(u64::try_from(open).unwrap_or(u64::MAX))
+    }
+
     /// Whether the server may answer now.
     fn allowed(&self) -> Result<()> {
         match &self.guard {
@@ -501,6 +592,7 @@ impl<B: Backend> Inner<B> {
             Q::PluginBytes(id) => Reply::Bytes(b.plugin_bytes(&id).await?),
             Q::DeletePlugin(id) => b.delete_plugin(&id).await.map(|()| Reply::Done)?,
             Q::CallEndpoint(call) => self.call_endpoint(call).await?,
+            Q::ServerLoad => Reply::Load(self.load()),
         })
     }
 }
