@@ -12,6 +12,7 @@
 //! - happybase unchanged: `cli/tests/happybase/test_cluster_gateway.py` runs the calls of
 //!   the happybase suite (every transport and protocol, 32 concurrent clients) through the
 //!   gateway (needs `python3` with `happybase` and `pytest`, as `happybase.rs`).
+//! - `getTableRegions` reports each region at the region server serving it.
 //! - SIGTERM stops the gateway cleanly (exit status 0), closing its cluster connection.
 
 mod common;
@@ -156,6 +157,33 @@ async fn the_gateway_serves_a_cluster_to_happybase_with_its_status_page() {
                 BTreeMap::new(),
             )
             .unwrap();
+    }
+
+    // getTableRegions: each region at the region server serving it (host and RPC port).
+    let admin = basalt_cluster::ClusterAdmin::connect(cluster.config())
+        .await
+        .unwrap();
+    let status = admin.status().await.unwrap();
+    let placements = admin
+        .regions(Some(&basalt_core::TableName::parse("events").unwrap()))
+        .await
+        .unwrap();
+    let listed = client.get_table_regions(b"events".to_vec()).unwrap();
+    assert_eq!(listed.len(), placements.len());
+    for region in &listed {
+        let id = region.id.and_then(|id| u64::try_from(id).ok()).unwrap();
+        let serving = placements
+            .iter()
+            .find(|p| p.key.region == id)
+            .and_then(|p| p.serving.clone())
+            .unwrap_or_else(|| panic!("region {id} is served"));
+        let server = status.servers.iter().find(|s| s.name == serving).unwrap();
+        let reported = format!(
+            "{}:{}",
+            String::from_utf8(region.server_name.clone().unwrap()).unwrap(),
+            region.port.unwrap()
+        );
+        assert_eq!(reported, server.rpc_address, "region {id}");
     }
 
     // The JSON: the cluster, no engine figures, every region with its write count.

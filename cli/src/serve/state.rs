@@ -23,7 +23,8 @@ pub(crate) struct State<B: Backend> {
     /// The data directory served (as the status page shows it; `None` for a cluster,
     /// which `data` names).
     pub(crate) dir: Option<String>,
-    /// The host and port `getTableRegions` reports as the regions' server.
+    /// The host and port `getTableRegions` reports as the regions' server (over a
+    /// directory; over a cluster, each region's own server).
     pub(crate) host: String,
     pub(crate) port: u16,
 }

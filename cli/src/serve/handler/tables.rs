@@ -102,23 +102,70 @@ pub(super) fn column_descriptors<B: Backend>(
         .collect())
 }
 
-fn region_info<B: Backend>(h: &Handler<B>, r: &basalt_core::RegionInfo) -> TRegionInfo {
+/// Where each region of `table` is served, by region id (over a cluster: the serving
+/// server's RPC host and port; empty over a directory, whose regions are all this
+/// gateway's). A region in transition is left out (reported as the gateway's).
+fn servers_of<B: Backend>(h: &Handler<B>, table: &TableName) -> BTreeMap<u64, (String, u16)> {
+    let Some(admin) = h.state.data.cluster_admin() else {
+        return BTreeMap::new();
+    };
+    let located = h.run(async {
+        let status = admin.status().await?;
+        let placements = admin.regions(Some(table)).await?;
+        Ok::<_, Error>((status, placements))
+    });
+    let (status, placements) = match located {
+        Ok(x) => x,
+        Err(e) => {
+            tracing::debug!(%table, error = %e, "getTableRegions: servers not located");
+            return BTreeMap::new();
+        }
+    };
+    let address = |name: &str| {
+        let server = status.servers.iter().find(|s| s.name == name)?;
+        let at: std::net::SocketAddr = server.rpc_address.parse().ok()?;
+        Some((at.ip().to_string(), at.port()))
+    };
+    placements
+        .iter()
+        .filter_map(|p| Some((p.key.region, address(p.serving.as_deref()?)?)))
+        .collect()
+}
+
+/// The Thrift form of region `r`, served at `server` (host and port), or by this gateway.
+fn region_info<B: Backend>(
+    h: &Handler<B>,
+    r: &basalt_core::RegionInfo,
+    server: Option<&(String, u16)>,
+) -> TRegionInfo {
+    let (host, port) = match server {
+        Some((host, port)) => (host.clone(), *port),
+        None => (h.state.host.clone(), h.state.port),
+    };
     TRegionInfo {
         start_key: Some(r.start_key.to_vec()),
         end_key: Some(r.end_key.to_vec()),
         id: Some(i64::try_from(r.id).unwrap_or(i64::MAX)),
         name: Some(r.name.clone().into_bytes()),
         version: Some(1),
-        server_name: Some(h.state.host.clone().into_bytes()),
-        port: Some(i32::from(h.state.port)),
+        server_name: Some(host.into_bytes()),
+        port: Some(i32::from(port)),
     }
 }
 
-/// `getTableRegions`: none for a table that does not exist.
+/// `getTableRegions`: none for a table that does not exist. Over a cluster each region is
+/// reported at the region server serving it (as HBase's Thrift server reports its region
+/// servers).
 pub(super) fn regions<B: Backend>(h: &Handler<B>, name: &[u8]) -> thrift::Result<Vec<TRegionInfo>> {
     let t = table_name_of(name)?;
-    match h.run(h.state.data.conn.admin().regions(t)) {
-        Ok(regions) => Ok(regions.iter().map(|r| region_info(h, r)).collect()),
+    match h.run(h.state.data.conn.admin().regions(t.clone())) {
+        Ok(regions) => {
+            let servers = servers_of(h, &t);
+            Ok(regions
+                .iter()
+                .map(|r| region_info(h, r, servers.get(&r.id)))
+                .collect())
+        }
         Err(Error::TableNotFound(_)) => Ok(Vec::new()),
         Err(e) => Err(engine(e)),
     }
@@ -138,12 +185,12 @@ pub(super) fn region_of_row<B: Backend>(h: &Handler<B>, row: &[u8]) -> thrift::R
         }
     }
     let regions = h
-        .run(h.state.data.conn.admin().regions(t))
+        .run(h.state.data.conn.admin().regions(t.clone()))
         .map_err(engine)?;
     regions
         .iter()
         .find(|r| r.start_key.as_ref() <= key && (r.end_key.is_empty() || key < r.end_key.as_ref()))
-        .map(|r| region_info(h, r))
+        .map(|r| region_info(h, r, servers_of(h, &t).get(&r.id)))
         .ok_or_else(|| io_error("no region holds that row"))
 }
 
