@@ -545,11 +545,6 @@ fn qualifier() -> impl Strategy<Value = &'static str> {
     select(&QUALIFIERS[..])
 }
 
-/// Runs an increment or append on the engine and checks it against the model: the values
-/// it returns, the timestamps it wrote them at (the wall clock during the call, or the
-/// version it read plus one when that is later), or its failure when a column it increments
-/// holds a value that is not 8 bytes long; then applies it to the model.
-///
 /// The timestamp the engine gave a delete without one: the server's clock, which the
 /// model cannot read to the millisecond (a write in the same millisecond as the model's own
 /// reading would be masked there and not in the engine). It is read back from the markers
@@ -557,6 +552,9 @@ fn qualifier() -> impl Strategy<Value = &'static str> {
 /// own timestamp all take it) and must lie between the wall clock before the call and
 /// `upper` (the wall clock after it, or the region's clock when that ran ahead). A delete
 /// that writes no such marker (only "latest version" ones) needs none: `before` then.
+/// The newest marker in that window is this delete's: generated timestamps are small
+/// (at most `MAX_TS`) or huge (`HUGE_TS`), never in the wall clock's range, and the
+/// region's clock never goes back, so an earlier delete's server-time markers are older.
 async fn server_delete_ts(
     table: &Table,
     d: &DeleteSpec,
@@ -602,6 +600,11 @@ async fn server_delete_ts(
         .ok_or_else(|| format!("the delete wrote no marker stamped between {before} and {upper}"))
 }
 
+/// Runs an increment or append on the engine and checks it against the model: the values
+/// it returns, the timestamps it wrote them at (the wall clock during the call, or the
+/// version it read plus one when that is later), or its failure when a column it increments
+/// holds a value that is not 8 bytes long; then applies it to the model.
+///
 /// Server timestamps never go backwards within a region (issue 44): a burst of increments
 /// runs the region's clock ahead of the wall clock, and later server-time writes (the
 /// call's own later columns among them) are stamped no earlier. `server_clock` is the largest timestamp the engine stamped a write

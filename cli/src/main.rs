@@ -209,7 +209,7 @@ struct RegionServerArgs {
     /// The server's name, unique in the cluster (default: regionserver-<port>).
     #[arg(long)]
     name: Option<String>,
-    /// The address the RPC service listens on (loopback unless asked).
+    /// The address the RPC service and the status page listen on (loopback unless asked).
     #[arg(long, default_value = "127.0.0.1")]
     bind: std::net::IpAddr,
     /// The RPC port (0 picks a free one).

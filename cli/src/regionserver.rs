@@ -73,15 +73,20 @@ pub struct MasterOptions {
     pub info: Option<SocketAddr>,
 }
 
-/// Binds the info port `at`, if given.
-async fn bind_info(at: Option<SocketAddr>) -> Result<Option<tokio::net::TcpListener>, String> {
-    match at {
-        Some(at) => tokio::net::TcpListener::bind(at)
-            .await
-            .map(Some)
-            .map_err(|e| format!("cannot listen on {at} (info port): {e}")),
-        None => Ok(None),
-    }
+/// Binds the info port `at`, if given: the listener and its address.
+async fn bind_info(
+    at: Option<SocketAddr>,
+) -> Result<(Option<tokio::net::TcpListener>, Option<SocketAddr>), String> {
+    let Some(at) = at else {
+        return Ok((None, None));
+    };
+    let listener = tokio::net::TcpListener::bind(at)
+        .await
+        .map_err(|e| format!("cannot listen on {at} (info port): {e}"))?;
+    let bound = listener
+        .local_addr()
+        .map_err(|e| format!("the info port's address: {e}"))?;
+    Ok((Some(listener), Some(bound)))
 }
 
 /// The master's page of the cluster at `etcd`, served by the process `process`.
@@ -113,11 +118,7 @@ pub fn run_master(
         let coord = basalt_cluster::EtcdCoordination::connect(etcd)
             .await
             .map_err(|e| format!("cannot reach etcd: {e}"))?;
-        let info = bind_info(options.info).await?;
-        let info_at = match &info {
-            Some(l) => Some(l.local_addr()?),
-            None => None,
-        };
+        let (info, info_at) = bind_info(options.info).await?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let page = info.map(|listener| {
             let admin = ClusterAdmin::new(coord.clone());
@@ -184,22 +185,24 @@ pub fn run_with_endpoints(
     let endpoints = endpoints.unwrap_or_else(|| Arc::new(EndpointRegistry::with_builtins()));
     config.endpoints = Some(endpoints);
     rt.block_on(async move {
-        let info = bind_info(options.info).await?;
-        let info_at = match &info {
-            Some(l) => Some(l.local_addr()?),
+        let (info, info_at) = bind_info(options.info).await?;
+        config.info_port = info_at.map_or(0, |a| a.port());
+        // Connected before the server starts: a failure stops nothing half way.
+        let admin = match info {
+            Some(_) => Some(
+                ClusterAdmin::connect(etcd)
+                    .await
+                    .map_err(|e| format!("cannot reach etcd: {e}"))?,
+            ),
             None => None,
         };
-        config.info_port = info_at.map_or(0, |a| a.port());
         let server =
             regionserver::start_with(config, move |c| c.coprocessor_loader(Arc::clone(&loader)))
                 .await
                 .map_err(|e| format!("cannot start the region server: {e}"))?;
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let page = match info {
-            Some(listener) => {
-                let admin = ClusterAdmin::connect(etcd)
-                    .await
-                    .map_err(|e| format!("cannot reach etcd: {e}"))?;
+        let page = match info.zip(admin) {
+            Some((listener, admin)) => {
                 let rpc_address = server.address().to_string();
                 let cluster =
                     master_page(admin.clone(), &options.etcd, &options.prefix, &options.name);

@@ -270,6 +270,7 @@ async fn region_servers_and_the_master_serve_their_pages() {
         .move_region(&name("left"), left.key.region, Some(to))
         .await;
     let paused = get_json(rs0, "/master.json");
+    let (_, paused_page) = http_get(rs0, "/master");
     signal(master.0.id(), "-CONT");
     requested.unwrap();
     assert!(
@@ -286,8 +287,7 @@ async fn region_servers_and_the_master_serve_their_pages() {
         (Some("left"), Some(left.key.region), Some(to)),
         "{paused}"
     );
-    let (_, page) = http_get(rs0, "/master");
-    assert!(page.contains("move (requested)"), "{page}");
+    assert!(paused_page.contains("move (requested)"), "{paused_page}");
     admin.wait_settled(SETTLE).await.unwrap();
     until("the move is done and no procedure is in flight", || async {
         let c = get_json(rs0, "/master.json");

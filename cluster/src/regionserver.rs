@@ -28,8 +28,9 @@
 //! only when the master assigned it here; every life of a server listens on the same
 //! address, and nothing listens there between lives.
 
+use crate::rpc::load::{LoadSource, RpcCounters};
 use crate::rpc::messages::ServerLoad;
-use crate::rpc::server::{serve_rpc, Guard, RegionRpc, RpcCounters};
+use crate::rpc::server::{serve_rpc, Guard, RegionRpc};
 use crate::{EtcdConfig, EtcdCoordination, ServerInfo};
 use basalt_core::coord::RegionKey;
 use basalt_core::endpoint::EndpointHost;
@@ -110,7 +111,7 @@ pub struct ServingLife {
     lease: u64,
     node_generation: u64,
     started_ms: u64,
-    rpc: RegionRpc<Engine>,
+    load: LoadSource,
 }
 
 impl std::fmt::Debug for ServingLife {
@@ -146,7 +147,7 @@ impl ServingLife {
 
     /// What its RPC service counted (since the server started: lives share counters).
     pub fn load(&self) -> ServerLoad {
-        self.rpc.load()
+        self.load.load()
     }
 }
 
@@ -387,7 +388,7 @@ impl Lives {
             lease: lease.id,
             node_generation: lease.node_generation,
             started_ms: info.started_ms,
-            rpc: rpc.clone(),
+            load: rpc.load_source(),
         }));
         let server = tokio::spawn(serve_rpc(rpc, tokio_listener, async move {
             let _ = quitting_rx.wait_for(|q| *q).await;
@@ -414,9 +415,9 @@ impl Lives {
                 }
             }
         };
+        self.set_life(None);
         // Stopped between two opens or closes, never in the middle of one (a close cut
         // short after its flush began would leave its MemStore snapshot behind).
-        self.set_life(None);
         let _ = leave.send(true);
         let _ = follower.await;
         let _ = quit.send(true);
@@ -520,10 +521,25 @@ async fn follow_once(
         if to != process || served.contains(key) {
             continue;
         }
-        match engine.open_region(&key.table, key.region).await {
+        let mut opened = engine.open_region(&key.table, key.region).await;
+        if matches!(
+            opened,
+            Err(Error::TableNotFound(_) | Error::RegionNotFound { .. })
+        ) {
+            // Created (or split) by another server since this one read the catalog.
+            opened = match engine.refresh_catalog() {
+                Ok(()) => engine.open_region(&key.table, key.region).await,
+                Err(e) => Err(e),
+            };
+        }
+        match opened {
             Ok(()) => tracing::info!(%process, region = %key, "opened assigned region"),
             Err(e @ Error::RegionOwned { .. }) => {
                 tracing::debug!(%process, region = %key, error = %e, "waiting for the owner to let the region go");
+            }
+            Err(e @ (Error::TableNotFound(_) | Error::RegionNotFound { .. })) => {
+                // Dropped or merged away meanwhile: the master forgets its assignment.
+                tracing::debug!(%process, region = %key, error = %e, "the catalog no longer lists the region");
             }
             Err(e) => {
                 tracing::warn!(%process, region = %key, error = %e, "opening a region failed")

@@ -13,14 +13,14 @@
 
 use super::rates::Rates;
 use crate::serve::page::{duration, escape, key_cell, STYLE};
-use crate::serve::scrape::{int_counter, int_gauge};
+use crate::serve::scrape::{encode, int_gauge, register_process};
 use crate::shell::show_name;
 use basalt_cluster::rpc::client::RpcClient;
 use basalt_cluster::rpc::messages::ServerLoad;
-use basalt_cluster::{ClusterAdmin, ClusterStatus};
+use basalt_cluster::{ClusterAdmin, ClusterStatus, ServerStatus};
 use basalt_core::client::report::key_to_string;
 use basalt_core::Result;
-use prometheus::{Encoder, GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{GaugeVec, IntCounterVec, IntGaugeVec, Opts, Registry};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -150,29 +150,30 @@ impl MasterPage {
         Ok(c)
     }
 
-    /// Each live server's load (in parallel, [`LOAD_DEADLINE`] each), its rate recorded;
-    /// servers gone are forgotten.
+    /// Each live server's load (in parallel, [`LOAD_DEADLINE`] each), its rate recorded
+    /// (a series per server life: a restarted server starts a new one); servers gone are
+    /// forgotten.
     async fn loads(&self, status: &ClusterStatus) -> HashMap<String, (ServerLoad, Option<f64>)> {
+        let series = |s: &ServerStatus| format!("{}@{}", s.name, s.started_ms);
         let asks = status.servers.iter().map(|s| async move {
             let load = match self.client(&s.rpc_address) {
                 Ok(c) => c.server_load(LOAD_DEADLINE).await,
                 Err(e) => Err(e),
             };
-            (s.name.clone(), load)
+            (s, load, Instant::now())
         });
-        let now = Instant::now();
         let mut out = HashMap::new();
-        for (name, load) in futures::future::join_all(asks).await {
+        for (s, load, at) in futures::future::join_all(asks).await {
             match load {
                 Ok(load) => {
-                    let rate = self.rates.observe(&name, load.requests, now);
-                    out.insert(name, (load, rate));
+                    let rate = self.rates.observe(&series(s), load.requests, at);
+                    out.insert(s.name.clone(), (load, rate));
                 }
-                Err(e) => tracing::debug!(server = %name, error = %e, "no load"),
+                Err(e) => tracing::debug!(server = %s.name, error = %e, "no load"),
             }
         }
         self.rates
-            .retain(|k| status.servers.iter().any(|s| s.name == k));
+            .retain(|k| status.servers.iter().any(|s| series(s) == k));
         if let Ok(mut clients) = self.clients.lock() {
             clients.retain(|a, _| status.servers.iter().any(|s| s.rpc_address == *a));
         }
@@ -488,19 +489,8 @@ pub(crate) fn metrics(s: &MasterStatus, refused: u64) -> prometheus::Result<Stri
     r.register(Box::new(serving))?;
     r.register(Box::new(requests))?;
     r.register(Box::new(rate))?;
-    r.register(Box::new(int_counter(
-        "basalt_info_refused_connections_total",
-        "Info port connections closed for the bound",
-        refused,
-    )?))?;
-    r.register(Box::new(int_counter(
-        "basalt_uptime_seconds_total",
-        "Seconds since the process started",
-        s.uptime_secs,
-    )?))?;
-    let mut out = Vec::new();
-    TextEncoder::new().encode(&r.gather(), &mut out)?;
-    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    register_process(&r, s.uptime_secs, refused)?;
+    encode(&r)
 }
 
 #[cfg(test)]

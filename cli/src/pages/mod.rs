@@ -5,7 +5,8 @@
 //! cluster's state from etcd; the page says whether it is the active master's). The
 //! accept loop and its bounds are the gateway's info server's (`serve::info`); a sampler
 //! reads the request counters every [`SAMPLE_EVERY`], so the rates per second are there
-//! before the first page load.
+//! before the first page load (a region server's view of the cluster samples every
+//! server's load only within [`CLUSTER_VIEW_SAMPLED_FOR`] of a load of that page).
 //!
 //! Layers, bottom to top: `rates`, `server`, `master`.
 //!
@@ -17,9 +18,8 @@ mod master;
 mod rates;
 mod server;
 
-use crate::serve::info::serve_router;
+use crate::serve::info::{failed, json_answer, metrics_answer, serve_router};
 use axum::extract::State as Shared;
-use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -35,40 +35,33 @@ use tokio::sync::watch;
 /// How often the sampler reads the request counters.
 pub const SAMPLE_EVERY: Duration = Duration::from_secs(2);
 
-fn failed(what: &str, e: impl std::fmt::Display) -> Response {
-    tracing::warn!("{what} failed: {e}");
-    (
-        StatusCode::INTERNAL_SERVER_ERROR,
-        format!("{what} failed: {e}\n"),
-    )
-        .into_response()
-}
-
-fn json(value: &impl serde::Serialize) -> Response {
-    match serde_json::to_string_pretty(value) {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => failed("encoding the status", e),
-    }
-}
-
-fn metrics_text(body: prometheus::Result<String>) -> Response {
-    match body {
-        Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(e) => failed("encoding the metrics", e),
-    }
-}
+/// How long after a load of a region server's `/master` page its sampler keeps reading
+/// every server's load (so that the page's rates are current, without every server
+/// polling every other one all the time).
+pub const CLUSTER_VIEW_SAMPLED_FOR: Duration = Duration::from_secs(60);
 
 /// Both pages a region server serves.
 struct RegionServerPages {
     server: RegionServerPage,
     cluster: MasterPage,
+    /// When the cluster's page was last loaded.
+    cluster_viewed: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl RegionServerPages {
+    fn viewed(&self) {
+        if let Ok(mut v) = self.cluster_viewed.lock() {
+            *v = Some(std::time::Instant::now());
+        }
+    }
+
+    fn viewed_lately(&self) -> bool {
+        self.cluster_viewed
+            .lock()
+            .ok()
+            .and_then(|v| *v)
+            .is_some_and(|at| at.elapsed() < CLUSTER_VIEW_SAMPLED_FOR)
+    }
 }
 
 async fn server_page(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
@@ -76,18 +69,19 @@ async fn server_page(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
 }
 
 async fn server_json(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
-    json(&server::gather(&p.server).await)
+    json_answer(&server::gather(&p.server).await)
 }
 
 async fn server_metrics(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
     let s = server::gather(&p.server).await;
-    metrics_text(server::metrics(
+    metrics_answer(server::metrics(
         &s,
         p.server.refused.load(Ordering::Relaxed),
     ))
 }
 
 async fn cluster_page(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
+    p.viewed();
     match master::gather(&p.cluster).await {
         Ok(s) => Html(master::render(&s, "/master.json", None)).into_response(),
         Err(e) => failed("gathering the cluster's status", e),
@@ -95,8 +89,9 @@ async fn cluster_page(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
 }
 
 async fn cluster_json(Shared(p): Shared<Arc<RegionServerPages>>) -> Response {
+    p.viewed();
     match master::gather(&p.cluster).await {
-        Ok(s) => json(&s),
+        Ok(s) => json_answer(&s),
         Err(e) => failed("gathering the cluster's status", e),
     }
 }
@@ -110,14 +105,14 @@ async fn master_page(Shared(p): Shared<Arc<MasterPage>>) -> Response {
 
 async fn master_json(Shared(p): Shared<Arc<MasterPage>>) -> Response {
     match master::gather(&p).await {
-        Ok(s) => json(&s),
+        Ok(s) => json_answer(&s),
         Err(e) => failed("gathering the cluster's status", e),
     }
 }
 
 async fn master_metrics(Shared(p): Shared<Arc<MasterPage>>) -> Response {
     match master::gather(&p).await {
-        Ok(s) => metrics_text(master::metrics(&s, p.refused.load(Ordering::Relaxed))),
+        Ok(s) => metrics_answer(master::metrics(&s, p.refused.load(Ordering::Relaxed))),
         Err(e) => failed("gathering the cluster's status", e),
     }
 }
@@ -130,7 +125,11 @@ pub(crate) async fn serve_region_server(
     cluster: MasterPage,
     stop: watch::Receiver<bool>,
 ) {
-    let pages = Arc::new(RegionServerPages { server, cluster });
+    let pages = Arc::new(RegionServerPages {
+        server,
+        cluster,
+        cluster_viewed: Default::default(),
+    });
     let app = Router::new()
         .route("/", get(server_page))
         .route("/status.json", get(server_json))
@@ -141,7 +140,12 @@ pub(crate) async fn serve_region_server(
     let sampled = Arc::clone(&pages);
     let sampler = sample_until(stop.clone(), move || {
         let pages = Arc::clone(&sampled);
-        async move { server::sample(&pages.server) }
+        async move {
+            server::sample(&pages.server);
+            if pages.viewed_lately() {
+                master::sample(&pages.cluster).await;
+            }
+        }
     });
     let refusals = Arc::clone(&pages);
     let refused = move || {
@@ -182,7 +186,10 @@ where
     Fut: std::future::Future<Output = ()>,
 {
     loop {
-        sample().await;
+        tokio::select! {
+            _ = sample() => {}
+            _ = stop.wait_for(|s| *s) => return,
+        }
         tokio::select! {
             _ = tokio::time::sleep(SAMPLE_EVERY) => {}
             _ = stop.wait_for(|s| *s) => return,

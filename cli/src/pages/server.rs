@@ -13,15 +13,16 @@
 use super::rates::Rates;
 use crate::offline::human_bytes;
 use crate::serve::page::{duration, engine_rows, escape, key_cell, STYLE};
-use crate::serve::scrape::{int_counter, int_gauge, register_engine, register_regions};
-use crate::serve::status::{engine_json, RegionStatus};
+use crate::serve::scrape::{
+    encode, int_counter, int_gauge, register_engine, register_process, register_regions,
+};
+use crate::serve::status::{engine_json, shares, RegionStatus};
 use crate::shell::show_name;
 use basalt_cluster::regionserver::ServerLives;
 use basalt_cluster::ClusterAdmin;
-use basalt_core::client::report::key_to_string;
 use basalt_core::client::Backend;
 use basalt_core::{Engine, EngineStats, TableName};
-use prometheus::{Encoder, Registry, TextEncoder};
+use prometheus::Registry;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -178,29 +179,12 @@ async fn served_regions(engine: &Arc<Engine>) -> Vec<ServedRegion> {
             }
         };
         let served: Vec<_> = infos.into_iter().filter(|r| ids.contains(&r.id)).collect();
-        let total: u64 = served.iter().map(|r| r.write_requests).sum();
+        let writes: Vec<u64> = served.iter().map(|r| r.write_requests).collect();
         let name = show_name(&table);
-        for r in served {
-            let share = if total == 0 {
-                0.0
-            } else {
-                r.write_requests as f64 / total as f64
-            };
+        for (r, share) in served.iter().zip(shares(&writes)) {
             out.push(ServedRegion {
                 table: name.clone(),
-                region: RegionStatus {
-                    name: format!("{},{},{}", name, key_to_string(&r.start_key), r.id),
-                    id: r.id,
-                    start_key: key_to_string(&r.start_key),
-                    end_key: key_to_string(&r.end_key),
-                    store_files: r.store_files,
-                    store_file_bytes: r.store_file_size,
-                    memstore_bytes: r.memstore_size,
-                    read_requests: r.read_requests,
-                    write_requests: r.write_requests,
-                    write_share: share,
-                    server: None,
-                },
+                region: RegionStatus::of(&name, r, share),
             });
         }
     }
@@ -350,17 +334,6 @@ pub(crate) fn metrics(s: &RegionServerStatus, refused: u64) -> prometheus::Resul
     for (name, help, v) in gauges {
         r.register(Box::new(int_gauge(name, help, v)?))?;
     }
-    r.register(Box::new(int_counter(
-        "basalt_info_refused_connections_total",
-        "Info port connections closed for the bound",
-        refused,
-    )?))?;
-    r.register(Box::new(int_counter(
-        "basalt_uptime_seconds_total",
-        "Seconds since the process started",
-        s.uptime_secs,
-    )?))?;
-    let mut out = Vec::new();
-    TextEncoder::new().encode(&r.gather(), &mut out)?;
-    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+    register_process(&r, s.uptime_secs, refused)?;
+    encode(&r)
 }

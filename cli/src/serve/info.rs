@@ -117,13 +117,37 @@ pub(crate) fn router<B: Backend>(state: Arc<State<B>>) -> Router {
         .with_state(state)
 }
 
-fn failed(what: &str, e: impl std::fmt::Display) -> Response {
+/// A 500 answer saying what failed and why (logged).
+pub(crate) fn failed(what: &str, e: impl std::fmt::Display) -> Response {
     tracing::warn!("{what} failed: {e}");
     (
         StatusCode::INTERNAL_SERVER_ERROR,
         format!("{what} failed: {e}\n"),
     )
         .into_response()
+}
+
+/// `value` as a pretty JSON answer.
+pub(crate) fn json_answer(value: &impl serde::Serialize) -> Response {
+    match serde_json::to_string_pretty(value) {
+        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
+        Err(e) => failed("encoding the status", e),
+    }
+}
+
+/// Metrics in Prometheus' text format as an answer.
+pub(crate) fn metrics_answer(body: prometheus::Result<String>) -> Response {
+    match body {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            body,
+        )
+            .into_response(),
+        Err(e) => failed("encoding the metrics", e),
+    }
 }
 
 async fn status_page<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Response {
@@ -134,30 +158,15 @@ async fn status_page<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Respon
 }
 
 async fn status_json<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Response {
-    let s = match status::gather(&state).await {
-        Ok(s) => s,
-        Err(e) => return failed("gathering the status", e),
-    };
-    match serde_json::to_string_pretty(&s) {
-        Ok(body) => ([(header::CONTENT_TYPE, "application/json")], body).into_response(),
-        Err(e) => failed("encoding the status", e),
+    match status::gather(&state).await {
+        Ok(s) => json_answer(&s),
+        Err(e) => failed("gathering the status", e),
     }
 }
 
 async fn metrics_text<B: Backend>(Shared(state): Shared<Arc<State<B>>>) -> Response {
-    let s = match status::gather(&state).await {
-        Ok(s) => s,
-        Err(e) => return failed("gathering the metrics", e),
-    };
-    match scrape::render(&state.metrics, &s) {
-        Ok(body) => (
-            [(
-                header::CONTENT_TYPE,
-                "text/plain; version=0.0.4; charset=utf-8",
-            )],
-            body,
-        )
-            .into_response(),
-        Err(e) => failed("encoding the metrics", e),
+    match status::gather(&state).await {
+        Ok(s) => metrics_answer(scrape::render(&state.metrics, &s)),
+        Err(e) => failed("gathering the metrics", e),
     }
 }

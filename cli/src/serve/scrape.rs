@@ -249,6 +249,31 @@ fn engine_registry(status: &Status) -> prometheus::Result<Registry> {
     Ok(r)
 }
 
+/// A process's own metrics in `r`: its uptime and the info connections it refused.
+pub(crate) fn register_process(
+    r: &Registry,
+    uptime_secs: u64,
+    refused: u64,
+) -> prometheus::Result<()> {
+    r.register(Box::new(int_counter(
+        "basalt_info_refused_connections_total",
+        "Info port connections closed for the bound",
+        refused,
+    )?))?;
+    r.register(Box::new(int_counter(
+        "basalt_uptime_seconds_total",
+        "Seconds since the process started",
+        uptime_secs,
+    )?))
+}
+
+/// `r`'s metrics in Prometheus' text format.
+pub(crate) fn encode(r: &Registry) -> prometheus::Result<String> {
+    let mut out = Vec::new();
+    TextEncoder::new().encode(&r.gather(), &mut out)?;
+    String::from_utf8(out).map_err(|e| prometheus::Error::Msg(e.to_string()))
+}
+
 /// Every metric, in Prometheus' text format.
 pub(crate) fn render(gateway: &GatewayMetrics, status: &Status) -> prometheus::Result<String> {
     let mut families = gateway.families();

@@ -214,6 +214,26 @@ pub struct RegionStatus {
     pub server: Option<String>,
 }
 
+impl RegionStatus {
+    /// The status of region `r` of the table HBase prints as `table`, with its share of
+    /// the table's writes.
+    pub(crate) fn of(table: &str, r: &basalt_core::RegionInfo, write_share: f64) -> Self {
+        RegionStatus {
+            name: format!("{},{},{}", table, key_to_string(&r.start_key), r.id),
+            id: r.id,
+            start_key: key_to_string(&r.start_key),
+            end_key: key_to_string(&r.end_key),
+            store_files: r.store_files,
+            store_file_bytes: r.store_file_size,
+            memstore_bytes: r.memstore_size,
+            read_requests: r.read_requests,
+            write_requests: r.write_requests,
+            write_share,
+            server: None,
+        }
+    }
+}
+
 /// One coprocessor of a table.
 #[derive(Debug, Clone, Serialize)]
 pub struct CoprocessorStatus {
@@ -262,7 +282,7 @@ fn column_text(family: &[u8], qualifier: &[u8]) -> String {
 }
 
 /// Each value's share of their sum (all 0 when the sum is 0).
-fn shares(values: &[u64]) -> Vec<f64> {
+pub(crate) fn shares(values: &[u64]) -> Vec<f64> {
     let total: u64 = values.iter().sum();
     values
         .iter()
@@ -327,26 +347,13 @@ async fn table_status<B: Backend>(
         None => HashMap::new(),
     };
     let writes: Vec<u64> = regions.iter().map(|r| r.write_requests).collect();
+    let shown = show_name(&name);
     let regions = regions
         .iter()
         .zip(shares(&writes))
         .map(|(r, share)| RegionStatus {
-            name: format!(
-                "{},{},{}",
-                show_name(&name),
-                key_to_string(&r.start_key),
-                r.id
-            ),
-            id: r.id,
-            start_key: key_to_string(&r.start_key),
-            end_key: key_to_string(&r.end_key),
-            store_files: r.store_files,
-            store_file_bytes: r.store_file_size,
-            memstore_bytes: r.memstore_size,
-            read_requests: r.read_requests,
-            write_requests: r.write_requests,
-            write_share: share,
             server: servers.get(&r.id).cloned(),
+            ..RegionStatus::of(&shown, r, share)
         })
         .collect();
     let missing = data.coprocessors.missing(&d);

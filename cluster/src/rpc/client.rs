@@ -65,7 +65,7 @@ impl RpcClient {
         }
     }
 
-    /// What the server's RPC service counted in its current life
+    /// What the server's RPC service counted since the server started
     /// ([`Request::ServerLoad`]).
     pub async fn server_load(&self, deadline: Duration) -> Result<ServerLoad> {
         match self.call(Request::ServerLoad, deadline).await? {

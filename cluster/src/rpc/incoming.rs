@@ -4,24 +4,27 @@
 //! Thrift gateway bounds its connections and their first request.
 //!
 //! When the port is full, the oldest connection still waiting for its preface makes room
-//! for the new one (a flood of silent connections cannot keep a client out for longer than
-//! it takes to accept it); when every connection open has sent its preface, the new one is
-//! closed at once (and counted in the log, at most once a second).
+//! for the new one, so silent connections hold places only until newer ones need them;
+//! when every connection open has sent its preface, the new one is closed at once (and
+//! counted in the log, at most once a second).
 //!
 //! Invariants: the count of open connections is the number of connections accepted and
 //! not yet closed, never above the limit: a connection handed to gRPC holds its place
 //! until it is dropped, one waiting for its preface until it is admitted, times out, ends
 //! or is evicted (its place then passes to the connection that evicted it); all of it
-//! under one lock, so a connection is counted exactly once whichever happens first.
+//! under one lock, so a connection is counted exactly once whichever happens first. The
+//! listener belongs to the stream [`admit`] returns: when the server drops it (it
+//! stopped), the port closes at once and the connections still waiting are closed.
 
 use futures::Stream;
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot};
 use tonic::transport::server::{Connected, TcpConnectInfo};
@@ -58,10 +61,13 @@ struct Places {
 
 type Shared = Arc<Mutex<Places>>;
 
-/// A connection admitted to gRPC; its place is given back when it is dropped.
+/// A connection admitted to gRPC, its preface read already (and given to gRPC first); its
+/// place is given back when it is dropped.
 #[derive(Debug)]
 pub struct Admitted {
     stream: TcpStream,
+    preface: [u8; PREFACE_BYTES],
+    replayed: usize,
     places: Shared,
 }
 
@@ -79,7 +85,15 @@ impl AsyncRead for Admitted {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_read(cx, buf)
+        let this = &mut *self;
+        if this.replayed < PREFACE_BYTES {
+            let rest = &this.preface[this.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            this.replayed += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.stream).poll_read(cx, buf)
     }
 }
 
@@ -122,66 +136,96 @@ impl Connected for Admitted {
 }
 
 /// The connections of `listener` that sent their preface, within `limits` (see the module
-/// doc). Accepting stops when the stream is dropped.
-pub fn admit(
-    listener: TcpListener,
-    limits: RpcLimits,
-) -> impl Stream<Item = io::Result<Admitted>> + Send + 'static {
-    let (tx, mut rx) = mpsc::channel::<Admitted>(64);
-    tokio::spawn(accept(listener, limits, tx));
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx).map(|c| c.map(Ok)))
+/// doc). The listener closes when the stream is dropped.
+pub fn admit(listener: TcpListener, limits: RpcLimits) -> Incoming {
+    let (tx, rx) = mpsc::channel(64);
+    Incoming {
+        listener,
+        limits,
+        places: Arc::default(),
+        tx,
+        rx,
+        backoff: None,
+        failures: 0,
+        refused: 0,
+        logged: Instant::now(),
+    }
 }
 
-/// Accepts until `admitted` is closed (the server stopped).
-async fn accept(listener: TcpListener, limits: RpcLimits, admitted: mpsc::Sender<Admitted>) {
-    let places: Shared = Arc::default();
-    let mut refused = 0u64;
-    let mut logged = Instant::now();
-    let mut failures = 0u32;
-    loop {
-        let accepted = tokio::select! {
-            a = listener.accept() => a,
-            _ = admitted.closed() => return,
-        };
-        let stream = match accepted {
-            Ok((stream, _)) => {
-                failures = 0;
-                stream
-            }
-            Err(e) => {
-                // Out of descriptors, most likely: back off, log rarely.
-                if logged.elapsed() >= Duration::from_secs(1) {
-                    tracing::warn!("RPC port: accept failed: {e}");
-                    logged = Instant::now();
-                }
-                let backoff = Duration::from_millis(10u64 << failures.min(6));
-                tokio::time::sleep(backoff).await;
-                failures = failures.saturating_add(1);
-                continue;
-            }
-        };
-        let Some((id, evicted)) = take_place(&places, limits.max_connections) else {
-            refused += 1;
-            if logged.elapsed() >= Duration::from_secs(1) {
+/// The stream of admitted connections [`admit`] returns.
+#[derive(Debug)]
+pub struct Incoming {
+    listener: TcpListener,
+    limits: RpcLimits,
+    places: Shared,
+    /// Handshakes send admitted connections here (and notice the stream gone).
+    tx: mpsc::Sender<Admitted>,
+    rx: mpsc::Receiver<Admitted>,
+    /// While accepting failed (out of descriptors, most likely): when to try again.
+    backoff: Option<Pin<Box<tokio::time::Sleep>>>,
+    failures: u32,
+    refused: u64,
+    logged: Instant,
+}
+
+impl Incoming {
+    /// Takes in one accepted connection: a place and a handshake, or closed.
+    fn take_in(&mut self, stream: TcpStream) {
+        let Some((id, evicted)) = take_place(&self.places, self.limits.max_connections) else {
+            self.refused += 1;
+            if self.logged.elapsed() >= Duration::from_secs(1) {
                 tracing::warn!(
-                    "RPC port: refused {refused} connection(s): {} open, all past their handshake",
-                    limits.max_connections
+                    "RPC port: refused {} connection(s): {} open, all past their handshake",
+                    self.refused,
+                    self.limits.max_connections
                 );
-                logged = Instant::now();
-                refused = 0;
+                self.logged = Instant::now();
+                self.refused = 0;
             }
-            drop(stream);
-            continue;
+            return;
         };
         let _ = stream.set_nodelay(true);
         tokio::spawn(handshake(
             stream,
             id,
             evicted,
-            Arc::clone(&places),
-            limits.handshake_timeout,
-            admitted.clone(),
+            Arc::clone(&self.places),
+            self.limits.handshake_timeout,
+            self.tx.clone(),
         ));
+    }
+}
+
+impl Stream for Incoming {
+    type Item = io::Result<Admitted>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        loop {
+            if let Some(sleep) = &mut this.backoff {
+                if sleep.as_mut().poll(cx).is_pending() {
+                    break;
+                }
+                this.backoff = None;
+            }
+            match this.listener.poll_accept(cx) {
+                Poll::Ready(Ok((stream, _))) => {
+                    this.failures = 0;
+                    this.take_in(stream);
+                }
+                Poll::Ready(Err(e)) => {
+                    if this.logged.elapsed() >= Duration::from_secs(1) {
+                        tracing::warn!("RPC port: accept failed: {e}");
+                        this.logged = Instant::now();
+                    }
+                    let wait = Duration::from_millis(10u64 << this.failures.min(6));
+                    this.failures = this.failures.saturating_add(1);
+                    this.backoff = Some(Box::pin(tokio::time::sleep(wait)));
+                }
+                Poll::Pending => break,
+            }
+        }
+        this.rx.poll_recv(cx).map(|c| c.map(Ok))
     }
 }
 
@@ -202,19 +246,21 @@ fn take_place(places: &Shared, max: usize) -> Option<(u64, oneshot::Receiver<()>
     Some((id, evicted))
 }
 
-/// Waits for `stream`'s preface, then hands it to gRPC; closes it on a timeout, an early
-/// end or an eviction.
+/// Reads `stream`'s preface, then hands it to gRPC; closes it on a timeout, an early end,
+/// an eviction or the server's stop.
 async fn handshake(
-    stream: TcpStream,
+    mut stream: TcpStream,
     id: u64,
     evicted: oneshot::Receiver<()>,
     places: Shared,
     timeout: Duration,
     admitted: mpsc::Sender<Admitted>,
 ) {
+    let mut preface = [0u8; PREFACE_BYTES];
     let sent = tokio::select! {
-        r = tokio::time::timeout(timeout, preface_arrived(&stream)) => matches!(r, Ok(true)),
+        r = tokio::time::timeout(timeout, stream.read_exact(&mut preface)) => matches!(r, Ok(Ok(_))),
         _ = evicted => false,
+        _ = admitted.closed() => false,
     };
     // Settled under the lock, released before the hand-over waits.
     {
@@ -234,25 +280,11 @@ async fn handshake(
     let _ = admitted
         .send(Admitted {
             stream,
+            preface,
+            replayed: 0,
             places: Arc::clone(&places),
         })
         .await;
-}
-
-/// Whether `stream` has [`PREFACE_BYTES`] bytes to read (false once it ended first). Only
-/// peeks: gRPC reads them.
-async fn preface_arrived(stream: &TcpStream) -> bool {
-    let mut buf = [0u8; PREFACE_BYTES];
-    loop {
-        match stream.peek(&mut buf).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) if n >= PREFACE_BYTES => return true,
-            Ok(_) => {
-                // Part of it: wait for more (peek returns at once while bytes wait).
-                tokio::time::sleep(Duration::from_millis(5)).await;
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -263,15 +295,25 @@ mod tests {
 
     const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
+    /// A port within `limits`, its stream driven as gRPC drives it (polled all the time)
+    /// by a task whose abort drops it; the admitted connections come out of the receiver.
     async fn port(
         limits: RpcLimits,
     ) -> (
         String,
-        Pin<Box<dyn Stream<Item = io::Result<Admitted>> + Send>>,
+        mpsc::UnboundedReceiver<Admitted>,
+        tokio::task::JoinHandle<()>,
     ) {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let at = listener.local_addr().unwrap().to_string();
-        (at, Box::pin(admit(listener, limits)))
+        let mut incoming = admit(listener, limits);
+        let (tx, rx) = mpsc::unbounded_channel();
+        let driver = tokio::spawn(async move {
+            while let Some(Ok(c)) = incoming.next().await {
+                let _ = tx.send(c);
+            }
+        });
+        (at, rx, driver)
     }
 
     /// Whether the server closed `s` within `within`.
@@ -285,17 +327,30 @@ mod tests {
 
     #[tokio::test]
     async fn a_connection_is_admitted_once_its_preface_came() {
-        let (at, mut admitted) = port(RpcLimits::default()).await;
+        let (at, mut admitted, _driver) = port(RpcLimits::default()).await;
         let mut c = TcpStream::connect(&at).await.unwrap();
         c.write_all(&PREFACE[..10]).await.unwrap();
-        let early = tokio::time::timeout(Duration::from_millis(200), admitted.next()).await;
+        let early = tokio::time::timeout(Duration::from_millis(200), admitted.recv()).await;
         assert!(early.is_err(), "admitted before its whole preface");
         c.write_all(&PREFACE[10..]).await.unwrap();
-        let mut a = admitted.next().await.unwrap().unwrap();
-        // The preface is still there for gRPC to read.
-        let mut got = [0u8; PREFACE_BYTES];
+        c.write_all(b"then frames").await.unwrap();
+        let mut a = admitted.recv().await.unwrap();
+        // The preface is still there for gRPC to read, then what followed it.
+        let mut got = [0u8; PREFACE_BYTES + 11];
         a.read_exact(&mut got).await.unwrap();
-        assert_eq!(&got[..], PREFACE);
+        assert_eq!(&got[..PREFACE_BYTES], PREFACE);
+        assert_eq!(&got[PREFACE_BYTES..], b"then frames");
+    }
+
+    #[tokio::test]
+    async fn dropping_the_stream_closes_the_port_and_the_waiting() {
+        let (at, _admitted, driver) = port(RpcLimits::default()).await;
+        let mut waiting = TcpStream::connect(&at).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        driver.abort();
+        let _ = driver.await;
+        assert!(closed(&mut waiting, Duration::from_secs(3)).await);
+        assert!(TcpStream::connect(&at).await.is_err(), "the port is closed");
     }
 
     #[tokio::test]
@@ -304,7 +359,7 @@ mod tests {
             max_connections: 4,
             handshake_timeout: Duration::from_millis(300),
         };
-        let (at, _admitted) = port(limits).await;
+        let (at, _admitted, _driver) = port(limits).await;
         let mut c = TcpStream::connect(&at).await.unwrap();
         assert!(!closed(&mut c, Duration::from_millis(100)).await);
         assert!(closed(&mut c, Duration::from_secs(3)).await);
@@ -316,13 +371,13 @@ mod tests {
             max_connections: 3,
             handshake_timeout: Duration::from_secs(60),
         };
-        let (at, mut admitted) = port(limits).await;
+        let (at, mut admitted, _driver) = port(limits).await;
         // Two served connections, one silent: the port is full.
         let mut served = Vec::new();
         for _ in 0..2 {
             let mut c = TcpStream::connect(&at).await.unwrap();
             c.write_all(PREFACE).await.unwrap();
-            served.push((c, admitted.next().await.unwrap().unwrap()));
+            served.push((c, admitted.recv().await.unwrap()));
         }
         let mut silent = TcpStream::connect(&at).await.unwrap();
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -330,7 +385,7 @@ mod tests {
         let mut newcomer = TcpStream::connect(&at).await.unwrap();
         newcomer.write_all(PREFACE).await.unwrap();
         assert!(closed(&mut silent, Duration::from_secs(3)).await);
-        let third = admitted.next().await.unwrap().unwrap();
+        let third = admitted.recv().await.unwrap();
         // Now every place is held past its preface: one more is closed at once.
         let mut refused = TcpStream::connect(&at).await.unwrap();
         assert!(closed(&mut refused, Duration::from_secs(3)).await);
@@ -342,8 +397,8 @@ mod tests {
         drop(newcomer);
         let mut later = TcpStream::connect(&at).await.unwrap();
         later.write_all(PREFACE).await.unwrap();
-        let admitted_later = tokio::time::timeout(Duration::from_secs(3), admitted.next()).await;
-        assert!(matches!(admitted_later, Ok(Some(Ok(_)))));
+        let admitted_later = tokio::time::timeout(Duration::from_secs(3), admitted.recv()).await;
+        assert!(matches!(admitted_later, Ok(Some(_))));
     }
 
     #[test]

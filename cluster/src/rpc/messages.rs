@@ -335,11 +335,12 @@ pub enum Reply {
 /// server load report, as far as the master's page shows it).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerLoad {
-    /// Calls answered (every kind, scans included), refusals and errors among them.
+    /// Calls answered (every kind but [`Request::ServerLoad`], scans included), refusals
+    /// and errors among them.
     pub requests: u64,
     /// Of those, calls answered with an error (the engine's refusal or a fault).
     pub errors: u64,
-    /// Scans opened.
+    /// Scans opened (not refused, not failed to open).
     pub scans: u64,
     /// Scans running now.
     pub open_scans: u64,

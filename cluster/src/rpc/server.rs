@@ -15,6 +15,7 @@
 //! client that vanished pins nothing for long.
 
 use super::incoming::{admit, RpcLimits};
+use super::load::{LoadSource, RpcCounters};
 use super::messages::{
     Acknowledgement, EndpointRequest, Reply, Request, ScanPage, ScanRequest, ServerLoad,
     PROTOCOL_VERSION,
@@ -55,14 +56,6 @@ pub struct RegionRpc<B: Backend> {
     inner: Arc<Inner<B>>,
 }
 
-impl<B: Backend> Clone for RegionRpc<B> {
-    fn clone(&self) -> Self {
-        RegionRpc {
-            inner: Arc::clone(&self.inner),
-        }
-    }
-}
-
 impl<B: Backend> std::fmt::Debug for RegionRpc<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RegionRpc")
@@ -77,48 +70,6 @@ pub type Guard = Arc<dyn Fn() -> Result<()> + Send + Sync>;
 
 /// Where a server's WAL stands: its writer number and newest segment.
 pub type WalPosition = Arc<dyn Fn() -> (u64, u64) + Send + Sync>;
-
-/// What a service counted ([`ServerLoad`]): calls and scans answered, errors among them.
-/// Shared by the services of one server's lives when given ([`RegionRpc::counting`]).
-#[derive(Debug)]
-pub struct RpcCounters {
-    started: Instant,
-    requests: AtomicU64,
-    errors: AtomicU64,
-    scans: AtomicU64,
-}
-
-impl Default for RpcCounters {
-    fn default() -> Self {
-        RpcCounters {
-            started: Instant::now(),
-            requests: AtomicU64::new(0),
-            errors: AtomicU64::new(0),
-            scans: AtomicU64::new(0),
-        }
-    }
-}
-
-impl RpcCounters {
-    /// Counts one answered call, an error or not.
-    fn answered(&self, error: bool) {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        if error {
-            self.errors.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-
-    /// The counts now, with `open_scans` scans running.
-    pub fn load(&self, open_scans: u64) -> ServerLoad {
-        ServerLoad {
-            requests: self.requests.load(Ordering::Relaxed),
-            errors: self.errors.load(Ordering::Relaxed),
-            scans: self.scans.load(Ordering::Relaxed),
-            open_scans,
-            uptime_ms: u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX),
-        }
-    }
-}
 
 struct Inner<B: Backend> {
     backend: Arc<B>,
@@ -207,9 +158,12 @@ impl<B: Backend> RegionRpc<B> {
         self.configured(|inner| inner.counters = counters)
     }
 
-    /// What the service counted so far.
-    pub fn load(&self) -> ServerLoad {
-        self.inner.load()
+    /// A handle on what the service counts, readable while and after it serves.
+    pub fn load_source(&self) -> LoadSource {
+        LoadSource {
+            counters: Arc::clone(&self.inner.counters),
+            open_scans: Arc::clone(&self.inner.open_scans),
+        }
     }
 
     /// This service changed by `change`, unless a clone already serves (then as it is).
@@ -341,8 +295,8 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
     ) -> std::result::Result<Response<Self::ScanStream>, Status> {
         let request = request.into_inner();
         let counters = &self.inner.counters;
-        counters.scans.fetch_add(1, Ordering::Relaxed);
-        // A scan counts as one request; one refused before it streams, as an error.
+        // A scan counts as one request: an error when refused or when it cannot open (a
+        // failure later in its stream is not counted again).
         let refused = |e: &Error| {
             counters.answered(true);
             let page: PageStream = Box::pin(futures::stream::iter([Ok(ScanPage::Error(e.into()))]));
@@ -370,13 +324,16 @@ impl<B: Backend> RegionServer for RegionRpc<B> {
             ));
             return refused(&e);
         }
-        counters.answered(false);
         let (tx, rx) = tokio::sync::mpsc::channel(SCAN_PAGES_AHEAD);
         let inner = Arc::clone(&self.inner);
         let opened = self
             .inner
             .backend
             .scan(&request.table, request.scan, at.as_ref());
+        counters.answered(opened.is_err());
+        if opened.is_ok() {
+            counters.scan_opened();
+        }
         tokio::spawn(async move {
             let _open = open;
             let mut rows = match opened {
@@ -441,8 +398,11 @@ fn row_bytes(row: &RowResult) -> usize {
 impl<B: Backend> Inner<B> {
     /// What the service counted so far, with the scans running now.
     fn load(&self) -> ServerLoad {
-        let open = self.open_scans.load(Ordering::SeqCst);
-        self.counters.load(u64::try_from(open).unwrap_or(u64::MAX))
+        LoadSource {
+            counters: Arc::clone(&self.counters),
+            open_scans: Arc::clone(&self.open_scans),
+        }
+        .load()
     }
 
     /// Whether the server may answer now.
