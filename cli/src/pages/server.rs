@@ -11,8 +11,7 @@
 //! region rows carry `data-region`. Gathering only reads.
 
 use super::rates::Rates;
-use crate::offline::human_bytes;
-use crate::serve::page::{duration, engine_rows, escape, key_cell, STYLE};
+use crate::serve::page::{duration, engine_rows, escape, region_figures, STYLE};
 use crate::serve::scrape::{
     encode, int_counter, int_gauge, register_engine, register_process, register_regions,
 };
@@ -269,20 +268,12 @@ fn regions_section(h: &mut String, regions: &[ServedRegion]) {
         let r = &s.region;
         let _ = write!(
             h,
-            "<tr class=\"region\" data-region=\"{id}\"><td>{table}</td><td><code>{name}</code></td><td>{start}</td>\
-             <td>{end}</td><td class=\"num\">{files}</td><td class=\"num\">{size}</td>\
-             <td class=\"num\">{mem}</td><td class=\"num\">{reads}</td>\
-             <td class=\"num writes\">{writes}</td></tr>",
+            "<tr class=\"region\" data-region=\"{id}\"><td>{table}</td><td><code>{name}</code></td>\
+             {figures}</tr>",
             id = r.id,
             table = escape(&s.table),
             name = escape(&r.name),
-            start = key_cell(&r.start_key, "(start)"),
-            end = key_cell(&r.end_key, "(end)"),
-            files = r.store_files,
-            size = human_bytes(r.store_file_bytes),
-            mem = human_bytes(r.memstore_bytes),
-            reads = r.read_requests,
-            writes = r.write_requests,
+            figures = region_figures(r),
         );
     }
     h.push_str("</table></section>");

@@ -7,7 +7,7 @@
 //! index names, row keys) is HTML-escaped; region rows carry `data-region` and their write
 //! count a `writes` class, so tests can read the page as a browser renders it.
 
-use super::status::{ClusterInfo, Status, TableStatus};
+use super::status::{ClusterInfo, RegionStatus, Status, TableStatus};
 use crate::offline::human_bytes;
 use std::fmt::Write as _;
 
@@ -375,22 +375,31 @@ fn regions_table(h: &mut String, t: &TableStatus) {
         };
         let _ = write!(
             h,
-            "<tr class=\"region\" data-region=\"{id}\"><td><code>{name}</code></td>{server}<td>{start}</td>\
-             <td>{end}</td><td class=\"num\">{files}</td><td class=\"num\">{size}</td>\
-             <td class=\"num\">{mem}</td><td class=\"num reads\">{reads}</td>\
-             <td class=\"num writes\">{writes}</td><td class=\"share\">{share}</td></tr>",
+            "<tr class=\"region\" data-region=\"{id}\"><td><code>{name}</code></td>{server}\
+             {figures}<td class=\"share\">{share}</td></tr>",
             id = r.id,
             name = escape(&r.name),
-            start = key_cell(&r.start_key, "(start)"),
-            end = key_cell(&r.end_key, "(end)"),
-            files = r.store_files,
-            size = human_bytes(r.store_file_bytes),
-            mem = human_bytes(r.memstore_bytes),
-            reads = r.read_requests,
-            writes = r.write_requests,
+            figures = region_figures(r),
         );
     }
     h.push_str("</table>");
+}
+
+/// The cells of HBase's region table for `r`: start and end keys, store files, size on
+/// disk, MemStore, read and write requests (`reads` and `writes` classes).
+pub(crate) fn region_figures(r: &RegionStatus) -> String {
+    format!(
+        "<td>{start}</td><td>{end}</td><td class=\"num\">{files}</td>\
+         <td class=\"num\">{size}</td><td class=\"num\">{mem}</td>\
+         <td class=\"num reads\">{reads}</td><td class=\"num writes\">{writes}</td>",
+        start = key_cell(&r.start_key, "(start)"),
+        end = key_cell(&r.end_key, "(end)"),
+        files = r.store_files,
+        size = human_bytes(r.store_file_bytes),
+        mem = human_bytes(r.memstore_bytes),
+        reads = r.read_requests,
+        writes = r.write_requests,
+    )
 }
 
 #[cfg(test)]

@@ -71,7 +71,8 @@ impl Cluster {
     /// its status page on a free port.
     pub fn start_server_with(&mut self, name: &str, extra: &[&str]) {
         let data = self.scratch.path().join(name);
-        let mut child = basalt()
+        let mut command = basalt();
+        command
             .args(["regionserver", "--etcd", &self.etcd.endpoint()])
             .args(["--prefix", &self.prefix, "--port", "0", "--info-port", "0"])
             .args(["--lease-secs", "3", "--name", name])
@@ -79,15 +80,8 @@ impl Cluster {
             .arg("--store")
             .arg(self.store.path())
             .arg("--data")
-            .arg(&data)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the basalt binary starts");
-        let line = super::first_line(&mut child);
-        let server = Proc(child);
-        assert!(line.starts_with("listening on "), "{name}: {line:?}");
+            .arg(&data);
+        let (server, line) = announced(command, "listening on ", name);
         self.servers.push(server);
         self.names.push(name.to_string());
         self.infos.push(page_address(&line));
@@ -96,18 +90,12 @@ impl Cluster {
     /// Starts `basalt master` named `name` (a 3 s lease), its page on a free port;
     /// returns the process and the page's address.
     pub fn start_master(&self, name: &str) -> (Proc, String) {
-        let mut child = basalt()
+        let mut command = basalt();
+        command
             .args(["master", "--etcd", &self.etcd.endpoint()])
             .args(["--prefix", &self.prefix, "--name", name])
-            .args(["--lease-secs", "3", "--info-port", "0"])
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the basalt binary starts");
-        let line = super::first_line(&mut child);
-        let master = Proc(child);
-        assert!(line.starts_with("campaigning"), "{name}: {line:?}");
+            .args(["--lease-secs", "3", "--info-port", "0"]);
+        let (master, line) = announced(command, "campaigning", name);
         (master, page_address(&line))
     }
 
@@ -162,6 +150,21 @@ impl Cluster {
     pub fn scratch_file(&self, name: &str) -> PathBuf {
         self.scratch.path().join(name)
     }
+}
+
+/// Spawns `command` (quiet logs, its standard output read) and checks its first line
+/// starts with `announcement`; returns the process and that line.
+fn announced(mut command: Command, announcement: &str, name: &str) -> (Proc, String) {
+    let mut child = command
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("the basalt binary starts");
+    let line = super::first_line(&mut child);
+    let process = Proc(child);
+    assert!(line.starts_with(announcement), "{name}: {line:?}");
+    (process, line)
 }
 
 /// The `host:port` of the page a process announced (`... on http://ADDR/`).
