@@ -1,13 +1,16 @@
 //! Cluster administration (issue 48, item 7): `status`, where regions are, `move` and the
 //! balancer switch, through `basalt_cluster::ClusterAdmin` on three region servers in this
-//! process. A move takes the region's whole table group to the named server and clients
-//! go on reading and writing it there; bad requests are refused before anything is
-//! written; with the balancer off, groups gathered on one server stay there until a
-//! balancing pass is asked for, and turned on again it spreads them.
+//! process. A move takes the region's whole table group to the named server when the
+//! table is placed grouped and clients go on reading and writing it there; bad requests
+//! are refused before anything is written; with the balancer off, tables gathered on one
+//! server stay there until a balancing pass is asked for, and turned on again it spreads
+//! them. A spread table's regions are balanced over the servers; schema changes, splits,
+//! merges, flushes and compactions work on it, its batches over two servers are refused,
+//! and it spreads again after each change.
 
 use basalt::client::{Get, Put};
 use basalt::{ColumnFamilyDescriptor, Error, PreSplit, TableDescriptor, TableName};
-use basalt_cluster::{ClusterAdmin, RegionPlacement};
+use basalt_cluster::{ClusterAdmin, Placement, RegionPlacement};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -67,6 +70,15 @@ async fn status_regions_and_moves() {
     let cluster = TestCluster::start(3).await;
     let conn = cluster.connect().await;
     let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    // Placed whole: a move takes every region of the table.
+    admin
+        .set_placement(&name("orders"), Placement::Grouped)
+        .await
+        .unwrap();
+    assert_eq!(
+        admin.placement(&name("orders")).await.unwrap(),
+        Placement::Grouped
+    );
     create(&conn, "orders", &["h", "p"]).await;
     let t = conn.table("orders").unwrap();
     for k in ["a", "j", "x"] {
@@ -230,6 +242,10 @@ async fn splits_and_merges_are_assigned_by_the_master() {
     let cluster = TestCluster::start(2).await;
     let conn = cluster.connect().await;
     let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    admin
+        .set_placement(&name("events"), Placement::Grouped)
+        .await
+        .unwrap();
     create(&conn, "events", &[]).await;
     let t = conn.table("events").unwrap();
     let keys: Vec<String> = (0..40).map(|i| format!("k{i:02}")).collect();
@@ -280,6 +296,143 @@ async fn splits_and_merges_are_assigned_by_the_master() {
         assert!(!t.get(Get::new(k)).await.unwrap().is_empty(), "{k}");
     }
     assert_eq!(admin.status().await.unwrap().regions, 1);
+    conn.close().await.unwrap();
+    cluster.stop().await;
+}
+
+/// The regions of `table` served by each server.
+async fn regions_per_server(admin: &ClusterAdmin, table: &str) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for r in admin.regions(Some(&name(table))).await.unwrap() {
+        *out.entry(r.serving.unwrap_or_default()).or_default() += 1;
+    }
+    out
+}
+
+/// Waits until `table`'s regions are served by `servers` servers, as evenly as can be.
+async fn wait_spread(admin: &ClusterAdmin, table: &str, servers: usize) -> BTreeMap<String, usize> {
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        admin.wait_settled(SETTLE).await.unwrap();
+        let counts = regions_per_server(admin, table).await;
+        let (min, max) = (counts.values().min(), counts.values().max());
+        if counts.len() == servers && max.unwrap() - min.unwrap() <= 1 {
+            return counts;
+        }
+        assert!(std::time::Instant::now() < deadline, "{counts:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_spread_table_over_three_servers() {
+    let cluster = TestCluster::start(3).await;
+    let conn = cluster.connect().await;
+    let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    assert_eq!(
+        admin.placement(&name("events")).await.unwrap(),
+        Placement::Spread
+    );
+    create(&conn, "events", &["d", "h", "l", "p", "t"]).await;
+    let t = conn.table("events").unwrap();
+    let rows: Vec<String> = (b'a'..=b'z').map(|c| format!("{}1", c as char)).collect();
+    for r in &rows {
+        t.put(Put::new(r).add_column("f", "q", r)).await.unwrap();
+    }
+    let counts = wait_spread(&admin, "events", 3).await;
+    assert_eq!(counts.values().copied().collect::<Vec<_>>(), [2, 2, 2]);
+    let read_all = |t: basalt::Table<basalt_cluster::RemoteBackend>, rows: Vec<String>| async move {
+        for r in &rows {
+            let got = t.get(Get::new(r)).await.unwrap();
+            assert_eq!(
+                got.value("f", "q").map(|v| v.to_vec()),
+                Some(r.as_bytes().to_vec()),
+                "{r}"
+            );
+        }
+    };
+    read_all(t.clone(), rows.clone()).await;
+
+    // Flushes and compactions reach every server of the table.
+    conn.admin().flush("events").await.unwrap();
+    conn.admin().major_compact("events").await.unwrap();
+    read_all(t.clone(), rows.clone()).await;
+
+    // A batch over two servers is refused, and nothing of it is applied.
+    let placed = admin.regions(Some(&name("events"))).await.unwrap();
+    let first = &placed[0];
+    let other = placed.iter().find(|r| r.serving != first.serving).unwrap();
+    let (a, b) = ("a2".to_string(), format!("{}2", other.start[0] as char));
+    let e = t
+        .batch(vec![
+            basalt::client::BatchOp::Put(Put::new(a.as_str()).add_column("f", "q", "x")),
+            basalt::client::BatchOp::Put(Put::new(b.as_str()).add_column("f", "q", "x")),
+        ])
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&e, Error::BadArgument(m) if m.contains("more than one server")),
+        "{e:?}"
+    );
+    for r in [&a, &b] {
+        assert!(t.get(Get::new(r.as_str())).await.unwrap().is_empty(), "{r}");
+    }
+
+    // A schema change gathers the table on one server, then it spreads again.
+    conn.admin()
+        .add_column_family("events", ColumnFamilyDescriptor::new("g"))
+        .await
+        .unwrap();
+    for r in &rows {
+        t.put(Put::new(r).add_column("g", "q", r)).await.unwrap();
+    }
+    wait_spread(&admin, "events", 3).await;
+    for r in &rows {
+        let got = t.get(Get::new(r)).await.unwrap();
+        assert_eq!(
+            got.value("g", "q").map(|v| v.to_vec()),
+            Some(r.as_bytes().to_vec()),
+            "{r}"
+        );
+    }
+
+    // A split on its region's server; a merge of the daughters, gathered first.
+    let placed = admin.regions(Some(&name("events"))).await.unwrap();
+    let (lo, hi) = conn
+        .admin()
+        .split_region("events", placed[0].key.region, Some(b"b"))
+        .await
+        .unwrap()
+        .unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    assert_eq!(admin.regions(Some(&name("events"))).await.unwrap().len(), 7);
+    let merged = conn.admin().merge_regions("events", lo, hi).await.unwrap();
+    let counts = wait_spread(&admin, "events", 3).await;
+    assert_eq!(counts.values().sum::<usize>(), 6);
+    let after = admin.regions(Some(&name("events"))).await.unwrap();
+    assert_eq!(after[0].key.region, merged);
+    read_all(t.clone(), rows.clone()).await;
+
+    // A snapshot, a restore and the table dropped, each gathered first.
+    conn.admin()
+        .snapshot("events-snap", "events")
+        .await
+        .unwrap();
+    for r in &rows {
+        t.delete(basalt::client::Delete::new(r.as_str()))
+            .await
+            .unwrap();
+    }
+    conn.admin().disable_table("events").await.unwrap();
+    conn.admin().restore_snapshot("events-snap").await.unwrap();
+    conn.admin().enable_table("events").await.unwrap();
+    read_all(t.clone(), rows.clone()).await;
+    wait_spread(&admin, "events", 3).await;
+    conn.admin().disable_table("events").await.unwrap();
+    conn.admin().delete_table("events").await.unwrap();
+    assert!(admin.regions(Some(&name("events"))).await.is_err());
+    // No hold outlives its change.
+    assert!(admin.status().await.unwrap().in_transition.is_empty());
     conn.close().await.unwrap();
     cluster.stop().await;
 }

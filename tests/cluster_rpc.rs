@@ -123,6 +123,16 @@ async fn calls_cross_the_rpc_with_the_engines_answers() {
 async fn a_stopped_servers_regions_move_to_a_live_server() {
     let mut cluster = TestCluster::start(2).await;
     let conn = cluster.connect().await;
+    // Placed whole: one server holds every region, and stopping it moves them all.
+    basalt_cluster::ClusterAdmin::connect(cluster.etcd_config())
+        .await
+        .unwrap()
+        .set_placement(
+            &basalt::TableName::parse("orders").unwrap(),
+            basalt_cluster::Placement::Grouped,
+        )
+        .await
+        .unwrap();
     conn.admin()
         .create_table_with_splits(orders(), splits())
         .await

@@ -13,10 +13,10 @@
 //!
 //! What the figures are: the client, the servers and etcd share this machine's cores (the
 //! servers and the client share one tokio runtime), so a cluster figure is the cost of the
-//! RPC path on the same hardware, not a cluster's capacity. With three servers only one
-//! serves the store today; the other two stand by (see `basalt_cluster::regionserver`), so
-//! the three-server figure measures a served cluster with standbys, not three servers'
-//! worth of work (the run prints which servers serve). Writes are not equally durable either:
+//! RPC path on the same hardware, not a cluster's capacity. With three servers the table's
+//! regions are spread over the three by the master's balancer before the load (the run
+//! prints the regions per server), so each server serves a third of the rows, but the
+//! three share the same two cores. Writes are not equally durable either:
 //! the embedded engine's WAL is files in its own directory, a `SyncWal` put acknowledged
 //! once handed to the OS; a region server's WAL is on the shared store, one object per
 //! group commit, stored durably (the object and its folder fsynced), so the cluster's write
@@ -125,8 +125,7 @@ fn run_cluster(
 }
 
 /// Stops every server, whether the phases succeeded or not (each closes its engine,
-/// flushing it): the standbys first, so that stopping the serving one hands the store to
-/// nobody. A server whose stop reports an error is stopped all the same (its task ended);
+/// flushing it): the ones etcd does not list as live first, then the live ones. A server whose stop reports an error is stopped all the same (its task ended);
 /// the error is printed as a warning, as it says nothing of the figures.
 async fn stop_all(label: &str, running: Vec<(String, RunningServer)>, etcd: &EtcdConfig) {
     let serving: Vec<String> = match EtcdCoordination::connect(etcd.clone()).await {
@@ -174,10 +173,9 @@ fn measure_cluster(
         }))?;
         running.push((name, server));
     }
-    let serving = rt.block_on(wait_for_server(etcd_config))?;
+    let serving = rt.block_on(wait_for_servers(etcd_config, servers))?;
     println!(
-        "{label}: {servers} region server(s) started; serving after {:.0} ms: {} (the others \
-         stand by)",
+        "{label}: {servers} region server(s) started; serving after {:.0} ms: {}",
         started.elapsed().as_secs_f64() * 1000.0,
         serving.join(", ")
     );
@@ -186,6 +184,8 @@ fn measure_cluster(
         RetryPolicy::default(),
     ))?;
     let table = rt.block_on(ycsb::basalt::create_table(&conn, &s.core))?;
+    let spread = rt.block_on(wait_spread(etcd_config, servers))?;
+    println!("{label}: regions per server once balanced: {spread}");
     let phases = ycsb::run_phases(label, s, |phase| {
         rt.block_on(ycsb::basalt::drive(table.clone(), phase))
     });
@@ -193,14 +193,41 @@ fn measure_cluster(
     phases
 }
 
-/// Waits until a region server of the cluster at `etcd` is registered (it serves);
-/// returns the process names of those registered then.
-async fn wait_for_server(etcd: &EtcdConfig) -> BenchResult<Vec<String>> {
+/// Waits until the table's regions are served as evenly as they can be over `servers`
+/// servers (the master's balancer spreads a new table); returns the regions per server.
+async fn wait_spread(etcd: &EtcdConfig, servers: usize) -> BenchResult<String> {
+    let admin = basalt_cluster::ClusterAdmin::connect(etcd.clone()).await?;
+    let deadline = Instant::now() + SERVE_TIMEOUT;
+    loop {
+        admin.wait_settled(SERVE_TIMEOUT).await?;
+        let mut per_server = std::collections::BTreeMap::<String, usize>::new();
+        let regions = admin.regions(None).await?;
+        for r in &regions {
+            *per_server
+                .entry(r.serving.clone().unwrap_or_default())
+                .or_default() += 1;
+        }
+        let (min, max) = (per_server.values().min(), per_server.values().max());
+        let even = max.zip(min).is_some_and(|(max, min)| max - min <= 1);
+        if even && per_server.len() == servers.min(regions.len()) {
+            let shown: Vec<String> = per_server.iter().map(|(p, n)| format!("{p} {n}")).collect();
+            return Ok(shown.join(", "));
+        }
+        if Instant::now() > deadline {
+            return Err(format!("the regions did not spread within {SERVE_TIMEOUT:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until `servers` region servers of the cluster at `etcd` are registered (they
+/// serve); returns their process names.
+async fn wait_for_servers(etcd: &EtcdConfig, servers: usize) -> BenchResult<Vec<String>> {
     let coord = EtcdCoordination::connect(etcd.clone()).await?;
     let deadline = Instant::now() + SERVE_TIMEOUT;
     loop {
         let live = coord.live_servers().await?;
-        if !live.is_empty() {
+        if live.len() >= servers {
             return Ok(live.into_iter().map(|s| s.process).collect());
         }
         if Instant::now() > deadline {
@@ -235,8 +262,8 @@ fn print_settings(s: &Settings) {
     println!(
         "setups     : embedded (Connection::open: the ycsb suite's Basalt run); then a \
          cluster of {} region servers: one local etcd, servers in this process on a shared \
-         store directory (lease {} s), a remote client through etcd and gRPC on loopback. \
-         Only one server serves the store at a time today: the others stand by",
+         store directory (lease {} s), a remote client through etcd and gRPC on loopback; \
+         the table's regions spread over the servers by the master's balancer before the load",
         SERVER_COUNTS
             .iter()
             .map(|n| n.to_string())

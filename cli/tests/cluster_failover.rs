@@ -225,6 +225,14 @@ async fn a_killed_or_paused_server_loses_no_acknowledged_write() {
     let conn = basalt_cluster::connect_with(config, RetryPolicy::default())
         .await
         .unwrap();
+    // Placed whole: one server holds the table, the victim of each fault.
+    basalt_cluster::ClusterAdmin::new(coord.clone())
+        .set_placement(
+            &TableName::parse("orders").unwrap(),
+            basalt_cluster::Placement::Grouped,
+        )
+        .await
+        .unwrap();
     let desc = TableDescriptor::new(TableName::parse("orders").unwrap())
         .family(ColumnFamilyDescriptor::new("d"));
     let split = PreSplit::Keys(vec![b"g".to_vec(), b"n".to_vec(), b"t".to_vec()]);

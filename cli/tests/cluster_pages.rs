@@ -79,7 +79,15 @@ async fn region_servers_and_the_master_serve_their_pages() {
     let conn = basalt_cluster::connect_with(cluster.config(), RetryPolicy::default())
         .await
         .unwrap();
+    let placing = basalt_cluster::ClusterAdmin::connect(cluster.config())
+        .await
+        .unwrap();
     for t in ["left", "right"] {
+        // Placed whole: a table's regions are served by one server.
+        placing
+            .set_placement(&name(t), basalt_cluster::Placement::Grouped)
+            .await
+            .unwrap();
         let desc = TableDescriptor::new(name(t)).family(ColumnFamilyDescriptor::new("f"));
         conn.admin()
             .create_table_with_splits(desc, PreSplit::Keys(vec![b"m".to_vec()]))

@@ -1,7 +1,8 @@
 //! Cluster administration as HBase's shell knows it: the cluster's status (the master,
 //! the live servers and what each serves, the regions in transition), where each region
-//! is, and the requests the master acts on: `move` a region (with its table group),
-//! switch the balancer, run one balancing pass.
+//! is, and the requests the master acts on: `move` a region (with its table group when
+//! the group is placed whole), switch the balancer, run one balancing pass; and how a
+//! table is placed ([`Placement`]).
 //!
 //! Only the master writes assignments, so a client does not move a region itself: it
 //! writes a request (`P/moves/<table>/<region>`, `P/balance`) or the switch
@@ -16,6 +17,7 @@
 use crate::assignment::Assignments;
 use crate::coordination::put;
 use crate::election::LiveServer;
+use crate::placement::Placement;
 use crate::proto::TxnRequest;
 use crate::{EtcdConfig, EtcdCoordination};
 use basalt_core::coord::RegionKey;
@@ -168,8 +170,8 @@ impl ClusterAdmin {
         Ok(out)
     }
 
-    /// Asks the master to move region `region` of `table`, with the rest of its table
-    /// group, to server `to` (any other live server when `None`): a graceful move, closed
+    /// Asks the master to move region `region` of `table` (with the rest of its table
+    /// group when the group is placed whole, see [`Placement`]) to server `to` (any other live server when `None`): a graceful move, closed
     /// with a flush and opened without replay. Fails when the region does not exist, `to`
     /// is not a live server, or `to` already serves the group.
     pub async fn move_region(
@@ -207,6 +209,21 @@ impl ClusterAdmin {
             vec![put(self.coord.keys.move_request(&key), value, 0)],
         )
         .await
+    }
+
+    /// Sets how `table`'s regions are placed over the servers: [`Placement::Grouped`] keeps
+    /// every region of its table group on one server (a batch over any of its rows is then
+    /// atomic), [`Placement::Spread`] (the default) places each region alone. A table with
+    /// global indexes is always grouped. The table need not exist yet: set it before
+    /// creating a table whose batches span regions.
+    pub async fn set_placement(&self, table: &TableName, placement: Placement) -> Result<()> {
+        crate::holds::write_placement(&self.coord, table, placement).await
+    }
+
+    /// The placement of `table` as set ([`Placement::Spread`] unless set otherwise).
+    pub async fn placement(&self, table: &TableName) -> Result<Placement> {
+        let placements = crate::holds::placements(&self.coord).await?;
+        Ok(placements.get(table).copied().unwrap_or_default())
     }
 
     /// Turns the balancer on or off; returns whether it was on. Off, the master still

@@ -15,9 +15,11 @@
 //! | `P/servers/<process>` | a registered server ([`ServerRecord`]): `<node generation> <start ms> <info port> <rpc address>` | the server's |
 //! | `P/master` | the elected master: `<node generation> <process>` | the master's |
 //! | `P/assign/<table>/<region>` | the server the master assigned the region to: `<term> <process>` | none |
-//! | `P/moves/<table>/<region>` | a request to move the region's table group: the target server, or empty for any other | none |
+//! | `P/moves/<table>/<region>` | a request to move the region (with its table group when grouped): the target server, or empty for any other | none |
 //! | `P/balancer` | the balancer switch: `on` or `off` (absent: on) | none |
 //! | `P/balance` | a request for one balancing pass, switch or not (any value) | none |
+//! | `P/placement/<table>` | how the table's regions are placed: `grouped` (`spread` when absent) | none |
+//! | `P/holds/<lease:016x>/<table>` | a schema change's hold on the table: `<operation> <client>` | the client's |
 //!
 //! Invariants: the values are written only by transactions of `coordination`, `assignment`
 //! (the master's), `admin` (requests, which the master deletes once acted on) and
@@ -136,6 +138,39 @@ impl Keys {
     /// `P/balance`.
     pub(crate) fn balance_request(&self) -> Vec<u8> {
         format!("{}/balance", self.prefix).into_bytes()
+    }
+
+    /// `P/placement/<table>`.
+    pub(crate) fn placement(&self, table: &TableName) -> Vec<u8> {
+        format!("{}/placement/{table}", self.prefix).into_bytes()
+    }
+
+    /// The table a key `P/placement/<table>` names.
+    pub(crate) fn placement_table(&self, key: &[u8]) -> Result<TableName> {
+        let prefix = self.kind_prefix("placement");
+        key.strip_prefix(prefix.as_slice())
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|t| TableName::parse(t).ok())
+            .ok_or_else(|| corrupt(key, "a placement key ends with a table name"))
+    }
+
+    /// `P/holds/<lease:016x>/<table>`.
+    pub(crate) fn hold(&self, lease: u64, table: &TableName) -> Vec<u8> {
+        format!("{}/holds/{lease:016x}/{table}", self.prefix).into_bytes()
+    }
+
+    /// The lease and the table a key `P/holds/<lease:016x>/<table>` names.
+    pub(crate) fn hold_of(&self, key: &[u8]) -> Result<(u64, TableName)> {
+        let prefix = self.kind_prefix("holds");
+        let parsed = key
+            .strip_prefix(prefix.as_slice())
+            .and_then(|t| std::str::from_utf8(t).ok())
+            .and_then(|t| t.split_once('/'))
+            .and_then(|(lease, table)| {
+                let lease = u64::from_str_radix(lease, 16).ok()?;
+                Some((lease, TableName::parse(table).ok()?))
+            });
+        parsed.ok_or_else(|| corrupt(key, "a hold key is <lease>/<table>"))
     }
 
     /// The region a key `P/<kind>/<table>/<region>` names.
@@ -363,6 +398,16 @@ mod tests {
         assert_eq!(k.server_of(&k.server("rs-1")).unwrap(), "rs-1");
         assert!(k.server_of(&k.servers_prefix()).is_err());
         assert_eq!(k.master(), b"/basalt/master");
+        let t = TableName::parse("ns:events").unwrap();
+        assert_eq!(k.placement_table(&k.placement(&t)).unwrap(), t);
+        assert_eq!(
+            k.hold(0xab, &t),
+            b"/basalt/holds/00000000000000ab/ns:events"
+        );
+        assert_eq!(k.hold_of(&k.hold(0xab, &t)).unwrap(), (0xab, t));
+        assert!(k.hold_of(b"/basalt/holds/zz/ns:events").is_err());
+        assert!(k.hold_of(b"/basalt/holds/00000000000000ab").is_err());
+        assert!(k.placement_table(b"/basalt/placement/bad name").is_err());
     }
 
     #[test]

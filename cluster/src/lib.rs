@@ -19,10 +19,12 @@
 //! engine) and the region server ([`regionserver`]).
 //!
 //! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`,
-//! `assignment`, `admin`, `local`, `rpc`, `remote`, `master`, `regionserver`. That is:
-//! etcd's messages; the key layout and the values' encodings; the etcd gRPC client; the
-//! `Coordination` implementation; servers' registration and the master's election; the
-//! master's region assignments; the operators' status and requests ([`ClusterAdmin`]); the
+//! `assignment`, `placement`, `holds`, `admin`, `local`, `rpc`, `remote`, `master`,
+//! `regionserver`. That is: etcd's messages; the key layout and the values' encodings; the
+//! etcd gRPC client; the `Coordination` implementation; servers' registration and the
+//! master's election; the master's region assignments; where regions should go (grouped
+//! or spread, [`Placement`]); placement preferences and schema holds in etcd; the
+//! operators' status and requests ([`ClusterAdmin`]); the
 //! local etcd process; the region servers' protocol; the remote client; the master's
 //! reconciliation; the region server.
 //!
@@ -41,9 +43,11 @@ mod assignment;
 mod client;
 mod coordination;
 mod election;
+mod holds;
 mod keys;
 mod local;
 pub mod master;
+mod placement;
 mod proto;
 pub mod regionserver;
 mod remote;
@@ -53,5 +57,7 @@ pub use admin::{ClusterAdmin, ClusterStatus, RegionPlacement, ServerStatus};
 pub use assignment::Assignments;
 pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};
+pub use holds::HOLD_TTL;
 pub use local::{LocalEtcd, ETCD_BIN_VAR};
+pub use placement::Placement;
 pub use remote::{connect, connect_with, AckObserver, RemoteBackend, RemoteReadPoint, RetryPolicy};

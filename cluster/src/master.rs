@@ -1,37 +1,41 @@
 //! The master: the one process that decides where regions are served, elected through
 //! etcd (`election`); every region server is a candidate ([`master_duty`]), as HBase's
 //! backup masters are. While its term lasts it reconciles, every [`MASTER_TICK`], the
-//! regions the catalog lists with the live servers ([`reconcile`]):
+//! regions the catalog lists with the live servers ([`reconcile`]), placing each region
+//! alone or with its table group as `placement` decides (a table group with global
+//! indexes, a table marked grouped, or one a schema change holds, goes whole to one
+//! server; any other table is spread region by region):
 //!
 //! - a region with no assignment, or assigned to a server that is not live (its lease
 //!   ended: killed, paused, cut off), is assigned to a live server: its live owner if it
-//!   has one (the server that created it), else the server of its table group, else the
-//!   server with the fewest table groups. The new server's open fences the dead server's
-//!   WAL and replays the region's edits (`basalt_core`'s `server/open/runtime.rs`): that is
-//!   HBase's server-crash procedure, the fence being the storage half of it;
+//!   has one (the server that created it), else the server of its group if grouped, else
+//!   the server with the fewest regions of its table. The new server's open fences the
+//!   dead server's WAL and replays the region's edits (`basalt_core`'s
+//!   `server/open/runtime.rs`): that is HBase's server-crash procedure, the fence being the
+//!   storage half of it;
 //! - the assignment of a region the catalog no longer lists (a dropped table, a split's
 //!   parent) is forgotten;
+//! - an operator's move request moves the region (with its group when grouped);
+//! - a table a schema change holds (`holds`) is gathered on one server at once;
 //! - when no region is in transition (every region's live owner is its assigned server),
-//!   a table group spread over servers is gathered on the server holding most of it, and
-//!   then one group moves from the server with the most groups to the one with the fewest
-//!   when they differ by two or more (the balancer): a graceful move, the old server
-//!   closing the region with a flush before the new one opens it without replay.
-//!
-//! A table group is a table with its global index tables (`<table>.idx.<index>`, in the
-//! table's namespace): they are written together, so they are served together, and a
-//! batch of an order row, its index rows and a counter commits on one server. Schema
-//! changes need every region of a table on one engine, which the groups also give.
+//!   a grouped group spread over servers is gathered on the server holding most of it,
+//!   and then, when the balancer is on, spread tables are balanced region by region and
+//!   grouped groups by load: graceful moves, the old server closing the region with a
+//!   flush before the new one opens it without replay.
 //!
 //! Invariants: every assignment is written in a transaction that compares the term (a
-//! deposed master changes nothing); the assignments are the whole persisted state (a new
-//! master reads them and goes on: each step is idempotent); a region moves only to a live
-//! server; nothing moves while a region is in transition, except regions of dead servers.
+//! deposed master changes nothing); the assignments, placements and holds are the whole
+//! persisted state (a new master reads them and goes on: each step is idempotent); a
+//! region moves only to a live server; nothing moves while a region is in transition,
+//! except regions of dead servers.
 
 use crate::assignment::Assignments;
 use crate::election::{Leadership, LiveServer};
+use crate::holds;
+use crate::placement::{least_loaded, Policy};
 use crate::EtcdCoordination;
 use basalt_core::coord::{Coordination, RegionKey};
-use basalt_core::{Result, TableName};
+use basalt_core::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -43,15 +47,10 @@ pub const MASTER_TICK: Duration = Duration::from_millis(250);
 /// How often a candidate looks whether the master key is free.
 pub const CAMPAIGN_POLL: Duration = Duration::from_millis(250);
 
-/// The group of `table`: its namespace and the table it indexes (itself when it is not an
-/// index table).
-pub fn table_group(table: &TableName) -> (String, String) {
-    let qualifier = table.qualifier();
-    let base = qualifier
-        .split_once(".idx.")
-        .map_or(qualifier, |(base, _)| base);
-    (table.namespace().to_string(), base.to_string())
-}
+pub use crate::placement::table_group;
+
+/// The most assignments one of the master's transactions writes.
+const MOVES_PER_TRANSACTION: usize = 100;
 
 /// What one reconciliation did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -93,21 +92,36 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
         .map(|r| r.key.clone())
         .filter(|k| assigned.get(k).is_none_or(|p| !names.contains(p)))
         .collect();
-    for (key, server) in requested_moves(coord, term, &listed, &mut assigned, &names).await? {
+    let policy = Policy::new(
+        &listed,
+        &holds::placements(coord).await?,
+        &holds::holds(coord).await?,
+    );
+    let moved = requested_moves(coord, term, &policy, &listed, &mut assigned, &names).await?;
+    for (key, server) in moved {
         out.assigned.push((key, server, "moved by request"));
     }
-    let mut homes = group_homes(&assigned, &names);
     for key in orphans {
-        let group = table_group(&key.table);
         let (server, why) = match owners.get(&key) {
             Some(owner) => (owner.clone(), "its live owner"),
-            None => match homes.get(&group) {
-                Some(s) => (s.clone(), "its table group's server"),
-                None => (least_loaded(&assigned, &names), "the least loaded server"),
-            },
+            None => {
+                // The homes as they stand with the orphans placed so far.
+                let homes = policy.homes(&assigned, &names);
+                match policy.orphan_target(&key, &homes, &assigned, &names) {
+                    Some(target) => target,
+                    None => continue,
+                }
+            }
         };
-        homes.entry(group).or_insert_with(|| server.clone());
         coord.assign(term, &key, &server).await?;
+        assigned.insert(key.clone(), server.clone());
+        out.assigned.push((key, server, why));
+    }
+    // Held tables are gathered at once, whatever else is in transition: a schema change
+    // waits for them.
+    let gather = policy.gather_held(&assigned, &names);
+    write_moves(coord, term, &gather).await?;
+    for (key, server, why) in gather {
         assigned.insert(key.clone(), server.clone());
         out.assigned.push((key, server, why));
     }
@@ -120,8 +134,9 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
     if out.assigned.is_empty() && in_transition(&assigned) == 0 {
         let requested = coord.balance_requested().await?;
         let balance = requested || coord.balancer_on().await?;
-        for (key, server, why) in rebalance(&assigned, &names, balance) {
-            coord.assign(term, &key, &server).await?;
+        let moves = policy.rebalance(&assigned, &names, balance);
+        write_moves(coord, term, &moves).await?;
+        for (key, server, why) in moves {
             assigned.insert(key.clone(), server.clone());
             out.assigned.push((key, server, why));
         }
@@ -137,6 +152,24 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
     Ok(out)
 }
 
+/// Writes `moves` as master of `term`, up to [`MOVES_PER_TRANSACTION`] in one transaction
+/// (etcd takes 128 operations in one): a group of that size or less is never seen half
+/// assigned elsewhere.
+async fn write_moves(
+    coord: &EtcdCoordination,
+    term: &Leadership,
+    moves: &[(RegionKey, String, &'static str)],
+) -> Result<()> {
+    for chunk in moves.chunks(MOVES_PER_TRANSACTION) {
+        let ops = chunk
+            .iter()
+            .map(|(key, server, _)| coord.assignment_op(term, key, server))
+            .collect();
+        coord.as_master(term, "assign", ops).await?;
+    }
+    Ok(())
+}
+
 /// Each region's live owner by process name (owners whose lease is a live server's).
 fn live_owner_names(
     live: &[LiveServer],
@@ -150,64 +183,17 @@ fn live_owner_names(
         .collect()
 }
 
-/// A table group: its namespace and the table it is named after ([`table_group`]).
-type Group = (String, String);
-
-/// The live server holding most regions of each table group (ties: the first by name);
-/// groups with no region on a live server have none.
-fn group_homes(assigned: &Assignments, live: &BTreeSet<String>) -> BTreeMap<Group, String> {
-    let mut counts: BTreeMap<Group, BTreeMap<&str, usize>> = BTreeMap::new();
-    for (k, p) in assigned.iter().filter(|(_, p)| live.contains(*p)) {
-        *counts
-            .entry(table_group(&k.table))
-            .or_default()
-            .entry(p.as_str())
-            .or_default() += 1;
-    }
-    counts
-        .into_iter()
-        .filter_map(|(group, servers)| {
-            let home = servers
-                .into_iter()
-                .max_by_key(|(p, n)| (*n, std::cmp::Reverse(*p)))?;
-            Some((group, home.0.to_string()))
-        })
-        .collect()
-}
-
-/// The table groups each live server is assigned (a group spread over several counts for
-/// each).
-fn groups_by_server(
-    assigned: &Assignments,
-    live: &BTreeSet<String>,
-) -> BTreeMap<String, BTreeSet<Group>> {
-    let mut out: BTreeMap<String, BTreeSet<Group>> =
-        live.iter().map(|p| (p.clone(), BTreeSet::new())).collect();
-    for (k, p) in assigned {
-        if let Some(groups) = out.get_mut(p) {
-            groups.insert(table_group(&k.table));
-        }
-    }
-    out
-}
-
-/// The live server with the fewest table groups (ties: the first by name).
-fn least_loaded(assigned: &Assignments, live: &BTreeSet<String>) -> String {
-    groups_by_server(assigned, live)
-        .into_iter()
-        .min_by_key(|(p, g)| (g.len(), p.clone()))
-        .map(|(p, _)| p)
-        .unwrap_or_default()
-}
-
-/// Acts on the operators' move requests (`admin`): each request's region moves with its
-/// table group to the requested server (any other live server when none was named), in
-/// one fenced transaction with the request's deletion; a request for a region that is
-/// gone, or a server that is not live or already holds it, is dropped. Returns the regions
-/// assigned, with their server.
+/// Acts on the operators' move requests (`admin`): each request's region moves (with its
+/// group when grouped, see `placement`) to the requested server (the least loaded other
+/// live server when none was named), in fenced transactions the last of which deletes
+/// the request (one for a group of up to [`MOVES_PER_TRANSACTION`] regions); a request
+/// for a region that is gone, or a server that is not live or already holds it, is
+/// dropped; one for a held table waits until the hold ends. Returns the regions assigned,
+/// with their server.
 async fn requested_moves(
     coord: &EtcdCoordination,
     term: &Leadership,
+    policy: &Policy,
     listed: &BTreeSet<RegionKey>,
     assigned: &mut Assignments,
     live: &BTreeSet<String>,
@@ -219,26 +205,27 @@ async fn requested_moves(
         let to = match target {
             _ if !listed.contains(&key) => None,
             Some(t) => Some(t).filter(|t| live.contains(t) && current.as_ref() != Some(t)),
-            None => groups_by_server(assigned, live)
-                .into_iter()
-                .filter(|(p, _)| current.as_ref() != Some(p))
-                .min_by_key(|(p, g)| (g.len(), p.clone()))
-                .map(|(p, _)| p),
+            None => least_loaded(assigned, live, current.as_deref()),
         };
         let Some(to) = to else {
             tracing::warn!(region = %key, "dropped a move request that no longer applies");
             coord.as_master(term, "move", vec![done]).await?;
             continue;
         };
-        let group = table_group(&key.table);
-        let members: Vec<RegionKey> = listed
+        if policy.held(&key) {
+            continue; // acted on once the schema change releases its table
+        }
+        let members = policy.members(&key, listed);
+        // The last of a large group's moves with the request's deletion.
+        let moves: Vec<_> = members
             .iter()
-            .filter(|k| table_group(&k.table) == group)
-            .cloned()
+            .map(|k| (k.clone(), to.clone(), "moved by request"))
             .collect();
-        let mut ops: Vec<_> = members
+        let split = moves.len().saturating_sub(MOVES_PER_TRANSACTION - 1);
+        write_moves(coord, term, &moves[..split]).await?;
+        let mut ops: Vec<_> = moves[split..]
             .iter()
-            .map(|k| coord.assignment_op(term, k, &to))
+            .map(|(k, to, _)| coord.assignment_op(term, k, to))
             .collect();
         ops.push(done);
         coord.as_master(term, "move", ops).await?;
@@ -248,56 +235,6 @@ async fn requested_moves(
         }
     }
     Ok(out)
-}
-
-/// The moves that gather a spread table group, or else, when `balance`, balance groups
-/// over servers (one group per pass): each region with its new server and why.
-fn rebalance(
-    assigned: &Assignments,
-    live: &BTreeSet<String>,
-    balance: bool,
-) -> Vec<(RegionKey, String, &'static str)> {
-    // Gather: every region of a group to the group's server.
-    let homes = group_homes(assigned, live);
-    let mut moves = Vec::new();
-    for (k, p) in assigned {
-        if let Some(home) = homes.get(&table_group(&k.table)) {
-            if p != home {
-                moves.push((k.clone(), home.clone(), "gathering its table group"));
-            }
-        }
-    }
-    if !moves.is_empty() || !balance {
-        return moves;
-    }
-    let by_server = groups_by_server(assigned, live);
-    let most = by_server
-        .iter()
-        .max_by_key(|(p, g)| (g.len(), (*p).clone()));
-    let fewest = by_server
-        .iter()
-        .min_by_key(|(p, g)| (g.len(), std::cmp::Reverse((*p).clone())));
-    let (Some((from, groups)), Some((to, few))) = (most, fewest) else {
-        return moves;
-    };
-    if groups.len() < few.len() + 2 {
-        return moves;
-    }
-    // The group with the fewest regions moves: the cheapest.
-    let size = |g: &Group| {
-        assigned
-            .keys()
-            .filter(|k| table_group(&k.table) == *g)
-            .count()
-    };
-    if let Some(group) = groups.iter().min_by_key(|g| (size(g), (*g).clone())) {
-        for (k, p) in assigned {
-            if p == from && table_group(&k.table) == *group {
-                moves.push((k.clone(), to.clone(), "balancing table groups"));
-            }
-        }
-    }
-    moves
 }
 
 /// A region server's candidacy for master, until `stopped`: campaigns under a lease of
@@ -366,81 +303,5 @@ struct AbortOnDrop(tokio::task::JoinHandle<()>);
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
         self.0.abort();
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn key(table: &str, id: u64) -> RegionKey {
-        RegionKey::new(TableName::parse(table).unwrap(), id)
-    }
-
-    fn live(names: &[&str]) -> BTreeSet<String> {
-        names.iter().map(|n| n.to_string()).collect()
-    }
-
-    #[test]
-    fn index_tables_join_their_data_tables_group() {
-        let t = |n: &str| TableName::parse(n).unwrap();
-        assert_eq!(
-            table_group(&t("orders")),
-            table_group(&t("orders.idx.by_user"))
-        );
-        assert_ne!(table_group(&t("orders")), table_group(&t("users")));
-        assert_ne!(
-            table_group(&t("a:orders")),
-            table_group(&t("b:orders.idx.x"))
-        );
-    }
-
-    #[test]
-    fn a_spread_group_is_gathered_before_anything_is_balanced() {
-        let mut assigned = Assignments::new();
-        assigned.insert(key("orders", 1), "rs1".into());
-        assigned.insert(key("orders", 2), "rs1".into());
-        assigned.insert(key("orders.idx.u", 3), "rs2".into());
-        let moves = rebalance(&assigned, &live(&["rs1", "rs2"]), false);
-        assert_eq!(
-            moves,
-            vec![(
-                key("orders.idx.u", 3),
-                "rs1".to_string(),
-                "gathering its table group"
-            )]
-        );
-    }
-
-    #[test]
-    fn groups_spread_over_servers_until_they_differ_by_at_most_one() {
-        let mut assigned = Assignments::new();
-        for (i, t) in ["a", "b", "c", "d"].iter().enumerate() {
-            assigned.insert(key(t, i as u64 * 2), "rs1".into());
-            assigned.insert(key(t, i as u64 * 2 + 1), "rs1".into());
-        }
-        let servers = live(&["rs1", "rs2", "rs3"]);
-        let mut passes = 0;
-        loop {
-            let moves = rebalance(&assigned, &servers, true);
-            if moves.is_empty() {
-                break;
-            }
-            // A group moves whole, to one server.
-            let targets: BTreeSet<&String> = moves.iter().map(|(_, s, _)| s).collect();
-            assert_eq!(targets.len(), 1);
-            for (k, s, _) in moves {
-                assigned.insert(k, s);
-            }
-            passes += 1;
-            assert!(passes < 10, "balancing does not converge");
-        }
-        let counts: Vec<usize> = groups_by_server(&assigned, &servers)
-            .values()
-            .map(|g| g.len())
-            .collect();
-        let (min, max) = (counts.iter().min().unwrap(), counts.iter().max().unwrap());
-        assert!(max - min <= 1, "{counts:?}");
-        assert_eq!(counts.iter().sum::<usize>(), 4);
     }
 }

@@ -1,5 +1,5 @@
 //! `status` and the commands of a cluster's administration, as HBase's shell has them:
-//! `move` (a region, with its table group, to a server or any other), `balancer` (one
+//! `move` (a region, with its table group when grouped, to a server or any other), `balancer` (one
 //! balancing pass) and `balance_switch` (the balancer on or off), through the cluster's
 //! [`ClusterAdmin`]; and where each region is served, for `list_regions`.
 //!
@@ -135,7 +135,7 @@ async fn settle(
 }
 
 /// `move 'region' [, 'server']`: the region (as `list_regions` names it, or its id) and the
-/// rest of its table group to `server`, or to any other live server.
+/// rest of its table group when grouped) to `server`, or to any other live server.
 pub(super) async fn move_region<B: Backend>(
     dir: &DataDir<B>,
     a: &Args<'_>,
@@ -167,7 +167,7 @@ pub(super) async fn move_region<B: Backend>(
         .map(placement)
         .unwrap_or_else(|| "(gone)".to_string());
     out.push_str(&format!(
-        "Moved region {} of {} (with its table group): served by {now}\n",
+        "Moved region {} of {}: served by {now}\n",
         region.id,
         show_name(&table)
     ));

@@ -177,7 +177,7 @@ pub const COMMANDS: &[(&str, &str, &str)] = &[
 
 /// The commands only a cluster has (`help` lists them over a cluster), as [`COMMANDS`].
 pub const CLUSTER_COMMANDS: &[(&str, &str, &str)] = &[
-    ("cluster", "move", "move 'region' [, 'server'] (a region as list_regions names it, or its id, with its table group; to any other live server when none is named)"),
+    ("cluster", "move", "move 'region' [, 'server'] (a region as list_regions names it, or its id, with its table group when grouped; to any other live server when none is named)"),
     ("cluster", "balancer", "balancer (one balancing pass; prints how many regions moved)"),
     ("cluster", "balance_switch", "balance_switch true|false (prints the previous state)"),
 ];

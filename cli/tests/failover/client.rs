@@ -102,7 +102,16 @@ async fn client() {
     let conn = basalt_cluster::connect_with(etcd(), policy)
         .await
         .expect("the client connects");
+    let coord = EtcdCoordination::connect(etcd()).await.expect("etcd");
+    let admin = basalt_cluster::ClusterAdmin::new(coord.clone());
     for t in TABLES {
+        // An order row and its writer's counter row are in one batch: the table is placed
+        // whole on one server, so the batch is atomic.
+        let name = TableName::parse(t).expect("a name");
+        admin
+            .set_placement(&name, basalt_cluster::Placement::Grouped)
+            .await
+            .expect("the placement is set");
         let index = IndexDef {
             state: IndexState::Active,
             ..IndexDef::new("by_user", t).local().column("d", "user")
@@ -124,7 +133,6 @@ async fn client() {
             .expect("the table is created");
     }
     // The master spreads the table groups: one table per server.
-    let coord = EtcdCoordination::connect(etcd()).await.expect("etcd");
     let spread = Instant::now() + Duration::from_secs(60);
     loop {
         let assigned = coord.assignments().await.expect("assignments");

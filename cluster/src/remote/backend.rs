@@ -5,6 +5,7 @@
 use super::endpoint;
 use super::route::{lock, with_retries};
 use super::scan;
+use super::schema;
 use super::{batch_row, RemoteBackend, RemoteReadPoint};
 use crate::rpc::client::unexpected;
 use crate::rpc::messages::{Reply, Request};
@@ -373,14 +374,15 @@ impl Backend for RemoteBackend {
     async fn flush(self: &Arc<Self>, table: &TableName) -> Result<()> {
         done(
             "flush",
-            self.any_call(Request::Flush(table.clone()), true).await?,
+            self.table_call(table, Request::Flush(table.clone()))
+                .await?,
         )
     }
 
     async fn compact(self: &Arc<Self>, table: &TableName, kind: CompactionKind) -> Result<()> {
         done(
             "compact",
-            self.any_call(Request::Compact(table.clone(), kind), true)
+            self.table_call(table, Request::Compact(table.clone(), kind))
                 .await?,
         )
     }
@@ -488,8 +490,15 @@ impl Backend for RemoteBackend {
     }
 
     async fn restore_snapshot(self: &Arc<Self>, name: &str) -> Result<Option<String>> {
+        // The snapshot's tables that exist are replaced: held, so gathered on one server.
+        let snapshot = self.describe_snapshot(name).await?;
+        let tables = snapshot
+            .tables
+            .iter()
+            .map(|t| TableName::parse(t))
+            .collect::<Result<Vec<_>>>()?;
         let request = Request::RestoreSnapshot(name.to_string());
-        let reply = self.any_call(request, false).await?;
+        let reply = schema::call(&self.router, self.policy, tables, request).await?;
         self.router.forget_all();
         self.refresh_descriptors().await?;
         expect!("restore_snapshot", reply, Reply::Restored)

@@ -3,13 +3,16 @@
 //! and `Snapshot` API as an embedded connection ([`connect`]).
 //!
 //! Row operations go to the server of the row's region (`route`); a scan goes through the
-//! table's regions in order (`scan`); schema, snapshot and plugin operations go to any
-//! live server, which acts on the shared catalog. A batch goes to the one server of its
-//! rows' regions; a batch whose rows live on more than one server is refused
-//! ([`Error::BadArgument`] saying so), as its atomicity is per server.
+//! table's regions in order (`scan`); a split or a region's compaction to the region's
+//! server; a flush or a table's compaction to every server of the table; a schema change,
+//! a snapshot, a restore or a merge to the one server its tables are gathered on
+//! (`schema`); anything else (listings, plugins, a check) to any live server, which
+//! answers from the shared catalog. A batch goes to the one server of its rows' regions;
+//! a batch whose rows live on more than one server is refused ([`Error::BadArgument`]
+//! saying so), as its atomicity is per server.
 //!
-//! Layers, bottom to top: `route`, `read_point`, `scan`, `endpoint`, `backend` (the
-//! trait's implementation).
+//! Layers, bottom to top: `route`, `read_point`, `scan`, `endpoint`, `schema`, `backend`
+//! (the trait's implementation).
 //!
 //! Invariants: what the client caches (locations, table descriptors) is a hint the servers
 //! correct: a refusal that means "not here" re-reads it and retries within the operation's
@@ -24,6 +27,7 @@ mod endpoint;
 mod read_point;
 mod route;
 mod scan;
+mod schema;
 
 pub use read_point::RemoteReadPoint;
 pub use route::RetryPolicy;
@@ -91,9 +95,8 @@ pub type AckObserver = Arc<dyn Fn(&TableName, &[u8], &Acknowledgement) + Send + 
 enum Target<'a> {
     /// The server of `row`'s region of the table.
     Row(&'a TableName, &'a [u8]),
-    /// The server of the table's first region: a schema or maintenance change of the
-    /// table goes where the table is served (a table group stays on one server).
-    Table(&'a TableName),
+    /// The server of region `.1` of the table.
+    Region(&'a TableName, u64),
     /// Any live server.
     Any,
 }
@@ -125,11 +128,11 @@ impl RemoteBackend {
     async fn send(&self, target: Target<'_>, request: Request, idempotent: bool) -> Result<Reply> {
         let rpc = match target {
             Target::Row(..) => self.policy.rpc_timeout,
-            Target::Table(_) | Target::Any => self.policy.operation_timeout,
+            Target::Region(..) | Target::Any => self.policy.operation_timeout,
         };
         let router = &self.router;
         let table = match &target {
-            Target::Row(t, _) | Target::Table(t) => Some(*t),
+            Target::Row(t, _) | Target::Region(t, _) => Some(*t),
             Target::Any => None,
         };
         with_retries(router, table, self.policy, idempotent, || {
@@ -138,7 +141,7 @@ impl RemoteBackend {
             async move {
                 let server = match target {
                     Target::Row(t, row) => router.locate(t, row).await?.server,
-                    Target::Table(t) => router.locate(t, b"").await?.server,
+                    Target::Region(t, id) => router.locate_region(t, *id).await?.server,
                     Target::Any => router.any().await?,
                 };
                 let (reply, ack) = server.call_acknowledged(request, rpc).await?;
@@ -161,13 +164,39 @@ impl RemoteBackend {
             .await
     }
 
-    /// Sends a schema, snapshot or plugin operation: one that changes a table to the
-    /// server of the table ([`Request::changes_table`]), any other to any server.
+    /// Sends an operation that is not a row's: a schema change, snapshot or merge where
+    /// its tables are gathered ([`Request::held_tables`], `schema`), a region's operation
+    /// to the region's server ([`Request::region`]), any other to any server.
     async fn any_call(&self, request: Request, idempotent: bool) -> Result<Reply> {
-        match request.changes_table().cloned() {
-            Some(t) => self.send(Target::Table(&t), request, idempotent).await,
+        if let Some(tables) = request.held_tables() {
+            return schema::call(&self.router, self.policy, tables, request).await;
+        }
+        match request.region() {
+            Some((t, id)) => {
+                let t = t.clone();
+                self.send(Target::Region(&t, id), request, idempotent).await
+            }
             None => self.send(Target::Any, request, idempotent).await,
         }
+    }
+
+    /// Sends `request` to every server of `table`'s regions (a flush, a compaction: each
+    /// engine acts on the regions it serves), again to all of them when one refuses.
+    async fn table_call(&self, table: &TableName, request: Request) -> Result<Reply> {
+        let rpc = self.policy.operation_timeout;
+        // Read afresh: a server that lost a region meanwhile would skip it silently.
+        self.router.forget(table);
+        with_retries(&self.router, Some(table), self.policy, true, || {
+            let request = request.clone();
+            async move {
+                let mut last = None;
+                for server in self.router.table_servers(table).await? {
+                    last = Some(server.call(request.clone(), rpc).await?);
+                }
+                last.ok_or_else(|| Error::TableNotFound(table.to_string()))
+            }
+        })
+        .await
     }
 
     /// Re-reads every table's descriptor.
@@ -207,10 +236,12 @@ impl RemoteBackend {
     }
 
     /// The one server the rows of `ops` live on. Rows found on two servers are located
-    /// again from etcd (the cached locations may be stale); rows still on two servers
-    /// are a region in transition (a table group moving region by region) for up to
-    /// [`MOVE_GRACE`] after `split_since` was first set, a retryable [`Error::Busy`], and
-    /// then a batch the cluster cannot run atomically: [`Error::BadArgument`].
+    /// again from etcd (the cached locations may be stale); rows whose regions the master
+    /// assigned to different servers (a spread table) are a batch the cluster cannot run
+    /// atomically, refused at once with [`Error::BadArgument`]; rows assigned to one
+    /// server but still served by two are a region in transition (a table group moving
+    /// region by region) for up to [`MOVE_GRACE`] after `split_since` was first set, a
+    /// retryable [`Error::Busy`], and then refused too.
     async fn batch_server(
         &self,
         table: &TableName,
@@ -227,15 +258,36 @@ impl RemoteBackend {
                 }
             }
         };
+        let refused = || {
+            Error::bad_argument(format!(
+                "{split}: a batch is atomic per server only; send one batch per server"
+            ))
+        };
+        // Regions the master placed apart (a spread table) stay apart: refused at once.
+        if self.assigned_apart(table, ops).await? {
+            return Err(refused());
+        }
         let first = *lock(split_since)?.get_or_insert_with(std::time::Instant::now);
         if first.elapsed() < MOVE_GRACE {
             return Err(Error::Busy(format!(
                 "{split}; waiting for a region in transition"
             )));
         }
-        Err(Error::bad_argument(format!(
-            "{split}: a batch is atomic per server only; send one batch per server"
-        )))
+        Err(refused())
+    }
+
+    /// Whether the master assigned the regions of `ops`'s rows to more than one server.
+    async fn assigned_apart(&self, table: &TableName, ops: &[BatchOp]) -> Result<bool> {
+        let mut ids = std::collections::BTreeSet::new();
+        for op in ops {
+            ids.insert(self.router.locate(table, batch_row(op)).await?.id);
+        }
+        let assigned = self.router.coord.assignments().await?;
+        let servers: std::collections::BTreeSet<&String> = ids
+            .into_iter()
+            .filter_map(|id| assigned.get(&basalt_core::coord::RegionKey::new(table.clone(), id)))
+            .collect();
+        Ok(servers.len() > 1)
     }
 
     /// The one server the rows of `ops` live on, or what says they live on two.

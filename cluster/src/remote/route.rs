@@ -23,6 +23,8 @@ use std::time::{Duration, Instant};
 /// One region of a table and the server that serves it.
 #[derive(Debug, Clone)]
 pub(crate) struct Located {
+    /// Its region id.
+    pub(crate) id: u64,
     /// Its first row (empty: the table's start).
     pub(crate) start: Bytes,
     /// Its end row, exclusive (empty: the table's end).
@@ -78,7 +80,7 @@ impl Router {
     }
 
     /// The client of the server at `address` (one per address).
-    fn client(&self, address: &str) -> Result<RpcClient> {
+    pub(crate) fn client(&self, address: &str) -> Result<RpcClient> {
         let mut servers = lock(&self.servers)?;
         if let Some(c) = servers.get(address) {
             return Ok(c.clone());
@@ -131,6 +133,7 @@ impl Router {
                 .and_then(|o| addresses.get(&o.process).cloned())
                 .ok_or_else(|| no_server(&format!("region {key} has no live server yet")))?;
             out.push(Located {
+                id: r.key.region,
                 start: r.start,
                 end: r.end,
                 server: self.client(&address)?,
@@ -150,6 +153,35 @@ impl Router {
             .find(|r| r.holds(row))
             .cloned()
             .ok_or_else(|| no_server(&format!("no region of {table} holds the row")))
+    }
+
+    /// Region `id` of `table`, read anew from etcd when the cache lacks it;
+    /// [`Error::RegionNotFound`] when the catalog does not list it (a split or merge
+    /// retired it).
+    pub(crate) async fn locate_region(&self, table: &TableName, id: u64) -> Result<Located> {
+        for fresh in [false, true] {
+            if fresh {
+                self.forget(table);
+            }
+            if let Some(r) = self.regions(table).await?.iter().find(|r| r.id == id) {
+                return Ok(r.clone());
+            }
+        }
+        Err(Error::RegionNotFound {
+            table: table.to_string(),
+            id,
+        })
+    }
+
+    /// The servers serving regions of `table`, each once.
+    pub(crate) async fn table_servers(&self, table: &TableName) -> Result<Vec<RpcClient>> {
+        let mut out: Vec<RpcClient> = Vec::new();
+        for r in self.regions(table).await?.iter() {
+            if !out.iter().any(|s| s.address() == r.server.address()) {
+                out.push(r.server.clone());
+            }
+        }
+        Ok(out)
     }
 
     /// Forgets what is cached of `table` (after a refusal or a schema change).

@@ -167,13 +167,14 @@ impl Request {
                 | Regions(..)
                 | ListSnapshots
                 | DescribeSnapshot(..)
+                | CheckTable(..)
         )
     }
 
-    /// The table a schema or maintenance call changes, which only the server holding
-    /// every region of the table can change: it goes there. `None` for row operations
-    /// (routed by their row) and calls any server answers.
-    pub fn changes_table(&self) -> Option<&TableName> {
+    /// The tables a schema, snapshot or merge call needs whole on the server it is sent
+    /// to (every region served there); `None` for any other call. A restore names its
+    /// tables in the snapshot, not in the call: its caller holds them.
+    pub fn held_tables(&self) -> Option<Vec<TableName>> {
         use Request::*;
         match self {
             DeleteTable(t)
@@ -185,13 +186,17 @@ impl Request {
             | AddCoprocessor(t, _)
             | RemoveCoprocessor(t, _)
             | SetCoprocessors(t, _)
-            | Flush(t)
-            | Compact(t, _)
-            | CompactRegion(t, _, _)
-            | SplitRegion(t, _, _)
-            | MergeRegions(t, _, _)
-            | CheckTable(t) => Some(t),
-            Snapshot(_, tables, _) => tables.first(),
+            | MergeRegions(t, _, _) => Some(vec![t.clone()]),
+            Snapshot(_, tables, _) => Some(tables.clone()),
+            _ => None,
+        }
+    }
+
+    /// The region a call acts on alone (a split, a region's compaction): it goes to the
+    /// region's server.
+    pub fn region(&self) -> Option<(&TableName, u64)> {
+        match self {
+            Request::CompactRegion(t, id, _) | Request::SplitRegion(t, id, _) => Some((t, *id)),
             _ => None,
         }
     }
