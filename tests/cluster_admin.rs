@@ -326,7 +326,14 @@ async fn wait_spread(admin: &ClusterAdmin, table: &str, servers: usize) -> BTree
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spread_table_over_three_servers() {
-    let cluster = TestCluster::start(3).await;
+    // Servers that load index maintainers (the local index below).
+    let observers = std::sync::Arc::new(basalt::coprocessors::Registry::new());
+    basalt::index::register(&observers).unwrap();
+    let coprocessors = cluster_harness::Coprocessors {
+        loader: observers,
+        endpoints: std::sync::Arc::new(basalt::coprocessors::EndpointRegistry::with_builtins()),
+    };
+    let cluster = TestCluster::start_with(3, Some(coprocessors)).await;
     let conn = cluster.connect().await;
     let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
     assert_eq!(
@@ -377,6 +384,26 @@ async fn a_spread_table_over_three_servers() {
     for r in [&a, &b] {
         assert!(t.get(Get::new(r.as_str())).await.unwrap().is_empty(), "{r}");
     }
+
+    // A local index built on the spread table (its touches batched region by region),
+    // queried over the three servers.
+    let indexes = basalt::index::IndexAdmin::served(&conn);
+    let def = basalt::index::IndexDef::new("by_q", "events")
+        .column("f", "q")
+        .local();
+    indexes.create(def).await.unwrap();
+    let by_q = indexes.index("events", "by_q").await.unwrap();
+    let query = basalt::index::Query::eq(vec![basalt::index::val("m1")]);
+    let hits = by_q.keys(&query).await.unwrap();
+    assert_eq!(hits, [bytes::Bytes::from_static(b"m1")]);
+    let all = by_q
+        .keys(&basalt::index::Query::range(None, None))
+        .await
+        .unwrap();
+    assert_eq!(all.len(), rows.len());
+    let report = indexes.verify("events", "by_q").await.unwrap();
+    assert!(report.is_consistent(), "{report:?}");
+    wait_spread(&admin, "events", 3).await;
 
     // A schema change gathers the table on one server, then it spreads again.
     conn.admin()

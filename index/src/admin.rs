@@ -349,21 +349,28 @@ impl<B: Backend> IndexAdmin<B> {
             .try_fold(0u64, |n, _| async move { Ok(n + 1) })
             .await?;
         progress(0, total);
+        let region_of = self.region_finder(data).await?;
         let mut stream = t.scan(Scan::new().filter(basalt_core::Filter::FirstKeyOnly))?;
         let mut done = 0u64;
-        let mut chunk = Vec::with_capacity(BUILD_BATCH);
+        let mut chunk: Vec<BatchOp> = Vec::with_capacity(BUILD_BATCH);
+        let mut chunk_region = 0;
         loop {
             let next = stream.try_next().await?;
-            if let Some(r) = &next {
-                chunk.push(BatchOp::Put(Put::touch(&r.row)));
-            }
-            if chunk.len() >= BUILD_BATCH || (next.is_none() && !chunk.is_empty()) {
+            let next_region = next.as_ref().map(|r| region_of(&r.row));
+            // A batch stays within one region: a cluster serves regions on several servers,
+            // and a batch is atomic per server only.
+            let cut = chunk.len() >= BUILD_BATCH || next_region != Some(chunk_region);
+            if cut && !chunk.is_empty() {
                 let n = chunk.len() as u64;
                 for r in t.batch(std::mem::take(&mut chunk)).await? {
                     r?;
                 }
                 done += n;
                 progress(done, total.max(done));
+            }
+            if let (Some(r), Some(region)) = (&next, next_region) {
+                chunk_region = region;
+                chunk.push(BatchOp::Put(Put::touch(&r.row)));
             }
             if next.is_none() {
                 if done != total {
@@ -415,13 +422,32 @@ impl<B: Backend> IndexAdmin<B> {
         }
         owners.sort();
         owners.dedup();
-        for chunk in owners.chunks(BUILD_BATCH) {
-            let ops = chunk.iter().map(|r| BatchOp::Put(Put::touch(r))).collect();
-            for r in data.batch(ops).await? {
-                r?;
+        let region_of = self.region_finder(&data_name).await?;
+        // Batches within one region each (see `build`).
+        for region in owners.chunk_by(|a, b| region_of(a) == region_of(b)) {
+            for chunk in region.chunks(BUILD_BATCH) {
+                let ops = chunk.iter().map(|r| BatchOp::Put(Put::touch(r))).collect();
+                for r in data.batch(ops).await? {
+                    r?;
+                }
             }
         }
         Ok(())
+    }
+
+    /// Which region of `table` (by position) holds a row, as the regions stand now.
+    async fn region_finder(&self, table: &TableName) -> Result<impl Fn(&[u8]) -> usize> {
+        let mut ends: Vec<Bytes> = self
+            .conn
+            .admin()
+            .regions(table)
+            .await?
+            .into_iter()
+            .map(|r| r.end_key)
+            .filter(|e| !e.is_empty())
+            .collect();
+        ends.sort();
+        Ok(move |row: &[u8]| ends.partition_point(|e| e.as_ref() <= row))
     }
 
     /// A query handle on index `name` of `table`; refused with [`Error::IndexNotReady`]
