@@ -11,8 +11,8 @@
 //! each region assigned to it (`Engine::open_region`: while the previous owner's lease
 //! still owns it, the open fails with `RegionOwned` and is tried again on the next tick;
 //! once that lease ended, the open fences the owner's WAL and replays the region's edits).
-//! Every [`WAL_GC_INTERVAL`] it deletes the WAL folders of dead writers no region needs
-//! any more (`Engine::collect_wal_garbage`). Alongside, the server campaigns for master
+//! Every [`GC_INTERVAL`] it deletes what dead writers no region needs any more left: their
+//! WAL folders and their store files no region lists (`Engine::collect_garbage`). Alongside, the server campaigns for master
 //! (`master::master_duty`) unless told not to.
 //!
 //! A server whose registration vanished (its lease ended: it was paused or cut off past
@@ -50,10 +50,10 @@ pub const STANDBY_RETRY: Duration = Duration::from_millis(500);
 pub const LEASE_CHECK: Duration = Duration::from_millis(250);
 /// How often a serving server follows the master's assignments.
 pub const FOLLOW_TICK: Duration = Duration::from_millis(200);
-/// How often a serving server collects the WAL folders of dead writers that no region
-/// needs any more (`Engine::collect_wal_garbage`; every server does, deletes are
-/// idempotent).
-pub const WAL_GC_INTERVAL: Duration = Duration::from_secs(60);
+/// How often a serving server collects what dead writers that no region needs any more
+/// left: WAL folders and unlisted store files (`Engine::collect_garbage`; every server
+/// does, deletes are idempotent).
+pub const GC_INTERVAL: Duration = Duration::from_secs(60);
 
 /// What a region server needs.
 #[derive(Debug, Clone)]
@@ -467,16 +467,21 @@ async fn follow(
         if let Err(e) = follow_once(&engine, &coord, &process, &leaving).await {
             tracing::debug!(%process, error = %e, "could not read the assignments");
         }
-        if collected.elapsed() >= WAL_GC_INTERVAL {
+        if collected.elapsed() >= GC_INTERVAL {
             collected = Instant::now();
             let gc = Arc::clone(&engine);
-            match tokio::task::spawn_blocking(move || gc.collect_wal_garbage()).await {
-                Ok(Ok(c)) if !c.removed.is_empty() => {
-                    tracing::info!(%process, writers = ?c.removed, "collected dead WALs")
+            match tokio::task::spawn_blocking(move || gc.collect_garbage()).await {
+                Ok(Ok(c)) if !c.removed.is_empty() || !c.store_files.is_empty() => {
+                    tracing::info!(
+                        %process,
+                        writers = ?c.removed,
+                        store_files = c.store_files.len(),
+                        "collected what dead writers left"
+                    )
                 }
                 Ok(Ok(_)) => {}
-                Ok(Err(e)) => tracing::debug!(%process, error = %e, "WAL collection failed"),
-                Err(e) => tracing::debug!(%process, error = %e, "WAL collection task failed"),
+                Ok(Err(e)) => tracing::debug!(%process, error = %e, "collection failed"),
+                Err(e) => tracing::debug!(%process, error = %e, "collection task failed"),
             }
         }
     }

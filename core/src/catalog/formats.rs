@@ -99,6 +99,7 @@ pub(crate) mod old {
                 lineage: Vec::new(),
                 snapshots: BTreeMap::new(),
                 plugins: BTreeMap::new(),
+                file_blocks: BTreeMap::new(),
             }
         }
     }
@@ -384,6 +385,7 @@ pub(crate) mod v8 {
                 lineage: Vec::new(),
                 snapshots: BTreeMap::new(),
                 plugins: BTreeMap::new(),
+                file_blocks: BTreeMap::new(),
             }
         }
     }
@@ -528,6 +530,7 @@ pub(crate) mod v10 {
                 lineage: old.lineage,
                 snapshots: BTreeMap::new(),
                 plugins: BTreeMap::new(),
+                file_blocks: BTreeMap::new(),
             }
         }
     }
@@ -562,6 +565,7 @@ pub(crate) mod v11 {
                 lineage: old.lineage,
                 snapshots: BTreeMap::new(),
                 plugins: BTreeMap::new(),
+                file_blocks: BTreeMap::new(),
             }
         }
     }

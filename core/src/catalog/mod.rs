@@ -11,7 +11,7 @@
 //! | offset | size | field |
 //! | --- | --- | --- |
 //! | 0 | 8 | magic `BSLTCAT1` |
-//! | 8 | 4 | format version: 12 (1 to 11 are still read, see below) |
+//! | 8 | 4 | format version: 14 (1 to 13 are still read, see below) |
 //! | 12 | 4 | payload length N |
 //! | 16 | 4 | crc32 (IEEE, crc32fast) of bytes 0..16 followed by the payload (versions 1 to 5: of the payload alone) |
 //! | 20 | N | payload: [`CatalogState`] in postcard encoding |
@@ -48,7 +48,11 @@
 //! read with none. Version 11 appended the split restriction
 //! ([`crate::schema::SplitRestriction`]) to every table descriptor; a version-10 catalog
 //! is read with none. Version 12 added the table snapshots ([`CatalogState::snapshots`],
-//! [`SnapshotEntry`]); a version-11 catalog is read with none.
+//! [`SnapshotEntry`]); a version-11 catalog is read with none. Version 13 added the
+//! uploaded plugins ([`CatalogState::plugins`]); a version-12 catalog is read with none.
+//! Version 14 added the blocks of store file ids each WAL writer reserved on a shared
+//! store ([`CatalogState::file_blocks`]); a version-13 catalog is read with none (its
+//! unlisted files are never collected).
 //! On an object store that is not local, the catalog is versioned instead (see
 //! `versions.rs`): `catalog/{n:020}`, each version created create-if-absent, so an engine
 //! that claimed the whole store after this one makes this one's later updates fail with
@@ -78,7 +82,7 @@ use std::sync::Arc;
 const MAGIC: &[u8; 8] = b"BSLTCAT1";
 /// The catalog's object name.
 const NAME: &str = "catalog";
-const VERSION: u32 = 13;
+const VERSION: u32 = 14;
 const HEADER: usize = 20;
 
 /// The object name of store file `id` written at region generation `generation`:
@@ -215,6 +219,9 @@ pub struct CatalogState {
     pub snapshots: BTreeMap<String, SnapshotEntry>,
     /// Uploaded plugins by the hex sha256 of their bytes (appended in version 13).
     pub plugins: BTreeMap<String, PluginEntry>,
+    /// On a versioned store, every block of store file ids reserved, by its first id, with
+    /// the WAL writer that reserved it (appended in version 14; see `file_blocks.rs`).
+    pub file_blocks: BTreeMap<u64, u64>,
 }
 
 impl Default for CatalogState {
@@ -234,6 +241,7 @@ impl Default for CatalogState {
             lineage: Vec::new(),
             snapshots: BTreeMap::new(),
             plugins: BTreeMap::new(),
+            file_blocks: BTreeMap::new(),
         }
     }
 }
@@ -250,6 +258,12 @@ impl CatalogState {
             .flat_map(|t| &t.regions)
             .flat_map(|r| r.files.values().flatten())
             .any(|f| f.id == id)
+    }
+
+    /// The writer that reserved the block of store file ids holding `id`
+    /// ([`CatalogState::file_blocks`]), if a recorded block holds it.
+    pub fn block_writer(&self, id: u64) -> Option<u64> {
+        file_blocks::block_writer(&self.file_blocks, id)
     }
 
     /// The object names of every store file a table or a snapshot lists.
@@ -467,14 +481,18 @@ pub(crate) fn decode(path: &Path, bytes: &[u8]) -> Result<CatalogState> {
         10 => postcard::from_bytes::<v10::CatalogState>(payload).map(CatalogState::from),
         11 => postcard::from_bytes::<v11::CatalogState>(payload).map(CatalogState::from),
         12 => postcard::from_bytes::<v12::CatalogState>(payload).map(CatalogState::from),
+        13 => postcard::from_bytes::<v13::CatalogState>(payload).map(v13::upgrade),
         _ => postcard::from_bytes(payload),
     };
     decoded.map_err(|e| corrupt(HEADER as u64, &format!("catalog decode: {e}")))
 }
 
+mod file_blocks;
 mod formats;
 mod plugins;
 mod snapshots;
+pub use file_blocks::store_file_id;
+pub(crate) use file_blocks::{v13, FILE_ID_BLOCK};
 pub(crate) use formats::{old, v1, v10, v11, v2, v3, v4, v8, v9};
 pub(crate) use plugins::v12;
 pub use plugins::{plugin_path, validate_plugin_id, PluginEntry, PluginKind, PLUGIN_DIR};

@@ -97,6 +97,7 @@ pub(crate) mod v12 {
                 lineage,
                 snapshots,
                 plugins,
+                file_blocks: BTreeMap::new(),
             }
         }
     }

@@ -335,11 +335,12 @@ impl Engine {
         self.endpoints.read().clone()
     }
 
-    /// Deletes the WAL folders of dead writers on a shared store that no region needs
-    /// any more (fenced, named by no region of the catalog; see `server/open/wal_gc.rs`):
-    /// what a region server runs now and then. Nothing on a local directory.
-    pub fn collect_wal_garbage(&self) -> Result<open::wal_gc::WalCollection> {
-        open::wal_gc::collect(self)
+    /// Deletes what dead writers left on a shared store (fenced, named by no region of the
+    /// catalog; see `server/open/garbage.rs`): their WAL folders and the store files of
+    /// their blocks of file ids that no region or snapshot lists. What a region server runs
+    /// now and then; nothing on a local directory.
+    pub fn collect_garbage(&self) -> Result<open::garbage::GarbageCollection> {
+        open::garbage::collect(self)
     }
 
     /// The regions served here, by table.

@@ -16,7 +16,7 @@
 //! it. Every claim also takes the next WAL writer number
 //! ([`CatalogState::next_writer`]), so no two engines write in one folder.
 
-use super::{encode, Catalog, CatalogState, RegionEntry};
+use super::{encode, Catalog, CatalogState, RegionEntry, FILE_ID_BLOCK};
 use crate::error::{Error, Result};
 use crate::objects::{Objects, PutMode};
 use std::collections::{BTreeSet, HashMap};
@@ -69,11 +69,6 @@ pub(super) const FOLDER: &str = "catalog";
 /// How far a claim moves the next file id first: past every id a previous owner of a
 /// catalog older than blocks may still hand out.
 const FILE_ID_SKIP: u64 = 1 << 24;
-
-/// How many store file ids an engine reserves at a time: it hands out ids of its block
-/// only, and reserves the next block through a catalog update (which a fenced engine
-/// cannot make), so engines sharing a store never hand out one id twice.
-const FILE_ID_BLOCK: u64 = 1 << 20;
 
 /// What a claim gave the engine.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -222,6 +217,7 @@ impl Catalog {
             next.next_file_id = start.saturating_add(FILE_ID_BLOCK);
             let writer = next.next_writer.max(min_writer).max(1);
             next.next_writer = writer + 1;
+            next.file_blocks.insert(start, writer);
             match only {
                 Some(ids) => {
                     let known: BTreeSet<u64> = regions(&next).map(|r| r.id).collect();
@@ -374,9 +370,11 @@ impl Catalog {
         if self.version.lock().is_none() {
             return Ok(at_least..u64::MAX);
         }
+        let writer = self.writer();
         let start = self.update(|s| {
             let start = s.next_file_id.max(at_least);
             s.next_file_id = start.saturating_add(FILE_ID_BLOCK);
+            s.file_blocks.insert(start, writer);
             Ok(start)
         })?;
         Ok(start..start.saturating_add(FILE_ID_BLOCK))

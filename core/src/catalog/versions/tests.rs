@@ -207,12 +207,25 @@ fn engines_sharing_a_store_hand_out_disjoint_file_ids() {
         first,
         b.claim_regions(&BTreeSet::from([2]), 1).unwrap().file_ids,
     ];
+    let mut owners = vec![a.writer(), b.writer()];
     for i in 0..6 {
         let (c, used) = match i % 2 {
             0 => (&a, ranges[0].end),
             _ => (&b, ranges[1].end),
         };
         ranges.push(c.reserve_file_ids(used).unwrap());
+        owners.push(c.writer());
+    }
+    // Every block is recorded with the writer that reserved it, and each of its ids is
+    // found to be that writer's.
+    let newest = Catalog::open(&objects).unwrap().snapshot();
+    assert_eq!(newest.file_blocks.len(), ranges.len());
+    for (range, owner) in ranges.iter().zip(&owners) {
+        assert_eq!(newest.file_blocks.get(&range.start), Some(owner));
+        for id in [range.start, range.end - 1] {
+            assert_eq!(newest.block_writer(id), Some(*owner), "{id} of {range:?}");
+        }
+        assert_ne!(newest.block_writer(range.end), Some(*owner));
     }
     for (i, x) in ranges.iter().enumerate() {
         assert!(!x.is_empty());

@@ -5,11 +5,11 @@
 //! ([`directory`]); tables whose derived data must be verified are recorded durably
 //! ([`pending`]); store files are checked online and offline ([`check`]), a closed
 //! directory is repaired ([`repair`]), regions are opened and closed while the engine
-//! runs ([`runtime`]: a region server's assignments), and the WALs of dead writers on a
-//! shared store are collected ([`wal_gc`]).
+//! runs ([`runtime`]: a region server's assignments), and what dead writers left on a
+//! shared store (their WALs, the store files no region lists) is collected ([`garbage`]).
 //!
 //! Rooms, bottom to top: `directory`, `pending`, `check`, `regions`, `takeover`,
-//! `recovery`, `runtime`, `wal_gc`, `repair`.
+//! `recovery`, `runtime`, `garbage`, `repair`.
 //!
 //! Invariants: an open or a repair holds the directory's lock throughout; no store file the
 //! catalog lists is ever deleted here (a missing or unreadable one takes its region offline,
@@ -18,10 +18,10 @@
 
 pub(crate) mod check;
 pub(crate) mod directory;
+pub(crate) mod garbage;
 pub(crate) mod pending;
 pub(crate) mod recovery;
 pub(crate) mod regions;
 pub(crate) mod repair;
 pub(crate) mod runtime;
 pub(crate) mod takeover;
-pub(crate) mod wal_gc;
