@@ -360,6 +360,33 @@ async fn a_spread_table_over_three_servers() {
     };
     read_all(t.clone(), rows.clone()).await;
 
+    // An operator's move of a spread region stands: the balancer balances the others
+    // around it (the table stays 2/2/2) until a balance is requested.
+    // The region with the largest key moves: without the rule it is the one balancing
+    // would send back first.
+    let placed = admin.regions(Some(&name("events"))).await.unwrap();
+    let moved = placed.iter().max_by_key(|r| r.key.clone()).unwrap().clone();
+    let to = placed
+        .iter()
+        .filter_map(|r| r.serving.clone())
+        .find(|s| Some(s) != moved.serving.as_ref())
+        .unwrap();
+    admin
+        .move_region(&name("events"), moved.key.region, Some(&to))
+        .await
+        .unwrap();
+    for _ in 0..8 {
+        // Several of the master's passes (every 250 ms), each one free to balance.
+        admin.wait_settled(SETTLE).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let counts = wait_spread(&admin, "events", 3).await;
+    assert_eq!(counts.values().copied().collect::<Vec<_>>(), [2, 2, 2]);
+    let now = admin.regions(Some(&name("events"))).await.unwrap();
+    let there = now.iter().find(|r| r.key == moved.key).unwrap();
+    assert_eq!(there.serving.as_ref(), Some(&to), "{now:?}");
+    read_all(t.clone(), rows.clone()).await;
+
     // Flushes and compactions reach every server of the table.
     conn.admin().flush("events").await.unwrap();
     conn.admin().major_compact("events").await.unwrap();

@@ -21,7 +21,12 @@
 //!   a grouped group spread over servers is gathered on the server holding most of it,
 //!   and then, when the balancer is on, spread tables are balanced region by region and
 //!   grouped groups by load: graceful moves, the old server closing the region with a
-//!   flush before the new one opens it without replay.
+//!   flush before the new one opens it without replay. A region an operator moved stays
+//!   where it was put for [`BALANCER_PERIOD`] (HBase's balancer runs every five minutes,
+//!   so a manual move stands until then): the balancer balances the others around it,
+//!   until a requested balance (`ClusterAdmin::balance`, the shell's `balancer`) or the
+//!   period's end. The master of a term remembers these moves ([`OperatorMoves`]); a new
+//!   master does not.
 //!
 //! Invariants: every assignment is written in a transaction that compares the term (a
 //! deposed master changes nothing); the assignments, placements and holds are the whole
@@ -39,7 +44,7 @@ use basalt_core::Result;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// How often a master reconciles assignments with the live servers.
@@ -51,6 +56,25 @@ pub use crate::placement::table_group;
 
 /// The most assignments one of the master's transactions writes.
 const MOVES_PER_TRANSACTION: usize = 100;
+
+/// How long the balancer leaves a region an operator moved where it was put (HBase's
+/// `hbase.balancer.period`).
+pub const BALANCER_PERIOD: Duration = Duration::from_secs(300);
+
+/// The regions operators moved during a master's term, with when: the balancer leaves
+/// each where it was put for [`BALANCER_PERIOD`], or until a balance is requested.
+#[derive(Debug, Default, Clone)]
+pub struct OperatorMoves {
+    at: BTreeMap<RegionKey, Instant>,
+}
+
+impl OperatorMoves {
+    /// The regions moved less than [`BALANCER_PERIOD`] ago (older ones are forgotten).
+    fn pinned(&mut self) -> BTreeSet<RegionKey> {
+        self.at.retain(|_, at| at.elapsed() < BALANCER_PERIOD);
+        self.at.keys().cloned().collect()
+    }
+}
 
 /// What one reconciliation did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -64,8 +88,13 @@ pub struct Reconciled {
     pub in_transition: usize,
 }
 
-/// One reconciliation as master of `term` (see the module doc).
-pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Reconciled> {
+/// One reconciliation as master of `term` (see the module doc); `operator_moves` are the
+/// regions operators moved during the term, which this pass adds to.
+pub async fn reconcile(
+    coord: &EtcdCoordination,
+    term: &Leadership,
+    operator_moves: &mut OperatorMoves,
+) -> Result<Reconciled> {
     let live = coord.live_servers().await?;
     let mut out = Reconciled::default();
     if live.is_empty() {
@@ -99,6 +128,7 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
     );
     let moved = requested_moves(coord, term, &policy, &listed, &mut assigned, &names).await?;
     for (key, server) in moved {
+        operator_moves.at.insert(key.clone(), Instant::now());
         out.assigned.push((key, server, "moved by request"));
     }
     for key in orphans {
@@ -134,7 +164,11 @@ pub async fn reconcile(coord: &EtcdCoordination, term: &Leadership) -> Result<Re
     if out.assigned.is_empty() && in_transition(&assigned) == 0 {
         let requested = coord.balance_requested().await?;
         let balance = requested || coord.balancer_on().await?;
-        let moves = policy.rebalance(&assigned, &names, balance);
+        if requested {
+            operator_moves.at.clear();
+        }
+        let pinned = operator_moves.pinned();
+        let moves = policy.rebalance(&assigned, &names, balance, &pinned);
         write_moves(coord, term, &moves).await?;
         for (key, server, why) in moves {
             assigned.insert(key.clone(), server.clone());
@@ -280,12 +314,13 @@ async fn one_term(coord: &EtcdCoordination, process: &str, ttl: Duration) -> Res
     let _stop_renewal = AbortOnDrop(renewal);
     let term = coord.campaign(&lease, CAMPAIGN_POLL).await?;
     tracing::info!(%process, term = term.revision, "became master");
+    let mut operator_moves = OperatorMoves::default();
     let ended = loop {
         tokio::time::sleep(MASTER_TICK).await;
         if lost.load(Ordering::SeqCst) || !coord.is_leader(&term).await.unwrap_or(false) {
             break Ok(());
         }
-        match reconcile(coord, &term).await {
+        match reconcile(coord, &term, &mut operator_moves).await {
             Ok(_) => {}
             Err(e @ basalt_core::Error::CoordinationConflict(_)) => break Err(e),
             Err(e) => tracing::warn!(error = %e, "reconciliation failed; trying again"),

@@ -272,12 +272,15 @@ impl Policy {
     /// servers are gathered on their homes first; then, when `balance`, each spread table
     /// is balanced region by region and, when none needs it, one unit (a grouped group, or
     /// a spread region its table can spare) moves from the most loaded server to the
-    /// least loaded when that lowers the difference.
+    /// least loaded when that lowers the difference. Balancing leaves the `pinned`
+    /// regions (and the grouped units they belong to) where they are, and balances the
+    /// others around them.
     pub(crate) fn rebalance(
         &self,
         assigned: &Assignments,
         live: &BTreeSet<String>,
         balance: bool,
+        pinned: &BTreeSet<RegionKey>,
     ) -> Vec<(RegionKey, String, &'static str)> {
         let homes = self.homes(assigned, live);
         let mut moves = Vec::new();
@@ -295,25 +298,33 @@ impl Policy {
         }
         let mut load = load(assigned, live);
         // Spread tables, one at a time: from the server with most of the table's regions
-        // to the one with fewest (ties: the least loaded) until they differ by one.
-        let mut tables: BTreeMap<&TableName, BTreeMap<&str, Vec<&RegionKey>>> = BTreeMap::new();
+        // (and one that is not pinned) to the one with fewest (ties: the least loaded)
+        // until they differ by one. Per server: its count of the table's regions, and the
+        // ones balancing may move.
+        let mut tables: BTreeMap<&TableName, BTreeMap<&str, (usize, Vec<&RegionKey>)>> =
+            BTreeMap::new();
         for (k, p) in assigned.iter().filter(|(_, p)| live.contains(*p)) {
             if matches!(self.unit(k), Unit::Region(_)) {
-                let servers = tables
-                    .entry(&k.table)
-                    .or_insert_with(|| live.iter().map(|s| (s.as_str(), Vec::new())).collect());
-                servers.entry(p.as_str()).or_default().push(k);
+                let servers = tables.entry(&k.table).or_insert_with(|| {
+                    live.iter().map(|s| (s.as_str(), (0, Vec::new()))).collect()
+                });
+                let (count, movable) = servers.entry(p.as_str()).or_default();
+                *count += 1;
+                if !pinned.contains(k) {
+                    movable.push(k);
+                }
             }
         }
         for servers in tables.values_mut() {
             while moves.len() < MAX_MOVES_PER_PASS {
                 let busiest = servers
                     .iter()
-                    .map(|(p, r)| (r.len(), load.get(*p).copied().unwrap_or(0), *p))
+                    .filter(|(_, (_, movable))| !movable.is_empty())
+                    .map(|(p, (n, _))| (*n, load.get(*p).copied().unwrap_or(0), *p))
                     .max();
                 let idlest = servers
                     .iter()
-                    .map(|(p, r)| (r.len(), load.get(*p).copied().unwrap_or(0), *p))
+                    .map(|(p, (n, _))| (*n, load.get(*p).copied().unwrap_or(0), *p))
                     .min();
                 let (Some((most, _, from)), Some((fewest, _, to))) = (busiest, idlest) else {
                     break;
@@ -321,10 +332,15 @@ impl Policy {
                 if most < fewest + 2 {
                     break;
                 }
-                let Some(region) = servers.get_mut(from).and_then(Vec::pop) else {
+                let Some(region) = servers.get_mut(from).and_then(|(n, movable)| {
+                    *n -= 1;
+                    movable.pop()
+                }) else {
                     break;
                 };
-                servers.entry(to).or_default().push(region);
+                let (n, movable) = servers.entry(to).or_default();
+                *n += 1;
+                movable.push(region);
                 *load.entry(from.to_string()).or_default() -= 1;
                 *load.entry(to.to_string()).or_default() += 1;
                 moves.push((region.clone(), to.to_string(), "balancing its table"));
@@ -348,9 +364,13 @@ impl Policy {
             *of_table.entry((&k.table, p)).or_default() += 1;
         }
         let count = |t: &TableName, p: &String| of_table.get(&(t, p)).copied().unwrap_or(0);
+        let stay: BTreeSet<Unit> = pinned.iter().map(|k| self.unit(k)).collect();
         let mut sizes: BTreeMap<Unit, usize> = BTreeMap::new();
         for (k, _) in assigned.iter().filter(|(_, p)| *p == from) {
             let unit = self.unit(k);
+            if stay.contains(&unit) {
+                continue;
+            }
             if matches!(unit, Unit::Group(_)) || count(&k.table, from) > count(&k.table, to) {
                 *sizes.entry(unit).or_default() += 1;
             }

@@ -24,8 +24,18 @@ fn policy(assigned: &Assignments, grouped: &[&str], holds: &[(&str, u64)]) -> Po
 
 /// Applies passes until none moves anything; returns the passes taken.
 fn settle(assigned: &mut Assignments, policy: &Policy, servers: &BTreeSet<String>) -> usize {
+    settle_around(assigned, policy, servers, &BTreeSet::new())
+}
+
+/// [`settle`] with regions `pinned` left where they are by balancing.
+fn settle_around(
+    assigned: &mut Assignments,
+    policy: &Policy,
+    servers: &BTreeSet<String>,
+    pinned: &BTreeSet<RegionKey>,
+) -> usize {
     for pass in 0..200 {
-        let moves = policy.rebalance(assigned, servers, true);
+        let moves = policy.rebalance(assigned, servers, true, pinned);
         if moves.is_empty() {
             return pass;
         }
@@ -147,7 +157,9 @@ fn a_held_group_is_gathered_even_with_the_balancer_off() {
     assigned.insert(key("other", 3), "rs2".into());
     let p = policy(&assigned, &[], &[("events", 7), ("users", 7)]);
     assert!(p.gather_held(&assigned, &servers).is_empty());
-    assert!(p.rebalance(&assigned, &servers, true).is_empty());
+    assert!(p
+        .rebalance(&assigned, &servers, true, &BTreeSet::new())
+        .is_empty());
     for i in 1..=3 {
         assigned.remove(&key("other", i));
     }
@@ -250,5 +262,69 @@ fn mixed_layouts_converge() {
             let most = counts.values().max().copied().unwrap_or(0);
             assert!(most <= regions.div_ceil(servers.len()), "{t}: {counts:?}");
         }
+    }
+}
+
+#[test]
+fn pinned_regions_stay_and_the_others_balance_around_them() {
+    // Seeded layouts: spread tables with some regions pinned (an operator moved them
+    // lately), and grouped tables, one of them pinned, each whole on one server.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for _ in 0..200 {
+        let names = ["rs1", "rs2", "rs3", "rs4"];
+        let servers = live(&names[..1 + next(4) as usize]);
+        let all: Vec<&String> = servers.iter().collect();
+        let mut assigned = Assignments::new();
+        let mut pinned = BTreeSet::new();
+        let mut id = 0;
+        for t in ["c", "d", "g1", "g2"] {
+            let whole = all[next(all.len() as u64) as usize].clone();
+            for _ in 0..1 + next(9) {
+                id += 1;
+                let on = match t.starts_with('g') {
+                    true => whole.clone(),
+                    false => all[next(all.len() as u64) as usize].clone(),
+                };
+                if next(4) == 0 || t == "g1" {
+                    pinned.insert(key(t, id));
+                }
+                assigned.insert(key(t, id), on);
+            }
+        }
+        let before = assigned.clone();
+        let p = policy(&assigned, &["g1", "g2"], &[]);
+        settle_around(&mut assigned, &p, &servers, &pinned);
+        for k in &pinned {
+            assert_eq!(assigned.get(k), before.get(k), "{k} moved: {assigned:?}");
+        }
+        for t in ["c", "d"] {
+            let counts: BTreeMap<&String, usize> = servers
+                .iter()
+                .map(|s| (s, per_server(&assigned, t).get(s).copied().unwrap_or(0)))
+                .collect();
+            let fewest = counts.values().min().copied().unwrap_or(0);
+            for (s, n) in &counts {
+                let stuck = pinned
+                    .iter()
+                    .filter(|k| k.table == TableName::parse(t).unwrap())
+                    .filter(|k| assigned.get(*k) == Some(*s))
+                    .count();
+                assert!(
+                    *n <= (fewest + 1).max(stuck),
+                    "{t} on {s}: {counts:?}, pinned {pinned:?}"
+                );
+            }
+        }
+        assert_eq!(
+            per_server(&assigned, "g2").len(),
+            1,
+            "a grouped table split"
+        );
     }
 }
