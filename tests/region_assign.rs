@@ -11,7 +11,8 @@
 //! timestamp wins); a table created by one engine is found by another through
 //! `refresh_catalog`; bad calls get typed errors; what a dead writer left (its WAL, its
 //! store files no region lists) is collected once no region needs it, and a collection
-//! cut short after any delete is finished by the next.
+//! cut short after any delete is finished by the next; a clone of a snapshot another engine
+//! deleted since is refused (its files may be gone).
 
 use basalt::client::{Get, Put};
 use basalt::objects::{Objects, PutMode, StoreObjects};
@@ -287,18 +288,21 @@ async fn a_dead_writers_wal_is_collected_once_no_region_needs_it() {
         .iter()
         .any(|(folder, _, _)| *folder == dead[0]));
 
-    // Every region taken over and flushed: no region names A, its folder goes.
+    // Every region taken over and flushed: no region names A, its segments go and its
+    // fence stays (a paused A that comes back must find it).
     eb.open_region(&tn(), ids[0]).await.unwrap();
     eb.open_region(&tn(), ids[1]).await.unwrap();
     let gone = eb.collect_garbage().unwrap();
     assert_eq!(gone.removed.len(), 1, "{gone:?}");
-    assert!(gone.objects >= 2, "segments and the fence: {gone:?}");
+    assert!(gone.objects >= 1, "its segments: {gone:?}");
     let left = writers(&*shared.objects);
-    assert!(
-        left.iter().all(|(folder, _, _)| *folder != dead[0]),
-        "{left:?}"
-    );
-    assert_eq!(left.len(), 1, "B's own folder stays: {left:?}");
+    let a_left = left
+        .iter()
+        .find(|(folder, _, _)| *folder == dead[0])
+        .unwrap();
+    assert_eq!(a_left.1.len(), 1, "only the fence: {left:?}");
+    assert!(a_left.2.is_some(), "{left:?}");
+    assert_eq!(left.len(), 2, "B's own folder stays: {left:?}");
     // Idempotent, and B's live folder is never touched.
     assert_eq!(eb.collect_garbage().unwrap(), Default::default());
     for row in ["a1", "h1", "q1"] {
@@ -404,7 +408,7 @@ async fn a_dead_writers_unlisted_store_files_are_collected_even_when_cut_short()
     let b = engine(&shared, dirs[1].path(), "rs-b").await;
     let eb = b.engine().clone();
     // A is not fenced yet: it may be alive, its unlisted file may be a flush in progress.
-    let early = eb.collect_garbage().unwrap();
+    let early = eb.collect_garbage_after(Duration::ZERO).unwrap();
     assert_eq!(early, Default::default());
     assert!(shared.objects.exists(&a_orphan).unwrap());
     for id in &ids {
@@ -422,8 +426,15 @@ async fn a_dead_writers_unlisted_store_files_are_collected_even_when_cut_short()
         .put(&b_pending, b"in progress", PutMode::Create)
         .unwrap();
 
+    // Within the grace period (a scan may still read a file a compaction replaced), the
+    // file waits, and so do A's blocks and segments.
+    let waiting = eb.collect_garbage().unwrap();
+    assert_eq!(waiting.waiting, vec![a_orphan.clone()], "{waiting:?}");
+    assert!(waiting.store_files.is_empty() && waiting.removed.is_empty());
+    assert!(shared.objects.exists(&a_orphan).unwrap());
+
     // Collections cut short after every single delete, each finished by the next: no file
-    // but A's orphan ever goes, and A's folder goes whole in the end.
+    // but A's orphan ever goes, and A's segments go in the end (its fence stays).
     let before: BTreeSet<String> = shared.objects.list("data").unwrap().into_iter().collect();
     let expected: BTreeSet<String> = before.iter().filter(|n| **n != a_orphan).cloned().collect();
     let dead_folder: Vec<String> = writers(&*shared.objects)
@@ -435,7 +446,7 @@ async fn a_dead_writers_unlisted_store_files_are_collected_even_when_cut_short()
     let mut cuts = 0;
     let last = loop {
         cut.allowed.store(1, Ordering::SeqCst);
-        let run = eb.collect_garbage();
+        let run = eb.collect_garbage_after(Duration::ZERO);
         cut.allowed.store(-1, Ordering::SeqCst);
         let now: BTreeSet<String> = shared.objects.list("data").unwrap().into_iter().collect();
         assert!(now.is_superset(&expected), "after {cuts} cuts: {now:?}");
@@ -446,17 +457,20 @@ async fn a_dead_writers_unlisted_store_files_are_collected_even_when_cut_short()
         assert!(cuts < 100, "a collection never finished");
     };
     assert!(
-        cuts >= 2,
-        "the orphan, then A's WAL objects one by one: {cuts}"
+        cuts >= 1,
+        "the orphan, then A's segments one by one: {cuts}"
     );
     assert_eq!(last.removed.len(), 1, "{last:?}");
     let now: BTreeSet<String> = shared.objects.list("data").unwrap().into_iter().collect();
     assert_eq!(now, expected);
-    assert!(writers(&*shared.objects)
-        .iter()
-        .all(|(folder, _, _)| *folder != dead_folder[0]));
+    let left = writers(&*shared.objects);
+    let a_left = left.iter().find(|(f, _, _)| *f == dead_folder[0]).unwrap();
+    assert_eq!(a_left.1.len(), 1, "only the fence: {left:?}");
     // Nothing left: idempotent.
-    assert_eq!(eb.collect_garbage().unwrap(), Default::default());
+    assert_eq!(
+        eb.collect_garbage_after(Duration::ZERO).unwrap(),
+        Default::default()
+    );
     for (row, v) in [("a1", "from-a"), ("a2", "from-a"), ("h2", "from-b")] {
         assert_eq!(value(&b, row).await.unwrap().as_deref(), Some(v), "{row}");
     }
@@ -475,4 +489,40 @@ async fn a_dead_writers_unlisted_store_files_are_collected_even_when_cut_short()
         assert_eq!(value(&c, row).await.unwrap().as_deref(), Some(v), "{row}");
     }
     c.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clone_of_a_snapshot_another_engine_deleted_is_refused() {
+    let shared = SharedCoordination::new();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
+    create_table(&a).await;
+    for row in ["a1", "h1", "q1"] {
+        put(&a, row, "old").await.unwrap();
+    }
+    a.admin().flush(tn()).await.unwrap();
+    a.admin().snapshot("snap", tn()).await.unwrap();
+    // The table moves past the snapshot's files: only the snapshot lists them.
+    for row in ["a1", "h1", "q1"] {
+        put(&a, row, "new").await.unwrap();
+    }
+    a.admin().flush(tn()).await.unwrap();
+    a.admin().major_compact(tn()).await.unwrap();
+    // B reads the catalog while the snapshot is there; A deletes it (and its files).
+    let b = engine(&shared, dirs[1].path(), "rs-b").await;
+    a.admin().delete_snapshot("snap").await.unwrap();
+    let refused = b.admin().clone_snapshot("snap", "copy").await;
+    assert!(
+        matches!(refused, Err(Error::SnapshotNotFound(_))),
+        "{refused:?}"
+    );
+    assert!(
+        b.admin().regions("copy").await.is_err(),
+        "no table was cloned"
+    );
+    for row in ["a1", "h1", "q1"] {
+        assert_eq!(value(&a, row).await.unwrap().as_deref(), Some("new"));
+    }
+    a.close().await.unwrap();
+    b.close().await.unwrap();
 }

@@ -18,8 +18,9 @@
 use std::collections::BTreeMap;
 
 /// How many store file ids an engine reserves at a time: it hands out ids of its block
-/// only, and reserves the next block through a catalog update (which a fenced engine
-/// cannot make), so engines sharing a store never hand out one id twice.
+/// only, and reserves the next block through a catalog update (refused once another
+/// engine claimed the whole store), so engines sharing a store never hand out one id
+/// twice.
 pub(crate) const FILE_ID_BLOCK: u64 = 1 << 20;
 
 /// The writer that reserved the block of `blocks` (first id -> writer) holding store file

@@ -77,6 +77,8 @@ pub struct Engine {
     recovery: RwLock<recovery::RecoveryReport>,
     /// The endpoint services served to remote callers ([`Engine::serve_endpoints`]).
     endpoints: RwLock<Option<Arc<dyn endpoint::EndpointHost>>>,
+    /// Store files its garbage collections found deletable, with when.
+    garbage: open::garbage::Candidates,
 }
 
 impl std::fmt::Debug for Engine {
@@ -111,6 +113,7 @@ impl Engine {
             writes,
             recovery: RwLock::new(report),
             endpoints: RwLock::new(None),
+            garbage: Default::default(),
         });
         // After the stages exist: the WAL-restore and open hooks of tables with
         // coprocessors read through them.
@@ -336,11 +339,21 @@ impl Engine {
     }
 
     /// Deletes what dead writers left on a shared store (fenced, named by no region of the
-    /// catalog; see `server/open/garbage.rs`): their WAL folders and the store files of
-    /// their blocks of file ids that no region or snapshot lists. What a region server runs
-    /// now and then; nothing on a local directory.
+    /// catalog; see `server/open/garbage.rs`): their WAL segments (the fences stay) and
+    /// the store files of their blocks of file ids that no region or snapshot lists, once
+    /// this engine's collections found them so for [`GARBAGE_GRACE`](crate::GARBAGE_GRACE). What a region
+    /// server runs now and then; nothing on a local directory.
     pub fn collect_garbage(&self) -> Result<open::garbage::GarbageCollection> {
-        open::garbage::collect(self)
+        open::garbage::collect(self, open::garbage::GARBAGE_GRACE)
+    }
+
+    /// [`Engine::collect_garbage`] with a grace period of `grace` (zero: unlisted files
+    /// go at once, which is safe only when no scan can still read them).
+    pub fn collect_garbage_after(
+        &self,
+        grace: std::time::Duration,
+    ) -> Result<open::garbage::GarbageCollection> {
+        open::garbage::collect(self, grace)
     }
 
     /// The regions served here, by table.

@@ -22,8 +22,8 @@
 //! replayed into them, and their files are the snapshot's, shared, never copied.
 
 use crate::catalog::{
-    all_snapshot_descriptions, snapshot_description, validate_snapshot_name, FileEntry,
-    SnapshotDescription, SnapshotEntry, TableEntry,
+    all_snapshot_descriptions, snapshot_description, validate_snapshot_name, CatalogState,
+    FileEntry, SnapshotDescription, SnapshotEntry, TableEntry,
 };
 use crate::cell::now_ms;
 use crate::error::{Error, Result};
@@ -230,6 +230,7 @@ pub(crate) async fn clone_snapshot(
     }
     let writers = writers(engine);
     let entries = engine.shared.catalog.update(|s| {
+        still_there(s, name, &entry)?;
         let mut out = Vec::with_capacity(targets.len());
         for (from, desc) in &targets {
             let key = desc.name.to_string();
@@ -303,6 +304,7 @@ pub(crate) async fn restore_snapshot(engine: &Arc<Engine>, name: &str) -> Result
     };
     let writers = writers(engine);
     let (entries, unlisted) = engine.shared.catalog.update(|s| {
+        still_there(s, name, &entry)?;
         let mut out = Vec::with_capacity(entry.tables.len());
         let mut replaced = Vec::new();
         for (key, t) in &entry.tables {
@@ -362,6 +364,16 @@ fn snapshot_entry(engine: &Engine, name: &str) -> Result<SnapshotEntry> {
         .get(name)
         .cloned()
         .ok_or_else(|| Error::SnapshotNotFound(name.to_string()))
+}
+
+/// Refuses a clone or restore of snapshot `name`, read as `entry`, when the catalog's
+/// newest state `s` no longer holds it as read: another engine deleted it since (and with
+/// it, maybe, its files), or took it again.
+fn still_there(s: &CatalogState, name: &str, entry: &SnapshotEntry) -> Result<()> {
+    match s.snapshots.get(name) {
+        Some(now) if now == entry => Ok(()),
+        _ => Err(Error::SnapshotNotFound(name.to_string())),
+    }
 }
 
 /// The WAL writers a region this engine creates starts with (none on a directory).
