@@ -58,6 +58,9 @@ pub struct ClusterStatus {
     pub balancer_on: bool,
     /// Move requests the master has not acted on yet.
     pub pending_moves: usize,
+    /// Tables a client's schema change holds now (gathered on one server until it
+    /// releases them, or its lease ends), each once.
+    pub held: Vec<TableName>,
 }
 
 /// Where one region is.
@@ -132,6 +135,13 @@ impl ClusterAdmin {
             in_transition,
             balancer_on: self.coord.balancer_on().await?,
             pending_moves,
+            held: crate::holds::holds(&self.coord)
+                .await?
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect::<std::collections::BTreeSet<_>>()
+                .into_iter()
+                .collect(),
         })
     }
 

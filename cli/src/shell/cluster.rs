@@ -76,6 +76,10 @@ pub(super) async fn status<B: Backend>(
         s.in_transition.len(),
         s.pending_moves
     ));
+    if !s.held.is_empty() {
+        let held: Vec<String> = s.held.iter().map(ToString::to_string).collect();
+        out.push_str(&format!("held by schema changes: {}\n", held.join(", ")));
+    }
     out.push_str(&format!("{} live servers\n", s.servers.len()));
     for server in &s.servers {
         out.push_str(&format!(
