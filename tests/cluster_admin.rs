@@ -6,7 +6,9 @@
 //! server stay there until a balancing pass is asked for, and turned on again it spreads
 //! them. A spread table's regions are balanced over the servers; schema changes, splits,
 //! merges, flushes and compactions work on it, its batches over two servers are refused,
-//! and it spreads again after each change.
+//! and it spreads again after each change. A region list in etcd that a split left behind
+//! (its server dead before it listed the daughters) is brought in line with the catalog
+//! by the server assigned the gone parent.
 
 use basalt::client::{Get, Put};
 use basalt::{ColumnFamilyDescriptor, Error, PreSplit, TableDescriptor, TableName};
@@ -232,6 +234,75 @@ async fn the_balancer_switch_and_a_requested_pass() {
             .await
             .unwrap();
         assert!(!table.get(Get::new("r")).await.unwrap().is_empty());
+    }
+    conn.close().await.unwrap();
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_list_a_split_left_behind_is_brought_in_line() {
+    use basalt::coord::{Coordination, RegionKey, RegionRecord};
+    let cluster = TestCluster::start(2).await;
+    let conn = cluster.connect().await;
+    let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    create(&conn, "events", &[]).await;
+    let t = conn.table("events").unwrap();
+    let keys: Vec<String> = (0..40).map(|i| format!("k{i:02}")).collect();
+    for k in &keys {
+        t.put(Put::new(k).add_column("f", "q", k)).await.unwrap();
+    }
+    admin.wait_settled(SETTLE).await.unwrap();
+    let parent = admin.regions(Some(&name("events"))).await.unwrap()[0]
+        .key
+        .clone();
+    let (lo, hi) = conn
+        .admin()
+        .split_region("events", parent.region, Some(b"k20"))
+        .await
+        .unwrap()
+        .unwrap();
+    admin.wait_settled(SETTLE).await.unwrap();
+    // The list in etcd as a server that died right after the split's catalog update left
+    // it: the parent listed, the daughters not.
+    let coord = basalt_cluster::EtcdCoordination::connect(cluster.etcd_config())
+        .await
+        .unwrap();
+    for r in coord.regions(&name("events")).await.unwrap() {
+        coord.remove_region(&r.key, r.revision).await.unwrap();
+    }
+    let whole = RegionRecord {
+        key: parent.clone(),
+        start: Default::default(),
+        end: Default::default(),
+        revision: 0,
+    };
+    coord.put_region(whole, None).await.unwrap();
+    // A server assigned the parent finds the catalog without it and lists what the catalog
+    // has; the master forgets the parent and assigns the daughters.
+    let deadline = std::time::Instant::now() + SETTLE;
+    loop {
+        let placed = admin.regions(Some(&name("events"))).await.unwrap();
+        let ids: Vec<u64> = placed.iter().map(|r| r.key.region).collect();
+        if ids == [lo, hi] && placed.iter().all(|r| r.serving.is_some()) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{placed:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let listed: Vec<RegionKey> = coord
+        .regions(&name("events"))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    assert!(!listed.contains(&parent), "{listed:?}");
+    for k in &keys {
+        let got = t.get(Get::new(k)).await.unwrap();
+        assert_eq!(
+            got.value("f", "q").map(|v| v.to_vec()),
+            Some(k.as_bytes().to_vec())
+        );
     }
     conn.close().await.unwrap();
     cluster.stop().await;

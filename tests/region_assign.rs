@@ -526,3 +526,65 @@ async fn a_clone_of_a_snapshot_another_engine_deleted_is_refused() {
     a.close().await.unwrap();
     b.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_list_is_brought_in_line_with_the_catalog() {
+    use basalt::coord::{Coordination, RegionRecord};
+    let shared = SharedCoordination::new();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
+    let ids = create_table(&a).await;
+    let b = engine(&shared, dirs[1].path(), "rs-b").await;
+    let listed = |coord: Arc<basalt::coord::MemoryCoordination>| async move {
+        let mut ids: Vec<u64> = coord
+            .regions(&tn())
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|r| r.key.region)
+            .collect();
+        ids.sort();
+        ids
+    };
+    // In line already: nothing to do.
+    assert_eq!(b.engine().sync_region_listing(&tn()).await.unwrap(), (0, 0));
+    // A region missing from the list, another listed with other bounds, a third the
+    // catalog never had: listed again, corrected, removed.
+    let records = shared.coord.regions(&tn()).await.unwrap();
+    shared
+        .coord
+        .remove_region(&records[0].key, records[0].revision)
+        .await
+        .unwrap();
+    let mut wrong = records[1].clone();
+    wrong.end = "zz".into();
+    shared
+        .coord
+        .put_region(wrong, Some(records[1].revision))
+        .await
+        .unwrap();
+    let stranger = RegionRecord {
+        key: basalt::coord::RegionKey::new(tn(), 9_999),
+        start: "x".into(),
+        end: Default::default(),
+        revision: 0,
+    };
+    shared.coord.put_region(stranger, None).await.unwrap();
+    assert_eq!(b.engine().sync_region_listing(&tn()).await.unwrap(), (2, 1));
+    assert_eq!(listed(shared.coord.clone()).await, ids);
+    let fixed = shared.coord.regions(&tn()).await.unwrap();
+    let second = fixed.iter().find(|r| r.key == records[1].key).unwrap();
+    assert_eq!(second.end, records[1].end);
+    // A dropped table's leftover records go.
+    a.admin().disable_table(tn()).await.unwrap();
+    a.admin().delete_table(tn()).await.unwrap();
+    shared
+        .coord
+        .put_region(records[2].clone(), None)
+        .await
+        .unwrap();
+    assert_eq!(b.engine().sync_region_listing(&tn()).await.unwrap(), (0, 1));
+    assert!(listed(shared.coord.clone()).await.is_empty());
+    a.close().await.unwrap();
+    b.close().await.unwrap();
+}

@@ -10,7 +10,10 @@
 //! assigned elsewhere (a flush, then the region is given up: a graceful move) and opens
 //! each region assigned to it (`Engine::open_region`: while the previous owner's lease
 //! still owns it, the open fails with `RegionOwned` and is tried again on the next tick;
-//! once that lease ended, the open fences the owner's WAL and replays the region's edits).
+//! once that lease ended, the open fences the owner's WAL and replays the region's edits;
+//! a region the catalog no longer lists makes the server bring etcd's region list of its
+//! table in line with the catalog, `Engine::sync_region_listing`: a server that died
+//! between a split's catalog update and the list's left it behind).
 //! Every [`GC_INTERVAL`] it deletes what dead writers no region needs any more left: their
 //! WAL folders and their store files no region lists (`Engine::collect_garbage`). Alongside, the server campaigns for master
 //! (`master::master_duty`) unless told not to.
@@ -543,8 +546,27 @@ async fn follow_once(
                 tracing::debug!(%process, region = %key, error = %e, "waiting for the owner to let the region go");
             }
             Err(e @ (Error::TableNotFound(_) | Error::RegionNotFound { .. })) => {
-                // Dropped or merged away meanwhile: the master forgets its assignment.
+                // Gone from the catalog (dropped, split or merged away) while etcd still
+                // lists it: the server that changed the catalog died (or etcd failed it)
+                // before it updated the list. The list is made to match the catalog; the
+                // master then forgets the gone region and assigns its successors.
                 tracing::debug!(%process, region = %key, error = %e, "the catalog no longer lists the region");
+                match engine.sync_region_listing(&key.table).await {
+                    Ok((0, 0)) => {}
+                    Ok((listed, removed)) => tracing::info!(
+                        %process,
+                        table = %key.table,
+                        listed,
+                        removed,
+                        "brought the region list in etcd in line with the catalog"
+                    ),
+                    Err(e) => tracing::warn!(
+                        %process,
+                        table = %key.table,
+                        error = %e,
+                        "could not bring the region list in line with the catalog"
+                    ),
+                }
             }
             Err(e) => {
                 tracing::warn!(%process, region = %key, error = %e, "opening a region failed")

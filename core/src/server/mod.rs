@@ -308,6 +308,17 @@ impl Engine {
         open::runtime::refresh_catalog(self)
     }
 
+    /// Makes the coordination store's list of `table`'s regions match the catalog's newest
+    /// version: what a region server does when it is assigned a region the catalog no
+    /// longer lists. A server that died between a split's (merge's, create's, drop's)
+    /// catalog update and the list's update left the list behind, and nothing would route
+    /// to the new regions. The catalog's regions missing from the list are listed first,
+    /// then the list's regions the catalog lacks are removed. Returns how many records
+    /// were written and removed (none without a coordination store).
+    pub async fn sync_region_listing(&self, table: &TableName) -> Result<(usize, usize)> {
+        open::runtime::sync_listing(self, table).await
+    }
+
     /// Where the engine's WAL stands: its writer number on a shared store (0 on a local
     /// directory) and the id of its newest segment. A write acknowledged before the call is
     /// in that segment or an older one of that writer: what a region server reports with

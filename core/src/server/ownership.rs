@@ -120,6 +120,36 @@ impl Ownership {
         Ok(())
     }
 
+    /// Makes the store's list of `table`'s regions `catalog` (the catalog's regions of it;
+    /// none once it is dropped): the ones missing, or listed with other bounds, are
+    /// published first, then the listed ones the catalog lacks are removed, so no row of
+    /// the table is left without a listed region. Returns how many records were written
+    /// and how many removed.
+    pub(crate) async fn sync_listing(
+        &self,
+        table: &TableName,
+        catalog: Vec<RegionRecord>,
+    ) -> Result<(usize, usize)> {
+        let listed = self.coord.regions(table).await?;
+        let gone: Vec<RegionKey> = listed
+            .iter()
+            .filter(|l| !catalog.iter().any(|r| r.key == l.key))
+            .map(|l| l.key.clone())
+            .collect();
+        let missing: Vec<RegionRecord> = catalog
+            .into_iter()
+            .filter(|r| {
+                !listed
+                    .iter()
+                    .any(|l| l.key == r.key && l.start == r.start && l.end == r.end)
+            })
+            .collect();
+        let written = missing.len();
+        self.publish(missing).await?;
+        self.unpublish(&gone).await?;
+        Ok((written, gone.len()))
+    }
+
     /// Removes `regions` from the store's catalog (those it lists).
     pub(crate) async fn unpublish(&self, regions: &[RegionKey]) -> Result<()> {
         let mut current: HashMap<TableName, Vec<RegionRecord>> = HashMap::new();

@@ -236,8 +236,10 @@ impl EngineShared {
             .await?;
         let gone = ownership::keys(table, released.iter().copied());
         own.release(&gone).await;
-        own.unpublish(&gone).await?;
+        // The new regions are listed before the gone ones are unlisted: no row of the
+        // table is ever without a listed region (a reader of both retries on the gone one).
         own.publish(ownership::records(table, &new)).await?;
+        own.unpublish(&gone).await?;
         self.point_manifests(table, claimed).await;
         Ok(())
     }

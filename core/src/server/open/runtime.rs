@@ -32,7 +32,7 @@
 
 use super::regions::{open_table, unserved_region};
 use crate::catalog::{CatalogState, RegionEntry};
-use crate::coord::RegionKey;
+use crate::coord::{RegionKey, RegionRecord};
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::schema::TableName;
@@ -386,4 +386,30 @@ fn same_bounds(regions: &[Arc<Region>], entries: &[RegionEntry]) -> bool {
             .iter()
             .zip(entries)
             .all(|(r, e)| r.id == e.id && r.start == e.start && r.end == e.end)
+}
+
+/// The engine's side of [`Engine::sync_region_listing`]: the catalog re-read, then the
+/// coordination store's list of `table`'s regions made to match it.
+pub(crate) async fn sync_listing(engine: &Engine, table: &TableName) -> Result<(usize, usize)> {
+    let Some(own) = engine.shared.ownership.get() else {
+        return Ok((0, 0));
+    };
+    refresh_catalog(engine)?;
+    let state = engine.shared.catalog.snapshot();
+    let records = state
+        .tables
+        .get(&table.to_string())
+        .map(|t| {
+            t.regions
+                .iter()
+                .map(|r| RegionRecord {
+                    key: RegionKey::new(table.clone(), r.id),
+                    start: r.start.clone(),
+                    end: r.end.clone(),
+                    revision: 0,
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    own.sync_listing(table, records).await
 }
