@@ -588,3 +588,38 @@ async fn a_region_list_is_brought_in_line_with_the_catalog() {
     a.close().await.unwrap();
     b.close().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cleanly_closed_engines_wal_is_collected() {
+    let shared = SharedCoordination::new();
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let a = engine(&shared, dirs[0].path(), "rs-a").await;
+    let ids = create_table(&a).await;
+    for row in ["a1", "h1", "q1"] {
+        put(&a, row, "from-a").await.unwrap();
+    }
+    // A region server drains: every region closed cleanly, then the engine.
+    for id in &ids {
+        a.engine().close_region(&tn(), *id).await.unwrap();
+    }
+    a.close().await.unwrap();
+    let fenced: Vec<(String, Vec<u64>, Option<u64>)> = writers(&*shared.objects)
+        .into_iter()
+        .filter(|(_, _, fence)| fence.is_some())
+        .collect();
+    assert_eq!(fenced.len(), 1, "the closed engine fenced its own WAL");
+    let b = engine(&shared, dirs[1].path(), "rs-b").await;
+    let eb = b.engine().clone();
+    let gone = eb.collect_garbage().unwrap();
+    assert_eq!(gone.removed.len(), 1, "{gone:?}");
+    let left = writers(&*shared.objects);
+    let a_left = left.iter().find(|(f, _, _)| *f == fenced[0].0).unwrap();
+    assert_eq!(a_left.1.len(), 1, "only the fence: {left:?}");
+    for id in &ids {
+        eb.open_region(&tn(), *id).await.unwrap();
+    }
+    for row in ["a1", "h1", "q1"] {
+        assert_eq!(value(&b, row).await.unwrap().as_deref(), Some("from-a"));
+    }
+    b.close().await.unwrap();
+}

@@ -226,6 +226,16 @@ impl Engine {
         // lock goes, so no other engine ever sees its files half-committed.
         self.upkeep.wait_for_compactions().await;
         let out = shared.wal.close();
+        if out.is_ok() && shared.config.serve_regions.is_some() && !shared.objects.is_local() {
+            // A region server's engine fences its own WAL once it wrote its last record:
+            // the regions it closed cleanly name it no more, so nothing else would, and
+            // without a fence its folder (and store files it left) would never be collected
+            // (`open/garbage.rs`).
+            let folder = crate::wal::writer_folder(shared.catalog.writer());
+            if let Err(e) = crate::wal::fence(&*shared.objects, &folder) {
+                tracing::warn!(%folder, error = %e, "could not fence the closed engine's WAL");
+            }
+        }
         if let Some(own) = shared.ownership.get() {
             own.end().await;
         }

@@ -37,7 +37,7 @@ pub use handle::Wal;
 use handle::WalTicket;
 pub(crate) use record::{EditRef, UnsealedFrame};
 pub(crate) use segment::SegmentStore;
-pub(crate) use segment::{writer_of_object, OBJECT_ROOT};
+pub(crate) use segment::{fence, writer_folder, writer_of_object, OBJECT_ROOT};
 
 use crate::cell::StoreCell;
 use bytes::Bytes;

@@ -33,8 +33,9 @@
 //!
 //! A catalog with a region whose writers are unknown (format < 9) needs every writer:
 //! nothing is collected. Files of blocks the catalog does not record (a catalog older than
-//! format 14, a local directory) are never collected here, nor is what a writer left that
-//! stopped cleanly (no takeover fenced it).
+//! format 14, a local directory) are never collected here. A region server's engine
+//! fences its own WAL when it closes (`Engine::close`), so a writer that stopped cleanly
+//! is dead once the regions it closed name it no more.
 //!
 //! Invariants: a segment or a file goes only when the checks above held on the catalog
 //! read after the folder was found fenced and the store files were listed (a fence is
