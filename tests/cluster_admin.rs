@@ -367,6 +367,13 @@ async fn splits_and_merges_are_assigned_by_the_master() {
         assert!(!t.get(Get::new(k)).await.unwrap().is_empty(), "{k}");
     }
     assert_eq!(admin.status().await.unwrap().regions, 1);
+    // A dropped table's placement goes with it.
+    conn.admin().disable_table("events").await.unwrap();
+    conn.admin().delete_table("events").await.unwrap();
+    assert_eq!(
+        admin.placement(&name("events")).await.unwrap(),
+        Placement::Spread
+    );
     conn.close().await.unwrap();
     cluster.stop().await;
 }

@@ -131,19 +131,18 @@ pub async fn reconcile(
         operator_moves.at.insert(key.clone(), Instant::now());
         out.assigned.push((key, server, "moved by request"));
     }
+    // Counted as they stand with the orphans placed so far.
+    let mut placer = policy.placer(&assigned, &names);
     for key in orphans {
         let (server, why) = match owners.get(&key) {
             Some(owner) => (owner.clone(), "its live owner"),
-            None => {
-                // The homes as they stand with the orphans placed so far.
-                let homes = policy.homes(&assigned, &names);
-                match policy.orphan_target(&key, &homes, &assigned, &names) {
-                    Some(target) => target,
-                    None => continue,
-                }
-            }
+            None => match placer.target(&key) {
+                Some(target) => target,
+                None => continue,
+            },
         };
         coord.assign(term, &key, &server).await?;
+        placer.placed(&key, &server);
         assigned.insert(key.clone(), server.clone());
         out.assigned.push((key, server, why));
     }

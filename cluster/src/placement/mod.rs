@@ -233,39 +233,23 @@ impl Policy {
             .collect()
     }
 
-    /// Where a region with no live server goes when it has no live owner either: its
-    /// group's home for a grouped one, else the live server with the fewest regions of its
-    /// table (ties: the fewest regions, then the first by name).
-    pub(crate) fn orphan_target(
-        &self,
-        region: &RegionKey,
-        homes: &BTreeMap<Unit, String>,
+    /// The placer of one pass's orphans over `assigned` (see [`Placer`]).
+    pub(crate) fn placer<'p>(
+        &'p self,
         assigned: &Assignments,
-        live: &BTreeSet<String>,
-    ) -> Option<(String, &'static str)> {
-        let unit = self.unit(region);
-        if let Some(home) = homes.get(&unit) {
-            return Some((home.clone(), "its table group's server"));
+        live: &'p BTreeSet<String>,
+    ) -> Placer<'p> {
+        let mut of_table: BTreeMap<(TableName, String), usize> = BTreeMap::new();
+        for (k, p) in assigned.iter().filter(|(_, p)| live.contains(*p)) {
+            *of_table.entry((k.table.clone(), p.clone())).or_default() += 1;
         }
-        let load = load(assigned, live);
-        let of_table = |p: &str| {
-            assigned
-                .iter()
-                .filter(|(k, s)| k.table == region.table && s.as_str() == p)
-                .count()
-        };
-        let server = live.iter().min_by_key(|p| {
-            (
-                of_table(p),
-                load.get(*p).copied().unwrap_or(0),
-                (*p).clone(),
-            )
-        })?;
-        let why = match unit {
-            Unit::Group(_) => "the least loaded server",
-            Unit::Region(_) => "the server with the fewest of its table's regions",
-        };
-        Some((server.clone(), why))
+        Placer {
+            policy: self,
+            live,
+            homes: self.homes(assigned, live),
+            load: load(assigned, live),
+            of_table,
+        }
     }
 
     /// The moves of one pass once no region is in transition: grouped units spread over
@@ -387,6 +371,59 @@ impl Policy {
             }
         }
         moves
+    }
+}
+
+/// Where the orphans of one pass go, one after another: the homes of grouped units, the
+/// servers' loads and each table's regions per server, kept up to date as each orphan is
+/// placed (a pass is linear in the regions, not quadratic).
+pub(crate) struct Placer<'p> {
+    policy: &'p Policy,
+    live: &'p BTreeSet<String>,
+    homes: BTreeMap<Unit, String>,
+    load: BTreeMap<String, usize>,
+    of_table: BTreeMap<(TableName, String), usize>,
+}
+
+impl Placer<'_> {
+    /// Where a region with no live server goes when it has no live owner either: its
+    /// group's home for a grouped one, else the live server with the fewest regions of its
+    /// table (ties: the fewest regions, then the first by name).
+    pub(crate) fn target(&self, region: &RegionKey) -> Option<(String, &'static str)> {
+        let unit = self.policy.unit(region);
+        if let Some(home) = self.homes.get(&unit) {
+            return Some((home.clone(), "its table group's server"));
+        }
+        let server = self.live.iter().min_by_key(|p| {
+            let of_table = self.of_table.get(&(region.table.clone(), (*p).clone()));
+            (
+                of_table.copied().unwrap_or(0),
+                self.load.get(*p).copied().unwrap_or(0),
+                (*p).clone(),
+            )
+        })?;
+        let why = match unit {
+            Unit::Group(_) => "the least loaded server",
+            Unit::Region(_) => "the server with the fewest of its table's regions",
+        };
+        Some((server.clone(), why))
+    }
+
+    /// Counts `region` as placed on `server` (its group's home from now on, when it has
+    /// none yet).
+    pub(crate) fn placed(&mut self, region: &RegionKey, server: &str) {
+        if !self.live.contains(server) {
+            return;
+        }
+        *self.load.entry(server.to_string()).or_default() += 1;
+        *self
+            .of_table
+            .entry((region.table.clone(), server.to_string()))
+            .or_default() += 1;
+        let unit = self.policy.unit(region);
+        if matches!(unit, Unit::Group(_)) {
+            self.homes.entry(unit).or_insert_with(|| server.to_string());
+        }
     }
 }
 

@@ -198,8 +198,7 @@ fn orphans_of_a_spread_table_scatter() {
     let servers = live(&["rs1", "rs2", "rs3"]);
     for k in &dead {
         let p = Policy::new(assigned.keys().chain([k]), &BTreeMap::new(), &[]);
-        let homes = p.homes(&assigned, &servers);
-        let (to, _) = p.orphan_target(k, &homes, &assigned, &servers).unwrap();
+        let (to, _) = p.placer(&assigned, &servers).target(k).unwrap();
         assigned.insert(k.clone(), to);
     }
     let counts = per_server(&assigned, "events");
@@ -327,4 +326,31 @@ fn pinned_regions_stay_and_the_others_balance_around_them() {
             "a grouped table split"
         );
     }
+}
+
+#[test]
+fn one_placer_scatters_a_pass_of_orphans_and_keeps_groups_whole() {
+    let servers = live(&["rs1", "rs2", "rs3"]);
+    let mut assigned = Assignments::new();
+    assigned.insert(key("events", 1), "rs1".into());
+    let orphans: Vec<RegionKey> = (2..=12)
+        .map(|i| key("events", i))
+        .chain((20..24).map(|i| key("orders", i)))
+        .collect();
+    let p = Policy::new(
+        assigned.keys().chain(&orphans),
+        &[(TableName::parse("orders").unwrap(), Placement::Grouped)]
+            .into_iter()
+            .collect(),
+        &[],
+    );
+    let mut placer = p.placer(&assigned, &servers);
+    for k in &orphans {
+        let (to, _) = placer.target(k).unwrap();
+        placer.placed(k, &to);
+        assigned.insert(k.clone(), to);
+    }
+    let counts = per_server(&assigned, "events");
+    assert_eq!(counts.values().copied().collect::<Vec<_>>(), [4, 4, 4]);
+    assert_eq!(per_server(&assigned, "orders").len(), 1, "{assigned:?}");
 }

@@ -241,6 +241,13 @@ impl Backend for RemoteBackend {
             self.any_call(Request::DeleteTable(table.clone()), false)
                 .await?,
         )?;
+        // Its placement goes with it, as a dropped HBase table's attributes do.
+        crate::holds::write_placement(
+            &self.router.coord,
+            table,
+            crate::placement::Placement::Spread,
+        )
+        .await?;
         self.changed(table).await
     }
 
