@@ -138,7 +138,7 @@ impl ClusterAdmin {
             held: crate::holds::holds(&self.coord)
                 .await?
                 .into_iter()
-                .map(|(t, _)| t)
+                .map(|(t, _)| t.table)
                 .collect::<std::collections::BTreeSet<_>>()
                 .into_iter()
                 .collect(),

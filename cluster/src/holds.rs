@@ -3,10 +3,12 @@
 //!
 //! - `P/placement/<table>`: an operator's [`Placement`] for a table (`ClusterAdmin`).
 //! - `P/holds/<lease>/<table>`: a client's hold on a table while it changes the table's
-//!   schema (or snapshots it, or merges two of its regions): the master gathers a held
-//!   table's group on one server, and the tables held under one lease on one server. The
-//!   keys live under the client's own lease ([`HOLD_TTL`], renewed every third of it), so
-//!   a client that dies releases its holds within the TTL.
+//!   schema (or snapshots it): the master gathers a held table's group on one server, and
+//!   the tables held under one lease on one server. `P/holds/<lease>/<table>/<region>`: a
+//!   hold on one region (a merge holds its two): the regions held under one lease are
+//!   gathered on one server, the rest of their table stays where it is. The keys live
+//!   under the client's own lease ([`HOLD_TTL`], renewed every third of it), so a client
+//!   that dies releases its holds within the TTL.
 //!
 //! Invariants: a hold only affects where regions go, never whether a change is correct:
 //! the engine refuses a schema change unless it serves every region of the table
@@ -14,7 +16,7 @@
 //! lost meanwhile; a hold's keys are written in one transaction and deleted with its lease.
 
 use crate::coordination::{delete, put, to_i64, to_u64};
-use crate::placement::Placement;
+use crate::placement::{HoldTarget, Placement};
 use crate::proto::TxnRequest;
 use crate::EtcdCoordination;
 use basalt_core::{Error, Result, TableName};
@@ -26,14 +28,13 @@ use std::time::Duration;
 /// How long a hold outlives the client that took it.
 pub const HOLD_TTL: Duration = Duration::from_secs(10);
 
-/// Every table held by a schema change, with the lease holding it. A key of another
-/// shape is skipped with a warning (it steers placement only; the master's other
-/// duties go on).
-pub(crate) async fn holds(coord: &EtcdCoordination) -> Result<Vec<(TableName, u64)>> {
+/// Everything a schema change holds, with the lease holding it. A key of another shape is
+/// skipped with a warning (it steers placement only; the master's other duties go on).
+pub(crate) async fn holds(coord: &EtcdCoordination) -> Result<Vec<(HoldTarget, u64)>> {
     let mut out = Vec::new();
     for kv in coord.read_prefix(coord.keys.kind_prefix("holds")).await? {
         match coord.keys.hold_of(&kv.key) {
-            Ok((lease, table)) => out.push((table, lease)),
+            Ok((lease, table, region)) => out.push((HoldTarget { table, region }, lease)),
             Err(e) => tracing::warn!(error = %e, "skipped a malformed hold"),
         }
     }
@@ -88,7 +89,7 @@ pub(crate) async fn write_placement(
 /// hold is released or dropped.
 pub(crate) async fn hold_tables(
     coord: &EtcdCoordination,
-    tables: &[TableName],
+    tables: &[HoldTarget],
     operation: &str,
 ) -> Result<SchemaHold> {
     let granted = coord
@@ -97,7 +98,10 @@ pub(crate) async fn hold_tables(
         .await?;
     let lease = to_u64(granted.id);
     let value = format!("{operation} pid-{}", std::process::id()).into_bytes();
-    let keys: Vec<Vec<u8>> = tables.iter().map(|t| coord.keys.hold(lease, t)).collect();
+    let keys: Vec<Vec<u8>> = tables
+        .iter()
+        .map(|t| coord.keys.hold(lease, &t.table, t.region))
+        .collect();
     let req = TxnRequest {
         compare: Vec::new(),
         success: keys

@@ -154,23 +154,35 @@ impl Keys {
             .ok_or_else(|| corrupt(key, "a placement key ends with a table name"))
     }
 
-    /// `P/holds/<lease:016x>/<table>`.
-    pub(crate) fn hold(&self, lease: u64, table: &TableName) -> Vec<u8> {
-        format!("{}/holds/{lease:016x}/{table}", self.prefix).into_bytes()
+    /// The key of a schema hold under `lease` on `table`, or on its region `region` alone:
+    /// `P/holds/<lease:016x>/<table>[/<region:016x>]`.
+    pub(crate) fn hold(&self, lease: u64, table: &TableName, region: Option<u64>) -> Vec<u8> {
+        match region {
+            None => format!("{}/holds/{lease:016x}/{table}", self.prefix),
+            Some(r) => format!("{}/holds/{lease:016x}/{table}/{r:016x}", self.prefix),
+        }
+        .into_bytes()
     }
 
-    /// The lease and the table a key `P/holds/<lease:016x>/<table>` names.
-    pub(crate) fn hold_of(&self, key: &[u8]) -> Result<(u64, TableName)> {
+    /// The lease, the table and the region (none: the whole table) a hold key names.
+    pub(crate) fn hold_of(&self, key: &[u8]) -> Result<(u64, TableName, Option<u64>)> {
         let prefix = self.kind_prefix("holds");
         let parsed = key
             .strip_prefix(prefix.as_slice())
             .and_then(|t| std::str::from_utf8(t).ok())
             .and_then(|t| t.split_once('/'))
-            .and_then(|(lease, table)| {
+            .and_then(|(lease, rest)| {
                 let lease = u64::from_str_radix(lease, 16).ok()?;
-                Some((lease, TableName::parse(table).ok()?))
+                let (table, region) = match rest.split_once('/') {
+                    None => (rest, None),
+                    Some((table, region)) if region.len() == 16 => {
+                        (table, Some(u64::from_str_radix(region, 16).ok()?))
+                    }
+                    Some(_) => return None,
+                };
+                Some((lease, TableName::parse(table).ok()?, region))
             });
-        parsed.ok_or_else(|| corrupt(key, "a hold key is <lease>/<table>"))
+        parsed.ok_or_else(|| corrupt(key, "a hold key is <lease>/<table>[/<region>]"))
     }
 
     /// The region a key `P/<kind>/<table>/<region>` names.
@@ -401,10 +413,24 @@ mod tests {
         let t = TableName::parse("ns:events").unwrap();
         assert_eq!(k.placement_table(&k.placement(&t)).unwrap(), t);
         assert_eq!(
-            k.hold(0xab, &t),
+            k.hold(0xab, &t, None),
             b"/basalt/holds/00000000000000ab/ns:events"
         );
-        assert_eq!(k.hold_of(&k.hold(0xab, &t)).unwrap(), (0xab, t));
+        assert_eq!(
+            k.hold_of(&k.hold(0xab, &t, None)).unwrap(),
+            (0xab, t.clone(), None)
+        );
+        assert_eq!(
+            k.hold(0xab, &t, Some(7)),
+            b"/basalt/holds/00000000000000ab/ns:events/0000000000000007"
+        );
+        assert_eq!(
+            k.hold_of(&k.hold(0xab, &t, Some(7))).unwrap(),
+            (0xab, t, Some(7))
+        );
+        assert!(k
+            .hold_of(b"/basalt/holds/00000000000000ab/ns:events/7")
+            .is_err());
         assert!(k.hold_of(b"/basalt/holds/zz/ns:events").is_err());
         assert!(k.hold_of(b"/basalt/holds/00000000000000ab").is_err());
         assert!(k.placement_table(b"/basalt/placement/bad name").is_err());

@@ -59,5 +59,5 @@ pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};
 pub use holds::HOLD_TTL;
 pub use local::{LocalEtcd, ETCD_BIN_VAR};
-pub use placement::Placement;
+pub use placement::{HoldTarget, Placement};
 pub use remote::{connect, connect_with, AckObserver, RemoteBackend, RemoteReadPoint, RetryPolicy};

@@ -11,9 +11,9 @@
 //! each region assigned to it (`Engine::open_region`: while the previous owner's lease
 //! still owns it, the open fails with `RegionOwned` and is tried again on the next tick;
 //! once that lease ended, the open fences the owner's WAL and replays the region's edits;
-//! a region the catalog no longer lists makes the server bring etcd's region list of its
-//! table in line with the catalog, `Engine::sync_region_listing`: a server that died
-//! between a split's catalog update and the list's left it behind).
+//! a region the catalog no longer lists for [`LISTING_GRACE`] makes the server bring
+//! etcd's region list of its table in line with the catalog, `Engine::sync_region_listing`:
+//! a server that died between a split's catalog update and the list's left it behind).
 //! Every [`GC_INTERVAL`] it deletes what dead writers no region needs any more left: their
 //! WAL folders and their store files no region lists (`Engine::collect_garbage`). Alongside, the server campaigns for master
 //! (`master::master_duty`) unless told not to.
@@ -39,7 +39,7 @@ use basalt_core::coord::RegionKey;
 use basalt_core::endpoint::EndpointHost;
 use basalt_core::objects::{Objects, StoreObjects};
 use basalt_core::{Config, Connection, Engine, Error, Result};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
@@ -57,6 +57,10 @@ pub const FOLLOW_TICK: Duration = Duration::from_millis(200);
 /// left: WAL folders and unlisted store files (`Engine::collect_garbage`; every server
 /// does, deletes are idempotent).
 pub const GC_INTERVAL: Duration = Duration::from_secs(60);
+/// How long a region assigned here must have been missing from the catalog before this
+/// server brings etcd's list of its table in line with the catalog: a live server that
+/// split, merged or dropped it updates the list well within it.
+pub const LISTING_GRACE: Duration = Duration::from_secs(10);
 
 /// What a region server needs.
 #[derive(Debug, Clone)]
@@ -462,12 +466,13 @@ async fn follow(
     mut leaving: watch::Receiver<bool>,
 ) {
     let mut collected = Instant::now();
+    let mut missing = BTreeMap::new();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(FOLLOW_TICK) => {}
             _ = leaving.wait_for(|l| *l) => return,
         }
-        if let Err(e) = follow_once(&engine, &coord, &process, &leaving).await {
+        if let Err(e) = follow_once(&engine, &coord, &process, &leaving, &mut missing).await {
             tracing::debug!(%process, error = %e, "could not read the assignments");
         }
         if collected.elapsed() >= GC_INTERVAL {
@@ -498,9 +503,11 @@ async fn follow_once(
     coord: &EtcdCoordination,
     process: &str,
     leaving: &watch::Receiver<bool>,
+    missing: &mut BTreeMap<RegionKey, Instant>,
 ) -> Result<()> {
     engine.release_unserved().await;
     let assigned = coord.assignments().await?;
+    missing.retain(|k, _| assigned.get(k).is_some_and(|p| p == process));
     let served: BTreeSet<RegionKey> = engine
         .served_regions()
         .into_iter()
@@ -547,10 +554,17 @@ async fn follow_once(
             }
             Err(e @ (Error::TableNotFound(_) | Error::RegionNotFound { .. })) => {
                 // Gone from the catalog (dropped, split or merged away) while etcd still
-                // lists it: the server that changed the catalog died (or etcd failed it)
-                // before it updated the list. The list is made to match the catalog; the
-                // master then forgets the gone region and assigns its successors.
+                // lists it. Usually the server that changed the catalog is updating the
+                // list and the master forgets the region soon; when it stays so for
+                // LISTING_GRACE, that server died (or etcd failed it) before it updated the
+                // list. The list is then made to match the catalog; the master forgets the
+                // gone region and assigns its successors.
                 tracing::debug!(%process, region = %key, error = %e, "the catalog no longer lists the region");
+                let since = *missing.entry(key.clone()).or_insert_with(Instant::now);
+                if since.elapsed() < LISTING_GRACE {
+                    continue;
+                }
+                missing.remove(key);
                 match engine.sync_region_listing(&key.table).await {
                     Ok((0, 0)) => {}
                     Ok((listed, removed)) => tracing::info!(

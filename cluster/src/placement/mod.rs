@@ -14,6 +14,9 @@
 //!   the table on one engine. Tables held under one client lease (a snapshot of several
 //!   tables) join one group, gathered on one server.
 //!
+//! Regions held alone (a merge's two, under one client lease) are a unit of their own,
+//! gathered on one server while the rest of their table stays where it is.
+//!
 //! Every other table is *spread*: each region placed alone, and balanced table by table
 //! (HBase's by-table balancing) so a table's regions differ by at most one per server.
 //!
@@ -57,6 +60,38 @@ impl Placement {
     }
 }
 
+/// What a schema hold holds: a whole table, or one region of it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct HoldTarget {
+    /// The table.
+    pub table: TableName,
+    /// The region held alone (`None`: every region of the table).
+    pub region: Option<u64>,
+}
+
+impl HoldTarget {
+    /// The whole of `table`.
+    pub fn table(table: TableName) -> Self {
+        HoldTarget {
+            table,
+            region: None,
+        }
+    }
+
+    /// Region `region` of `table`.
+    pub fn region(table: TableName, region: u64) -> Self {
+        HoldTarget {
+            table,
+            region: Some(region),
+        }
+    }
+
+    /// Whether region `region` of `table` is held by this.
+    pub fn covers(&self, table: &TableName, region: u64) -> bool {
+        self.table == *table && self.region.is_none_or(|r| r == region)
+    }
+}
+
 /// A table group: its namespace and the table it is named after.
 pub(crate) type Group = (String, String);
 
@@ -89,20 +124,39 @@ pub(crate) struct Policy {
     grouped: BTreeSet<Group>,
     /// The representatives of held groups (a subset of `grouped`).
     held: BTreeSet<Group>,
+    /// Regions held alone, each with the unit of the regions held under its lease (a
+    /// group named after its table and the lease, which no table can be called).
+    held_regions: BTreeMap<RegionKey, Group>,
 }
 
 impl Policy {
     /// The policy for the tables of `regions`, the tables marked in `placements` and the
-    /// schema holds `holds` (each held table with the lease holding it).
+    /// schema holds `holds` (each held table or region with the lease holding it).
     pub(crate) fn new<'a>(
         regions: impl IntoIterator<Item = &'a RegionKey>,
         placements: &BTreeMap<TableName, Placement>,
-        holds: &[(TableName, u64)],
+        holds: &[(HoldTarget, u64)],
     ) -> Self {
         let mut policy = Policy::default();
         let mut by_lease: BTreeMap<u64, Vec<Group>> = BTreeMap::new();
-        for (table, lease) in holds {
-            by_lease.entry(*lease).or_default().push(table_group(table));
+        for (target, lease) in holds {
+            match target.region {
+                None => by_lease
+                    .entry(*lease)
+                    .or_default()
+                    .push(table_group(&target.table)),
+                Some(region) => {
+                    let (namespace, _) = table_group(&target.table);
+                    let unit = (
+                        namespace,
+                        format!("{}#{lease:016x}", target.table.qualifier()),
+                    );
+                    let key = RegionKey::new(target.table.clone(), region);
+                    policy.held_regions.insert(key, unit.clone());
+                    policy.grouped.insert(unit.clone());
+                    policy.held.insert(unit);
+                }
+            }
         }
         for groups in by_lease.values() {
             let mut reps: Vec<Group> = groups.iter().map(|g| policy.representative(g)).collect();
@@ -143,10 +197,12 @@ impl Policy {
         policy
     }
 
-    /// Whether a schema change holds `region`'s table (or a table joined to it).
+    /// Whether a schema change holds `region`, or its table (or a table joined to it).
     pub(crate) fn held(&self, region: &RegionKey) -> bool {
-        self.held
-            .contains(&self.representative(&table_group(&region.table)))
+        self.held_regions.contains_key(region)
+            || self
+                .held
+                .contains(&self.representative(&table_group(&region.table)))
     }
 
     /// The moves that gather every held unit on its home: made on every pass, whatever
@@ -182,6 +238,9 @@ impl Policy {
 
     /// What `region` moves with.
     pub(crate) fn unit(&self, region: &RegionKey) -> Unit {
+        if let Some(unit) = self.held_regions.get(region) {
+            return Unit::Group(unit.clone());
+        }
         let rep = self.representative(&table_group(&region.table));
         if self.grouped.contains(&rep) {
             Unit::Group(rep)

@@ -15,9 +15,9 @@ fn policy(assigned: &Assignments, grouped: &[&str], holds: &[(&str, u64)]) -> Po
         .iter()
         .map(|t| (TableName::parse(t).unwrap(), Placement::Grouped))
         .collect();
-    let holds: Vec<(TableName, u64)> = holds
+    let holds: Vec<(HoldTarget, u64)> = holds
         .iter()
-        .map(|(t, l)| (TableName::parse(t).unwrap(), *l))
+        .map(|(t, l)| (HoldTarget::table(TableName::parse(t).unwrap()), *l))
         .collect();
     Policy::new(assigned.keys(), &placements, &holds)
 }
@@ -353,4 +353,41 @@ fn one_placer_scatters_a_pass_of_orphans_and_keeps_groups_whole() {
     let counts = per_server(&assigned, "events");
     assert_eq!(counts.values().copied().collect::<Vec<_>>(), [4, 4, 4]);
     assert_eq!(per_server(&assigned, "orders").len(), 1, "{assigned:?}");
+}
+
+#[test]
+fn a_merges_two_held_regions_gather_and_the_rest_stays() {
+    let servers = live(&["rs1", "rs2", "rs3"]);
+    let mut assigned = Assignments::new();
+    for i in 0..6 {
+        assigned.insert(
+            key("events", i),
+            ["rs1", "rs2", "rs3"][i as usize % 3].into(),
+        );
+    }
+    let before = assigned.clone();
+    let events = TableName::parse("events").unwrap();
+    let holds = [
+        (HoldTarget::region(events.clone(), 1), 9),
+        (HoldTarget::region(events.clone(), 2), 9),
+    ];
+    let p = Policy::new(assigned.keys(), &BTreeMap::new(), &holds);
+    assert!(p.held(&key("events", 1)) && p.held(&key("events", 2)));
+    assert!(!p.held(&key("events", 0)));
+    assert_eq!(p.unit(&key("events", 1)), p.unit(&key("events", 2)));
+    assert!(matches!(p.unit(&key("events", 3)), Unit::Region(_)));
+    let moves = p.gather_held(&assigned, &servers);
+    assert_eq!(moves.len(), 1, "{moves:?}");
+    for (k, s, _) in moves {
+        assigned.insert(k, s);
+    }
+    assert_eq!(assigned[&key("events", 1)], assigned[&key("events", 2)]);
+    for i in [0, 3, 4, 5] {
+        assert_eq!(assigned[&key("events", i)], before[&key("events", i)]);
+    }
+    // Nothing else is balanced while the hold lasts.
+    assert!(p
+        .rebalance(&assigned, &servers, true, &BTreeSet::new())
+        .is_empty());
+    assert!(p.gather_held(&assigned, &servers).is_empty());
 }

@@ -241,13 +241,12 @@ impl Backend for RemoteBackend {
             self.any_call(Request::DeleteTable(table.clone()), false)
                 .await?,
         )?;
-        // Its placement goes with it, as a dropped HBase table's attributes do.
-        crate::holds::write_placement(
-            &self.router.coord,
-            table,
-            crate::placement::Placement::Spread,
-        )
-        .await?;
+        // Its placement goes with it, as a dropped HBase table's attributes do (a failure
+        // leaves it for a table of the same name, which the drop need not fail for).
+        let spread = crate::placement::Placement::Spread;
+        if let Err(e) = crate::holds::write_placement(&self.router.coord, table, spread).await {
+            tracing::warn!(%table, error = %e, "the dropped table's placement was kept");
+        }
         self.changed(table).await
     }
 
@@ -502,7 +501,7 @@ impl Backend for RemoteBackend {
         let tables = snapshot
             .tables
             .iter()
-            .map(|t| TableName::parse(t))
+            .map(|t| TableName::parse(t).map(crate::placement::HoldTarget::table))
             .collect::<Result<Vec<_>>>()?;
         let request = Request::RestoreSnapshot(name.to_string());
         let reply = schema::call(&self.router, self.policy, tables, request).await?;

@@ -165,11 +165,11 @@ impl RemoteBackend {
     }
 
     /// Sends an operation that is not a row's: a schema change, snapshot or merge where
-    /// its tables are gathered ([`Request::held_tables`], `schema`), a region's operation
+    /// its tables or regions are gathered ([`Request::held`], `schema`), a region's operation
     /// to the region's server ([`Request::region`]), any other to any server.
     async fn any_call(&self, request: Request, idempotent: bool) -> Result<Reply> {
-        if let Some(tables) = request.held_tables() {
-            return schema::call(&self.router, self.policy, tables, request).await;
+        if let Some(held) = request.held() {
+            return schema::call(&self.router, self.policy, held, request).await;
         }
         match request.region() {
             Some((t, id)) => {

@@ -1,10 +1,10 @@
 //! Schema changes through a cluster: "gather, change, release". A schema change (a table
-//! created or dropped, enabled or disabled, a family or coprocessor changed), a snapshot, a
-//! restore and a merge need every region of their tables on one engine, while a spread
-//! table's regions live on several servers. So the client holds the tables (`holds`: the
-//! master then gathers them on one server), waits until one live server is assigned and
-//! owns every region of them, sends the change there, and releases the hold (the
-//! balancer spreads the tables again).
+//! created or dropped, enabled or disabled, a family or coprocessor changed), a snapshot
+//! and a restore need every region of their tables on one engine, and a merge its two
+//! regions, while a spread table's regions live on several servers. So the client holds
+//! the tables or regions (`holds`: the master then gathers them on one server), waits
+//! until one live server is assigned and owns every region held, sends the change there,
+//! and releases the hold (the balancer spreads the tables again).
 //!
 //! Invariants: the change is sent only to a server that owned every region when the
 //! client looked, and the engine checks again (a region lost meanwhile refuses the change
@@ -17,6 +17,7 @@
 use super::route::{retryable, Router};
 use super::RetryPolicy;
 use crate::holds::{hold_tables, SchemaHold};
+use crate::placement::HoldTarget;
 use crate::rpc::client::RpcClient;
 use crate::rpc::messages::{Reply, Request};
 use basalt_core::coord::RegionKey;
@@ -29,14 +30,14 @@ const GATHER_PAUSE: Duration = Duration::from_millis(20);
 /// The longest pause while waiting for a gather.
 const MAX_GATHER_PAUSE: Duration = Duration::from_millis(250);
 
-/// Sends `request`, a change of `tables`, as the module doc says.
+/// Sends `request`, a change of the tables or regions `targets`, as the module doc says.
 pub(crate) async fn call(
     router: &Router,
     policy: RetryPolicy,
-    tables: Vec<TableName>,
+    targets: Vec<HoldTarget>,
     request: Request,
 ) -> Result<Reply> {
-    let mut held: BTreeSet<TableName> = tables.into_iter().collect();
+    let mut held: BTreeSet<HoldTarget> = targets.into_iter().collect();
     let mut hold = hold_tables(&router.coord, &list(&held), request.name()).await?;
     let deadline = Instant::now() + policy.operation_timeout;
     let mut pause = GATHER_PAUSE;
@@ -55,8 +56,12 @@ pub(crate) async fn call(
         match tried {
             Ok(reply) => break Ok(reply),
             Err(Error::RegionNotServed { table, region }) => {
-                // A table the change needs beyond the ones held: hold it too.
-                let more = TableName::parse(&table).ok().filter(|t| !held.contains(t));
+                // A table the change needs beyond the ones held: hold it too. (A region
+                // of a table held in part moved meanwhile: wait for the gather.)
+                let more = TableName::parse(&table)
+                    .ok()
+                    .filter(|t| !held.iter().any(|h| h.table == *t))
+                    .map(HoldTarget::table);
                 if let Some(t) = more {
                     held.insert(t);
                     let wider = hold_tables(&router.coord, &list(&held), request.name()).await;
@@ -95,12 +100,12 @@ async fn release(hold: SchemaHold) {
     }
 }
 
-/// The one live server assigned and owning every region of `tables`, if there is one now
-/// (any live server when none of them has a region: the engine answers for tables that
-/// do not exist).
+/// The one live server assigned and owning every region `targets` hold, if there is one
+/// now (any live server when they hold no region: the engine answers for tables and
+/// regions that do not exist).
 async fn gathered_server(
     router: &Router,
-    tables: &BTreeSet<TableName>,
+    targets: &BTreeSet<HoldTarget>,
 ) -> Result<Option<RpcClient>> {
     let coord = &router.coord;
     let regions: Vec<RegionKey> = coord
@@ -108,7 +113,7 @@ async fn gathered_server(
         .await?
         .into_iter()
         .map(|r| r.key)
-        .filter(|k| tables.contains(&k.table))
+        .filter(|k| targets.iter().any(|t| t.covers(&k.table, k.region)))
         .collect();
     if regions.is_empty() {
         return router.any().await.map(Some);
@@ -136,11 +141,17 @@ async fn gathered_server(
         .transpose()
 }
 
-fn list(tables: &BTreeSet<TableName>) -> Vec<TableName> {
-    tables.iter().cloned().collect()
+fn list(targets: &BTreeSet<HoldTarget>) -> Vec<HoldTarget> {
+    targets.iter().cloned().collect()
 }
 
-fn names(tables: &BTreeSet<TableName>) -> String {
-    let names: Vec<String> = tables.iter().map(ToString::to_string).collect();
+fn names(targets: &BTreeSet<HoldTarget>) -> String {
+    let names: Vec<String> = targets
+        .iter()
+        .map(|t| match t.region {
+            None => t.table.to_string(),
+            Some(r) => format!("{} region {r}", t.table),
+        })
+        .collect();
     names.join(", ")
 }

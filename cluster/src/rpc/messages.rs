@@ -11,6 +11,7 @@
 //! Invariants: the enums only ever grow at their end (postcard names a variant by its
 //! index), and [`PROTOCOL_VERSION`] rises with any other change.
 
+use crate::placement::HoldTarget;
 use basalt_core::client::{
     Append, BatchOp, BatchOutcome, CheckAndMutate, Delete, Get, Increment, Put, RowMutations,
     RowResult, Scan,
@@ -171,10 +172,11 @@ impl Request {
         )
     }
 
-    /// The tables a schema, snapshot or merge call needs whole on the server it is sent
-    /// to (every region served there); `None` for any other call. A restore names its
-    /// tables in the snapshot, not in the call: its caller holds them.
-    pub fn held_tables(&self) -> Option<Vec<TableName>> {
+    /// What a schema, snapshot or merge call needs on the server it is sent to: whole
+    /// tables (every region served there), or a merge's two regions; `None` for any other
+    /// call. A restore names its tables in the snapshot, not in the call: its caller holds
+    /// them.
+    pub fn held(&self) -> Option<Vec<HoldTarget>> {
         use Request::*;
         match self {
             DeleteTable(t)
@@ -185,9 +187,12 @@ impl Request {
             | DeleteColumnFamily(t, _)
             | AddCoprocessor(t, _)
             | RemoveCoprocessor(t, _)
-            | SetCoprocessors(t, _)
-            | MergeRegions(t, _, _) => Some(vec![t.clone()]),
-            Snapshot(_, tables, _) => Some(tables.clone()),
+            | SetCoprocessors(t, _) => Some(vec![HoldTarget::table(t.clone())]),
+            MergeRegions(t, a, b) => Some(vec![
+                HoldTarget::region(t.clone(), *a),
+                HoldTarget::region(t.clone(), *b),
+            ]),
+            Snapshot(_, tables, _) => Some(tables.iter().cloned().map(HoldTarget::table).collect()),
             _ => None,
         }
     }

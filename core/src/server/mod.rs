@@ -319,12 +319,14 @@ impl Engine {
     }
 
     /// Makes the coordination store's list of `table`'s regions match the catalog's newest
-    /// version: what a region server does when it is assigned a region the catalog no
-    /// longer lists. A server that died between a split's (merge's, create's, drop's)
-    /// catalog update and the list's update left the list behind, and nothing would route
-    /// to the new regions. The catalog's regions missing from the list are listed first,
-    /// then the list's regions the catalog lacks are removed. Returns how many records
-    /// were written and removed (none without a coordination store).
+    /// version (the list is read first, then the catalog): what a region server does when
+    /// it is assigned a region the catalog no longer lists. A server that died between a
+    /// split's (merge's, drop's) catalog update and the list's update left the list
+    /// behind, and nothing would route to the new regions. The catalog's regions missing
+    /// from the list are listed first, then the list's regions the catalog lacks are
+    /// removed; a record another process wrote or removed the same way meanwhile counts as
+    /// done. Returns how many records were written and removed (none without a
+    /// coordination store).
     pub async fn sync_region_listing(&self, table: &TableName) -> Result<(usize, usize)> {
         open::runtime::sync_listing(self, table).await
     }

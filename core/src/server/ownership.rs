@@ -107,30 +107,45 @@ impl Ownership {
                 .get(&r.key.table)
                 .and_then(|l| l.iter().find(|x| x.key == r.key))
                 .map(|x| (x.revision, x.start == r.start && x.end == r.end));
-            match stored {
-                Some((_, true)) => {}
-                Some((revision, false)) => {
-                    self.coord.put_region(r, Some(revision)).await?;
+            let (key, start, end) = (r.key.clone(), r.start.clone(), r.end.clone());
+            let written = match stored {
+                Some((_, true)) => continue,
+                Some((revision, false)) => self.coord.put_region(r, Some(revision)).await,
+                None => self.coord.put_region(r, None).await,
+            };
+            if let Err(e @ Error::CoordinationConflict(_)) = written {
+                // Another process changed the record first: fine if it now says the same
+                // (two engines bringing the list in line at once).
+                let now = self.coord.regions(&key.table).await?;
+                if !now
+                    .iter()
+                    .any(|x| x.key == key && x.start == start && x.end == end)
+                {
+                    return Err(e);
                 }
-                None => {
-                    self.coord.put_region(r, None).await?;
-                }
+            } else {
+                written?;
             }
         }
         Ok(())
     }
 
-    /// Makes the store's list of `table`'s regions `catalog` (the catalog's regions of it;
-    /// none once it is dropped): the ones missing, or listed with other bounds, are
-    /// published first, then the listed ones the catalog lacks are removed, so no row of
-    /// the table is left without a listed region. Returns how many records were written
-    /// and how many removed.
+    /// The store's list of `table`'s regions.
+    pub(crate) async fn listed(&self, table: &TableName) -> Result<Vec<RegionRecord>> {
+        self.coord.regions(table).await
+    }
+
+    /// Makes the store's list of a table's regions, `listed` (read before the catalog:
+    /// every record was listed after its catalog update, so the catalog read later has
+    /// it), the catalog's regions `catalog` (none once the table is dropped): the ones
+    /// missing, or listed with other bounds, are published first, then the listed ones the
+    /// catalog lacks are removed, so no row of the table is left without a listed region.
+    /// Returns how many records were written and how many removed.
     pub(crate) async fn sync_listing(
         &self,
-        table: &TableName,
+        listed: Vec<RegionRecord>,
         catalog: Vec<RegionRecord>,
     ) -> Result<(usize, usize)> {
-        let listed = self.coord.regions(table).await?;
         let gone: Vec<RegionKey> = listed
             .iter()
             .filter(|l| !catalog.iter().any(|r| r.key == l.key))
@@ -161,8 +176,16 @@ impl Ownership {
                 .get(&r.table)
                 .and_then(|l| l.iter().find(|x| x.key == *r))
                 .map(|x| x.revision);
-            if let Some(rev) = revision {
-                self.coord.remove_region(r, rev).await?;
+            let Some(rev) = revision else { continue };
+            match self.coord.remove_region(r, rev).await {
+                Err(e @ Error::CoordinationConflict(_)) => {
+                    // Fine if another process removed it first.
+                    let now = self.coord.regions(&r.table).await?;
+                    if now.iter().any(|x| x.key == *r) {
+                        return Err(e);
+                    }
+                }
+                other => other?,
             }
         }
         Ok(())

@@ -394,6 +394,8 @@ pub(crate) async fn sync_listing(engine: &Engine, table: &TableName) -> Result<(
     let Some(own) = engine.shared.ownership.get() else {
         return Ok((0, 0));
     };
+    // The list first: whatever it holds was listed after its catalog update.
+    let listed = own.listed(table).await?;
     refresh_catalog(engine)?;
     let state = engine.shared.catalog.snapshot();
     let records = state
@@ -411,5 +413,5 @@ pub(crate) async fn sync_listing(engine: &Engine, table: &TableName) -> Result<(
                 .collect()
         })
         .unwrap_or_default();
-    own.sync_listing(table, records).await
+    own.sync_listing(listed, records).await
 }
