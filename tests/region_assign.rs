@@ -312,16 +312,23 @@ async fn a_dead_writers_wal_is_collected_once_no_region_needs_it() {
     b.close().await.unwrap();
 
     // A new engine reads everything without A's WAL.
-    let c = Connection::open_with(shared.config(dirs[2].path(), "rs-c"))
-        .await
-        .unwrap();
-    for (row, v) in [
+    let expected = [
         ("a1", "from-a"),
         ("h1", "from-a"),
         ("q1", "from-a"),
         ("a2", "from-b"),
-    ] {
-        assert_eq!(value(&c, row).await.unwrap().as_deref(), Some(v), "{row}");
+    ];
+    reads_all(&shared, dirs[2].path(), &expected).await;
+}
+
+/// Opens a new engine of the whole store in `dir` (it fences every other one) and checks
+/// it reads each row's value as `expected`.
+async fn reads_all(shared: &SharedCoordination, dir: &Path, expected: &[(&str, &str)]) {
+    let c = Connection::open_with(shared.config(dir, "rs-c"))
+        .await
+        .unwrap();
+    for (row, v) in expected {
+        assert_eq!(value(&c, row).await.unwrap().as_deref(), Some(*v), "{row}");
     }
     c.close().await.unwrap();
 }
@@ -476,19 +483,14 @@ async fn a_dead_writers_unlisted_store_files_are_collected_even_when_cut_short()
     }
     b.close().await.unwrap();
     // Every listed file is there: a new engine of the whole store reads everything.
-    let c = Connection::open_with(shared.config(dirs[2].path(), "rs-c"))
-        .await
-        .unwrap();
-    for (row, v) in [
+    let expected = [
         ("a1", "from-a"),
         ("h1", "from-a"),
         ("q1", "from-a"),
         ("a2", "from-a"),
         ("h2", "from-b"),
-    ] {
-        assert_eq!(value(&c, row).await.unwrap().as_deref(), Some(v), "{row}");
-    }
-    c.close().await.unwrap();
+    ];
+    reads_all(&shared, dirs[2].path(), &expected).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -47,6 +47,16 @@ fn settle_around(
     panic!("balancing does not converge: {assigned:?}");
 }
 
+/// A xorshift generator from `seed`: each call gives a number below its argument.
+fn seeded(mut seed: u64) -> impl FnMut(u64) -> u64 {
+    move |n| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    }
+}
+
 fn per_server(assigned: &Assignments, table: &str) -> BTreeMap<String, usize> {
     let mut out = BTreeMap::new();
     for (k, p) in assigned {
@@ -224,13 +234,7 @@ fn a_move_of_a_spread_region_moves_it_alone() {
 #[test]
 fn mixed_layouts_converge() {
     // Seeded layouts of grouped and spread tables on 1-4 servers.
-    let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = seeded(0x9e37_79b9_7f4a_7c15);
     for _ in 0..200 {
         let names = ["rs1", "rs2", "rs3", "rs4"];
         let servers = live(&names[..1 + next(4) as usize]);
@@ -268,13 +272,7 @@ fn mixed_layouts_converge() {
 fn pinned_regions_stay_and_the_others_balance_around_them() {
     // Seeded layouts: spread tables with some regions pinned (an operator moved them
     // lately), and grouped tables, one of them pinned, each whole on one server.
-    let mut seed = 0x2545_f491_4f6c_dd1du64;
-    let mut next = |n: u64| {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed % n
-    };
+    let mut next = seeded(0x2545_f491_4f6c_dd1d);
     for _ in 0..200 {
         let names = ["rs1", "rs2", "rs3", "rs4"];
         let servers = live(&names[..1 + next(4) as usize]);

@@ -359,11 +359,16 @@ pub(crate) fn keys(table: &TableName, ids: impl IntoIterator<Item = u64>) -> Vec
 pub(crate) fn records(table: &TableName, regions: &[Arc<Region>]) -> Vec<RegionRecord> {
     regions
         .iter()
-        .map(|r| RegionRecord {
-            key: RegionKey::new(table.clone(), r.id),
-            start: r.start.clone(),
-            end: r.end.clone(),
-            revision: 0,
-        })
+        .map(|r| record(table, r.id, &r.start, &r.end))
         .collect()
+}
+
+/// The catalog record of region `id` of `table`, `[start, end)`, not yet stored.
+pub(crate) fn record(table: &TableName, id: u64, start: &Bytes, end: &Bytes) -> RegionRecord {
+    RegionRecord {
+        key: RegionKey::new(table.clone(), id),
+        start: start.clone(),
+        end: end.clone(),
+        revision: 0,
+    }
 }

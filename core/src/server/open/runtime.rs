@@ -32,7 +32,7 @@
 
 use super::regions::{open_table, unserved_region};
 use crate::catalog::{CatalogState, RegionEntry};
-use crate::coord::{RegionKey, RegionRecord};
+use crate::coord::RegionKey;
 use crate::error::{Error, Result};
 use crate::region::Region;
 use crate::schema::TableName;
@@ -404,12 +404,7 @@ pub(crate) async fn sync_listing(engine: &Engine, table: &TableName) -> Result<(
         .map(|t| {
             t.regions
                 .iter()
-                .map(|r| RegionRecord {
-                    key: RegionKey::new(table.clone(), r.id),
-                    start: r.start.clone(),
-                    end: r.end.clone(),
-                    revision: 0,
-                })
+                .map(|r| crate::server::ownership::record(table, r.id, &r.start, &r.end))
                 .collect()
         })
         .unwrap_or_default();
