@@ -58,8 +58,9 @@ pub struct ClusterStatus {
     pub balancer_on: bool,
     /// Move requests the master has not acted on yet.
     pub pending_moves: usize,
-    /// Tables a client's schema change holds now (gathered on one server until it
-    /// releases them, or its lease ends), each once.
+    /// Tables a client's schema change holds now, whole or (a merge) two of their
+    /// regions, gathered on one server until it releases them or its lease ends; each
+    /// table once.
     pub held: Vec<TableName>,
 }
 

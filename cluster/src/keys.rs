@@ -19,7 +19,7 @@
 //! | `P/balancer` | the balancer switch: `on` or `off` (absent: on) | none |
 //! | `P/balance` | a request for one balancing pass, switch or not (any value) | none |
 //! | `P/placement/<table>` | how the table's regions are placed: `grouped` (`spread` when absent) | none |
-//! | `P/holds/<lease:016x>/<table>` | a schema change's hold on the table: `<operation> <client>` | the client's |
+//! | `P/holds/<lease:016x>/<table>[/<region:016x>]` | a schema change's hold on the table, or a merge's on one of its regions: `<operation> <client>` | the client's |
 //!
 //! Invariants: the values are written only by transactions of `coordination`, `assignment`
 //! (the master's), `admin` (requests, which the master deletes once acted on) and

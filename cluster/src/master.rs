@@ -4,7 +4,8 @@
 //! regions the catalog lists with the live servers ([`reconcile`]), placing each region
 //! alone or with its table group as `placement` decides (a table group with global
 //! indexes, a table marked grouped, or one a schema change holds, goes whole to one
-//! server; any other table is spread region by region):
+//! server, and a merge's two held regions together; any other table is spread region by
+//! region):
 //!
 //! - a region with no assignment, or assigned to a server that is not live (its lease
 //!   ended: killed, paused, cut off), is assigned to a live server: its live owner if it
@@ -16,7 +17,8 @@
 //! - the assignment of a region the catalog no longer lists (a dropped table, a split's
 //!   parent) is forgotten;
 //! - an operator's move request moves the region (with its group when grouped);
-//! - a table a schema change holds (`holds`) is gathered on one server at once;
+//! - a table a schema change holds (`holds`), or the two regions a merge holds, are
+//!   gathered on one server at once;
 //! - when no region is in transition (every region's live owner is its assigned server),
 //!   a grouped group spread over servers is gathered on the server holding most of it,
 //!   and then, when the balancer is on, spread tables are balanced region by region and
@@ -221,7 +223,8 @@ fn live_owner_names(
 /// live server when none was named), in fenced transactions the last of which deletes
 /// the request (one for a group of up to [`MOVES_PER_TRANSACTION`] regions); a request
 /// for a region that is gone, or a server that is not live or already holds it, is
-/// dropped; one for a held table waits until the hold ends. Returns the regions assigned,
+/// dropped; one for a held region (of a held table, or held by a merge) waits until the
+/// hold ends. Returns the regions assigned,
 /// with their server.
 async fn requested_moves(
     coord: &EtcdCoordination,

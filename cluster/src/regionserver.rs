@@ -57,9 +57,8 @@ pub const FOLLOW_TICK: Duration = Duration::from_millis(200);
 /// left: WAL folders and unlisted store files (`Engine::collect_garbage`; every server
 /// does, deletes are idempotent).
 pub const GC_INTERVAL: Duration = Duration::from_secs(60);
-/// How long a region assigned here must have been missing from the catalog before this
-/// server brings etcd's list of its table in line with the catalog: a live server that
-/// split, merged or dropped it updates the list well within it.
+/// How long a region assigned here is missing from the catalog before this server mends
+/// etcd's list of its table: a live server that split or dropped it lists within it.
 pub const LISTING_GRACE: Duration = Duration::from_secs(10);
 
 /// What a region server needs.
@@ -547,18 +546,21 @@ async fn follow_once(
                 Err(e) => Err(e),
             };
         }
+        if !matches!(
+            opened,
+            Err(Error::TableNotFound(_) | Error::RegionNotFound { .. })
+        ) {
+            missing.remove(key);
+        }
         match opened {
             Ok(()) => tracing::info!(%process, region = %key, "opened assigned region"),
             Err(e @ Error::RegionOwned { .. }) => {
                 tracing::debug!(%process, region = %key, error = %e, "waiting for the owner to let the region go");
             }
             Err(e @ (Error::TableNotFound(_) | Error::RegionNotFound { .. })) => {
-                // Gone from the catalog (dropped, split or merged away) while etcd still
-                // lists it. Usually the server that changed the catalog is updating the
-                // list and the master forgets the region soon; when it stays so for
-                // LISTING_GRACE, that server died (or etcd failed it) before it updated the
-                // list. The list is then made to match the catalog; the master forgets the
-                // gone region and assigns its successors.
+                // Gone from the catalog but listed in etcd: past LISTING_GRACE, the server
+                // that changed the catalog died before it updated the list, which is made
+                // to match the catalog (the master then assigns the region's successors).
                 tracing::debug!(%process, region = %key, error = %e, "the catalog no longer lists the region");
                 let since = *missing.entry(key.clone()).or_insert_with(Instant::now);
                 if since.elapsed() < LISTING_GRACE {

@@ -14,8 +14,9 @@
 //!   the table on one engine. Tables held under one client lease (a snapshot of several
 //!   tables) join one group, gathered on one server.
 //!
-//! Regions held alone (a merge's two, under one client lease) are a unit of their own,
-//! gathered on one server while the rest of their table stays where it is.
+//! Regions held alone (a merge's two, under one client lease) of a spread table are a unit
+//! of their own, gathered on one server while the rest of their table stays where it is;
+//! those of a grouped table hold its group where it is (it is on one server already).
 //!
 //! Every other table is *spread*: each region placed alone, and balanced table by table
 //! (HBase's by-table balancing) so a table's regions differ by at most one per server.
@@ -139,23 +140,14 @@ impl Policy {
     ) -> Self {
         let mut policy = Policy::default();
         let mut by_lease: BTreeMap<u64, Vec<Group>> = BTreeMap::new();
+        let mut region_holds = Vec::new();
         for (target, lease) in holds {
             match target.region {
                 None => by_lease
                     .entry(*lease)
                     .or_default()
                     .push(table_group(&target.table)),
-                Some(region) => {
-                    let (namespace, _) = table_group(&target.table);
-                    let unit = (
-                        namespace,
-                        format!("{}#{lease:016x}", target.table.qualifier()),
-                    );
-                    let key = RegionKey::new(target.table.clone(), region);
-                    policy.held_regions.insert(key, unit.clone());
-                    policy.grouped.insert(unit.clone());
-                    policy.held.insert(unit);
-                }
+                Some(region) => region_holds.push((target.table.clone(), region, *lease)),
             }
         }
         for groups in by_lease.values() {
@@ -194,6 +186,21 @@ impl Policy {
         policy.grouped = late.iter().map(|g| policy.representative(g)).collect();
         let late: Vec<Group> = policy.held.iter().cloned().collect();
         policy.held = late.iter().map(|g| policy.representative(g)).collect();
+        // Held regions: a grouped table is whole on one server already, so its group is
+        // held as it stands; a spread table's held regions are a unit of their own.
+        for (table, region, lease) in region_holds {
+            let rep = policy.representative(&table_group(&table));
+            if policy.grouped.contains(&rep) {
+                policy.held.insert(rep);
+                continue;
+            }
+            let unit = (rep.0, format!("{}#{lease:016x}", table.qualifier()));
+            policy
+                .held_regions
+                .insert(RegionKey::new(table, region), unit.clone());
+            policy.grouped.insert(unit.clone());
+            policy.held.insert(unit);
+        }
         policy
     }
 
@@ -221,7 +228,7 @@ impl Policy {
             .filter(|(k, _)| self.held(k))
             .filter_map(|(k, p)| {
                 let home = homes.get(&self.unit(k))?;
-                (p != home).then(|| (k.clone(), home.clone(), "gathering a held table"))
+                (p != home).then(|| (k.clone(), home.clone(), "gathering what a change holds"))
             })
             .collect()
     }

@@ -389,3 +389,47 @@ fn a_merges_two_held_regions_gather_and_the_rest_stays() {
         .is_empty());
     assert!(p.gather_held(&assigned, &servers).is_empty());
 }
+
+#[test]
+fn a_merge_on_a_grouped_table_holds_its_group_where_it_is() {
+    let servers = live(&["rs1", "rs2"]);
+    let mut assigned = Assignments::new();
+    for i in 0..4 {
+        assigned.insert(key("orders", i), "rs1".into());
+    }
+    assigned.insert(key("orders.idx.by_user", 9), "rs1".into());
+    let orders = TableName::parse("orders").unwrap();
+    let holds = [
+        (HoldTarget::region(orders.clone(), 1), 5),
+        (HoldTarget::region(orders.clone(), 2), 5),
+    ];
+    let p = Policy::new(assigned.keys(), &BTreeMap::new(), &holds);
+    // The held regions stay in their group's unit, which is held whole.
+    assert_eq!(p.unit(&key("orders", 1)), p.unit(&key("orders", 3)));
+    assert_eq!(
+        p.unit(&key("orders", 1)),
+        p.unit(&key("orders.idx.by_user", 9))
+    );
+    assert!(p.held(&key("orders", 0)) && p.held(&key("orders", 2)));
+    assert!(p.gather_held(&assigned, &servers).is_empty());
+    assert!(p
+        .rebalance(&assigned, &servers, true, &BTreeSet::new())
+        .is_empty());
+    // With a whole-table hold of the same spread table, the table's unit wins too.
+    let mut spread = Assignments::new();
+    for i in 0..4 {
+        spread.insert(key("events", i), ["rs1", "rs2"][i as usize % 2].into());
+    }
+    let events = TableName::parse("events").unwrap();
+    let holds = [
+        (HoldTarget::region(events.clone(), 1), 5),
+        (HoldTarget::region(events.clone(), 2), 5),
+        (HoldTarget::table(events), 6),
+    ];
+    let p = Policy::new(spread.keys(), &BTreeMap::new(), &holds);
+    assert_eq!(p.unit(&key("events", 1)), p.unit(&key("events", 0)));
+    for (k, s, _) in p.gather_held(&spread, &servers) {
+        spread.insert(k, s);
+    }
+    assert_eq!(per_server(&spread, "events").len(), 1, "{spread:?}");
+}

@@ -5,8 +5,8 @@
 //! Row operations go to the server of the row's region (`route`); a scan goes through the
 //! table's regions in order (`scan`); a split or a region's compaction to the region's
 //! server; a flush or a table's compaction to every server of the table; a schema change,
-//! a snapshot, a restore or a merge to the one server its tables are gathered on
-//! (`schema`); anything else (listings, plugins, a check) to any live server, which
+//! a snapshot or a restore to the one server its tables are gathered on, a merge to the
+//! one server its two regions are gathered on (`schema`); anything else (listings, plugins, a check) to any live server, which
 //! answers from the shared catalog. A batch goes to the one server of its rows' regions;
 //! a batch whose rows live on more than one server is refused ([`Error::BadArgument`]
 //! saying so), as its atomicity is per server.
