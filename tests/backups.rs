@@ -14,8 +14,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-#[path = "common/table_rows.rs"]
-mod table_rows;
+use crate::table_rows;
 use table_rows::{put_rows, rows, table};
 
 const WRITERS: u64 = 4;

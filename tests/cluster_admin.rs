@@ -16,8 +16,7 @@ use basalt_cluster::{ClusterAdmin, Placement, RegionPlacement};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-#[path = "common/cluster.rs"]
-mod cluster_harness;
+use crate::cluster_harness;
 
 use cluster_harness::TestCluster;
 

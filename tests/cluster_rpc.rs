@@ -7,8 +7,7 @@
 //! errors); a server stopped gracefully hands the store to a standby, and the client finds
 //! it there with every acknowledged write.
 
-#[path = "common/cluster.rs"]
-mod cluster;
+use crate::cluster_harness as cluster;
 
 use basalt::client::{BatchOp, BatchOutcome, Delete, Get, Increment, Put, Scan};
 use basalt::{ColumnFamilyDescriptor, Error, PreSplit, TableDescriptor, TableName};

@@ -6,7 +6,7 @@
 //! depth limit round-trips; and a proptest comparing filtered engine scans (with their seeks)
 //! with the same filter applied to the model's unfiltered results.
 
-mod common;
+use crate::common;
 
 use basalt::client::{CheckAndMutate, CompareOp, Delete, Get, Put, RowResult, Scan, Table};
 use basalt::filter::{

@@ -46,7 +46,7 @@
 //! as `regression_*` tests; `model_*` tests check the model itself against hand-computed
 //! answers.
 
-mod common;
+use crate::common;
 
 use basalt::client::{
     Append, CheckAndMutate, CompareOp, Condition, DeleteKind, Increment, RowResult, TimeRange,

@@ -36,8 +36,7 @@ use futures::TryStreamExt;
 // The two instantiations
 // ---------------------------------------------------------------------------------------
 
-#[path = "common/cluster.rs"]
-mod cluster_harness;
+use crate::cluster_harness;
 
 /// Runs every listed check once on each backend: `embedded::<check>` on an engine in a
 /// temporary directory, `cluster::<check>` on a three-server cluster. Each test gets its

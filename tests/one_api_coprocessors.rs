@@ -35,8 +35,7 @@ use futures::StreamExt;
 use std::ops::Bound;
 use std::sync::Arc;
 
-#[path = "common/cluster.rs"]
-mod cluster_harness;
+use crate::cluster_harness;
 
 /// Lists the rows of a region's share of the range (a custom endpoint).
 struct RowsHere;

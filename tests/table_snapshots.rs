@@ -13,8 +13,7 @@ use basalt::{ColumnFamilyDescriptor, Config, Connection, Error, TableDescriptor,
 use std::path::Path;
 use std::sync::Arc;
 
-#[path = "common/table_rows.rs"]
-mod table_rows;
+use crate::table_rows;
 use table_rows::{put_rows, rows, table, Rows};
 
 /// Bytes of the store files under `dir/data`.

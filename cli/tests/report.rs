@@ -3,7 +3,7 @@
 //! about 1/128 of the messages, the unsalted table of the same keys, pre-split the same way,
 //! holds them all in one region.
 //!
-//! `BASALT_CHART_OUT=FILE cargo test -p basalt-cli --test report` keeps the IM chart in FILE
+//! `BASALT_CHART_OUT=FILE cargo test -p basalt-cli --test tool report::` keeps the IM chart in FILE
 //! (how docs/report-im-salted-vs-unsalted.svg was made).
 
 use basalt_cli::{DataDir, TableReport};

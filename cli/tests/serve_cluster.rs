@@ -15,8 +15,7 @@
 //! - `getTableRegions` reports each region at the region server serving it.
 //! - SIGTERM stops the gateway cleanly (exit status 0), closing its cluster connection.
 
-mod common;
-
+use crate::common;
 use basalt_thrift::hbase::{BatchMutation, HbaseSyncClient, Mutation, THbaseSyncClient};
 use common::cluster::{basalt, Cluster, Proc};
 use std::collections::BTreeMap;
@@ -34,12 +33,9 @@ fn rows_in_region(k: usize) -> usize {
     3 * k + 2
 }
 
-#[path = "common/web.rs"]
-mod web;
-use web::http_get;
+use crate::web::http_get;
 
-#[path = "common/pytest.rs"]
-mod runner;
+use crate::runner;
 
 fn pytest(file: &str, gateway: &str) {
     let env = [

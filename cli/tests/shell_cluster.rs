@@ -13,9 +13,7 @@
 //!   aggregations); `call_endpoint` is refused on a cluster; DIR with `--etcd` and an
 //!   unreachable etcd are errors.
 
-mod common;
-
-use common::cluster::{basalt, Cluster};
+use crate::common::cluster::{basalt, Cluster};
 use std::io::Write;
 use std::path::Path;
 use std::process::{Output, Stdio};

@@ -10,7 +10,7 @@
 //! server (reads work, writes fail with `ReadOnlyTable` naming the coprocessor), as the
 //! shell opens it; moved back, it is writable again.
 
-mod common;
+use crate::common;
 
 #[path = "../../tests/common/cluster.rs"]
 mod cluster_harness;

@@ -3,7 +3,7 @@
 //! sees, over regions read in place (one compacted file), regions with MemStore rows and
 //! regions with delete markers; in a hook, the column scanner answers an error (no trap).
 
-mod common;
+use crate::common;
 
 use basalt::client::{Delete, Put, RowResult, Scan};
 use basalt::coprocessors::{KeyRange, Registry};

@@ -3,8 +3,6 @@
 //! age rule of `examples/validation_observer.rs`), the follower counter of
 //! `examples/follower_counter.rs`, and a sum endpoint against the built-in aggregation.
 
-mod common;
-
 use basalt::client::{BatchOp, Increment, Put, RowResult, Scan};
 use basalt::coprocessors::{
     AggregationClient, Column, EndpointRegistry, Endpoints, Interpreter, KeyRange, Number,

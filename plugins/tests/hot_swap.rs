@@ -3,7 +3,7 @@
 //! acknowledged write is there, and the two columns add up to exactly the writes: no batch
 //! ran without a version, and none ran both.
 
-mod common;
+use crate::common;
 
 use basalt::client::{BatchOp, Get, Put};
 use basalt::{

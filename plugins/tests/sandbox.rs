@@ -2,7 +2,7 @@
 //! plugin that loops, allocates, traps or recurses without bound fails only its own
 //! operation, within its deadline, under the attachment's failure policy.
 
-mod common;
+use crate::common;
 
 use basalt::client::{BatchOp, Get, Put};
 use basalt::{
