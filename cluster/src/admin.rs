@@ -79,6 +79,21 @@ pub struct RegionPlacement {
     pub serving: Option<String>,
 }
 
+/// A split or merge procedure in etcd (`procedures`), as the master's page shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcedureStatus {
+    /// Its id.
+    pub id: u64,
+    /// `split_region` or `merge_regions`.
+    pub kind: &'static str,
+    /// The table it acts on.
+    pub table: TableName,
+    /// The regions it acts on.
+    pub regions: Vec<u64>,
+    /// `requested`, `running`, `done` or `failed`.
+    pub state: &'static str,
+}
+
 /// Administration of a cluster through its etcd (see the module doc).
 #[derive(Debug, Clone)]
 pub struct ClusterAdmin {
@@ -220,6 +235,28 @@ impl ClusterAdmin {
             vec![put(self.coord.keys.move_request(&key), value, 0)],
         )
         .await
+    }
+
+    /// The split and merge procedures in etcd: those the master runs, and finished ones
+    /// their clients have not deleted yet.
+    pub async fn procedures(&self) -> Result<Vec<ProcedureStatus>> {
+        use crate::procedures::ProcedureState as S;
+        Ok(crate::procedures::procedures(&self.coord)
+            .await?
+            .into_iter()
+            .map(|p| ProcedureStatus {
+                id: p.id,
+                kind: p.record.kind.name(),
+                table: p.record.kind.table().clone(),
+                regions: p.record.kind.regions(),
+                state: match p.record.state {
+                    S::Requested => "requested",
+                    S::Running => "running",
+                    S::Done(_) => "done",
+                    S::Failed(_) => "failed",
+                },
+            })
+            .collect())
     }
 
     /// Sets how `table`'s regions are placed over the servers: [`Placement::Grouped`] keeps

@@ -20,10 +20,11 @@
 //! | `P/balance` | a request for one balancing pass, switch or not (any value) | none |
 //! | `P/placement/<table>` | how the table's regions are placed: `grouped` (`spread` when absent) | none |
 //! | `P/holds/<lease:016x>/<table>[/<region:016x>]` | a schema change's hold on the table, or a merge's on one of its regions: `<operation> <client>` | the client's |
+//! | `P/procedures/<id:016x>` | a split or merge and where it stands (`procedures::ProcedureRecord`: a version byte, then postcard) | none |
 //!
 //! Invariants: the values are written only by transactions of `coordination`, `assignment`
-//! (the master's), `admin` (requests, which the master deletes once acted on) and
-//! `election`; `coordination` writes an owner key and its generation key together; a generation key's generation only grows,
+//! (the master's), `admin` (requests, which the master deletes once acted on),
+//! `procedures` (created by clients, run and updated by the master) and `election`; `coordination` writes an owner key and its generation key together; a generation key's generation only grows,
 //! and it outlives its owner key (which etcd deletes with the owner's lease), so a dead
 //! owner is still known. Parsing a value that does not have its key's shape is an error
 //! ([`Error::Corruption`]), never a default.
@@ -123,6 +124,21 @@ impl Keys {
     /// `P/assign/<table>/<region>`.
     pub(crate) fn assignment(&self, region: &RegionKey) -> Vec<u8> {
         self.region_key("assign", region)
+    }
+
+    /// `P/procedures/<id:016x>`.
+    pub(crate) fn procedure(&self, id: u64) -> Vec<u8> {
+        format!("{}/procedures/{id:016x}", self.prefix).into_bytes()
+    }
+
+    /// The id of a procedure's key.
+    pub(crate) fn procedure_of(&self, key: &[u8]) -> Result<u64> {
+        let text = String::from_utf8_lossy(key);
+        text.rsplit('/')
+            .next()
+            .filter(|id| id.len() == 16)
+            .and_then(|id| u64::from_str_radix(id, 16).ok())
+            .ok_or_else(|| corrupt(key, "a procedure key must end with a 16-digit hex id"))
     }
 
     /// `P/moves/<table>/<region>`.

@@ -19,14 +19,15 @@
 //! engine) and the region server ([`regionserver`]).
 //!
 //! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`,
-//! `assignment`, `placement`, `holds`, `admin`, `local`, `rpc`, `remote`, `master`,
-//! `regionserver`. That is: etcd's messages; the key layout and the values' encodings; the
+//! `assignment`, `placement`, `holds`, `procedures`, `admin`, `local`, `rpc`, `remote`,
+//! `master`, `listing`, `regionserver`. That is: etcd's messages; the key layout and the values' encodings; the
 //! etcd gRPC client; the `Coordination` implementation; servers' registration and the
 //! master's election; the master's region assignments; where regions should go (grouped
-//! or spread, [`Placement`]); placement preferences and schema holds in etcd; the
+//! or spread, [`Placement`]); placement preferences and schema holds in etcd; splits and
+//! merges as procedures in etcd; the
 //! operators' status and requests ([`ClusterAdmin`]); the
 //! local etcd process; the region servers' protocol; the remote client; the master's
-//! reconciliation; the region server.
+//! reconciliation; etcd's region lists kept in line with the catalog; the region server.
 //!
 //! Public modules: `rpc`, `master`, `regionserver`; what else users name is re-exported
 //! here.
@@ -45,15 +46,17 @@ mod coordination;
 mod election;
 mod holds;
 mod keys;
+mod listing;
 mod local;
 pub mod master;
 mod placement;
+mod procedures;
 mod proto;
 pub mod regionserver;
 mod remote;
 pub mod rpc;
 
-pub use admin::{ClusterAdmin, ClusterStatus, RegionPlacement, ServerStatus};
+pub use admin::{ClusterAdmin, ClusterStatus, ProcedureStatus, RegionPlacement, ServerStatus};
 pub use assignment::Assignments;
 pub use coordination::{EtcdConfig, EtcdCoordination};
 pub use election::{Leadership, LiveServer, ServerInfo};

@@ -14,6 +14,9 @@
 //! a region the catalog no longer lists for [`LISTING_GRACE`] makes the server bring
 //! etcd's region list of its table in line with the catalog, `Engine::sync_region_listing`:
 //! a server that died between a split's catalog update and the list's left it behind).
+//! Every [`LISTING_CHECK`] it also compares each table of the catalog with its list and
+//! mends one out of line for [`LISTING_GRACE`]: a create, clone or restore cut short
+//! (`listing`).
 //! Every [`GC_INTERVAL`] it deletes what dead writers no region needs any more left: their
 //! WAL folders and their store files no region lists (`Engine::collect_garbage`). Alongside, the server campaigns for master
 //! (`master::master_duty`) unless told not to.
@@ -31,6 +34,7 @@
 //! only when the master assigned it here; every life of a server listens on the same
 //! address, and nothing listens there between lives.
 
+use crate::listing::{self, Unlisted};
 use crate::rpc::load::{LoadSource, RpcCounters};
 use crate::rpc::messages::ServerLoad;
 use crate::rpc::server::{serve_rpc, Guard, RegionRpc};
@@ -57,9 +61,7 @@ pub const FOLLOW_TICK: Duration = Duration::from_millis(200);
 /// left: WAL folders and unlisted store files (`Engine::collect_garbage`; every server
 /// does, deletes are idempotent).
 pub const GC_INTERVAL: Duration = Duration::from_secs(60);
-/// How long a region assigned here is missing from the catalog before this server mends
-/// etcd's list of its table: a live server that split or dropped it lists within it.
-pub const LISTING_GRACE: Duration = Duration::from_secs(10);
+pub use crate::listing::{LISTING_CHECK, LISTING_GRACE};
 
 /// What a region server needs.
 #[derive(Debug, Clone)]
@@ -466,6 +468,7 @@ async fn follow(
 ) {
     let mut collected = Instant::now();
     let mut missing = BTreeMap::new();
+    let mut unlisted = Unlisted::default();
     loop {
         tokio::select! {
             _ = tokio::time::sleep(FOLLOW_TICK) => {}
@@ -474,6 +477,7 @@ async fn follow(
         if let Err(e) = follow_once(&engine, &coord, &process, &leaving, &mut missing).await {
             tracing::debug!(%process, error = %e, "could not read the assignments");
         }
+        unlisted.check(&engine, &process).await;
         if collected.elapsed() >= GC_INTERVAL {
             collected = Instant::now();
             let gc = Arc::clone(&engine);
@@ -567,22 +571,7 @@ async fn follow_once(
                     continue;
                 }
                 missing.remove(key);
-                match engine.sync_region_listing(&key.table).await {
-                    Ok((0, 0)) => {}
-                    Ok((listed, removed)) => tracing::info!(
-                        %process,
-                        table = %key.table,
-                        listed,
-                        removed,
-                        "brought the region list in etcd in line with the catalog"
-                    ),
-                    Err(e) => tracing::warn!(
-                        %process,
-                        table = %key.table,
-                        error = %e,
-                        "could not bring the region list in line with the catalog"
-                    ),
-                }
+                listing::mend(engine, process, &key.table).await;
             }
             Err(e) => {
                 tracing::warn!(%process, region = %key, error = %e, "opening a region failed")

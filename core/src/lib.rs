@@ -96,6 +96,7 @@ pub use server::config::{HooksLoader, PluginSource, RecoveryRepair, RecoveryRepa
 pub use server::open::check::{IntegrityReport, StoreFileReport};
 pub use server::open::garbage::{GarbageCollection, GARBAGE_GRACE};
 pub use server::open::recovery::{OfflineRegion, RecoveryReport};
+pub use server::open::runtime::UnlistedTable;
 pub use server::plugins::{
     plugin_coprocessor_name, plugin_id, plugin_id_of, PluginInfo, MAX_PLUGIN_BYTES, PLUGIN_PREFIX,
 };

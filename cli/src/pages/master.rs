@@ -72,16 +72,32 @@ pub struct MasterStatus {
     pub balancer_on: bool,
     /// Regions the catalog lists.
     pub regions: usize,
-    /// Regions in transition plus pending move requests.
+    /// Regions in transition, pending move requests, and split and merge procedures
+    /// not finished.
     pub procedures_in_flight: usize,
     /// Regions assigned where they are not served (yet), or not assigned.
     pub regions_in_transition: Vec<RegionPlace>,
     /// Move requests the master has not acted on.
     pub pending_moves: Vec<PendingMove>,
+    /// Split and merge procedures not finished.
+    pub splits_and_merges: Vec<SplitOrMerge>,
     /// The live region servers.
     pub servers: Vec<ServerRow>,
     /// Every region, by table then key, with where it is.
     pub placements: Vec<RegionPlace>,
+}
+
+/// A split or merge procedure the master runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct SplitOrMerge {
+    /// `split_region` or `merge_regions`.
+    pub kind: &'static str,
+    /// Its table.
+    pub table: String,
+    /// The regions it acts on.
+    pub regions: Vec<u64>,
+    /// `requested` or `running`.
+    pub state: &'static str,
 }
 
 /// One live region server.
@@ -202,6 +218,19 @@ pub(crate) async fn gather(page: &MasterPage) -> Result<MasterStatus> {
     let status = page.admin.status().await?;
     let placements = page.admin.regions(None).await?;
     let moves = page.admin.pending_moves().await?;
+    let splits_and_merges: Vec<SplitOrMerge> = page
+        .admin
+        .procedures()
+        .await?
+        .into_iter()
+        .filter(|p| matches!(p.state, "requested" | "running"))
+        .map(|p| SplitOrMerge {
+            kind: p.kind,
+            table: show_name(&p.table),
+            regions: p.regions,
+            state: p.state,
+        })
+        .collect();
     let loads = page.loads(&status).await;
     let row = |p: &basalt_cluster::RegionPlacement| RegionPlace {
         table: show_name(&p.key.table),
@@ -252,9 +281,10 @@ pub(crate) async fn gather(page: &MasterPage) -> Result<MasterStatus> {
         uptime_secs: page.started.elapsed().as_secs(),
         balancer_on: status.balancer_on,
         regions: status.regions,
-        procedures_in_flight: in_transition.len() + pending_moves.len(),
+        procedures_in_flight: in_transition.len() + pending_moves.len() + splits_and_merges.len(),
         regions_in_transition: in_transition,
         pending_moves,
+        splits_and_merges,
         servers,
         placements: placements.iter().map(row).collect(),
     })
@@ -375,6 +405,18 @@ fn procedures_section(h: &mut String, s: &MasterStatus) {
             r.region,
             or_dash(&r.serving),
             or_dash(&r.assigned),
+        );
+    }
+    for p in &s.splits_and_merges {
+        let regions: Vec<String> = p.regions.iter().map(u64::to_string).collect();
+        let _ = write!(
+            h,
+            "<tr class=\"procedure\"><td>{} ({})</td><td>{}</td>\
+             <td class=\"num\">{}</td><td></td><td></td></tr>",
+            p.kind,
+            p.state,
+            escape(&p.table),
+            regions.join(", "),
         );
     }
     for m in &s.pending_moves {

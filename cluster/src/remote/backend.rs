@@ -7,6 +7,7 @@ use super::route::{lock, with_retries};
 use super::scan;
 use super::schema;
 use super::{batch_row, RemoteBackend, RemoteReadPoint};
+use crate::procedures;
 use crate::rpc::client::unexpected;
 use crate::rpc::messages::{Reply, Request};
 use basalt_core::client::{
@@ -409,11 +410,16 @@ impl Backend for RemoteBackend {
         region_id: u64,
         split_row: Option<&[u8]>,
     ) -> Result<Option<(u64, u64)>> {
-        let at = split_row.map(Bytes::copy_from_slice);
-        let request = Request::SplitRegion(table.clone(), region_id, at);
-        let reply = self.any_call(request, false).await?;
+        let daughters = procedures::split(
+            &self.router.coord,
+            table,
+            region_id,
+            split_row,
+            self.policy.operation_timeout,
+        )
+        .await;
         self.router.forget(table);
-        expect!("split_region", reply, Reply::Split)
+        daughters
     }
 
     async fn merge_regions(
@@ -422,10 +428,15 @@ impl Backend for RemoteBackend {
         region_a: u64,
         region_b: u64,
     ) -> Result<u64> {
-        let request = Request::MergeRegions(table.clone(), region_a, region_b);
-        let reply = self.any_call(request, false).await?;
+        let merged = procedures::merge(
+            &self.router.coord,
+            table,
+            [region_a, region_b],
+            self.policy.operation_timeout,
+        )
+        .await;
         self.router.forget(table);
-        expect!("merge_regions", reply, Reply::Region)
+        merged
     }
 
     async fn check_table(self: &Arc<Self>, table: &TableName) -> Result<IntegrityReport> {

@@ -331,6 +331,17 @@ impl Engine {
         open::runtime::sync_listing(self, table).await
     }
 
+    /// The tables of the catalog's newest version whose regions the coordination store
+    /// does not list as the catalog has them (none without a coordination store): for a
+    /// moment while a create, split, merge, clone or restore updates both, and for good
+    /// when its server died between the two. Nothing is assigned that would show a table
+    /// created, cloned or restored that way, so a region server looks for them now and
+    /// then and, when one stays unlisted, mends its list with
+    /// [`Engine::sync_region_listing`].
+    pub async fn unlisted_tables(&self) -> Result<Vec<open::runtime::UnlistedTable>> {
+        open::runtime::unlisted_tables(self).await
+    }
+
     /// Where the engine's WAL stands: its writer number on a shared store (0 on a local
     /// directory) and the id of its newest segment. A write acknowledged before the call is
     /// in that segment or an older one of that writer: what a region server reports with

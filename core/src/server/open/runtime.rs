@@ -410,3 +410,48 @@ pub(crate) async fn sync_listing(engine: &Engine, table: &TableName) -> Result<(
         .unwrap_or_default();
     own.sync_listing(listed, records).await
 }
+
+/// A table whose regions the coordination store does not list as the catalog has them
+/// ([`Engine::unlisted_tables`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnlistedTable {
+    /// The table.
+    pub table: TableName,
+    /// Its regions in the catalog, by id.
+    pub catalog: Vec<u64>,
+    /// Its regions in the coordination store's list, by id.
+    pub listed: Vec<u64>,
+}
+
+/// The engine's side of [`Engine::unlisted_tables`]: the catalog re-read, then each of its
+/// tables whose regions the coordination store does not list as the catalog has them.
+pub(crate) async fn unlisted_tables(engine: &Engine) -> Result<Vec<UnlistedTable>> {
+    let Some(own) = engine.shared.ownership.get() else {
+        return Ok(Vec::new());
+    };
+    engine.shared.catalog.refresh()?;
+    let state = engine.shared.catalog.snapshot();
+    let mut out = Vec::new();
+    for (name, t) in &state.tables {
+        let table = TableName::parse(name)?;
+        let listed = own.listed(&table).await?;
+        let same = listed.len() == t.regions.len()
+            && t.regions.iter().all(|r| {
+                listed
+                    .iter()
+                    .any(|l| l.key.region == r.id && l.start == r.start && l.end == r.end)
+            });
+        if !same {
+            let mut catalog: Vec<u64> = t.regions.iter().map(|r| r.id).collect();
+            let mut listed: Vec<u64> = listed.iter().map(|l| l.key.region).collect();
+            catalog.sort_unstable();
+            listed.sort_unstable();
+            out.push(UnlistedTable {
+                table,
+                catalog,
+                listed,
+            });
+        }
+    }
+    Ok(out)
+}

@@ -462,9 +462,14 @@ impl WritePipeline {
             )
             .map_err(|e| invalid_added(&target.name, e))?;
         }
+        // The added cells are stamped against their regions' clocks, which other writers
+        // may have moved past `now` while the hooks ran: the rows record the latest stamp
+        // the batch wrote, or their next hooked write could take a delete marker's
+        // millisecond and be hidden by it.
+        let stamped = super::stamped_at(now, true, &cells);
         let out = self.commit(&tables, cells, durability, Some(post)).await;
         for (target, row) in added_rows.into_iter().filter(|_| out.is_ok()) {
-            self.row_clock.record(self.row_hash(target, row), now);
+            self.row_clock.record(self.row_hash(target, row), stamped);
         }
         out
     }

@@ -17,8 +17,11 @@
 //! - the assignment of a region the catalog no longer lists (a dropped table, a split's
 //!   parent) is forgotten;
 //! - an operator's move request moves the region (with its group when grouped);
-//! - a table a schema change holds (`holds`), or the two regions a merge holds, are
-//!   gathered on one server at once;
+//! - a table a schema change holds (`holds`), or the two regions of a merge waiting to
+//!   run, are gathered on one server at once;
+//! - a split or merge a client asked for runs as a procedure persisted in etcd
+//!   (`procedures`: sent to the server of its regions, its outcome written back), and a
+//!   new master runs on the ones it finds unfinished;
 //! - when no region is in transition (every region's live owner is its assigned server),
 //!   a grouped group spread over servers is gathered on the server holding most of it,
 //!   and then, when the balancer is on, spread tables are balanced region by region and
@@ -31,15 +34,16 @@
 //!   master does not.
 //!
 //! Invariants: every assignment is written in a transaction that compares the term (a
-//! deposed master changes nothing); the assignments, placements and holds are the whole
-//! persisted state (a new master reads them and goes on: each step is idempotent); a
+//! deposed master changes nothing); the assignments, placements, holds and procedures are
+//! the whole persisted state (a new master reads them and goes on: each step is idempotent); a
 //! region moves only to a live server; nothing moves while a region is in transition,
 //! except regions of dead servers.
 
 use crate::assignment::Assignments;
 use crate::election::{Leadership, LiveServer};
 use crate::holds;
-use crate::placement::{least_loaded, Policy};
+use crate::placement::{least_loaded, HoldTarget, Policy};
+use crate::procedures::ProcedureKind;
 use crate::EtcdCoordination;
 use basalt_core::coord::{Coordination, RegionKey};
 use basalt_core::Result;
@@ -55,6 +59,9 @@ pub const MASTER_TICK: Duration = Duration::from_millis(250);
 pub const CAMPAIGN_POLL: Duration = Duration::from_millis(250);
 
 pub use crate::placement::table_group;
+pub use procedures::PROCEDURE_KEEP;
+
+mod procedures;
 
 /// The most assignments one of the master's transactions writes.
 const MOVES_PER_TRANSACTION: usize = 100;
@@ -123,11 +130,23 @@ pub async fn reconcile(
         .map(|r| r.key.clone())
         .filter(|k| assigned.get(k).is_none_or(|p| !names.contains(p)))
         .collect();
-    let policy = Policy::new(
-        &listed,
-        &holds::placements(coord).await?,
-        &holds::holds(coord).await?,
-    );
+    // A merge waiting to run holds its two regions, grouped by its procedure's id.
+    let mut held = holds::holds(coord).await?;
+    let procedures = crate::procedures::procedures(coord)
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "procedures could not be read: no merge gathers this pass");
+            Vec::new()
+        });
+    for p in procedures {
+        if let (ProcedureKind::Merge { .. }, false) = (&p.record.kind, p.record.finished()) {
+            let table = p.record.kind.table();
+            for region in p.record.kind.regions() {
+                held.push((HoldTarget::region(table.clone(), region), p.id));
+            }
+        }
+    }
+    let policy = Policy::new(&listed, &holds::placements(coord).await?, &held);
     let moved = requested_moves(coord, term, &policy, &listed, &mut assigned, &names).await?;
     for (key, server) in moved {
         operator_moves.at.insert(key.clone(), Instant::now());
@@ -317,6 +336,7 @@ async fn one_term(coord: &EtcdCoordination, process: &str, ttl: Duration) -> Res
     let term = coord.campaign(&lease, CAMPAIGN_POLL).await?;
     tracing::info!(%process, term = term.revision, "became master");
     let mut operator_moves = OperatorMoves::default();
+    let mut procedures = procedures::Procedures::default();
     let ended = loop {
         tokio::time::sleep(MASTER_TICK).await;
         if lost.load(Ordering::SeqCst) || !coord.is_leader(&term).await.unwrap_or(false) {
@@ -327,7 +347,13 @@ async fn one_term(coord: &EtcdCoordination, process: &str, ttl: Duration) -> Res
             Err(e @ basalt_core::Error::CoordinationConflict(_)) => break Err(e),
             Err(e) => tracing::warn!(error = %e, "reconciliation failed; trying again"),
         }
+        match procedures.step(coord, &term).await {
+            Ok(()) => {}
+            Err(e @ basalt_core::Error::CoordinationConflict(_)) => break Err(e),
+            Err(e) => tracing::warn!(error = %e, "procedures could not be read; trying again"),
+        }
     };
+    drop(procedures); // its tasks stop before another master's may start
     tracing::info!(%process, term = term.revision, "master term ended");
     let _ = coord.resign(&term).await;
     let _ = coord.revoke_lease(lease.id).await;
