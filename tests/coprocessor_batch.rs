@@ -1377,3 +1377,108 @@ async fn before_and_after_of_a_new_row_match_the_committed_row() {
     }
     assert!(fast > 50 && slow > 50, "fast {fast}, slow {slow}");
 }
+
+/// Adds to each put of `<any>/<target>` a write of row `<target>`: a row delete when the put's
+/// `f:do` is `del`, else a put of `f:v` with the value of `f:do`; and to each write of a row
+/// `bump...` an increment of `c` `f:n` (added increments are not clocked by their row).
+struct Mover;
+
+#[async_trait]
+impl RegionObserver for Mover {
+    async fn pre_batch_mutate(
+        &self,
+        _: &mut ObserverContext<'_>,
+        batch: &mut MiniBatch<'_>,
+    ) -> basalt::Result<()> {
+        let mut added = Vec::new();
+        let mut bumps = 0;
+        for m in batch.operations() {
+            let row = m.row().as_ref();
+            if row.starts_with(b"bump") {
+                bumps += 1;
+                continue;
+            }
+            let Some(slash) = row.iter().position(|b| *b == b'/') else {
+                continue;
+            };
+            let (Mutation::Put(p), target) = (m, &row[slash + 1..]) else {
+                continue;
+            };
+            let Some((_, _, _, action)) = p.cells().find(|(f, q, _, _)| *f == b"f" && *q == b"do")
+            else {
+                continue;
+            };
+            added.push(if action == b"del" {
+                Mutation::Delete(Delete::new(target))
+            } else {
+                Mutation::Put(Put::new(target).add_column("f", "v", action))
+            });
+        }
+        for m in added {
+            batch.add_mutation(m);
+        }
+        for _ in 0..bumps {
+            batch.add_increment_to(tn("t"), Increment::new("c").add_column("f", "n", 1));
+        }
+        Ok(())
+    }
+}
+
+/// A hooked batch's added writes are stamped by their region's clock, which increments can
+/// run ahead of the wall clock. The added rows must record that stamp: a put added right
+/// after a delete added to the same row would otherwise take the delete's millisecond and
+/// be hidden by it.
+#[tokio::test]
+async fn an_added_put_after_an_added_delete_is_seen_when_the_region_clock_runs_ahead() {
+    let dir = tempfile::tempdir().unwrap();
+    let reg = Arc::new(Registry::new());
+    register(&reg, "mover", || Mover);
+    let conn = open_dir(dir.path(), &reg).await;
+    conn.admin()
+        .create_table(with_cp("t", "mover"))
+        .await
+        .unwrap();
+    let t = conn.table("t").unwrap();
+    t.put(Put::new("r").add_column("f", "v", "old"))
+        .await
+        .unwrap();
+    for round in 0..3 {
+        // Each increment of one counter takes its old version's timestamp plus one: a
+        // burst of them, added by puts of distinct rows (which do not wait for each other),
+        // runs the region's clock ahead of the wall clock.
+        for i in 0..400 {
+            t.put(
+                Put::new(format!("bump{round}.{i}"))
+                    .add_column("f", "q", "")
+                    .durability(Durability::SkipWal),
+            )
+            .await
+            .unwrap();
+        }
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
+        let counter = t.get(Get::new("c")).await.unwrap();
+        let ahead = cells_of(&counter)[0].2.saturating_sub(wall);
+        assert!(
+            ahead >= 20,
+            "round {round}: the clock ran only {ahead} ms ahead"
+        );
+        // Two batches of two rows, so that only the row they add to orders them.
+        t.put(Put::new(format!("a{round}/r")).add_column("f", "do", "del"))
+            .await
+            .unwrap();
+        let value = format!("new{round}");
+        t.put(Put::new(format!("b{round}/r")).add_column("f", "do", value.as_str()))
+            .await
+            .unwrap();
+        let got = t.get(Get::new("r")).await.unwrap();
+        assert_eq!(
+            got.value("f", "v").map(|v| text(v)),
+            Some(value),
+            "round {round}: the added put is hidden (the clock ran {ahead} ms ahead)"
+        );
+    }
+    conn.close().await.unwrap();
+}
