@@ -8,10 +8,13 @@
 //!   zero under load, every region with where it is served, and no procedure in flight
 //!   once settled; a move requested while the master is paused shows as a procedure in
 //!   flight on the cluster's page of a region server (`/master`), and is gone once the
-//!   master acted on it;
+//!   master acted on it; so is a split asked while the master is paused (`requested`), gone
+//!   once its daughters are served;
 //! - Debian's chromium, headless, renders the master's page (a row per server, linking to
-//!   its page) and a region server's (a row per region); screenshots are saved to
-//!   `$CARGO_TARGET_TMPDIR/master-page.png` and `regionserver-page.png`.
+//!   its page) and a region server's (a row per region), and the cluster's page as served
+//!   while the split was in flight; screenshots are saved to
+//!   `$CARGO_TARGET_TMPDIR/master-page.png`, `regionserver-page.png` and
+//!   `master-page-split.png`.
 //!
 //! Needs `etcd-server` and `chromium` (`.ci/run` installs both).
 
@@ -309,6 +312,62 @@ async fn region_servers_and_the_master_serve_their_pages() {
     })
     .await;
 
+    // A split asked while the master is paused is a procedure in flight too, requested
+    // until the master runs it. The page as it was then is kept for the browser below.
+    let right = placements
+        .iter()
+        .find(|p| p.key.table == name("right") && p.start.is_empty())
+        .unwrap()
+        .key
+        .region;
+    signal(master.0.id(), "-STOP");
+    let splitting = {
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            conn.admin()
+                .split_region(name("right"), right, Some(b"c".as_slice()))
+                .await
+        })
+    };
+    until("the split is recorded in etcd", || async {
+        admin.procedures().await.is_ok_and(|p| !p.is_empty())
+    })
+    .await;
+    let paused = get_json(rs0, "/master.json");
+    let (_, split_page) = http_get(rs0, "/master");
+    signal(master.0.id(), "-CONT");
+    let daughters = splitting.await.unwrap().unwrap();
+    assert!(daughters.is_some(), "the split made no daughters");
+    let split = &paused["splits_and_merges"][0];
+    assert_eq!(
+        (
+            split["kind"].as_str(),
+            split["table"].as_str(),
+            split["regions"][0].as_u64(),
+            split["state"].as_str()
+        ),
+        (
+            Some("split_region"),
+            Some("right"),
+            Some(right),
+            Some("requested")
+        ),
+        "{paused}"
+    );
+    assert!(
+        paused["procedures_in_flight"].as_u64() >= Some(1),
+        "{paused}"
+    );
+    assert!(
+        split_page.contains("split_region (requested)"),
+        "{split_page}"
+    );
+    until("the split is done and its procedure gone", || async {
+        let c = get_json(rs0, "/master.json");
+        c["procedures_in_flight"] == 0 && c["placements"].as_array().map(Vec::len) == Some(5)
+    })
+    .await;
+
     // In a real browser: the master's page with a row per server, linking to its page,
     // and a region server's with a row per region.
     let profile = tempfile::tempdir().unwrap();
@@ -328,7 +387,7 @@ async fn region_servers_and_the_master_serve_their_pages() {
             "{row}"
         );
     }
-    assert_eq!(dom.matches("class=\"region\"").count(), 4, "{dom}");
+    assert_eq!(dom.matches("class=\"region\"").count(), 5, "{dom}");
     let rs_url = format!("http://{rs0}/");
     let dom = chromium(profile.path(), &["--dump-dom".to_string(), rs_url.clone()]);
     let here = admin
@@ -342,6 +401,15 @@ async fn region_servers_and_the_master_serve_their_pages() {
     let tmp = Path::new(env!("CARGO_TARGET_TMPDIR"));
     screenshot(&master_url, &tmp.join("master-page.png"), 1300, 1100);
     screenshot(&rs_url, &tmp.join("regionserver-page.png"), 1300, 1100);
+    // The cluster's page while the split was in flight, from the bytes served then.
+    let split_html = tmp.join("master-page-split.html");
+    std::fs::write(&split_html, &split_page).unwrap();
+    screenshot(
+        &format!("file://{}", split_html.display()),
+        &tmp.join("master-page-split.png"),
+        1300,
+        1100,
+    );
     println!("screenshots: {}", tmp.display());
     conn.close().await.unwrap();
 }

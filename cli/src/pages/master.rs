@@ -290,6 +290,15 @@ pub(crate) async fn gather(page: &MasterPage) -> Result<MasterStatus> {
     })
 }
 
+/// The servers' requests per second together, `None` while no server has a rate yet (a sum
+/// of no floats is -0.0, which the page showed).
+fn total_rate(servers: &[ServerRow]) -> Option<f64> {
+    servers
+        .iter()
+        .filter_map(|v| v.requests_per_sec)
+        .fold(None, |sum, r| Some(sum.unwrap_or(0.0) + r))
+}
+
 fn or_dash(v: &Option<String>) -> String {
     v.as_deref().map_or_else(
         || "<span class=\"muted\">-</span>".to_string(),
@@ -323,20 +332,22 @@ pub(crate) fn render(s: &MasterStatus, json: &str, metrics: Option<&str>) -> Str
         prefix = escape(&s.prefix),
         up = duration(s.uptime_secs),
     );
-    let total_rate: f64 = s.servers.iter().filter_map(|v| v.requests_per_sec).sum();
+    let rate = total_rate(&s.servers).map_or_else(
+        || "<span class=\"muted\">-</span>".to_string(),
+        |r| format!("{r:.1}"),
+    );
     let _ = write!(
         h,
         "<section id=\"summary\"><h2>Cluster</h2><table class=\"kv\">\
          <tr><td>Master</td><td>{master}</td></tr>\
          <tr><td>Region servers</td><td>{servers}</td></tr>\
          <tr><td>Regions</td><td>{regions}</td></tr>\
-         <tr><td>Requests per second</td><td>{rate:.1}</td></tr>\
+         <tr><td>Requests per second</td><td>{rate}</td></tr>\
          <tr><td>Procedures in flight</td><td id=\"procedures\">{procs}</td></tr>\
          <tr><td>Balancer</td><td>{balancer}</td></tr></table></section>",
         master = or_dash(&s.master),
         servers = s.servers.len(),
         regions = s.regions,
-        rate = total_rate,
         procs = s.procedures_in_flight,
         balancer = if s.balancer_on { "on" } else { "off" },
     );
@@ -537,7 +548,33 @@ pub(crate) fn metrics(s: &MasterStatus, refused: u64) -> prometheus::Result<Stri
 
 #[cfg(test)]
 mod tests {
-    use super::info_url;
+    use super::{info_url, total_rate, ServerRow};
+
+    fn server(rate: Option<f64>) -> ServerRow {
+        ServerRow {
+            name: "rs".into(),
+            rpc_address: "127.0.0.1:1".into(),
+            info_url: None,
+            started_ms: 0,
+            assigned: 0,
+            serving: 0,
+            requests: None,
+            errors: None,
+            requests_per_sec: rate,
+        }
+    }
+
+    #[test]
+    fn the_total_rate_is_unknown_until_a_server_has_one() {
+        assert_eq!(total_rate(&[]), None);
+        assert_eq!(total_rate(&[server(None), server(None)]), None);
+        let idle = total_rate(&[server(None), server(Some(0.0))]);
+        assert_eq!(idle.map(|r| format!("{r:.1}")).as_deref(), Some("0.0"));
+        assert_eq!(
+            total_rate(&[server(Some(1.5)), server(Some(2.0))]),
+            Some(3.5)
+        );
+    }
 
     #[test]
     fn a_server_page_is_on_its_rpc_host() {
