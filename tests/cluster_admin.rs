@@ -9,7 +9,8 @@
 //! and it spreads again after each change. A region list in etcd that a split left behind
 //! (its server dead before it listed the daughters) is brought in line with the catalog
 //! by the server assigned the gone parent; one a create left empty (its server stopped
-//! before it listed the new table's regions) by another server.
+//! before it listed the new table's regions) by another server. A region grown past its
+//! split size is split by a master procedure its server asks for.
 
 use basalt::client::{Get, Put};
 use basalt::{ColumnFamilyDescriptor, Error, PreSplit, TableDescriptor, TableName};
@@ -438,6 +439,66 @@ async fn splits_and_merges_are_assigned_by_the_master() {
         admin.placement(&name("events")).await.unwrap(),
         Placement::Spread
     );
+    conn.close().await.unwrap();
+    cluster.stop().await;
+}
+
+/// A region grown past its split size is not split by its server alone: the server asks
+/// the master for a split procedure, the master sends the split back to it, and the
+/// daughters are listed, assigned and served with every row.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_grown_past_its_split_size_is_split_by_a_master_procedure() {
+    let cluster = TestCluster::start_configured(2, |cfg| {
+        cfg.split_policy(basalt::SplitPolicy::ConstantSize)
+            .max_region_size(100 << 10)
+    })
+    .await;
+    let conn = cluster.connect().await;
+    let admin = ClusterAdmin::connect(cluster.etcd_config()).await.unwrap();
+    create(&conn, "grows", &[]).await;
+    admin.wait_settled(SETTLE).await.unwrap();
+    let parent = admin.regions(Some(&name("grows"))).await.unwrap()[0]
+        .key
+        .region;
+    let t = conn.table("grows").unwrap();
+    // About 150 KiB of values that do not compress: one flush makes a file past 100 KiB, of
+    // three blocks (a split row is the first of the middle one), and daughters below it.
+    let value = |i: u64| {
+        (1..=8u64)
+            .map(|j| format!("{:016x}", (i * 8 + j).wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+            .collect::<String>()
+    };
+    for i in 0..1000u64 {
+        t.put(Put::new(format!("row{i:04}")).add_column("f", "q", value(i)))
+            .await
+            .unwrap();
+    }
+    conn.admin().flush("grows").await.unwrap();
+    let deadline = std::time::Instant::now() + SETTLE;
+    while admin.regions(Some(&name("grows"))).await.unwrap().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the grown region was never split"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // No client waits on a server's ask: the master keeps the finished procedure a while.
+    let procedures = admin.procedures().await.unwrap();
+    assert!(
+        procedures
+            .iter()
+            .any(|p| p.kind == "split_region" && p.regions == [parent] && p.state == "done"),
+        "{procedures:?}"
+    );
+    admin.wait_settled(SETTLE).await.unwrap();
+    for i in 0..1000u64 {
+        let row = t.get(Get::new(format!("row{i:04}"))).await.unwrap();
+        assert_eq!(
+            row.value("f", "q").map(|v| v.to_vec()),
+            Some(value(i).into_bytes()),
+            "row{i:04}"
+        );
+    }
     conn.close().await.unwrap();
     cluster.stop().await;
 }

@@ -323,7 +323,10 @@ impl Lives {
                 .coordination(Arc::new(self.coord.clone()))
                 .process_name(self.config.process.clone())
                 .lease_ttl_ms(self.config.lease_ttl.as_millis() as u64)
-                .serve_regions([]);
+                .serve_regions([])
+                .split_asker(Arc::new(crate::procedures::MasterSplits::new(
+                    self.coord.clone(),
+                )));
             match Connection::open_with((self.configure)(cfg)).await {
                 Ok(conn) => return Ok(Some(conn)),
                 Err(

@@ -8,7 +8,7 @@
 #![allow(dead_code)]
 
 use basalt::endpoint::EndpointHost;
-use basalt::{Connection, HooksLoader};
+use basalt::{Config, Connection, HooksLoader};
 use basalt_cluster::regionserver::{self, RegionServerConfig, RunningServer};
 use basalt_cluster::{EtcdConfig, LocalEtcd, RemoteBackend, RetryPolicy};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +37,12 @@ pub struct TestCluster {
     pub servers: Vec<Option<RunningServer>>,
     /// What every server loads: a coprocessor loader and the endpoints it serves.
     pub coprocessors: Option<Coprocessors>,
+    /// What every server's engine configuration changes (split sizes, ...).
+    pub configure: Option<Configure>,
 }
+
+/// A change of every server's engine configuration.
+pub type Configure = Arc<dyn Fn(Config) -> Config + Send + Sync>;
 
 /// The coprocessors a test cluster's servers load.
 #[derive(Clone)]
@@ -56,6 +61,22 @@ impl TestCluster {
 
     /// [`TestCluster::start`], every server loading `coprocessors`.
     pub async fn start_with(servers: usize, coprocessors: Option<Coprocessors>) -> TestCluster {
+        Self::start_full(servers, coprocessors, None).await
+    }
+
+    /// [`TestCluster::start`], every server's engine configured by `configure`.
+    pub async fn start_configured(
+        servers: usize,
+        configure: impl Fn(Config) -> Config + Send + Sync + 'static,
+    ) -> TestCluster {
+        Self::start_full(servers, None, Some(Arc::new(configure))).await
+    }
+
+    async fn start_full(
+        servers: usize,
+        coprocessors: Option<Coprocessors>,
+        configure: Option<Configure>,
+    ) -> TestCluster {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let etcd = shared_etcd();
         let prefix = format!(
@@ -70,6 +91,7 @@ impl TestCluster {
             scratch: tempfile::tempdir().unwrap(),
             servers: Vec::new(),
             coprocessors,
+            configure,
         };
         for i in 0..servers {
             let server = cluster.start_server(i).await;
@@ -104,18 +126,21 @@ impl TestCluster {
             format!("rs-{i}"),
         );
         config.lease_ttl = Duration::from_secs(3);
-        match &coprocessors {
-            None => regionserver::start(config).await.unwrap(),
-            Some(c) => {
-                config.endpoints = Some(Arc::clone(&c.endpoints));
-                let loader = Arc::clone(&c.loader);
-                regionserver::start_with(config, move |cfg| {
-                    cfg.coprocessor_loader(Arc::clone(&loader))
-                })
-                .await
-                .unwrap()
+        let loader = coprocessors.as_ref().map(|c| Arc::clone(&c.loader));
+        config.endpoints = coprocessors.as_ref().map(|c| Arc::clone(&c.endpoints));
+        let configure = self.configure.clone();
+        regionserver::start_with(config, move |cfg| {
+            let cfg = match &loader {
+                Some(loader) => cfg.coprocessor_loader(Arc::clone(loader)),
+                None => cfg,
+            };
+            match &configure {
+                Some(configure) => configure(cfg),
+                None => cfg,
             }
-        }
+        })
+        .await
+        .unwrap()
     }
 
     /// A client of the cluster.

@@ -4,7 +4,9 @@
 //! procedures: it sends the split or merge to the server of the region, gathering a merge's
 //! two regions on one server first) and writes its outcome in the record, and the client
 //! reads the outcome and deletes the record. A master that dies while one runs is replaced
-//! by one that finds the record and runs it on.
+//! by one that finds the record and runs it on. A region server asks for the split of a
+//! region grown past its split size the same way ([`MasterSplits`]), and waits for
+//! nothing: the master deletes that record once it is finished.
 //!
 //! A record moves from [`ProcedureState::Requested`] to [`ProcedureState::Running`] before
 //! the master first sends anything, then to [`ProcedureState::Done`] or
@@ -16,7 +18,8 @@
 //! The value is the record in postcard, after a version byte ([`RECORD_VERSION`]); a value
 //! of another version or shape is an error ([`Error::Corruption`]), never a default.
 //!
-//! Invariants: only a client creates a record (create-if-absent: ids never collide) and
+//! Invariants: only a client or a region server creates a record (create-if-absent: ids
+//! never collide), a server only for a region with no unfinished procedure, and
 //! only the master of a term changes one, in a transaction that compares the term and the
 //! record's revision as the master read it; a record is done or failed only once, and then
 //! never runs again; a procedure's split or merge is
@@ -27,10 +30,11 @@ use crate::coordination::{absent, delete, put, unchanged};
 use crate::election::Leadership;
 use crate::proto::TxnRequest;
 use crate::EtcdCoordination;
-use basalt_core::coord::RegionRecord;
+use basalt_core::coord::{RegionKey, RegionRecord, SplitAsker};
 use basalt_core::ErrorWire;
 use basalt_core::{Error, Result, TableName};
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// The version byte in front of every record.
@@ -504,6 +508,79 @@ async fn listed_bounds<const N: usize>(
     }
     out.try_into()
         .map_err(|_| Error::bad_argument("the regions' bounds did not come out one each"))
+}
+
+/// How long a server does not ask again for a split it asked for: the master runs it well
+/// within that, and one lost with its master is asked again after it.
+const ASK_AGAIN: Duration = Duration::from_secs(30);
+
+/// A region server's [`SplitAsker`]: a region its table's split policy finds too big gets
+/// a split procedure for the master to run (at a row its server chooses), unless one of
+/// the region is pending. No client waits on it: the master deletes it once finished
+/// (after `master::PROCEDURE_KEEP`).
+#[derive(Debug)]
+pub(crate) struct MasterSplits {
+    coord: EtcdCoordination,
+    /// The regions asked for lately, and when.
+    asked: std::sync::Mutex<HashMap<RegionKey, Instant>>,
+}
+
+impl MasterSplits {
+    /// Asks through `coord`.
+    pub(crate) fn new(coord: EtcdCoordination) -> Self {
+        MasterSplits {
+            coord,
+            asked: std::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Notes an ask of `region` now; false when one was made within [`ASK_AGAIN`].
+    fn note_ask(&self, region: &RegionKey) -> bool {
+        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+        asked.retain(|_, at| at.elapsed() < ASK_AGAIN);
+        asked.insert(region.clone(), Instant::now()).is_none()
+    }
+
+    async fn submit(&self, region: &RegionKey) -> Result<Option<u64>> {
+        let pending = procedures(&self.coord)
+            .await?
+            .into_iter()
+            .any(|p| !p.record.finished() && p.record.kind.region_keys().contains(region));
+        if pending {
+            return Ok(None);
+        }
+        let [bounds] = listed_bounds(&self.coord, &region.table, [region.region]).await?;
+        let kind = ProcedureKind::Split {
+            table: region.table.clone(),
+            region: region.region,
+            at: None,
+            bounds,
+        };
+        submit_procedure(&self.coord, kind).await.map(Some)
+    }
+}
+
+#[async_trait::async_trait]
+impl SplitAsker for MasterSplits {
+    async fn ask_split(&self, region: &RegionKey) -> Result<()> {
+        if !self.note_ask(region) {
+            return Ok(());
+        }
+        match self.submit(region).await {
+            Ok(Some(id)) => {
+                tracing::info!(%region, procedure = %format!("{id:016x}"),
+                    "asked the master to split a region grown past its split size");
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => {
+                // Asked again after the next flush.
+                let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
+                asked.remove(region);
+                Err(e)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

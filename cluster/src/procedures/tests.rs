@@ -290,3 +290,58 @@ fn outcomes_follow_a_model_of_the_list() {
         }
     }
 }
+
+/// A server's ask writes one split procedure per region however often it is made, by one
+/// server or by several; a region etcd does not list is refused, and asked again (not
+/// taken as pending) the next time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_region_is_asked_for_once_while_its_split_is_pending() {
+    use basalt_core::coord::Coordination;
+    let etcd = crate::LocalEtcd::start().unwrap();
+    let config = crate::EtcdConfig::new([etcd.endpoint()]).prefix("/asks-test");
+    let coord = EtcdCoordination::connect(config).await.unwrap();
+    let listed = RegionKey::new(table(), 7);
+    coord
+        .put_region(
+            RegionRecord {
+                key: listed.clone(),
+                start: Bytes::from_static(b"b"),
+                end: Bytes::from_static(b"m"),
+                revision: 0,
+            },
+            None,
+        )
+        .await
+        .unwrap();
+    let one = MasterSplits::new(coord.clone());
+    let other = MasterSplits::new(coord.clone());
+    for asker in [&one, &one, &other, &one] {
+        asker.ask_split(&listed).await.unwrap();
+    }
+    let written = procedures(&coord).await.unwrap();
+    assert_eq!(written.len(), 1, "{written:?}");
+    assert_eq!(
+        written[0].record,
+        ProcedureRecord {
+            kind: ProcedureKind::Split {
+                table: table(),
+                region: 7,
+                at: None,
+                bounds: Bounds {
+                    start: b"b".to_vec(),
+                    end: b"m".to_vec(),
+                },
+            },
+            state: ProcedureState::Requested,
+        }
+    );
+    let unlisted = RegionKey::new(table(), 8);
+    for _ in 0..2 {
+        let refused = one.ask_split(&unlisted).await;
+        assert!(
+            matches!(refused, Err(Error::RegionNotFound { id: 8, .. })),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(procedures(&coord).await.unwrap().len(), 1);
+}

@@ -172,3 +172,15 @@ pub trait Coordination: Send + Sync + Debug {
     /// `region`'s manifest pointer, if one was set.
     async fn manifest(&self, region: &RegionKey) -> Result<Option<Bytes>>;
 }
+
+/// Who splits a region its table's split policy finds too big, in a cluster: the engine
+/// asks instead of splitting it itself, as HBase 2's region server asks the master for a
+/// split procedure (the master then sends the split back to the region's server). An
+/// engine without one ([`crate::Config::split_asker`]) splits such a region itself.
+#[async_trait]
+pub trait SplitAsker: Send + Sync + Debug {
+    /// Asks for `region` to be split at a row its server chooses. Asking again while an
+    /// ask is pending changes nothing; an ask that is lost (its master gone before it ran)
+    /// is made again after the region's next flush or compaction.
+    async fn ask_split(&self, region: &RegionKey) -> Result<()>;
+}

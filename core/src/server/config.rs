@@ -145,6 +145,10 @@ pub struct Config {
     /// serve the rest (see `server/open/takeover.rs`). Only a shared [`Config::objects`] store
     /// can be opened so.
     pub serve_regions: Option<BTreeSet<u64>>,
+    /// Who splits a region its table's split policy finds too big (default none: the
+    /// engine itself). A region server sets its cluster's master (see
+    /// [`crate::coord::SplitAsker`]); splits asked through the API are the engine's.
+    pub split_asker: Option<Arc<dyn crate::coord::SplitAsker>>,
 }
 
 impl Config {
@@ -176,7 +180,14 @@ impl Config {
             lease_ttl_ms: 10_000,
             process_name: None,
             serve_regions: None,
+            split_asker: None,
         }
+    }
+    /// Sets who splits a region its table's split policy finds too big (see
+    /// [`Config::split_asker`]).
+    pub fn split_asker(mut self, asker: Arc<dyn crate::coord::SplitAsker>) -> Self {
+        self.split_asker = Some(asker);
+        self
     }
     /// Sets the coordination store the engine holds its lease and regions in.
     pub fn coordination(mut self, c: Arc<dyn Coordination>) -> Self {

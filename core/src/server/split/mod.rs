@@ -493,7 +493,8 @@ impl Maintenance {
     }
 
     /// Splits `region` in the background when the split policy says it is too big and it
-    /// holds no references (once no other split, merge, table flush or compaction runs).
+    /// holds no references (once no other split, merge, table flush or compaction runs), or
+    /// asks the engine's [`crate::coord::SplitAsker`] to have it split.
     pub(crate) fn maybe_split(self: &Arc<Self>, region: &Arc<Region>) {
         if region.is_offline() {
             return;
@@ -502,6 +503,16 @@ impl Maintenance {
             return;
         };
         if !self.wants_split(&t, region) {
+            return;
+        }
+        if let Some(asker) = self.shared.config.split_asker.clone() {
+            let key = crate::coord::RegionKey::new(region.table.clone(), region.id);
+            tokio::spawn(async move {
+                if let Err(e) = asker.ask_split(&key).await {
+                    tracing::warn!(region = %key, error = %e,
+                        "asking for a split failed; the next flush asks again");
+                }
+            });
             return;
         }
         let engine = self.clone();
