@@ -84,7 +84,7 @@ pub struct RegionPlacement {
 pub struct ProcedureStatus {
     /// Its id.
     pub id: u64,
-    /// `split_region` or `merge_regions`.
+    /// `split_region`, `merge_regions`, `create_table` or `delete_table`.
     pub kind: &'static str,
     /// The table it acts on.
     pub table: TableName,

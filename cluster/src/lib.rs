@@ -19,12 +19,12 @@
 //! engine) and the region server ([`regionserver`]).
 //!
 //! Layers, bottom to top: `proto`, `keys`, `client`, `coordination`, `election`,
-//! `assignment`, `placement`, `holds`, `procedures`, `admin`, `local`, `rpc`, `remote`,
+//! `assignment`, `placement`, `holds`, `procedures`, `asks`, `admin`, `local`, `rpc`, `remote`,
 //! `master`, `listing`, `regionserver`. That is: etcd's messages; the key layout and the values' encodings; the
 //! etcd gRPC client; the `Coordination` implementation; servers' registration and the
 //! master's election; the master's region assignments; where regions should go (grouped
 //! or spread, [`Placement`]); placement preferences and schema holds in etcd; splits and
-//! merges as procedures in etcd; the
+//! merges as procedures in etcd; a region server's asks for splits; the
 //! operators' status and requests ([`ClusterAdmin`]); the
 //! local etcd process; the region servers' protocol; the remote client; the master's
 //! reconciliation; etcd's region lists kept in line with the catalog; the region server.
@@ -40,6 +40,7 @@
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 
 mod admin;
+mod asks;
 mod assignment;
 mod client;
 mod coordination;

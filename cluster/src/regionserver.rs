@@ -324,9 +324,7 @@ impl Lives {
                 .process_name(self.config.process.clone())
                 .lease_ttl_ms(self.config.lease_ttl.as_millis() as u64)
                 .serve_regions([])
-                .split_asker(Arc::new(crate::procedures::MasterSplits::new(
-                    self.coord.clone(),
-                )));
+                .split_asker(Arc::new(crate::asks::MasterSplits::new(self.coord.clone())));
             match Connection::open_with((self.configure)(cfg)).await {
                 Ok(conn) => return Ok(Some(conn)),
                 Err(

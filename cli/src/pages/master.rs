@@ -90,7 +90,7 @@ pub struct MasterStatus {
 /// A split or merge procedure the master runs.
 #[derive(Debug, Clone, Serialize)]
 pub struct SplitOrMerge {
-    /// `split_region` or `merge_regions`.
+    /// `split_region`, `merge_regions`, `create_table` or `delete_table`.
     pub kind: &'static str,
     /// Its table.
     pub table: String,

@@ -17,11 +17,12 @@
 //! - the assignment of a region the catalog no longer lists (a dropped table, a split's
 //!   parent) is forgotten;
 //! - an operator's move request moves the region (with its group when grouped);
-//! - a table a schema change holds (`holds`), or the two regions of a merge waiting to
-//!   run, are gathered on one server at once;
-//! - a split or merge a client asked for runs as a procedure persisted in etcd
-//!   (`procedures`: sent to the server of its regions, its outcome written back), and a
-//!   new master runs on the ones it finds unfinished;
+//! - a table a schema change or a drop waiting to run holds (`holds`), or the two regions
+//!   of a merge waiting to run, are gathered on one server at once;
+//! - a split, merge, create or drop a client (or, for a split, a region's server) asked
+//!   for runs as a procedure persisted in etcd (`procedures`: sent to the server of its
+//!   regions, or any for a create, its outcome written back), and a new master runs on the
+//!   ones it finds unfinished;
 //! - when no region is in transition (every region's live owner is its assigned server),
 //!   a grouped group spread over servers is gathered on the server holding most of it,
 //!   and then, when the balancer is on, spread tables are balanced region by region and
@@ -138,12 +139,19 @@ pub async fn reconcile(
             tracing::warn!(error = %e, "procedures could not be read: no merge gathers this pass");
             Vec::new()
         });
-    for p in procedures {
-        if let (ProcedureKind::Merge { .. }, false) = (&p.record.kind, p.record.finished()) {
-            let table = p.record.kind.table();
-            for region in p.record.kind.regions() {
-                held.push((HoldTarget::region(table.clone(), region), p.id));
+    for p in procedures.into_iter().filter(|p| !p.record.finished()) {
+        let table = p.record.kind.table();
+        match &p.record.kind {
+            ProcedureKind::Merge { .. } => {
+                for region in p.record.kind.regions() {
+                    held.push((HoldTarget::region(table.clone(), region), p.id));
+                }
             }
+            // A delete waiting to run holds its table.
+            ProcedureKind::DeleteTable { .. } => {
+                held.push((HoldTarget::table(table.clone()), p.id));
+            }
+            ProcedureKind::Split { .. } | ProcedureKind::CreateTable { .. } => {}
         }
     }
     let policy = Policy::new(&listed, &holds::placements(coord).await?, &held);

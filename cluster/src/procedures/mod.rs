@@ -5,7 +5,7 @@
 //! two regions on one server first) and writes its outcome in the record, and the client
 //! reads the outcome and deletes the record. A master that dies while one runs is replaced
 //! by one that finds the record and runs it on. A region server asks for the split of a
-//! region grown past its split size the same way ([`MasterSplits`]), and waits for
+//! region grown past its split size the same way (`asks::MasterSplits`), and waits for
 //! nothing: the master deletes that record once it is finished.
 //!
 //! A record moves from [`ProcedureState::Requested`] to [`ProcedureState::Running`] before
@@ -30,11 +30,10 @@ use crate::coordination::{absent, delete, put, unchanged};
 use crate::election::Leadership;
 use crate::proto::TxnRequest;
 use crate::EtcdCoordination;
-use basalt_core::coord::{RegionKey, RegionRecord, SplitAsker};
+use basalt_core::coord::RegionRecord;
 use basalt_core::ErrorWire;
-use basalt_core::{Error, Result, TableName};
+use basalt_core::{Error, PreSplit, Result, TableDescriptor, TableName};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// The version byte in front of every record.
@@ -96,6 +95,19 @@ pub(crate) enum ProcedureKind {
         /// The bounds of the two, together, when the client asked.
         bounds: Bounds,
     },
+    /// Create a table (HBase 2's `CreateTableProcedure`), pre-split by `split`.
+    CreateTable {
+        /// The new table.
+        desc: TableDescriptor,
+        /// Its first regions.
+        split: PreSplit,
+    },
+    /// Delete a disabled table (HBase 2's `DeleteTableProcedure`): the procedure holds the
+    /// table, so the master gathers its regions on one server first.
+    DeleteTable {
+        /// The table.
+        table: TableName,
+    },
 }
 
 impl ProcedureKind {
@@ -104,22 +116,48 @@ impl ProcedureKind {
         match self {
             ProcedureKind::Split { .. } => "split_region",
             ProcedureKind::Merge { .. } => "merge_regions",
+            ProcedureKind::CreateTable { .. } => "create_table",
+            ProcedureKind::DeleteTable { .. } => "delete_table",
         }
     }
 
     /// The table it acts on.
     pub(crate) fn table(&self) -> &TableName {
         match self {
-            ProcedureKind::Split { table, .. } | ProcedureKind::Merge { table, .. } => table,
+            ProcedureKind::Split { table, .. }
+            | ProcedureKind::Merge { table, .. }
+            | ProcedureKind::DeleteTable { table } => table,
+            ProcedureKind::CreateTable { desc, .. } => &desc.name,
         }
     }
 
-    /// The regions it acts on.
+    /// Whether it acts on its whole table (a create or delete), not on some regions.
+    pub(crate) fn whole_table(&self) -> bool {
+        matches!(
+            self,
+            ProcedureKind::CreateTable { .. } | ProcedureKind::DeleteTable { .. }
+        )
+    }
+
+    /// The regions it acts on (none for a procedure of a whole table).
     pub(crate) fn regions(&self) -> Vec<u64> {
         match self {
             ProcedureKind::Split { region, .. } => vec![*region],
             ProcedureKind::Merge { first, second, .. } => vec![*first, *second],
+            ProcedureKind::CreateTable { .. } | ProcedureKind::DeleteTable { .. } => Vec::new(),
         }
+    }
+
+    /// Whether it and `other` may not run at once: a procedure of a whole table and any
+    /// other of that table, or two that act on a region in common.
+    pub(crate) fn conflicts(&self, other: &ProcedureKind) -> bool {
+        if self.table() != other.table() {
+            return false;
+        }
+        let theirs = other.regions();
+        self.whole_table()
+            || other.whole_table()
+            || self.regions().iter().any(|r| theirs.contains(r))
     }
 
     /// The regions it acts on, as keys.
@@ -131,10 +169,13 @@ impl ProcedureKind {
             .collect()
     }
 
-    /// The bounds of the regions it acts on, together.
-    pub(crate) fn bounds(&self) -> &Bounds {
+    /// The bounds of the regions it acts on, together (none for a whole table).
+    pub(crate) fn bounds(&self) -> Option<&Bounds> {
         match self {
-            ProcedureKind::Split { bounds, .. } | ProcedureKind::Merge { bounds, .. } => bounds,
+            ProcedureKind::Split { bounds, .. } | ProcedureKind::Merge { bounds, .. } => {
+                Some(bounds)
+            }
+            ProcedureKind::CreateTable { .. } | ProcedureKind::DeleteTable { .. } => None,
         }
     }
 }
@@ -146,6 +187,8 @@ pub(crate) enum Outcome {
     Split(Option<(u64, u64)>),
     /// A merge's merged region.
     Merged(u64),
+    /// A table created or deleted.
+    Table,
 }
 
 /// Where a procedure stands.
@@ -219,7 +262,7 @@ pub(crate) struct StoredProcedure {
 /// region (the region with its bounds). `None` while the list does not show it (a list
 /// being mended, a split whose daughters split again, another change of the regions).
 pub(crate) fn outcome_from_list(kind: &ProcedureKind, listed: &[RegionRecord]) -> Option<Outcome> {
-    let bounds = kind.bounds();
+    let bounds = kind.bounds()?;
     let within: Vec<&RegionRecord> = listed.iter().filter(|r| bounds.contains(r)).collect();
     if within
         .iter()
@@ -243,6 +286,7 @@ pub(crate) fn outcome_from_list(kind: &ProcedureKind, listed: &[RegionRecord]) -
             [one] if Bounds::of(one) == *bounds => Some(Outcome::Merged(one.key.region)),
             _ => None,
         },
+        ProcedureKind::CreateTable { .. } | ProcedureKind::DeleteTable { .. } => None,
     }
 }
 
@@ -250,7 +294,7 @@ pub(crate) fn outcome_from_list(kind: &ProcedureKind, listed: &[RegionRecord]) -
 fn split_row(kind: &ProcedureKind) -> Option<&[u8]> {
     match kind {
         ProcedureKind::Split { at, .. } => at.as_deref(),
-        ProcedureKind::Merge { .. } => None,
+        _ => None,
     }
 }
 
@@ -344,7 +388,7 @@ async fn procedure_txn(
 }
 
 /// Writes a new procedure of `kind`; returns its id.
-async fn submit_procedure(coord: &EtcdCoordination, kind: ProcedureKind) -> Result<u64> {
+pub(crate) async fn submit_procedure(coord: &EtcdCoordination, kind: ProcedureKind) -> Result<u64> {
     let record = ProcedureRecord {
         kind,
         state: ProcedureState::Requested,
@@ -437,9 +481,9 @@ pub(crate) async fn split(
     };
     match run(coord, kind, timeout).await? {
         Outcome::Split(daughters) => Ok(daughters),
-        Outcome::Merged(_) => Err(Error::CoordinationConflict(
-            "split_region: the procedure came back as a merge".into(),
-        )),
+        other => Err(Error::CoordinationConflict(format!(
+            "split_region: the procedure came back as {other:?}"
+        ))),
     }
 }
 
@@ -477,15 +521,46 @@ pub(crate) async fn merge(
     };
     match run(coord, kind, timeout).await? {
         Outcome::Merged(merged) => Ok(merged),
-        Outcome::Split(_) => Err(Error::CoordinationConflict(
-            "merge_regions: the procedure came back as a split".into(),
-        )),
+        other => Err(Error::CoordinationConflict(format!(
+            "merge_regions: the procedure came back as {other:?}"
+        ))),
+    }
+}
+
+/// A client's create of a table, as a procedure ([`run`]).
+pub(crate) async fn create_table(
+    coord: &EtcdCoordination,
+    desc: TableDescriptor,
+    split: PreSplit,
+    timeout: Duration,
+) -> Result<()> {
+    table_outcome(run(coord, ProcedureKind::CreateTable { desc, split }, timeout).await?)
+}
+
+/// A client's delete of a disabled table, as a procedure ([`run`]).
+pub(crate) async fn delete_table(
+    coord: &EtcdCoordination,
+    table: &TableName,
+    timeout: Duration,
+) -> Result<()> {
+    let kind = ProcedureKind::DeleteTable {
+        table: table.clone(),
+    };
+    table_outcome(run(coord, kind, timeout).await?)
+}
+
+fn table_outcome(outcome: Outcome) -> Result<()> {
+    match outcome {
+        Outcome::Table => Ok(()),
+        other => Err(Error::CoordinationConflict(format!(
+            "a table's procedure came back as {other:?}"
+        ))),
     }
 }
 
 /// The bounds of `regions` of `table` as etcd lists them; [`Error::RegionNotFound`] for
 /// one it does not list (and [`Error::TableNotFound`] when it lists none of the table's).
-async fn listed_bounds<const N: usize>(
+pub(crate) async fn listed_bounds<const N: usize>(
     coord: &EtcdCoordination,
     table: &TableName,
     regions: [u64; N],
@@ -508,79 +583,6 @@ async fn listed_bounds<const N: usize>(
     }
     out.try_into()
         .map_err(|_| Error::bad_argument("the regions' bounds did not come out one each"))
-}
-
-/// How long a server does not ask again for a split it asked for: the master runs it well
-/// within that, and one lost with its master is asked again after it.
-const ASK_AGAIN: Duration = Duration::from_secs(30);
-
-/// A region server's [`SplitAsker`]: a region its table's split policy finds too big gets
-/// a split procedure for the master to run (at a row its server chooses), unless one of
-/// the region is pending. No client waits on it: the master deletes it once finished
-/// (after `master::PROCEDURE_KEEP`).
-#[derive(Debug)]
-pub(crate) struct MasterSplits {
-    coord: EtcdCoordination,
-    /// The regions asked for lately, and when.
-    asked: std::sync::Mutex<HashMap<RegionKey, Instant>>,
-}
-
-impl MasterSplits {
-    /// Asks through `coord`.
-    pub(crate) fn new(coord: EtcdCoordination) -> Self {
-        MasterSplits {
-            coord,
-            asked: std::sync::Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Notes an ask of `region` now; false when one was made within [`ASK_AGAIN`].
-    fn note_ask(&self, region: &RegionKey) -> bool {
-        let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
-        asked.retain(|_, at| at.elapsed() < ASK_AGAIN);
-        asked.insert(region.clone(), Instant::now()).is_none()
-    }
-
-    async fn submit(&self, region: &RegionKey) -> Result<Option<u64>> {
-        let pending = procedures(&self.coord)
-            .await?
-            .into_iter()
-            .any(|p| !p.record.finished() && p.record.kind.region_keys().contains(region));
-        if pending {
-            return Ok(None);
-        }
-        let [bounds] = listed_bounds(&self.coord, &region.table, [region.region]).await?;
-        let kind = ProcedureKind::Split {
-            table: region.table.clone(),
-            region: region.region,
-            at: None,
-            bounds,
-        };
-        submit_procedure(&self.coord, kind).await.map(Some)
-    }
-}
-
-#[async_trait::async_trait]
-impl SplitAsker for MasterSplits {
-    async fn ask_split(&self, region: &RegionKey) -> Result<()> {
-        if !self.note_ask(region) {
-            return Ok(());
-        }
-        match self.submit(region).await {
-            Ok(Some(id)) => {
-                tracing::info!(%region, procedure = %format!("{id:016x}"),
-                    "asked the master to split a region grown past its split size");
-                Ok(())
-            }
-            Ok(None) => Ok(()),
-            Err(e) => {
-                // Asked again after the next flush.
-                let mut asked = self.asked.lock().unwrap_or_else(|e| e.into_inner());
-                asked.remove(region);
-                Err(e)
-            }
-        }
-    }
 }
 
 #[cfg(test)]

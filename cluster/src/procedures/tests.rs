@@ -26,22 +26,35 @@ fn bounds(rng: &mut StdRng) -> Bounds {
 }
 
 fn record(rng: &mut StdRng) -> ProcedureRecord {
-    let kind = if rng.random() {
-        ProcedureKind::Split {
+    let kind = match rng.random_range(0..4) {
+        0 => ProcedureKind::Split {
             table: table(),
             region: rng.random(),
             at: rng.random::<bool>().then(|| row(rng)),
             bounds: bounds(rng),
-        }
-    } else {
-        ProcedureKind::Merge {
+        },
+        1 => ProcedureKind::Merge {
             table: table(),
             first: rng.random(),
             second: rng.random(),
             bounds: bounds(rng),
-        }
+        },
+        2 => ProcedureKind::CreateTable {
+            desc: basalt_core::TableDescriptor::new(table())
+                .family(basalt_core::ColumnFamilyDescriptor::new(row(rng))),
+            split: match rng.random_range(0..3) {
+                0 => basalt_core::PreSplit::None,
+                1 => basalt_core::PreSplit::Keys(vec![row(rng), row(rng)]),
+                _ => basalt_core::PreSplit::Algorithm(
+                    basalt_core::SplitAlgorithm::HexString,
+                    rng.random_range(1..64),
+                ),
+            },
+        },
+        _ => ProcedureKind::DeleteTable { table: table() },
     };
-    let state = match rng.random_range(0..5) {
+    let state = match rng.random_range(0..6) {
+        5 => ProcedureState::Done(Outcome::Table),
         0 => ProcedureState::Requested,
         1 => ProcedureState::Running,
         2 => ProcedureState::Done(Outcome::Split(
@@ -289,59 +302,4 @@ fn outcomes_follow_a_model_of_the_list() {
             );
         }
     }
-}
-
-/// A server's ask writes one split procedure per region however often it is made, by one
-/// server or by several; a region etcd does not list is refused, and asked again (not
-/// taken as pending) the next time.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_region_is_asked_for_once_while_its_split_is_pending() {
-    use basalt_core::coord::Coordination;
-    let etcd = crate::LocalEtcd::start().unwrap();
-    let config = crate::EtcdConfig::new([etcd.endpoint()]).prefix("/asks-test");
-    let coord = EtcdCoordination::connect(config).await.unwrap();
-    let listed = RegionKey::new(table(), 7);
-    coord
-        .put_region(
-            RegionRecord {
-                key: listed.clone(),
-                start: Bytes::from_static(b"b"),
-                end: Bytes::from_static(b"m"),
-                revision: 0,
-            },
-            None,
-        )
-        .await
-        .unwrap();
-    let one = MasterSplits::new(coord.clone());
-    let other = MasterSplits::new(coord.clone());
-    for asker in [&one, &one, &other, &one] {
-        asker.ask_split(&listed).await.unwrap();
-    }
-    let written = procedures(&coord).await.unwrap();
-    assert_eq!(written.len(), 1, "{written:?}");
-    assert_eq!(
-        written[0].record,
-        ProcedureRecord {
-            kind: ProcedureKind::Split {
-                table: table(),
-                region: 7,
-                at: None,
-                bounds: Bounds {
-                    start: b"b".to_vec(),
-                    end: b"m".to_vec(),
-                },
-            },
-            state: ProcedureState::Requested,
-        }
-    );
-    let unlisted = RegionKey::new(table(), 8);
-    for _ in 0..2 {
-        let refused = one.ask_split(&unlisted).await;
-        assert!(
-            matches!(refused, Err(Error::RegionNotFound { id: 8, .. })),
-            "{refused:?}"
-        );
-    }
-    assert_eq!(procedures(&coord).await.unwrap().len(), 1);
 }

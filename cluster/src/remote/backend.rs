@@ -228,20 +228,14 @@ impl Backend for RemoteBackend {
 
     async fn create_table(self: &Arc<Self>, desc: TableDescriptor, split: PreSplit) -> Result<()> {
         let name = desc.name.clone();
-        done(
-            "create_table",
-            self.any_call(Request::CreateTable(desc, split), false)
-                .await?,
-        )?;
+        let timeout = self.policy.operation_timeout;
+        crate::procedures::create_table(&self.router.coord, desc, split, timeout).await?;
         self.changed(&name).await
     }
 
     async fn delete_table(self: &Arc<Self>, table: &TableName) -> Result<()> {
-        done(
-            "delete_table",
-            self.any_call(Request::DeleteTable(table.clone()), false)
-                .await?,
-        )?;
+        let timeout = self.policy.operation_timeout;
+        crate::procedures::delete_table(&self.router.coord, table, timeout).await?;
         // Its placement goes with it, as a dropped HBase table's attributes do (a failure
         // leaves it for a table of the same name, which the drop need not fail for).
         let spread = crate::placement::Placement::Spread;

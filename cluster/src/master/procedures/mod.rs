@@ -14,8 +14,10 @@
 //!   shows what replaced its regions (`procedures::outcome_from_list`), and fails when it
 //!   does not within [`REPLACED_GRACE`] (another change took the regions).
 //!
+//! A create or delete of a table runs as `tables` says.
+//!
 //! A term runs one task per procedure, and none for a procedure whose regions another
-//! running one acts on.
+//! running one acts on, or of a table another running one creates or deletes.
 //!
 //! Invariants: every change of a record is the master's, fenced by its term and by the
 //! record's revision as its task last wrote or read it (a task on a stale record changes
@@ -46,13 +48,13 @@ pub const PROCEDURE_KEEP: Duration = Duration::from_secs(300);
 const ATTEMPT_PAUSE: Duration = Duration::from_millis(200);
 
 /// How long a server may take over one split or merge.
-const CALL_DEADLINE: Duration = Duration::from_secs(60);
+pub(super) const CALL_DEADLINE: Duration = Duration::from_secs(60);
 
 /// The procedures of one master's term: the tasks running them (with their regions), and
 /// when each finished one was first seen. Dropping it (the term ended) stops the tasks.
 #[derive(Debug, Default)]
 pub(crate) struct Procedures {
-    running: BTreeMap<u64, (JoinHandle<()>, Vec<RegionKey>)>,
+    running: BTreeMap<u64, (JoinHandle<()>, ProcedureKind)>,
     finished: BTreeMap<u64, Instant>,
 }
 
@@ -90,19 +92,19 @@ impl Procedures {
                 }
                 continue;
             }
-            let regions = p.record.kind.region_keys();
+            let kind = p.record.kind.clone();
             let busy = self
                 .running
                 .iter()
-                .any(|(id, (_, theirs))| *id == p.id || theirs.iter().any(|r| regions.contains(r)));
+                .any(|(id, (_, theirs))| *id == p.id || theirs.conflicts(&kind));
             if busy {
                 continue;
             }
             let id = p.id;
-            tracing::info!(procedure = %format!("{id:016x}"), kind = p.record.kind.name(), "running a procedure");
+            tracing::info!(procedure = %format!("{id:016x}"), kind = kind.name(), "running a procedure");
             let (coord, term) = (coord.clone(), term.clone());
             let task = tokio::spawn(async move { run(coord, term, p).await });
-            self.running.insert(id, (task, regions));
+            self.running.insert(id, (task, kind));
         }
         Ok(())
     }
@@ -118,8 +120,15 @@ const REPLACED_GRACE: Duration = Duration::from_secs(30);
 async fn run(coord: EtcdCoordination, term: Leadership, mut p: StoredProcedure) {
     let id = p.id;
     let mut gone_since = None;
+    // Whether a server may have acted on it: a master did mark it running.
+    let mut sent = p.record.state == ProcedureState::Running;
     loop {
-        match attempt(&coord, &term, &mut p, &mut gone_since).await {
+        let tried = if p.record.kind.whole_table() {
+            tables::attempt(&coord, &term, &mut p, &mut sent).await
+        } else {
+            attempt(&coord, &term, &mut p, &mut gone_since).await
+        };
+        match tried {
             Ok(true) => {
                 tracing::info!(procedure = %format!("{id:016x}"), state = ?p.record.state, "procedure finished");
                 return;
@@ -135,7 +144,7 @@ async fn run(coord: EtcdCoordination, term: Leadership, mut p: StoredProcedure) 
 }
 
 /// Writes `state` into `p`'s record; `Ok(true)`.
-async fn finish(
+pub(super) async fn finish(
     coord: &EtcdCoordination,
     term: &Leadership,
     p: &mut StoredProcedure,
@@ -212,6 +221,9 @@ async fn attempt(
             second,
             ..
         } => Request::MergeRegions(table.clone(), *first, *second),
+        ProcedureKind::CreateTable { .. } | ProcedureKind::DeleteTable { .. } => {
+            return Err(Error::bad_argument("a table's procedure has no regions"))
+        }
     };
     let name = p.record.kind.name();
     let client = RpcClient::new(&server.info.rpc_address)?;
@@ -229,7 +241,7 @@ async fn attempt(
 }
 
 /// The live server assigned every region of `regions` that also owns each, if one is.
-async fn serving_all(
+pub(super) async fn serving_all(
     coord: &EtcdCoordination,
     regions: &[RegionKey],
 ) -> Result<Option<LiveServer>> {
@@ -253,7 +265,7 @@ async fn serving_all(
 /// Whether a failed call is tried again rather than taken for the outcome: the region
 /// moved or is not served yet, the server is unreachable or busy, or the call's deadline
 /// passed (the next attempt finds the regions gone if it was done).
-fn worth_another_attempt(e: &Error) -> bool {
+pub(super) fn worth_another_attempt(e: &Error) -> bool {
     match e {
         Error::RegionNotServed { .. }
         | Error::RegionNotFound { .. }
@@ -278,5 +290,6 @@ fn worth_another_attempt(e: &Error) -> bool {
     }
 }
 
+mod tables;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,10 @@
 //! Procedures a master left in etcd, run by the master of a cluster of two region servers
 //! in this process (etcd started by the test): one marked running whose split was never
 //! sent is sent; one whose split its server finished is known by the daughters and not
-//! sent again; one asked for a region that is not listed fails with `RegionNotFound`.
+//! sent again; one asked for a region that is not listed fails with `RegionNotFound`. A
+//! create or delete of a table that a server may have run (marked running) and finds its
+//! work done is done; one never sent that finds it done fails (`TableExists`,
+//! `TableNotFound`), and one never sent runs.
 
 use super::*;
 use crate::coordination::put;
@@ -178,6 +181,8 @@ async fn a_master_runs_on_the_procedures_it_finds() {
         Error::RegionNotFound { id: 999_999, .. }
     ));
 
+    tables_left_behind(&coord, &conn, &admin).await;
+
     admin.wait_settled(SETTLE).await.unwrap();
     for k in &keys {
         let got = t.get(Get::new(k)).await.unwrap();
@@ -190,4 +195,75 @@ async fn a_master_runs_on_the_procedures_it_finds() {
     for s in servers {
         s.stop().await.unwrap();
     }
+}
+
+fn table_procedure(kind: ProcedureKind, state: ProcedureState) -> ProcedureRecord {
+    ProcedureRecord { kind, state }
+}
+
+/// The failure procedure `id` ended with.
+async fn failure(coord: &EtcdCoordination, id: u64) -> Error {
+    match finished(coord, id).await {
+        ProcedureState::Failed(e) => Error::from(e),
+        other => panic!("procedure {id:x} did not fail: {other:?}"),
+    }
+}
+
+/// Creates and deletes of tables, left as a master that died would leave them.
+async fn tables_left_behind(
+    coord: &EtcdCoordination,
+    conn: &basalt_core::Connection<crate::RemoteBackend>,
+    admin: &ClusterAdmin,
+) {
+    let create = |table: &str, split: PreSplit| ProcedureKind::CreateTable {
+        desc: TableDescriptor::new(TableName::parse(table).unwrap())
+            .family(ColumnFamilyDescriptor::new("f")),
+        split,
+    };
+    let delete = |table: &str| ProcedureKind::DeleteTable {
+        table: TableName::parse(table).unwrap(),
+    };
+    let done = ProcedureState::Done(Outcome::Table);
+    // `events` exists: made by the create's server, or another client's.
+    let existing = table_procedure(create("events", PreSplit::None), ProcedureState::Running);
+    leave(coord, 1 << 63 | 4, &existing).await;
+    assert_eq!(finished(coord, 1 << 63 | 4).await, done);
+    let existing = table_procedure(create("events", PreSplit::None), ProcedureState::Requested);
+    leave(coord, 1 << 63 | 5, &existing).await;
+    let e = failure(coord, 1 << 63 | 5).await;
+    assert!(matches!(e, Error::TableExists(_)), "{e:?}");
+
+    // Never sent: the table is made, listed and served.
+    let fresh = TableName::parse("fresh").unwrap();
+    let made = table_procedure(
+        create("fresh", PreSplit::Keys(vec![b"m".to_vec()])),
+        ProcedureState::Requested,
+    );
+    leave(coord, 1 << 63 | 6, &made).await;
+    assert_eq!(finished(coord, 1 << 63 | 6).await, done);
+    admin.wait_settled(SETTLE).await.unwrap();
+    assert_eq!(admin.regions(Some(&fresh)).await.unwrap().len(), 2);
+    let t = conn.table("fresh").unwrap();
+    t.put(Put::new("x").add_column("f", "q", "v"))
+        .await
+        .unwrap();
+
+    // A delete of an enabled table is refused as the engine refuses it; disabled, it runs.
+    let gone = table_procedure(delete("fresh"), ProcedureState::Requested);
+    leave(coord, 1 << 63 | 7, &gone).await;
+    let e = failure(coord, 1 << 63 | 7).await;
+    assert!(matches!(e, Error::TableState { .. }), "{e:?}");
+    conn.admin().disable_table("fresh").await.unwrap();
+    leave(coord, 1 << 63 | 8, &gone).await;
+    assert_eq!(finished(coord, 1 << 63 | 8).await, done);
+    assert!(!conn.admin().table_exists("fresh").await.unwrap());
+    assert!(coord.regions(&fresh).await.unwrap().is_empty());
+
+    // Its table gone: one a server may have run is done, one never sent fails.
+    let sent = table_procedure(delete("fresh"), ProcedureState::Running);
+    leave(coord, 1 << 63 | 9, &sent).await;
+    assert_eq!(finished(coord, 1 << 63 | 9).await, done);
+    leave(coord, 1 << 63 | 10, &gone).await;
+    let e = failure(coord, 1 << 63 | 10).await;
+    assert!(matches!(e, Error::TableNotFound(_)), "{e:?}");
 }
