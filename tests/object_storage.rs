@@ -1,7 +1,8 @@
 //! The engine on an object store (`Config::objects`): the catalog (versioned), the store
 //! files and the WAL live in the store (the `object_store` crate's `InMemory` here), never
 //! in the data directory;
-//! they survive a close and reopen; a table's files are deleted from the store with it and
+//! they survive a close and reopen; each WAL object stored counts as a WAL sync in the
+//! engine's stats; a table's files are deleted from the store with it and
 //! an object no region lists is removed at open; a flipped byte in a store-file object fails
 //! only the reads of its block, is reported by the integrity check and is set aside by the
 //! offline repair as the object `damaged/<name>`; a missing or damaged catalog refuses the
@@ -95,6 +96,21 @@ async fn the_catalog_and_store_files_live_in_the_store_and_survive_a_reopen() {
         .await
         .unwrap()
         .is_healthy());
+    // Each write waited for alone is a WAL object of its own: a group commit, counted.
+    let before = conn.engine().stats();
+    let table = conn.table("t").unwrap();
+    for i in 0..3 {
+        table
+            .put(Put::new(row(i)).add_column("f", "q", value(i)))
+            .await
+            .unwrap();
+    }
+    drop(table);
+    let after = conn.engine().stats();
+    assert!(
+        after.wal_syncs >= before.wal_syncs + 3,
+        "{before:?} {after:?}"
+    );
 
     // Dropping the table deletes its files from the store.
     let admin = conn.admin();

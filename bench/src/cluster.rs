@@ -53,6 +53,21 @@ pub const DEFAULT_THREADS: usize = 8;
 pub const WORKLOADS: [&str; 2] = ["a", "c"];
 /// The cluster sizes measured, in region servers.
 const SERVER_COUNTS: [usize; 2] = [1, 3];
+/// The cluster sizes to measure: [`SERVER_COUNTS`], or the comma-separated list in
+/// `BASALT_BENCH_SERVERS` (to profile one size alone).
+fn server_counts() -> BenchResult<Vec<usize>> {
+    match std::env::var("BASALT_BENCH_SERVERS") {
+        Err(_) => Ok(SERVER_COUNTS.to_vec()),
+        Ok(list) => list
+            .split(',')
+            .map(|n| match n.trim().parse::<usize>() {
+                Ok(n) if n > 0 => Ok(n),
+                _ => Err(format!("BASALT_BENCH_SERVERS: {n:?} is not a server count").into()),
+            })
+            .collect(),
+    }
+}
+
 /// The region servers' lease time to live.
 const LEASE_TTL: Duration = Duration::from_secs(3);
 /// How long a cluster may take until a server serves.
@@ -81,7 +96,7 @@ pub fn run(s: &Settings) -> BenchResult<()> {
     }];
     let etcd = LocalEtcd::start()?;
     println!("etcd: {} (pid {})", etcd.endpoint(), etcd.pid());
-    for (i, &n) in SERVER_COUNTS.iter().enumerate() {
+    for (i, &n) in server_counts()?.iter().enumerate() {
         let label = format!("{n}server");
         let phases = run_cluster(
             &etcd,
@@ -187,10 +202,40 @@ fn measure_cluster(
     let spread = rt.block_on(wait_spread(etcd_config, servers))?;
     println!("{label}: regions per server once balanced: {spread}");
     let phases = ycsb::run_phases(label, s, |phase| {
-        rt.block_on(ycsb::basalt::drive(table.clone(), phase))
+        let before = wal_counts(running);
+        let out = rt.block_on(ycsb::basalt::drive(table.clone(), phase));
+        let after = wal_counts(running);
+        let syncs: Vec<String> = before
+            .iter()
+            .zip(&after)
+            .map(|((name, s0, b0), (_, s1, b1))| {
+                format!("{name} {} syncs {} KiB", s1 - s0, (b1 - b0) >> 10)
+            })
+            .collect();
+        println!(
+            "{label}: WAL per server in this phase: {}",
+            syncs.join(", ")
+        );
+        out
     });
     rt.block_on(conn.close())?;
     phases
+}
+
+/// Each server's WAL syncs and bytes so far (its engine's counters): how many group
+/// commits the phase's writes took on each.
+fn wal_counts(running: &[(String, RunningServer)]) -> Vec<(String, u64, u64)> {
+    running
+        .iter()
+        .map(|(name, server)| {
+            let stats = server
+                .lives()
+                .current()
+                .map(|life| life.engine().stats())
+                .unwrap_or_default();
+            (name.clone(), stats.wal_syncs, stats.wal_bytes)
+        })
+        .collect()
 }
 
 /// Waits until the table's regions are served as evenly as they can be over `servers`

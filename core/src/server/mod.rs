@@ -410,7 +410,8 @@ pub struct EngineStats {
     pub flushes: u64,
     /// Store compactions committed (minor and major).
     pub compactions: u64,
-    /// WAL fsyncs: group commits of durable writes, background syncs and segment rolls.
+    /// WAL fsyncs: group commits of durable writes, background syncs and segment rolls (on
+    /// an object store: the segment objects stored, each one durable group commit).
     pub wal_syncs: u64,
     /// Bytes of WAL records written to segment files.
     pub wal_bytes: u64,

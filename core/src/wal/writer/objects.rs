@@ -66,6 +66,8 @@ impl Shared {
                 return Err(e);
             }
         };
+        // A stored object is durable: one group commit, counted as a file's fsync is.
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
         cur.id = id;
         cur.high_seq = high_seq;
         cur.size = size;
