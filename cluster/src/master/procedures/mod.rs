@@ -201,16 +201,7 @@ async fn attempt(
     let Some(server) = serving_all(coord, &wanted).await? else {
         return Ok(false); // in transition, or a merge's regions not gathered yet
     };
-    if p.record.state == ProcedureState::Requested {
-        p.record.state = ProcedureState::Running;
-        p.revision = procedures::update_procedure(coord, term, p.id, &p.record, p.revision).await?;
-    }
-    // A deposed master sends nothing.
-    if !coord.is_leader(term).await? {
-        return Err(Error::CoordinationConflict(
-            "the master's term is over".into(),
-        ));
-    }
+    mark_running(coord, term, p).await?;
     let request = match &p.record.kind {
         ProcedureKind::Split {
             table, region, at, ..
@@ -238,6 +229,26 @@ async fn attempt(
         Err(e) => ProcedureState::Failed(ErrorWire::from(&e)),
     };
     finish(coord, term, p, state).await
+}
+
+/// Marks `p` running (if it was only requested) before anything is sent for it, and
+/// fails with [`Error::CoordinationConflict`] when the master's term is over: a deposed
+/// master sends nothing.
+pub(super) async fn mark_running(
+    coord: &EtcdCoordination,
+    term: &Leadership,
+    p: &mut StoredProcedure,
+) -> Result<()> {
+    if p.record.state == ProcedureState::Requested {
+        p.record.state = ProcedureState::Running;
+        p.revision = procedures::update_procedure(coord, term, p.id, &p.record, p.revision).await?;
+    }
+    if !coord.is_leader(term).await? {
+        return Err(Error::CoordinationConflict(
+            "the master's term is over".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The live server assigned every region of `regions` that also owns each, if one is.

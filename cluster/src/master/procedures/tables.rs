@@ -15,9 +15,9 @@
 //! before anything is sent, every change is fenced by the term and the record's revision,
 //! and a deposed master sends nothing.
 
-use super::{finish, serving_all, worth_another_attempt, CALL_DEADLINE};
+use super::{finish, mark_running, serving_all, worth_another_attempt, CALL_DEADLINE};
 use crate::election::Leadership;
-use crate::procedures::{self, Outcome, ProcedureKind, ProcedureState, StoredProcedure};
+use crate::procedures::{Outcome, ProcedureKind, ProcedureState, StoredProcedure};
 use crate::rpc::client::{unexpected, RpcClient};
 use crate::rpc::messages::{Reply, Request};
 use crate::EtcdCoordination;
@@ -56,15 +56,7 @@ pub(super) async fn attempt(
             None => return Ok(false),
         },
     };
-    if p.record.state == ProcedureState::Requested {
-        p.record.state = ProcedureState::Running;
-        p.revision = procedures::update_procedure(coord, term, p.id, &p.record, p.revision).await?;
-    }
-    if !coord.is_leader(term).await? {
-        return Err(Error::CoordinationConflict(
-            "the master's term is over".into(),
-        ));
-    }
+    mark_running(coord, term, p).await?;
     let name = p.record.kind.name();
     let client = RpcClient::new(&server.info.rpc_address)?;
     let was_sent = *sent;
