@@ -481,9 +481,7 @@ pub(crate) async fn split(
     };
     match run(coord, kind, timeout).await? {
         Outcome::Split(daughters) => Ok(daughters),
-        other => Err(Error::CoordinationConflict(format!(
-            "split_region: the procedure came back as {other:?}"
-        ))),
+        other => Err(came_back("split_region", &other)),
     }
 }
 
@@ -521,9 +519,7 @@ pub(crate) async fn merge(
     };
     match run(coord, kind, timeout).await? {
         Outcome::Merged(merged) => Ok(merged),
-        other => Err(Error::CoordinationConflict(format!(
-            "merge_regions: the procedure came back as {other:?}"
-        ))),
+        other => Err(came_back("merge_regions", &other)),
     }
 }
 
@@ -552,10 +548,13 @@ pub(crate) async fn delete_table(
 fn table_outcome(outcome: Outcome) -> Result<()> {
     match outcome {
         Outcome::Table => Ok(()),
-        other => Err(Error::CoordinationConflict(format!(
-            "a table's procedure came back as {other:?}"
-        ))),
+        other => Err(came_back("a table's procedure", &other)),
     }
+}
+
+/// The error for a procedure of `what` whose outcome is another kind's.
+fn came_back(what: &str, outcome: &Outcome) -> Error {
+    Error::CoordinationConflict(format!("{what}: the procedure came back as {outcome:?}"))
 }
 
 /// The bounds of `regions` of `table` as etcd lists them; [`Error::RegionNotFound`] for
