@@ -15,11 +15,6 @@ use indicatif::ProgressBar;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// The tests of this file run one at a time: a test that spawns the binary forks while
-/// another may hold a directory's lock, and the child holds a copy of that lock until it
-/// execs, so a concurrent open could find the directory "already open".
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 async fn table(dir: &Path, desc: TableDescriptor) {
     let data = DataDir::open(dir).await.unwrap();
     data.conn.admin().create_table(desc).await.unwrap();
@@ -90,7 +85,6 @@ async fn cells(dir: &Path, table: &str, row: &[u8]) -> Vec<(String, u64, Vec<u8>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tsv_with_timestamps_and_bad_lines() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["cf", "other"])).await;
@@ -186,7 +180,6 @@ async fn tsv_with_timestamps_and_bad_lines() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csv_through_the_binary_with_quotes_and_one_timestamp() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("ns_less", &["f"])).await;
@@ -239,7 +232,6 @@ async fn csv_through_the_binary_with_quotes_and_one_timestamp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn import_time_is_every_cells_timestamp_and_empty_columns_can_be_skipped() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["f"])).await;
@@ -262,7 +254,6 @@ async fn import_time_is_every_cells_timestamp_and_empty_columns_can_be_skipped()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stops_at_the_first_bad_line_when_told() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["f"])).await;
@@ -301,7 +292,6 @@ async fn stops_at_the_first_bad_line_when_told() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_between_batches() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("t", &["f"])).await;
@@ -328,7 +318,6 @@ async fn ctrl_c_stops_between_batches() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn salted_rows_land_in_their_buckets_and_read_by_logical_key() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(&dir, desc("events", &["d"]).salt(SaltSpec::new(8))).await;
@@ -384,7 +373,6 @@ async fn salted_rows_land_in_their_buckets_and_read_by_logical_key() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_read_only_tables_missing_families_and_bad_arguments() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     table(

@@ -10,11 +10,6 @@ use basalt_core::{ColumnFamilyDescriptor, PreSplit, TableDescriptor, TableName};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The tests of this file run one at a time: a test that spawns the binary forks while
-/// another may hold a directory's lock, and the child holds a copy of that lock until it
-/// execs, so a concurrent open could find the directory "already open".
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 fn basalt(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_basalt"))
         .args(args)
@@ -85,7 +80,6 @@ fn store_files(dir: &Path) -> Vec<PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn healthy_directory_checks_clean() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     written_dir(tmp.path()).await;
     let dir = tmp.path().to_str().unwrap();
@@ -123,7 +117,6 @@ async fn healthy_directory_checks_clean() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn corrupted_store_file_is_reported_set_aside_and_then_clean() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     written_dir(tmp.path()).await;
     let dir = tmp.path().to_str().unwrap();
@@ -208,7 +201,6 @@ async fn corrupted_store_file_is_reported_set_aside_and_then_clean() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn refuses_an_open_directory_and_a_non_directory() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     written_dir(tmp.path()).await;
     let dir = tmp.path().to_str().unwrap();

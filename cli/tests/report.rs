@@ -16,11 +16,6 @@ use basalt_core::{
 use std::path::Path;
 use std::process::Command;
 
-/// The tests of this file run one at a time: a test that spawns the binary forks while
-/// another may hold a directory's lock, and the child holds a copy of that lock until it
-/// execs, so a concurrent open could find the directory "already open".
-static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// The DATA_SHARE column (in %) of the region table printed for `table`.
 fn printed_shares(text: &str, table: &str) -> Vec<f64> {
     let block: Vec<&str> = text
@@ -56,7 +51,6 @@ fn printed_shares(text: &str, table: &str) -> Vec<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_002_regions_with_keys_cells_and_shares() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     {
         let data = DataDir::open(tmp.path()).await.unwrap();
@@ -234,7 +228,6 @@ fn report_of<'a>(reports: &'a [TableReport], name: &str) -> &'a TableReport {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn im_salted_against_unsalted_with_chart() {
-    let _serial = SERIAL.lock().await;
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
     im_tables(&dir).await;
