@@ -1,7 +1,7 @@
 //! The master: the one process that decides where regions are served, elected through
 //! etcd (`election`); every region server is a candidate ([`master_duty`]), as HBase's
 //! backup masters are. While its term lasts it reconciles, every [`MASTER_TICK`], the
-//! regions the catalog lists with the live servers ([`reconcile`]), placing each region
+//! regions the catalog lists with the live servers (`reconcile`), placing each region
 //! alone or with its table group as `placement` decides (a table group with global
 //! indexes, a table marked grouped, or one a schema change holds, goes whole to one
 //! server, and a merge's two held regions together; any other table is spread region by
@@ -44,7 +44,7 @@ use crate::assignment::Assignments;
 use crate::election::{Leadership, LiveServer};
 use crate::holds;
 use crate::placement::{least_loaded, HoldTarget, Policy};
-use crate::procedures::ProcedureKind;
+use crate::procedures::{ProcedureKind, StoredProcedure};
 use crate::EtcdCoordination;
 use basalt_core::coord::{Coordination, RegionKey};
 use basalt_core::Result;
@@ -100,10 +100,11 @@ pub struct Reconciled {
 
 /// One reconciliation as master of `term` (see the module doc); `operator_moves` are the
 /// regions operators moved during the term, which this pass adds to.
-pub async fn reconcile(
+pub(crate) async fn reconcile(
     coord: &EtcdCoordination,
     term: &Leadership,
     operator_moves: &mut OperatorMoves,
+    procedures: &[StoredProcedure],
 ) -> Result<Reconciled> {
     let live = coord.live_servers().await?;
     let mut out = Reconciled::default();
@@ -133,13 +134,7 @@ pub async fn reconcile(
         .collect();
     // A merge waiting to run holds its two regions, grouped by its procedure's id.
     let mut held = holds::holds(coord).await?;
-    let procedures = crate::procedures::procedures(coord)
-        .await
-        .unwrap_or_else(|e| {
-            tracing::warn!(error = %e, "procedures could not be read: no merge gathers this pass");
-            Vec::new()
-        });
-    for p in procedures.into_iter().filter(|p| !p.record.finished()) {
+    for p in procedures.iter().filter(|p| !p.record.finished()) {
         let table = p.record.kind.table();
         match &p.record.kind {
             ProcedureKind::Merge { .. } => {
@@ -350,15 +345,29 @@ async fn one_term(coord: &EtcdCoordination, process: &str, ttl: Duration) -> Res
         if lost.load(Ordering::SeqCst) || !coord.is_leader(&term).await.unwrap_or(false) {
             break Ok(());
         }
-        match reconcile(coord, &term, &mut operator_moves).await {
+        // One read of the procedures serves the pass and the procedures' step.
+        procedures.forget_ended();
+        let stored = crate::procedures::procedures(coord).await;
+        let listed = match &stored {
+            Ok(stored) => stored.as_slice(),
+            Err(e) => {
+                tracing::warn!(error = %e, "procedures could not be read: none gathers or runs this pass");
+                &[]
+            }
+        };
+        match reconcile(coord, &term, &mut operator_moves, listed).await {
             Ok(_) => {}
             Err(e @ basalt_core::Error::CoordinationConflict(_)) => break Err(e),
             Err(e) => tracing::warn!(error = %e, "reconciliation failed; trying again"),
         }
-        match procedures.step(coord, &term).await {
-            Ok(()) => {}
-            Err(e @ basalt_core::Error::CoordinationConflict(_)) => break Err(e),
-            Err(e) => tracing::warn!(error = %e, "procedures could not be read; trying again"),
+        if let Ok(stored) = stored {
+            match procedures.step(coord, &term, stored).await {
+                Ok(()) => {}
+                Err(e @ basalt_core::Error::CoordinationConflict(_)) => break Err(e),
+                Err(e) => {
+                    tracing::warn!(error = %e, "procedures could not be stepped; trying again")
+                }
+            }
         }
     };
     drop(procedures); // its tasks stop before another master's may start

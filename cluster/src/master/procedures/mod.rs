@@ -67,14 +67,23 @@ impl Drop for Procedures {
 }
 
 impl Procedures {
-    /// Forgets the tasks that ended, reads the procedures, stops the tasks whose record is
-    /// gone, starts a task for each unfinished procedure none of this term runs and whose
-    /// regions no running one acts on, and deletes the finished ones kept past
-    /// [`PROCEDURE_KEEP`]. (The tasks that ended are forgotten before the read: a record
-    /// read after its task ended shows what the task wrote.)
-    pub(crate) async fn step(&mut self, coord: &EtcdCoordination, term: &Leadership) -> Result<()> {
+    /// Forgets the tasks that ended: called before the procedures are read for
+    /// [`Procedures::step`], so that a record read after its task ended shows what the task
+    /// wrote (and a procedure that just finished is not started again).
+    pub(crate) fn forget_ended(&mut self) {
         self.running.retain(|_, (task, _)| !task.is_finished());
-        let stored = procedures::procedures(coord).await?;
+    }
+
+    /// Given the procedures as read after [`Procedures::forget_ended`]: stops the tasks
+    /// whose record is gone, starts a task for each unfinished procedure none of this term
+    /// runs and whose regions no running one acts on, and deletes the finished ones kept
+    /// past [`PROCEDURE_KEEP`].
+    pub(crate) async fn step(
+        &mut self,
+        coord: &EtcdCoordination,
+        term: &Leadership,
+        stored: Vec<StoredProcedure>,
+    ) -> Result<()> {
         self.running.retain(|id, (task, _)| {
             let present = stored.iter().any(|p| p.id == *id);
             if !present {
